@@ -1,0 +1,91 @@
+"""GPU kernel breakdown: time by kernel type (with overlaps) and per-kernel statistics.
+
+``kernel_type_df`` (summed over the selected ranks): ``kernel_type``, ``sum`` (µs
+of wall time during which exactly that combination of types was running, e.g.
+"COMPUTATION overlapping COMMUNICATION"), ``percentage`` (of the total, 1 decimal).
+
+``kernel_df``: per rank and kernel type, kernels grouped by name with ``sum (us)``,
+``max (us)``, ``min (us)``, ``mean (us)`` and ``stddev`` (µs, sample std, 0 for
+one event) of the event durations. When a type has more than ``num_kernels``
+names, names past the ``duration_ratio`` quantile of the cumulative time or past
+the top ``num_kernels`` are pooled as ``others``; the statistics are always
+computed over the individual events (the reference collapses them to the sum).
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from .. import intervals
+from ..classify import COMMUNICATION, COMPUTATION, MEMORY
+from ..rank_trace import RankTrace
+from .common import gpu_with_types, intervals_of, select, us
+
+KERNEL_DF_COLUMNS = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "kernel_type", "rank"]
+
+
+def _types(include_memory_kernels: bool) -> list[str]:
+    return [COMPUTATION, COMMUNICATION] + ([MEMORY] if include_memory_kernels else [])
+
+
+def kernel_type_time_ns(gpu: pd.DataFrame, types: list[str]) -> dict[str, int]:
+    """ns during which each combination of ``types`` was running (names as the reference)."""
+    coverage = intervals.coverage_by_combination([intervals_of(gpu, t) for t in types])
+    return {" overlapping ".join(t for i, t in enumerate(types) if mask & (1 << i)): ns for mask, ns in coverage.items()}
+
+
+def top_kernel_names(durations: pd.DataFrame, num_kernels: int, duration_ratio: float) -> pd.Series:
+    """Map each name to itself or to "others", with the reference's selection rule."""
+    sums = durations.groupby("name", observed=True)["dur"].sum().sort_values(ascending=False, kind="stable")
+    keep = pd.Series(sums.index.astype(str), index=sums.index)
+    if len(sums) > num_kernels:
+        cumsum = sums.cumsum()
+        threshold = cumsum.quantile(duration_ratio)
+        pooled = (cumsum.to_numpy() > threshold) | (np.arange(len(sums)) >= num_kernels)
+        keep[pooled] = "others"
+    return keep
+
+
+def duration_stats(rows: pd.DataFrame, num_kernels: int, duration_ratio: float) -> pd.DataFrame:
+    """Per-name statistics of ``rows`` (``name``, ``dur`` in ns), small names pooled as "others"."""
+    if rows.empty:
+        return pd.DataFrame(columns=KERNEL_DF_COLUMNS[:6])
+    mapping = top_kernel_names(rows, num_kernels, duration_ratio)
+    names = rows["name"].astype(str).map(mapping.set_axis(mapping.index.astype(str)))
+    stats = pd.Series(us(rows["dur"].to_numpy()), index=names.to_numpy()).groupby(level=0).agg(["sum", "max", "min", "std", "mean"])
+    stats["std"] = stats["std"].fillna(0.0)
+    stats = stats.rename_axis("name").reset_index()
+    stats.columns = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)"]
+    return stats
+
+
+def gpu_kernel_breakdown(
+    traces: Mapping[int, RankTrace],
+    ranks: Iterable[int] | None = None,
+    duration_ratio: float = 0.8,
+    num_kernels: int = 10,
+    include_memory_kernels: bool = True,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    types = _types(include_memory_kernels)
+    totals: dict[str, int] = {}
+    per_kernel = []
+    for trace in select(traces, ranks):
+        if trace.is_cpu_only:
+            continue
+        gpu = gpu_with_types(trace)
+        for name, ns in kernel_type_time_ns(gpu, types).items():
+            totals[name] = totals.get(name, 0) + ns
+        for kernel_type in types:
+            rows = gpu.loc[gpu["kernel_type"] == kernel_type, ["name", "dur"]]
+            stats = duration_stats(rows, num_kernels, duration_ratio)
+            if not stats.empty:
+                per_kernel.append(stats.assign(kernel_type=kernel_type, rank=trace.rank))
+    type_df = pd.DataFrame({"kernel_type": list(totals), "sum": [us(v) for v in totals.values()]})
+    type_df = type_df.sort_values("sum", ascending=False, ignore_index=True)
+    grand = type_df["sum"].sum()
+    type_df["percentage"] = (100.0 * type_df["sum"] / grand).round(1) if grand else pd.Series(dtype=float)
+    kernel_df = pd.concat(per_kernel, ignore_index=True) if per_kernel else pd.DataFrame(columns=KERNEL_DF_COLUMNS)
+    kernel_df = kernel_df[KERNEL_DF_COLUMNS].sort_values(["kernel_type", "name", "rank"], ignore_index=True)
+    return type_df, kernel_df

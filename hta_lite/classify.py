@@ -1,0 +1,48 @@
+"""Kernel type of GPU events, from the event name (rules in docs/metrics.md).
+
+COMMUNICATION  NCCL / RCCL / HCCL kernels: ``^nccl``, ``^rccl``, ``^hccl``, or
+               ``ncclKernel`` / ``ncclDevKernel`` anywhere in the name.
+MEMORY         ``^(hip)?Memcpy``, ``^(hip)?Memset``, ``^dma``.
+OTHER          names the reference treats as neither: GPU-side syncs (``Sync``
+               anywhere), ``Stream Wait Event``, launch/runtime names, MTIA
+               runtime names.
+COMPUTATION    everything else.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+COMMUNICATION = "COMMUNICATION"
+MEMORY = "MEMORY"
+COMPUTATION = "COMPUTATION"
+OTHER = "OTHER"
+KERNEL_TYPES = (COMPUTATION, COMMUNICATION, MEMORY, OTHER)
+
+_COMM = re.compile(r"^(nccl|rccl|hccl)|ncclKernel|ncclDevKernel")
+_MEMORY = re.compile(r"^(hip)?Memcpy|^(hip)?Memset|^dma")
+_NOT_COMPUTE = re.compile(
+    r"Memcpy|Memset|dma|Sync|^Stream Wait Event|^cuda.*LaunchKernel|^runFunction|^hip"
+    r"|^job_exe|^packet|^pe_exe|^cpum_exe_subgraph|^collective_subgraph_execution"
+)
+
+
+def kernel_type(name: str) -> str:
+    if _COMM.search(name):
+        return COMMUNICATION
+    if _MEMORY.search(name):
+        return MEMORY
+    if _NOT_COMPUTE.search(name):
+        return OTHER
+    return COMPUTATION
+
+
+def kernel_types(names: pd.Series) -> pd.Categorical:
+    """Vectorized over a categorical name column: each distinct name is classified once."""
+    names = names.astype("category")
+    per_name = np.array([KERNEL_TYPES.index(kernel_type(str(n))) for n in names.cat.categories], dtype=np.int8)
+    codes = names.cat.codes.to_numpy()
+    type_codes = np.where(codes >= 0, per_name[np.maximum(codes, 0)] if len(per_name) else 0, KERNEL_TYPES.index(OTHER))
+    return pd.Categorical.from_codes(type_codes, categories=list(KERNEL_TYPES))

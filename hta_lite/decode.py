@@ -1,0 +1,210 @@
+"""Bytes of one trace file -> decoded events (msgspec structs) + top-level metadata.
+
+The fast path decodes ``traceEvents`` straight into typed structs that keep only
+the fields analyses read; ``ts`` and ``dur`` stay as the raw JSON number text so
+that no digit is lost (see :mod:`hta_lite.timestamps`).  When a file has events
+of unexpected shape the slow path decodes event by event, keeps every event it
+can and counts the rest in ``skipped``.
+"""
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections import Counter
+from pathlib import Path
+from typing import Any, Optional
+
+import msgspec
+
+from .errors import TraceDecodeError, TraceFormatError, TraceReadError
+
+try:  # python-isal gunzips ~1.7x faster than zlib (benchmarks/bench_decode.py)
+    from isal import igzip as _gzip
+except ImportError:  # pragma: no cover - isal is a declared dependency
+    _gzip = gzip
+
+EMPTY_RAW = msgspec.Raw(b"")
+
+
+class Args(msgspec.Struct, gc=False):
+    """The ``args`` keys that hta_lite reads; every other key is skipped by the decoder."""
+
+    stream: Any = None
+    device: Any = None
+    correlation: Any = None
+    external_id: Any = msgspec.field(default=None, name="External id")
+    bytes: Any = None
+    memory_bw_gbps: Any = msgspec.field(default=None, name="memory bandwidth (GB/s)")
+    grid: Any = None
+    block: Any = None
+    collective_name: Any = msgspec.field(default=None, name="Collective name")
+    in_msg_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    out_msg_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    group_size: Any = msgspec.field(default=None, name="Group size")
+    dtype: Any = None
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    pg_desc: Any = msgspec.field(default=None, name="Process Group Description")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    # metadata ("M") events
+    name: Any = None
+    labels: Any = None
+    sort_index: Any = None
+
+
+class Event(msgspec.Struct, gc=False):
+    """One Chrome-trace event; ``ts``/``dur`` are the raw JSON text of the number."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: msgspec.Raw = EMPTY_RAW
+    dur: msgspec.Raw = EMPTY_RAW
+    id: Any = None
+    bp: Any = None
+    s: Any = None
+    args: Optional[Args] = None
+
+
+class CounterEvent(msgspec.Struct, gc=False):
+    """A counter (``"ph": "C"``) event: each key of ``args`` is one series."""
+
+    ph: Any = None
+    name: Any = None
+    pid: Any = None
+    ts: msgspec.Raw = EMPTY_RAW
+    args: Any = None
+
+
+_top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_events_decoder = msgspec.json.Decoder(list[Event])
+_raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
+_event_decoder = msgspec.json.Decoder(Event)
+_raw_dict_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_args_decoder = msgspec.json.Decoder(Args)
+_counters_decoder = msgspec.json.Decoder(list[CounterEvent])
+_any_decoder = msgspec.json.Decoder()
+
+
+class Decoded(msgspec.Struct):
+    events: list[Event]
+    metadata: dict[str, Any]
+    skipped: Counter
+    raw_events: msgspec.Raw  # kept only to decode counters on demand
+
+
+def read_bytes(path: Path) -> bytes:
+    """Read a trace file, gunzipping when it is gzip (by magic bytes, not by name)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceReadError(path, f"cannot read file: {exc.strerror or exc}") from None
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = _gzip.decompress(data)
+        except (OSError, EOFError, zlib.error, ValueError) as exc:
+            raise TraceReadError(path, f"corrupt or truncated gzip data ({exc})") from None
+    return data
+
+
+def decode(data: bytes, path: Path) -> Decoded:
+    """Decode the JSON document of one trace file."""
+    if not data.strip():
+        raise TraceDecodeError(path, "file is empty")
+    try:
+        top = _top_decoder.decode(data)
+    except msgspec.ValidationError:
+        kind = type(_safe_generic(data)).__name__
+        raise TraceFormatError(path, f"top level is a JSON {kind}, expected an object with 'traceEvents'") from None
+    except msgspec.DecodeError as exc:
+        raise TraceDecodeError(path, f"invalid JSON ({_explain(exc, data)})") from None
+    if "traceEvents" not in top:
+        raise TraceFormatError(path, "no 'traceEvents' key: not a Kineto/Chrome trace")
+    raw_events = top.pop("traceEvents")
+    metadata = {}
+    for key, raw in top.items():
+        metadata[key] = _any_decoder.decode(raw)
+    skipped: Counter = Counter()
+    try:
+        events = _events_decoder.decode(raw_events)
+    except msgspec.ValidationError:
+        events = _decode_leniently(raw_events, path, skipped)
+    return Decoded(events=events, metadata=metadata, skipped=skipped, raw_events=raw_events)
+
+
+def read_and_decode(path: Path) -> Decoded:
+    return decode(read_bytes(path), path)
+
+
+def decode_counters(raw_events: msgspec.Raw) -> list[CounterEvent]:
+    """Second pass, run only when the trace has counter events."""
+    try:
+        return [e for e in _counters_decoder.decode(raw_events) if e.ph == "C"]
+    except msgspec.ValidationError:
+        out = []
+        for raw in _raw_list_decoder.decode(raw_events):
+            try:
+                ev = msgspec.json.decode(raw, type=CounterEvent)
+            except msgspec.ValidationError:
+                continue
+            if ev.ph == "C":
+                out.append(ev)
+        return out
+
+
+def _decode_leniently(raw_events: msgspec.Raw, path: Path, skipped: Counter) -> list[Event]:
+    """Event-by-event decode; keeps what it can, counts what it cannot (slow path)."""
+    try:
+        raws = _raw_list_decoder.decode(raw_events)
+    except msgspec.ValidationError:
+        raise TraceFormatError(path, "'traceEvents' is not a JSON list") from None
+    events = []
+    for raw in raws:
+        try:
+            events.append(_event_decoder.decode(raw))
+            continue
+        except msgspec.ValidationError:
+            pass
+        try:
+            fields = _raw_dict_decoder.decode(raw)
+        except msgspec.ValidationError:
+            skipped["event is not a JSON object"] += 1
+            continue
+        events.append(_coerce_event(fields, skipped))
+    return events
+
+
+def _coerce_event(fields: dict[str, msgspec.Raw], skipped: Counter) -> Event:
+    ev = Event()
+    for key in ("ph", "cat", "name", "pid", "tid", "id", "bp", "s"):
+        if key in fields:
+            setattr(ev, key, _any_decoder.decode(fields[key]))
+    for key in ("ph", "cat", "name"):
+        value = getattr(ev, key)
+        if value is not None and not isinstance(value, str):
+            skipped[f"non-string '{key}' converted to text"] += 1
+            setattr(ev, key, str(value))
+    for key in ("ts", "dur"):
+        if key in fields:
+            setattr(ev, key, fields[key])
+    if "args" in fields:
+        try:
+            ev.args = _args_decoder.decode(fields["args"])
+        except msgspec.ValidationError:
+            skipped["'args' is not an object (args ignored)"] += 1
+    return ev
+
+
+def _safe_generic(data: bytes) -> Any:
+    try:
+        return _any_decoder.decode(data)
+    except msgspec.DecodeError:
+        return None
+
+
+def _explain(exc: Exception, data: bytes) -> str:
+    msg = str(exc)
+    if "truncated" in msg or "end of" in msg.lower():
+        return f"truncated: {msg}"
+    return msg

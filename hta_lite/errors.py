@@ -1,0 +1,48 @@
+"""One exception family for everything hta_lite refuses to load.
+
+Every message names the file (or folder) and what is wrong with it, so a user
+looking at a folder of hundreds of rank traces knows which one to fix.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class TraceError(Exception):
+    """Base class of every error hta_lite raises on bad input."""
+
+    def __init__(self, path: str | Path | None, problem: str):
+        self.path = None if path is None else str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}" if self.path else problem)
+
+
+class TraceNotFoundError(TraceError):
+    """The trace folder or file does not exist."""
+
+
+class NoTraceFilesError(TraceError):
+    """The folder holds no ``*.json`` / ``*.json.gz`` file."""
+
+
+class TraceReadError(TraceError):
+    """The file cannot be read: permissions, truncated or corrupt gzip, I/O error."""
+
+
+class TraceDecodeError(TraceError):
+    """The bytes are not valid JSON (truncated file, garbage, bad encoding)."""
+
+
+class TraceFormatError(TraceError):
+    """Valid JSON, but not a Kineto trace (no ``traceEvents`` list, wrong shape)."""
+
+
+class DuplicateRankError(TraceError):
+    """Two files claim the same rank."""
+
+
+class RankNotFoundError(TraceError, KeyError):
+    """An analysis was asked for a rank that is not loaded."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return Exception.__str__(self)

@@ -1,0 +1,54 @@
+"""Interval math on int64 nanosecond arrays: merge, total length, coverage by combination."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of [start, end) intervals as sorted, disjoint intervals (touching ones joined)."""
+    if len(starts) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    new_group = np.empty(len(s), bool)
+    new_group[0] = True
+    new_group[1:] = s[1:] > reach[:-1]
+    group_start = np.flatnonzero(new_group)
+    group_end = np.append(group_start[1:], len(s)) - 1
+    return s[group_start], reach[group_end]
+
+
+def total(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Length of the union of the intervals (ns)."""
+    s, e = merge(starts, ends)
+    return int((e - s).sum())
+
+
+def coverage_by_combination(interval_sets: list[tuple[np.ndarray, np.ndarray]]) -> dict[int, int]:
+    """Time covered by each combination of the given interval sets.
+
+    Set ``i`` is bit ``1 << i``; the result maps a non-zero bitmask to the ns
+    during which exactly those sets are active.
+    """
+    times, deltas = [], []
+    for i, (starts, ends) in enumerate(interval_sets):
+        s, e = merge(starts, ends)
+        times += [s, e]
+        deltas += [np.full(len(s), 1 << i, np.int64), np.full(len(e), -(1 << i), np.int64)]
+    if not times or sum(len(t) for t in times) == 0:
+        return {}
+    t = np.concatenate(times)
+    d = np.concatenate(deltas)
+    order = np.argsort(t, kind="stable")
+    t, state = t[order], np.cumsum(d[order])
+    seg = np.diff(t)
+    state = state[:-1]
+    active = state > 0
+    sums = np.bincount(state[active], weights=seg[active])
+    return {int(k): int(v) for k, v in enumerate(sums) if k and v}
+
+
+def overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
+    """Length of the intersection of the unions of two interval sets (ns)."""
+    return coverage_by_combination([a, b]).get(3, 0)

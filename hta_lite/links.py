@@ -1,0 +1,82 @@
+"""Links between rows of one rank's tables, all computed with sorts and searchsorted.
+
+Columns added:
+- ``steps`` table: ``step`` (N of ``ProfilerStep#N``), ``ts``, ``dur`` (ns), ``name``.
+- ``cpu.iteration`` / ``gpu.iteration``: the ProfilerStep a CPU event starts in;
+  a GPU event inherits the iteration of its launching call (-1 when none).
+- ``gpu.launch_row``: row (position) in ``cpu`` of the runtime/driver call with the
+  same correlation id, -1 when the trace has none.
+- ``cpu.op_row``: for runtime/driver calls, the row of the ``cpu_op`` with the same
+  ``External id`` (the operator that launched it), -1 otherwise.
+- ``cpu.depth``: nesting depth of the event on its (pid, tid), 0 for outermost.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+
+STEP_PATTERN = r"^ProfilerStep#(\d+)$"
+
+
+def profiler_steps(cpu: pd.DataFrame) -> pd.DataFrame:
+    """ProfilerStep#N ranges on the CPU, sorted by start; duplicates of a step kept once."""
+    names = cpu["name"].astype("category")
+    step_of_name = names.cat.categories.to_series().str.extract(STEP_PATTERN)[0]
+    is_step_name = step_of_name.notna().to_numpy()
+    codes = names.cat.codes.to_numpy()
+    mask = (codes >= 0) & is_step_name[np.maximum(codes, 0)] if len(is_step_name) else np.zeros(len(cpu), bool)
+    rows = cpu.loc[mask, ["ts", "dur", "name"]].copy()
+    rows.insert(0, "step", step_of_name.to_numpy()[codes[mask]].astype(np.int64))
+    rows = rows.sort_values(["ts", "dur"], ascending=[True, False]).drop_duplicates("step")
+    rows["name"] = rows["name"].astype(str)
+    return rows.sort_values("ts").reset_index(drop=True)
+
+
+def iteration_of(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
+    """ProfilerStep number whose [ts, ts + dur) holds each time, -1 outside every step."""
+    if steps.empty or len(ts) == 0:
+        return np.full(len(ts), -1, np.int64)
+    starts = steps["ts"].to_numpy()
+    ends = starts + steps["dur"].to_numpy()
+    idx = np.searchsorted(starts, ts, side="right") - 1
+    inside = (idx >= 0) & (ts < ends[np.maximum(idx, 0)])
+    return np.where(inside, steps["step"].to_numpy()[np.maximum(idx, 0)], -1)
+
+
+def first_row_by_key(keys: np.ndarray, candidates: np.ndarray) -> tuple[pd.Index, np.ndarray]:
+    """Unique index of ``keys[candidates]`` (first occurrence kept) and the rows behind it."""
+    cand_keys = keys[candidates]
+    uniq, first = np.unique(cand_keys, return_index=True)
+    return pd.Index(uniq), candidates[first]
+
+
+def lookup(index: pd.Index, rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    pos = index.get_indexer(wanted)
+    return np.where(pos >= 0, rows[np.maximum(pos, 0)], -1) if len(rows) else np.full(len(wanted), -1)
+
+
+def nesting_depth(cpu: pd.DataFrame) -> np.ndarray:
+    """Depth of each CPU event among the events of its (pid, tid) that enclose its start."""
+    n = len(cpu)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    thread = pd.MultiIndex.from_arrays([cpu["pid"], cpu["tid"]]).codes
+    thread = thread[0].astype(np.int64) * (int(thread[1].max()) + 1) + thread[1]
+    ts = cpu["ts"].to_numpy()
+    end = ts + cpu["dur"].to_numpy()
+    # one int64 key per (thread, time): times replaced by their rank among all times
+    times, inverse = np.unique(np.concatenate([ts, end]), return_inverse=True)
+    width = len(times) + 1
+    start_key = thread * width + inverse[:n]
+    end_key = np.sort(thread * width + inverse[n:])
+    order = np.lexsort((-end, ts, thread))  # parents before their children
+    sorted_thread = thread[order]
+    starts_before = np.arange(n) - np.searchsorted(sorted_thread, sorted_thread, side="left")
+    ends_before = np.searchsorted(end_key, start_key[order], side="right") - np.searchsorted(
+        end_key, sorted_thread * width, side="left"
+    )
+    depth = np.empty(n, np.int64)
+    depth[order] = np.maximum(starts_before - ends_before, 0)
+    return depth

@@ -1,0 +1,112 @@
+"""Figure builders: DataFrame in, ``plotly.graph_objects.Figure`` out (no computation).
+
+``show(fig)`` displays a figure only inside a notebook kernel, so that
+``visualize=True`` never opens a browser or blocks a batch script.
+"""
+from __future__ import annotations
+
+import plotly.express as px
+import plotly.graph_objects as go
+import pandas as pd
+
+
+def in_notebook() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+def show(fig: go.Figure) -> None:
+    if in_notebook():
+        fig.show()
+
+
+def temporal_breakdown(df: pd.DataFrame) -> go.Figure:
+    """Stacked bar per rank: idle / compute / non-compute share of the GPU span."""
+    long = df.melt(
+        id_vars=["rank"],
+        value_vars=["idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"],
+        var_name="category",
+        value_name="percent",
+    )
+    long["category"] = long["category"].str.replace("_time_pctg", "", regex=False)
+    fig = px.bar(
+        long, x="rank", y="percent", color="category", title="Temporal breakdown across ranks",
+        labels={"rank": "Rank", "percent": "Share of GPU span (%)", "category": "Time"},
+    )
+    fig.update_layout(barmode="stack", xaxis={"type": "category"})
+    return fig
+
+
+def idle_time_breakdown(df: pd.DataFrame, pctg: bool = True) -> go.Figure:
+    """Bars per (rank, stream) split by idle category."""
+    data = df.assign(stream_label=df["rank"].astype(str) + ":" + df["stream"].astype(str))
+    y = "idle_time_ratio" if pctg else "idle_time"
+    fig = px.bar(
+        data, x="stream_label", y=y, color="idle_category", hover_data=["rank", "stream", "idle_time", "idle_time_ratio"],
+        title="Idle time breakdown per stream",
+        labels={"stream_label": "rank:stream", "idle_time_ratio": "Share of stream idle time", "idle_time": "Idle time (µs)"},
+    )
+    if pctg:
+        fig.update_layout(yaxis_tickformat=".0%")
+    return fig
+
+
+def comm_comp_overlap(df: pd.DataFrame) -> go.Figure:
+    fig = px.bar(
+        df, x="rank", y="comp_comm_overlap_pctg", title="Communication hidden under computation",
+        labels={"rank": "Rank", "comp_comm_overlap_pctg": "Comm time overlapped by compute (%)"},
+    )
+    fig.update_layout(xaxis={"type": "category"}, yaxis_range=[0, 100])
+    return fig
+
+
+def kernel_type_pie(type_df: pd.DataFrame) -> go.Figure:
+    data = type_df[type_df["sum"] > 0]
+    fig = px.pie(data, values="sum", names="kernel_type", title="GPU time by kernel type (all ranks)", hover_data=["percentage"])
+    fig.update_traces(hovertemplate="%{label}<br>%{value:.1f} µs<br>%{percent}")
+    return fig
+
+
+def kernel_type_pies_per_rank(kernel_df: pd.DataFrame, kernel_type: str) -> go.Figure:
+    from plotly.subplots import make_subplots
+
+    data = kernel_df[kernel_df["kernel_type"] == kernel_type]
+    ranks = sorted(data["rank"].unique())
+    cols = min(2, max(1, len(ranks)))
+    rows = max(1, (len(ranks) + cols - 1) // cols)
+    fig = make_subplots(rows=rows, cols=cols, specs=[[{"type": "domain"}] * cols] * rows, subplot_titles=[f"Rank {r}" for r in ranks])
+    for i, rank in enumerate(ranks):
+        part = data[data["rank"] == rank]
+        fig.add_trace(go.Pie(labels=part["name"], values=part["sum (us)"], name=f"rank {rank}"), i // cols + 1, i % cols + 1)
+    fig.update_layout(title_text=f"{kernel_type} kernels: time by kernel on each rank", height=350 * rows)
+    return fig
+
+
+def kernel_distribution(kernel_df: pd.DataFrame, top: int = 10) -> list[go.Figure]:
+    """Per kernel type: mean duration per rank with min/max error bars, one trace per kernel."""
+    figs = []
+    for kernel_type, part in kernel_df.groupby("kernel_type"):
+        part = part[part["name"] != "others"]
+        names = part.groupby("name")["sum (us)"].sum().nlargest(top).index
+        fig = go.Figure()
+        for name in names:
+            k = part[part["name"] == name]
+            fig.add_trace(
+                go.Bar(
+                    x=k["rank"].astype(str), y=k["mean (us)"], name=name[:60], hovertext=[name] * len(k),
+                    error_y={"type": "data", "symmetric": False, "array": k["max (us)"] - k["mean (us)"], "arrayminus": k["mean (us)"] - k["min (us)"]},
+                )
+            )
+        fig.update_layout(title=f"{kernel_type}: kernel duration across ranks (mean, min-max)", xaxis_title="Rank", yaxis_title="Duration (µs)", barmode="group")
+        figs.append(fig)
+    return figs
+
+
+def user_annotation_breakdown(df: pd.DataFrame) -> go.Figure:
+    fig = px.bar(df, x="name", y="sum (us)", color=df["rank"].astype(str), barmode="group", title="GPU time per user annotation",
+                 labels={"sum (us)": "Time (µs)", "name": "Annotation", "color": "Rank"})
+    return fig

@@ -1,0 +1,161 @@
+"""One rank's trace: its tables, metadata and health counters, parsed from one file."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import decode as dec
+from .classify import kernel_types
+from .links import first_row_by_key, iteration_of, lookup, nesting_depth, profiler_steps
+from .tables import build_tables
+
+RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "hip_runtime", "mtia_runtime", "runtime")
+
+
+@dataclass
+class RankTrace:
+    """Typed tables of one rank (see :mod:`hta_lite.tables` for the columns).
+
+    ``ts``/``dur`` are int64 nanoseconds since the epoch of the trace clock,
+    exactly as written (µs with 3 decimals -> ns).  ``health`` counts every event
+    that was skipped, clamped or excluded, by reason.
+    """
+
+    rank: int
+    path: str
+    gpu: pd.DataFrame
+    cpu: pd.DataFrame
+    gpu_annotations: pd.DataFrame
+    steps: pd.DataFrame
+    instants: pd.DataFrame
+    flows: pd.DataFrame
+    counters: pd.DataFrame
+    meta_events: pd.DataFrame
+    metadata: dict[str, Any]
+    events_by_phase: dict[str, int]
+    health: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def is_cpu_only(self) -> bool:
+        return self.gpu.empty
+
+    @property
+    def distributed_rank(self) -> int | None:
+        return rank_from_metadata(self.metadata)
+
+
+def rank_from_metadata(metadata: dict[str, Any]) -> int | None:
+    info = metadata.get("distributedInfo")
+    if isinstance(info, dict):
+        rank = info.get("rank")
+        if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
+            return rank
+        if isinstance(rank, str) and rank.isdigit():
+            return int(rank)
+    return None
+
+
+def parse_file(path: str | Path, rank: int | None = None, include_last_profiler_step: bool = False) -> RankTrace:
+    """Read, decode and link one trace file (runs inside a worker process)."""
+    path = Path(path)
+    decoded = dec.read_and_decode(path)
+    tables, by_phase, health = build_tables(decoded)
+    cpu, gpu = tables["cpu"], tables["gpu"]
+    steps = profiler_steps(cpu)
+    cpu, gpu, annotations = _apply_step_window(cpu, gpu, tables["gpu_annotations"], steps, include_last_profiler_step, health)
+    _link(cpu, gpu, steps, health)
+    gpu["kernel_type"] = kernel_types(gpu["name"])
+    annotations["iteration"] = iteration_of(annotations["ts"].to_numpy(), steps)
+    if rank is None:
+        rank = rank_from_metadata(decoded.metadata)
+    return RankTrace(
+        rank=-1 if rank is None else rank,
+        path=str(path),
+        gpu=gpu,
+        cpu=cpu,
+        gpu_annotations=annotations,
+        steps=steps,
+        instants=tables["instants"],
+        flows=tables["flows"],
+        counters=tables["counters"],
+        meta_events=tables["meta_events"],
+        metadata=decoded.metadata,
+        events_by_phase=dict(by_phase),
+        health=dict(health),
+    )
+
+
+def _runtime_rows(cpu: pd.DataFrame) -> np.ndarray:
+    corr = cpu["correlation"].to_numpy()
+    return np.flatnonzero((corr != -1) & np.asarray(cpu["cat"].isin(RUNTIME_CATEGORIES)))
+
+
+def _launch_rows(cpu: pd.DataFrame, gpu: pd.DataFrame, health: Counter | None) -> np.ndarray:
+    runtime = _runtime_rows(cpu)
+    corr = cpu["correlation"].to_numpy()
+    index, rows = first_row_by_key(corr, runtime)
+    if health is not None and len(runtime) > len(rows):
+        health["runtime calls sharing a correlation id (first kept for linking)"] += len(runtime) - len(rows)
+    return lookup(index, rows, gpu["correlation"].to_numpy())
+
+
+def _apply_step_window(cpu, gpu, annotations, steps, include_last, health):
+    """Keep the profiled iterations, as the reference does.
+
+    With two or more ProfilerSteps, CPU events that start at or after the last
+    step's start (its end with ``include_last_profiler_step``) are dropped, and so
+    are GPU events whose launching call was dropped or is absent from the trace.
+    With fewer than two steps nothing is dropped.
+    """
+    if len(steps) < 2:
+        return cpu, gpu, annotations
+    last = steps.iloc[-1]
+    cutoff = int(last["ts"] + last["dur"]) if include_last else int(last["ts"])
+    ts = cpu["ts"].to_numpy()
+    keep_cpu = ts <= cutoff if include_last else ts < cutoff
+    launch = _launch_rows(cpu, gpu, None)
+    keep_gpu = (launch >= 0) & keep_cpu[np.maximum(launch, 0)]
+    keep_anno = annotations["ts"].to_numpy() < cutoff + (1 if include_last else 0)
+    dropped_gpu_no_launch = int((launch < 0).sum())
+    if dropped_gpu_no_launch:
+        health["GPU events without a launching call (outside the profiled steps, excluded)"] += dropped_gpu_no_launch
+    if (~keep_cpu).sum():
+        health["CPU events in the last ProfilerStep (excluded)" if not include_last else "CPU events after the last ProfilerStep (excluded)"] += int((~keep_cpu).sum())
+    late_gpu = int(((launch >= 0) & ~keep_gpu).sum())
+    if late_gpu:
+        health["GPU events launched in the last ProfilerStep (excluded)" if not include_last else "GPU events launched after the last ProfilerStep (excluded)"] += late_gpu
+    if (~keep_anno).sum():
+        health["GPU annotations outside the profiled steps (excluded)"] += int((~keep_anno).sum())
+    return (
+        cpu[keep_cpu].reset_index(drop=True),
+        gpu[keep_gpu].reset_index(drop=True),
+        annotations[keep_anno].reset_index(drop=True),
+    )
+
+
+def _link(cpu: pd.DataFrame, gpu: pd.DataFrame, steps: pd.DataFrame, health: Counter) -> None:
+    cpu["iteration"] = iteration_of(cpu["ts"].to_numpy(), steps)
+    cpu["depth"] = nesting_depth(cpu)
+    launch = _launch_rows(cpu, gpu, health)
+    gpu["launch_row"] = launch
+    gpu["iteration"] = np.where(launch >= 0, cpu["iteration"].to_numpy()[np.maximum(launch, 0)], -1)
+    no_launch = int((launch < 0).sum())
+    if no_launch:
+        health["GPU events without a launching call in the trace"] += no_launch
+    runtime = _runtime_rows(cpu)
+    launched = np.zeros(len(cpu), bool)
+    launched[launch[launch >= 0]] = True
+    ext = cpu["external_id"].to_numpy()
+    ops = np.flatnonzero(np.asarray(cpu["cat"] == "cpu_op") & (ext != -1))
+    # innermost operator wins when several share an External id
+    ops = ops[np.argsort(-cpu["depth"].to_numpy()[ops], kind="stable")]
+    index, rows = first_row_by_key(ext, ops)
+    op_row = np.full(len(cpu), -1, np.int64)
+    op_row[runtime] = lookup(index, rows, ext[runtime])
+    cpu["op_row"] = op_row

@@ -1,0 +1,37 @@
+"""Test helper: reproduce the reference's known input defects on our tables.
+
+Used only to show that where our numbers differ from traceinsight 0.6.1 the
+difference comes from these defects (docs/differences-from-hta.md), not from
+the analysis formulas:
+1. when any ts is fractional, timestamps rounded to whole µs: ``ts`` up (ceil), ``ts + dur`` down (floor);
+   events shorter than their rounding shrink to zero or negative length;
+2. CPU operators that carry an ``args.stream`` (Triton launches) counted as GPU events.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pandas as pd
+
+from hta_lite.classify import kernel_types
+
+
+def emulate_reference(trace):
+    t = copy.copy(trace)
+    gpu = trace.gpu
+    cpu_with_stream = trace.cpu[(trace.cpu["stream"] >= 0) & (trace.cpu["cat"] == "cpu_op")]
+    if len(cpu_with_stream):
+        extra = cpu_with_stream[["ts", "dur", "name", "cat", "stream", "correlation"]].assign(
+            launch_row=-1, kernel_type=kernel_types(cpu_with_stream["name"]).astype(str)
+        )
+        gpu = pd.concat([gpu.assign(kernel_type=gpu["kernel_type"].astype(str)), extra], ignore_index=True)
+        gpu["kernel_type"] = gpu["kernel_type"].astype("category")
+    fractional = (trace.gpu["ts"] % 1000 != 0).any() or (trace.cpu["ts"] % 1000 != 0).any()
+    if not fractional:  # the reference rounds only when some ts in the file is fractional
+        t.gpu = gpu
+        return t
+    ts = np.ceil(gpu["ts"].to_numpy() / 1000.0)
+    end = np.floor((gpu["ts"].to_numpy() + gpu["dur"].to_numpy()) / 1000.0)
+    t.gpu = gpu.assign(ts=(ts * 1000).astype(np.int64), dur=np.maximum(end - ts, 0).astype(np.int64) * 1000)
+    return t
