@@ -6,8 +6,9 @@ Columns added:
   a GPU event inherits the iteration of its launching call (-1 when none).
 - ``gpu.launch_row``: row (position) in ``cpu`` of the runtime/driver call with the
   same correlation id, -1 when the trace has none.
-- ``cpu.op_row``: for runtime/driver calls, the row of the ``cpu_op`` with the same
-  ``External id`` (the operator that launched it), -1 otherwise.
+- ``cpu.op_row``: for runtime/driver calls, the row of the innermost ``cpu_op`` that
+  encloses the call on its thread (the operator that launched it), -1 otherwise.
+- ``cpu.parent_row``: the enclosing event one level up on the same (pid, tid), -1 if none.
 - ``cpu.depth``: nesting depth of the event on its (pid, tid), 0 for outermost.
 """
 from __future__ import annotations
@@ -52,16 +53,27 @@ def first_row_by_key(keys: np.ndarray, candidates: np.ndarray) -> tuple[pd.Index
     return pd.Index(uniq), candidates[first]
 
 
+def gather(values: np.ndarray, rows: np.ndarray, fill) -> np.ndarray:
+    """``values[rows]`` where ``rows >= 0``, ``fill`` elsewhere (safe on empty ``values``)."""
+    if len(values) == 0:
+        return np.full(len(rows), fill, dtype=np.result_type(values.dtype, np.min_scalar_type(fill)))
+    return np.where(rows >= 0, values[np.maximum(rows, 0)], fill)
+
+
 def lookup(index: pd.Index, rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    pos = index.get_indexer(wanted)
-    return np.where(pos >= 0, rows[np.maximum(pos, 0)], -1) if len(rows) else np.full(len(wanted), -1)
+    return gather(rows, index.get_indexer(wanted), -1)
 
 
 def nesting_depth(cpu: pd.DataFrame) -> np.ndarray:
     """Depth of each CPU event among the events of its (pid, tid) that enclose its start."""
+    return nesting(cpu)[0]
+
+
+def nesting(cpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """``(depth, parent_row)`` of each event on its (pid, tid); parent -1 for outermost."""
     n = len(cpu)
     if n == 0:
-        return np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     thread = pd.MultiIndex.from_arrays([cpu["pid"], cpu["tid"]]).codes
     thread = thread[0].astype(np.int64) * (int(thread[1].max()) + 1) + thread[1]
     ts = cpu["ts"].to_numpy()
@@ -77,6 +89,31 @@ def nesting_depth(cpu: pd.DataFrame) -> np.ndarray:
     ends_before = np.searchsorted(end_key, start_key[order], side="right") - np.searchsorted(
         end_key, sorted_thread * width, side="left"
     )
+    sorted_depth = np.maximum(starts_before - ends_before, 0)
     depth = np.empty(n, np.int64)
-    depth[order] = np.maximum(starts_before - ends_before, 0)
-    return depth
+    depth[order] = sorted_depth
+    # parent = the last event before me (in sorted order) one level up, in my thread
+    sorted_parent = np.full(n, -1, np.int64)
+    for level in range(1, int(sorted_depth.max()) + 1):
+        children = np.flatnonzero(sorted_depth == level)
+        candidates = np.flatnonzero(sorted_depth == level - 1)
+        pos = np.searchsorted(candidates, children) - 1
+        found = gather(candidates, pos, -1)
+        same_thread = gather(sorted_thread, found, -1) == sorted_thread[children]
+        sorted_parent[children] = np.where(same_thread, found, -1)
+    parent = np.empty(n, np.int64)
+    parent[order] = gather(order, sorted_parent, -1)
+    return depth, parent
+
+
+def nearest_ancestor(parent: np.ndarray, is_target: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """For each of ``rows``, the closest ancestor (following ``parent``) where ``is_target``; -1 if none."""
+    current = gather(parent, rows, -1)
+    result = np.full(len(rows), -1, np.int64)
+    pending = np.ones(len(rows), bool)
+    while pending.any():
+        hit = pending & (current >= 0) & gather(is_target, current, False)
+        result[hit] = current[hit]
+        pending &= ~hit & (current >= 0)
+        current = np.where(pending, gather(parent, current, -1), -1)
+    return result

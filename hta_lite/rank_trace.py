@@ -12,7 +12,7 @@ import pandas as pd
 
 from . import decode as dec
 from .classify import kernel_types
-from .links import first_row_by_key, iteration_of, lookup, nesting_depth, profiler_steps
+from .links import first_row_by_key, gather, iteration_of, lookup, nearest_ancestor, nesting, profiler_steps
 from .tables import build_tables
 
 RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "hip_runtime", "mtia_runtime", "runtime")
@@ -120,7 +120,7 @@ def _apply_step_window(cpu, gpu, annotations, steps, include_last, health):
     ts = cpu["ts"].to_numpy()
     keep_cpu = ts <= cutoff if include_last else ts < cutoff
     launch = _launch_rows(cpu, gpu, None)
-    keep_gpu = (launch >= 0) & keep_cpu[np.maximum(launch, 0)]
+    keep_gpu = gather(keep_cpu, launch, False)
     keep_anno = annotations["ts"].to_numpy() < cutoff + (1 if include_last else 0)
     dropped_gpu_no_launch = int((launch < 0).sum())
     if dropped_gpu_no_launch:
@@ -141,21 +141,15 @@ def _apply_step_window(cpu, gpu, annotations, steps, include_last, health):
 
 def _link(cpu: pd.DataFrame, gpu: pd.DataFrame, steps: pd.DataFrame, health: Counter) -> None:
     cpu["iteration"] = iteration_of(cpu["ts"].to_numpy(), steps)
-    cpu["depth"] = nesting_depth(cpu)
+    depth, parent = nesting(cpu)
+    cpu["depth"] = depth
+    cpu["parent_row"] = parent
     launch = _launch_rows(cpu, gpu, health)
     gpu["launch_row"] = launch
-    gpu["iteration"] = np.where(launch >= 0, cpu["iteration"].to_numpy()[np.maximum(launch, 0)], -1)
+    gpu["iteration"] = gather(cpu["iteration"].to_numpy(), launch, -1)
     no_launch = int((launch < 0).sum())
     if no_launch:
         health["GPU events without a launching call in the trace"] += no_launch
+    cpu["op_row"] = -1
     runtime = _runtime_rows(cpu)
-    launched = np.zeros(len(cpu), bool)
-    launched[launch[launch >= 0]] = True
-    ext = cpu["external_id"].to_numpy()
-    ops = np.flatnonzero(np.asarray(cpu["cat"] == "cpu_op") & (ext != -1))
-    # innermost operator wins when several share an External id
-    ops = ops[np.argsort(-cpu["depth"].to_numpy()[ops], kind="stable")]
-    index, rows = first_row_by_key(ext, ops)
-    op_row = np.full(len(cpu), -1, np.int64)
-    op_row[runtime] = lookup(index, rows, ext[runtime])
-    cpu["op_row"] = op_row
+    cpu.loc[runtime, "op_row"] = nearest_ancestor(parent, np.asarray(cpu["cat"] == "cpu_op"), runtime)

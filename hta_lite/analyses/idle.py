@@ -18,6 +18,7 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from ..links import gather
 from ..rank_trace import RankTrace
 from .common import select, us
 
@@ -33,7 +34,7 @@ def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.D
     ts = gpu["ts"].to_numpy()
     end = ts + gpu["dur"].to_numpy()
     launch = gpu["launch_row"].to_numpy()
-    runtime_ts = np.where(launch >= 0, trace.cpu["ts"].to_numpy()[np.maximum(launch, 0)] if len(trace.cpu) else 0, np.iinfo(np.int64).min)
+    runtime_ts = gather(trace.cpu["ts"].to_numpy(), launch, np.iinfo(np.int64).min)
     first = np.ones(len(gpu), bool)
     first[1:] = stream[1:] != stream[:-1]
     # latest end among the previous events of the same stream

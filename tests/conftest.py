@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_TRACES = ROOT.parent / "shared" / "traces"
+SHARED_REFERENCE = ROOT.parent / "shared" / "reference" / "traceinsight-0.6.1.json"
+SAMPLES = ROOT / "sample_traces"
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+def shared_cases() -> dict[str, Path]:
+    """Folder name -> folder, for every case in ../shared/traces."""
+    return {p.name: p for p in sorted(SHARED_TRACES.glob("*/*")) if p.is_dir()}
+
+
+@pytest.fixture(scope="session")
+def two_ranks():
+    from hta_lite import TraceAnalysis
+
+    return TraceAnalysis(trace_dir=SAMPLES / "two_ranks", parallel=False)

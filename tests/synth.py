@@ -1,0 +1,46 @@
+"""Build small Kineto-format traces whose right answers are known by construction."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+
+class TraceBuilder:
+    """Accumulates events; times in µs (floats allowed), like Kineto writes them."""
+
+    def __init__(self, rank: int | None = 0, world_size: int = 1):
+        self.events: list[dict] = []
+        self.meta: dict = {"schemaVersion": 1, "deviceProperties": []}
+        if rank is not None:
+            self.meta["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world_size}
+        self._corr = 1000
+
+    def cpu_op(self, name, ts, dur, tid=1, cat="cpu_op", **args):
+        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": 10, "tid": tid, "ts": ts, "dur": dur, "args": args})
+        return self
+
+    def step(self, n, ts, dur):
+        return self.cpu_op(f"ProfilerStep#{n}", ts, dur, cat="user_annotation")
+
+    def kernel(self, name, ts, dur, stream=7, launch_ts=None, launch_dur=1, cat="kernel", **args):
+        """A GPU event; with ``launch_ts`` also its cudaLaunchKernel runtime call."""
+        self._corr += 1
+        gpu_args = {"stream": stream, "device": 0, "correlation": self._corr, "External id": self._corr, **args}
+        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": gpu_args})
+        if launch_ts is not None:
+            runtime = "cudaMemcpyAsync" if cat == "gpu_memcpy" else "cudaLaunchKernel"
+            self.events.append(
+                {"ph": "X", "cat": "cuda_runtime", "name": runtime, "pid": 10, "tid": 1, "ts": launch_ts, "dur": launch_dur,
+                 "args": {"correlation": self._corr, "External id": self._corr}}
+            )
+        return self
+
+    def document(self) -> dict:
+        return {**self.meta, "traceEvents": self.events}
+
+    def write(self, path: Path, gz: bool = False) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = json.dumps(self.document()).encode()
+        path.write_bytes(gzip.compress(data) if gz else data)
+        return path

@@ -1,0 +1,235 @@
+"""Loader: every real trace loads, counts match the raw JSON, times are exact, ranks are right."""
+from __future__ import annotations
+
+import gzip
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import SAMPLES, shared_cases
+from synth import TraceBuilder
+
+from hta_lite import TraceAnalysis
+from hta_lite import decode as dec
+from hta_lite.errors import (
+    DuplicateRankError,
+    NoTraceFilesError,
+    TraceDecodeError,
+    TraceError,
+    TraceFormatError,
+    TraceNotFoundError,
+    TraceReadError,
+)
+from hta_lite.tables import GPU_CATEGORIES, build_tables
+
+CASES = shared_cases()
+
+
+def raw_events(path: Path) -> tuple[dict, list]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        doc = json.loads(f.read(), parse_float=Decimal)
+    return doc, doc["traceEvents"]
+
+
+def files_of(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_shared_trace_loads_with_raw_counts(case):
+    for path in files_of(CASES[case]):
+        _, events = raw_events(path)
+        gpu_raw = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES]
+        kernels_raw = sum(1 for e in gpu_raw if e.get("cat") == "kernel")
+        tables, by_phase, _ = build_tables(dec.read_and_decode(path))
+        assert len(tables["gpu"]) == len(gpu_raw)
+        assert int((tables["gpu"]["cat"] == "kernel").sum()) == kernels_raw
+        assert sum(by_phase.values()) == len(events)
+        cpu_raw = sum(1 for e in events if e.get("ph") == "X") - len(gpu_raw)
+        assert len(tables["cpu"]) + len(tables["gpu_annotations"]) == cpu_raw
+    analysis = TraceAnalysis(trace_dir=CASES[case], parallel=False, progress=False)
+    assert len(analysis.ranks) == len(files_of(CASES[case]))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_excluded_gpu_events_are_accounted(case):
+    analysis = TraceAnalysis(trace_dir=CASES[case], parallel=False, progress=False)
+    for trace in analysis.traces.values():
+        _, events = raw_events(Path(trace.path))
+        gpu_raw = sum(1 for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES)
+        excluded = sum(v for k, v in trace.health.items() if k.startswith("GPU events") and "excluded" in k)
+        assert len(trace.gpu) + excluded == gpu_raw
+
+
+def test_ns_resolution_timestamps_are_exact():
+    path = files_of(CASES["ns_resolution"])[0]
+    _, events = raw_events(path)
+    expected = sorted(
+        (int(Decimal(e["ts"]) * 1000), int(Decimal(e["dur"]) * 1000))
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES
+    )
+    gpu = build_tables(dec.read_and_decode(path))[0]["gpu"]
+    got = sorted(zip(gpu["ts"].tolist(), gpu["dur"].tolist()))
+    assert got == expected
+    assert (gpu["dur"] >= 0).all()
+    assert (gpu["dur"] % 1000 != 0).any()  # sub-µs digits survived
+    assert (gpu["ts"] % 1000 != 0).any()
+
+
+def test_epoch_timestamp_is_exact(tmp_path):
+    doc = '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1712195495519689.047, "dur": 1.001, "args": {"stream": 7}}]}'
+    (tmp_path / "t.json").write_text(doc)
+    gpu = TraceAnalysis(trace_dir=tmp_path).gpu_events(0)
+    assert gpu["ts"].iloc[0] == 1712195495519689047
+    assert gpu["dur"].iloc[0] == 1001
+
+
+def test_metadata_read_whatever_its_position(tmp_path):
+    doc = b'{"traceEvents": [], "distributedInfo": {"rank": 5}, "displayTimeUnit": "ns", "baseTimeNanoseconds": 17}'
+    (tmp_path / "a.json").write_bytes(doc)
+    analysis = TraceAnalysis(trace_dir=tmp_path)
+    assert analysis.ranks == [5]
+    assert analysis.metadata(5)["displayTimeUnit"] == "ns"
+    assert analysis.metadata(5)["baseTimeNanoseconds"] == 17
+
+
+def test_sample_metadata_and_links(two_ranks):
+    assert two_ranks.ranks == [0, 1]
+    gpu, cpu = two_ranks.gpu_events(0), two_ranks.cpu_events(0)
+    assert gpu["ts"].dtype == np.int64 and gpu["dur"].dtype == np.int64
+    assert isinstance(gpu["name"].dtype, pd.CategoricalDtype)
+    launched = gpu[gpu["launch_row"] >= 0]
+    assert len(launched) == len(gpu)  # every kept GPU event has its launch
+    runtime = cpu.iloc[launched["launch_row"].to_numpy()]
+    assert (runtime["correlation"].to_numpy() == launched["correlation"].to_numpy()).all()
+    assert (runtime["ts"].to_numpy() <= launched["ts"].to_numpy()).all()
+    ops = runtime["op_row"].to_numpy()
+    assert (ops >= 0).mean() > 0.9
+    assert (cpu.iloc[ops[ops >= 0]]["cat"] == "cpu_op").all()
+    assert set(gpu["iteration"].unique()) == {551}  # last step (552) excluded by default
+    assert two_ranks.get_profiler_steps() == [551, 552]
+
+
+def test_include_last_profiler_step_keeps_it():
+    a = TraceAnalysis(trace_dir=SAMPLES / "two_ranks", include_last_profiler_step=True, parallel=False)
+    assert set(a.gpu_events(0)["iteration"].unique()) == {551, 552}
+
+
+def test_parallel_and_serial_give_the_same_tables():
+    serial = TraceAnalysis(trace_dir=SAMPLES / "two_ranks", parallel=False)
+    parallel = TraceAnalysis(trace_dir=SAMPLES / "two_ranks", parallel=True, max_workers=2, progress=False)
+    for rank in serial.ranks:
+        pd.testing.assert_frame_equal(serial.gpu_events(rank), parallel.gpu_events(rank))
+        pd.testing.assert_frame_equal(serial.cpu_events(rank), parallel.cpu_events(rank))
+
+
+def test_cpu_only_trace_loads_and_says_so():
+    a = TraceAnalysis(trace_dir=CASES["cpu_only"])
+    assert a.ranks == [34]
+    assert a.traces[34].is_cpu_only
+    assert a.get_temporal_breakdown(visualize=False)["kernel_time(us)"].isna().all()
+    assert "no GPU events (CPU-only trace)" in set(a.health()["item"])
+
+
+def _unranked(path: Path, gz: bool = False) -> Path:
+    return TraceBuilder(rank=None).kernel("k", 10, 5, launch_ts=8).write(path, gz=gz)
+
+
+def test_rank_from_file_name(tmp_path):
+    _unranked(tmp_path / "trace_rank-3.json")
+    _unranked(tmp_path / "worker5.pt.trace.json.gz", gz=True)
+    _unranked(tmp_path / "rank_12.json")
+    assert TraceAnalysis(trace_dir=tmp_path, parallel=False).ranks == [3, 5, 12]
+
+
+def test_rank_assigned_deterministically_with_warning(tmp_path):
+    TraceBuilder(rank=0).kernel("k", 10, 5, launch_ts=8).write(tmp_path / "b.json")
+    _unranked(tmp_path / "c.json")
+    _unranked(tmp_path / "a.json")
+    with pytest.warns(UserWarning, match="assigned rank 1"):
+        a = TraceAnalysis(trace_dir=tmp_path, parallel=False)
+    assert a.ranks == [0, 1, 2]
+    assert Path(a.traces[1].path).name == "a.json" and Path(a.traces[2].path).name == "c.json"
+
+
+def test_duplicate_rank_names_both_files(tmp_path):
+    TraceBuilder(rank=2).kernel("k", 10, 5).write(tmp_path / "one.json")
+    TraceBuilder(rank=2).kernel("k", 10, 5).write(tmp_path / "two.json")
+    with pytest.raises(DuplicateRankError, match=r"two\.json.*rank 2.*one\.json"):
+        TraceAnalysis(trace_dir=tmp_path, parallel=False)
+
+
+def test_trace_files_mapping(tmp_path):
+    p = _unranked(tmp_path / "x.json")
+    assert TraceAnalysis(trace_files={7: p}).ranks == [7]
+
+
+@pytest.mark.parametrize(
+    "content, error, message",
+    [
+        (b"", TraceDecodeError, "empty"),
+        (b'{"traceEvents": [{"ph": "X"', TraceDecodeError, "invalid JSON"),
+        (b"[1, 2]", TraceFormatError, "top level is a JSON list"),
+        (b'{"schemaVersion": 1}', TraceFormatError, "no 'traceEvents'"),
+        (b'{"traceEvents": 5}', TraceFormatError, "not a JSON list"),
+        (gzip.compress(b'{"traceEvents": []}' * 50)[:30], TraceReadError, "gzip"),
+    ],
+)
+def test_bad_files_raise_errors_naming_the_file(tmp_path, content, error, message):
+    (tmp_path / "bad.json").write_bytes(content)
+    with pytest.raises(error, match=message) as info:
+        TraceAnalysis(trace_dir=tmp_path)
+    assert "bad.json" in str(info.value)
+
+
+def test_missing_and_empty_folders(tmp_path):
+    with pytest.raises(TraceNotFoundError, match="does not exist"):
+        TraceAnalysis(trace_dir=tmp_path / "nope")
+    with pytest.raises(NoTraceFilesError, match="no \\*.json"):
+        TraceAnalysis(trace_dir=tmp_path)
+
+
+def test_unreadable_file_is_a_trace_error(tmp_path):
+    (tmp_path / "dangling.json").symlink_to(tmp_path / "missing-target.json")
+    with pytest.raises(TraceReadError, match="dangling.json"):
+        TraceAnalysis(trace_dir=tmp_path)
+
+
+def test_skip_keeps_good_ranks_and_lists_bad_files(tmp_path):
+    TraceBuilder(rank=0).kernel("k", 10, 5, launch_ts=8).write(tmp_path / "good.json")
+    (tmp_path / "bad.json").write_bytes(b"{not json")
+    a = TraceAnalysis(trace_dir=tmp_path, on_error="skip", parallel=False)
+    assert a.ranks == [0]
+    assert list(a.skipped_files) == [str(tmp_path / "bad.json")]
+    assert (a.health()["rank"] == -1).sum() == 1
+    with pytest.warns(UserWarning, match="bad.json"):
+        TraceAnalysis(trace_dir=tmp_path, on_error="warn", parallel=False)
+
+
+def test_errors_are_one_family():
+    assert all(issubclass(e, TraceError) for e in (DuplicateRankError, TraceReadError, TraceDecodeError, TraceFormatError))
+
+
+def test_bad_event_fields_are_counted_not_fatal(tmp_path):
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "ok", "pid": 0, "tid": 7, "ts": 10, "dur": 5, "args": {"stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "nots", "pid": 0, "tid": 7, "dur": 5, "args": {"stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "neg", "pid": 0, "tid": 7, "ts": 20, "dur": -5, "args": {"stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "strts", "pid": 0, "tid": 7, "ts": "30", "dur": 1, "args": "oops"},
+        {"ph": "B", "name": "begin", "pid": 0, "tid": 7, "ts": 1},
+        42,
+    ]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
+    a = TraceAnalysis(trace_dir=tmp_path)
+    health = a.traces[0].health
+    assert health["complete event without a valid ts (dropped)"] == 1
+    assert health["negative dur (clamped to 0)"] == 1
+    assert health["event is not a JSON object"] == 1
+    assert health["'args' is not an object (args ignored)"] == 1
+    assert health["unsupported phase 'B' (ignored)"] == 1
+    assert sorted(a.gpu_events(0)["name"].astype(str)) == ["neg", "ok", "strts"]
