@@ -86,7 +86,7 @@ class TraceAnalysis:
     def get_temporal_breakdown(self, visualize: bool = True, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         df = temporal.temporal_breakdown(self.traces, ranks)
         if visualize:
-            plots.show(plots.temporal_breakdown(df))
+            plots.show(plots.plot_temporal_breakdown(df))
         return df
 
     def get_idle_time_breakdown(
@@ -101,13 +101,13 @@ class TraceAnalysis:
         """Idle time per (rank, stream) by cause; ``consecutive_kernel_delay`` is in µs."""
         df, stats = idle.idle_time_breakdown(self.traces, ranks, streams, consecutive_kernel_delay, show_idle_interval_stats)
         if visualize:
-            plots.show(plots.idle_time_breakdown(df, visualize_pctg))
+            plots.show(plots.plot_idle_time_breakdown(df, visualize_pctg))
         return df, stats
 
     def get_comm_comp_overlap(self, visualize: bool = True, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         df = overlap.comm_comp_overlap(self.traces, ranks)
         if visualize:
-            plots.show(plots.comm_comp_overlap(df))
+            plots.show(plots.plot_comm_comp_overlap(df))
         return df
 
     def get_gpu_kernel_breakdown(
@@ -120,8 +120,8 @@ class TraceAnalysis:
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         type_df, kernel_df = kernels.gpu_kernel_breakdown(self.traces, ranks, duration_ratio, num_kernels, include_memory_kernels)
         if visualize:
-            plots.show(plots.kernel_type_pie(type_df))
-            for fig in plots.kernel_distribution(kernel_df):
+            plots.show(plots.plot_kernel_type_pie(type_df))
+            for fig in plots.plot_kernel_distribution(kernel_df):
                 plots.show(fig)
         return type_df, kernel_df
 
@@ -138,5 +138,5 @@ class TraceAnalysis:
         """Time per ``gpu_user_annotation`` name per rank (µs), top names as in the kernel breakdown."""
         df = annotations.user_annotation_breakdown(select(self.traces, ranks), duration_ratio, num_kernels)
         if visualize:
-            plots.show(plots.user_annotation_breakdown(df))
+            plots.show(plots.plot_user_annotation_breakdown(df))
         return df

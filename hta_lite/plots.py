@@ -24,7 +24,7 @@ def show(fig: go.Figure) -> None:
         fig.show()
 
 
-def temporal_breakdown(df: pd.DataFrame) -> go.Figure:
+def plot_temporal_breakdown(df: pd.DataFrame) -> go.Figure:
     """Stacked bar per rank: idle / compute / non-compute share of the GPU span."""
     long = df.melt(
         id_vars=["rank"],
@@ -41,7 +41,7 @@ def temporal_breakdown(df: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def idle_time_breakdown(df: pd.DataFrame, pctg: bool = True) -> go.Figure:
+def plot_idle_time_breakdown(df: pd.DataFrame, pctg: bool = True) -> go.Figure:
     """Bars per (rank, stream) split by idle category."""
     data = df.assign(stream_label=df["rank"].astype(str) + ":" + df["stream"].astype(str))
     y = "idle_time_ratio" if pctg else "idle_time"
@@ -55,7 +55,7 @@ def idle_time_breakdown(df: pd.DataFrame, pctg: bool = True) -> go.Figure:
     return fig
 
 
-def comm_comp_overlap(df: pd.DataFrame) -> go.Figure:
+def plot_comm_comp_overlap(df: pd.DataFrame) -> go.Figure:
     fig = px.bar(
         df, x="rank", y="comp_comm_overlap_pctg", title="Communication hidden under computation",
         labels={"rank": "Rank", "comp_comm_overlap_pctg": "Comm time overlapped by compute (%)"},
@@ -64,14 +64,14 @@ def comm_comp_overlap(df: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def kernel_type_pie(type_df: pd.DataFrame) -> go.Figure:
+def plot_kernel_type_pie(type_df: pd.DataFrame) -> go.Figure:
     data = type_df[type_df["sum"] > 0]
     fig = px.pie(data, values="sum", names="kernel_type", title="GPU time by kernel type (all ranks)", hover_data=["percentage"])
     fig.update_traces(hovertemplate="%{label}<br>%{value:.1f} µs<br>%{percent}")
     return fig
 
 
-def kernel_type_pies_per_rank(kernel_df: pd.DataFrame, kernel_type: str) -> go.Figure:
+def plot_kernel_type_pies_per_rank(kernel_df: pd.DataFrame, kernel_type: str) -> go.Figure:
     from plotly.subplots import make_subplots
 
     data = kernel_df[kernel_df["kernel_type"] == kernel_type]
@@ -86,7 +86,7 @@ def kernel_type_pies_per_rank(kernel_df: pd.DataFrame, kernel_type: str) -> go.F
     return fig
 
 
-def kernel_distribution(kernel_df: pd.DataFrame, top: int = 10) -> list[go.Figure]:
+def plot_kernel_distribution(kernel_df: pd.DataFrame, top: int = 10) -> list[go.Figure]:
     """Per kernel type: mean duration per rank with min/max error bars, one trace per kernel."""
     figs = []
     for kernel_type, part in kernel_df.groupby("kernel_type"):
@@ -106,7 +106,7 @@ def kernel_distribution(kernel_df: pd.DataFrame, top: int = 10) -> list[go.Figur
     return figs
 
 
-def user_annotation_breakdown(df: pd.DataFrame) -> go.Figure:
+def plot_user_annotation_breakdown(df: pd.DataFrame) -> go.Figure:
     fig = px.bar(df, x="name", y="sum (us)", color=df["rank"].astype(str), barmode="group", title="GPU time per user annotation",
                  labels={"sum (us)": "Time (µs)", "name": "Annotation", "color": "Rank"})
     return fig

@@ -4,7 +4,7 @@ Used only to show that where our numbers differ from traceinsight 0.6.1 the
 difference comes from these defects (docs/differences-from-hta.md), not from
 the analysis formulas:
 1. when any ts is fractional, timestamps rounded to whole µs: ``ts`` up (ceil), ``ts + dur`` down (floor);
-   events shorter than their rounding shrink to zero or negative length;
+   events shorter than their rounding shrink to zero (the reference: negative) length;
 2. CPU operators that carry an ``args.stream`` (Triton launches) counted as GPU events.
 """
 from __future__ import annotations
@@ -31,7 +31,12 @@ def emulate_reference(trace):
     if not fractional:  # the reference rounds only when some ts in the file is fractional
         t.gpu = gpu
         return t
-    ts = np.ceil(gpu["ts"].to_numpy() / 1000.0)
-    end = np.floor((gpu["ts"].to_numpy() + gpu["dur"].to_numpy()) / 1000.0)
-    t.gpu = gpu.assign(ts=(ts * 1000).astype(np.int64), dur=np.maximum(end - ts, 0).astype(np.int64) * 1000)
+    t.gpu = _round_to_us(gpu)
+    t.cpu = _round_to_us(trace.cpu)
     return t
+
+
+def _round_to_us(table: pd.DataFrame) -> pd.DataFrame:
+    ts = np.ceil(table["ts"].to_numpy() / 1000.0)
+    end = np.floor((table["ts"].to_numpy() + table["dur"].to_numpy()) / 1000.0)
+    return table.assign(ts=(ts * 1000).astype(np.int64), dur=np.maximum(end - ts, 0).astype(np.int64) * 1000)

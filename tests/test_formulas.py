@@ -1,0 +1,159 @@
+"""Each analysis formula pinned on generated traces whose answer is known by construction."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from synth import TraceBuilder
+
+from hta_lite import TraceAnalysis
+from hta_lite.classify import kernel_type
+
+
+def analyze(tmp_path, builder: TraceBuilder) -> TraceAnalysis:
+    builder.write(tmp_path / "rank0.json")
+    return TraceAnalysis(trace_dir=tmp_path, parallel=False)
+
+
+def test_two_overlapping_kernels_on_two_streams(tmp_path):
+    a = analyze(tmp_path, TraceBuilder().kernel("gemm_a", 0, 10, stream=7).kernel("gemm_b", 5, 15, stream=8))
+    row = a.get_temporal_breakdown(visualize=False).iloc[0]
+    assert row["kernel_time(us)"] == 20 and row["idle_time(us)"] == 0 and row["compute_time(us)"] == 20
+    assert row["compute_time_pctg"] == 100.0
+
+
+def test_comm_half_under_compute(tmp_path):
+    a = analyze(tmp_path, TraceBuilder().kernel("gemm", 0, 10, stream=7).kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 5, 10, stream=20))
+    row = a.get_temporal_breakdown(visualize=False).iloc[0]
+    assert (row["kernel_time(us)"], row["compute_time(us)"], row["non_compute_time(us)"], row["idle_time(us)"]) == (15, 10, 5, 0)
+    assert a.get_comm_comp_overlap(visualize=False)["comp_comm_overlap_pctg"].iloc[0] == 50.0
+
+
+def test_idle_gap_causes(tmp_path):
+    b = (
+        TraceBuilder()
+        .kernel("k1", 0, 10, launch_ts=-5)
+        .kernel("k2", 25, 5, launch_ts=20)  # launched after k1 ended: host_wait 15
+        .kernel("k3", 35, 5, launch_ts=21)  # queued in time, gap 5 < 30: kernel_wait 5
+        .kernel("k4", 100, 10, launch_ts=22)  # queued in time, gap 60 >= 30: other 60
+    )
+    idle, stats = analyze(tmp_path, b).get_idle_time_breakdown(visualize=False, show_idle_interval_stats=True)
+    got = idle.set_index("idle_category")["idle_time"].to_dict()
+    assert got == {"host_wait": 15.0, "kernel_wait": 5.0, "other": 60.0}
+    assert idle.set_index("idle_category")["idle_time_ratio"]["other"] == 0.75
+    assert stats.set_index("idle_category")["count"].to_dict() == {"host_wait": 1, "kernel_wait": 1, "other": 1}
+
+
+def test_consecutive_kernel_delay_is_in_microseconds(tmp_path):
+    a = analyze(tmp_path, TraceBuilder().kernel("k1", 0, 10, launch_ts=-5).kernel("k2", 50, 5, launch_ts=1))
+    assert a.get_idle_time_breakdown(visualize=False)[0].set_index("idle_category")["idle_time"]["other"] == 40
+    idle = a.get_idle_time_breakdown(visualize=False, consecutive_kernel_delay=41)[0]
+    assert idle.set_index("idle_category")["idle_time"]["kernel_wait"] == 40
+
+
+def test_memory_only_gap_is_non_compute(tmp_path):
+    b = TraceBuilder().kernel("Memcpy HtoD (Pageable -> Device)", 0, 10, cat="gpu_memcpy").kernel("gemm", 20, 10)
+    row = analyze(tmp_path, b).get_temporal_breakdown(visualize=False).iloc[0]
+    assert (row["idle_time(us)"], row["compute_time(us)"], row["non_compute_time(us)"]) == (10, 10, 10)
+    assert row[["idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"]].tolist() == [33.33, 33.33, 33.33]
+
+
+def test_kernel_type_overlap_combinations(tmp_path):
+    b = (
+        TraceBuilder()
+        .kernel("gemm", 0, 10, stream=7)
+        .kernel("ncclKernel_AllGather", 5, 10, stream=20)
+        .kernel("Memcpy DtoD (Device -> Device)", 8, 12, stream=21, cat="gpu_memcpy")
+    )
+    type_df, _ = analyze(tmp_path, b).get_gpu_kernel_breakdown(visualize=False)
+    got = type_df.set_index("kernel_type")["sum"].to_dict()
+    assert got == {
+        "COMPUTATION": 5.0,
+        "COMPUTATION overlapping COMMUNICATION": 3.0,
+        "COMPUTATION overlapping COMMUNICATION overlapping MEMORY": 2.0,
+        "COMMUNICATION overlapping MEMORY": 5.0,
+        "MEMORY": 5.0,
+    }
+    assert type_df["percentage"].sum() == pytest.approx(100.0, abs=0.2)
+    no_mem, _ = analyze(tmp_path, b).get_gpu_kernel_breakdown(visualize=False, include_memory_kernels=False)
+    assert set(no_mem["kernel_type"]) == {"COMPUTATION", "COMPUTATION overlapping COMMUNICATION", "COMMUNICATION"}
+
+
+def test_kernel_stats_are_true_per_kernel_statistics(tmp_path):
+    b = TraceBuilder()
+    t = 0
+    for dur in (2, 4, 6):
+        b.kernel("gemm_a", t, dur)
+        t += 10
+    b.kernel("gemm_b", t, 1)
+    _, kernel_df = analyze(tmp_path, b).get_gpu_kernel_breakdown(visualize=False)
+    row = kernel_df.set_index("name").loc["gemm_a"]
+    assert (row["sum (us)"], row["max (us)"], row["min (us)"], row["mean (us)"], row["stddev"]) == (12, 6, 2, 4, 2)
+    assert kernel_df.set_index("name").loc["gemm_b", "stddev"] == 0
+
+
+def test_small_kernels_pooled_as_others_with_true_stats(tmp_path):
+    b = TraceBuilder()
+    t = 0
+    for i in range(12):  # kernel i runs twice, 100 - 5i µs each time
+        for _ in range(2):
+            b.kernel(f"k{i:02d}", t, 100 - 5 * i)
+            t += 200
+    _, kernel_df = analyze(tmp_path, b).get_gpu_kernel_breakdown(visualize=False, num_kernels=3, duration_ratio=1.0)
+    names = set(kernel_df["name"])
+    assert names == {"k00", "k01", "k02", "others"}
+    others = kernel_df.set_index("name").loc["others"]
+    durations = [100 - 5 * i for i in range(3, 12)] * 2
+    assert others["sum (us)"] == sum(durations)
+    assert (others["max (us)"], others["min (us)"]) == (85, 45)
+    assert others["mean (us)"] == pytest.approx(np.mean(durations))
+
+
+def test_gpu_kernels_with_user_annotations_innermost(tmp_path):
+    b = TraceBuilder().kernel("k_in", 12, 2).kernel("k_outer_only", 30, 2).kernel("k_none", 60, 2)
+    b.events += [
+        {"ph": "X", "cat": "gpu_user_annotation", "name": "outer", "pid": 0, "tid": 7, "ts": 10, "dur": 40},
+        {"ph": "X", "cat": "gpu_user_annotation", "name": "inner", "pid": 0, "tid": 7, "ts": 11, "dur": 5},
+    ]
+    a = analyze(tmp_path, b)
+    got = a.get_gpu_kernels_with_user_annotations(0).set_index(a.gpu_events(0)["name"].astype(str))["user_annotation"]
+    assert got["k_in"] == "inner" and got["k_outer_only"] == "outer" and pd.isna(got["k_none"])
+    breakdown = a.get_gpu_user_annotation_breakdown(visualize=False)
+    assert breakdown.set_index("name")["sum (us)"].to_dict() == {"outer": 40, "inner": 5}
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("ncclKernel_AllReduce_RING_LL_Sum_float", "COMMUNICATION"),
+        ("ncclDevKernel_Generic", "COMMUNICATION"),
+        ("void ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "COMMUNICATION"),
+        ("rcclGenericKernel", "COMMUNICATION"),
+        ("hcclAllReduce", "COMMUNICATION"),
+        ("Memcpy HtoD (Pageable -> Device)", "MEMORY"),
+        ("Memset (Device)", "MEMORY"),
+        ("hipMemcpyAsync", "MEMORY"),
+        ("dma_transfer", "MEMORY"),
+        ("Context Sync", "OTHER"),
+        ("Stream Wait Event", "OTHER"),
+        ("cudaLaunchKernel", "OTHER"),
+        ("void at::native::vectorized_elementwise_kernel<4>", "COMPUTATION"),
+        ("triton_poi_fused_add_0", "COMPUTATION"),
+    ],
+)
+def test_kernel_classification(name, expected):
+    assert kernel_type(name) == expected
+
+
+def test_ranks_restrict_and_unknown_rank_is_clear(two_ranks):
+    assert two_ranks.get_temporal_breakdown(visualize=False, ranks=[1])["rank"].tolist() == [1]
+    with pytest.raises(KeyError, match="rank\\(s\\) \\[9\\] not loaded"):
+        two_ranks.get_comm_comp_overlap(visualize=False, ranks=[9])
+
+
+def test_breakdown_invariants_on_samples(two_ranks):
+    t = two_ranks.get_temporal_breakdown(visualize=False)
+    total = t["idle_time(us)"] + t["compute_time(us)"] + t["non_compute_time(us)"]
+    assert np.allclose(total, t["kernel_time(us)"])
+    pct = t[["idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"]]
+    assert ((pct >= 0) & (pct <= 100)).all().all()
