@@ -6,6 +6,8 @@ number of values it could not use is returned so the caller can report it.
 """
 from __future__ import annotations
 
+from itertools import count
+from operator import attrgetter
 from typing import Sequence
 
 import numpy as np
@@ -47,13 +49,59 @@ def to_int(values: Sequence) -> tuple[np.ndarray, int]:
     return np.where(usable, arr, MISSING_INT).astype(np.int64), bad
 
 
-def to_category(values: Sequence) -> pd.Categorical:
-    """Strings (or lists, joined with ',') -> dictionary-encoded pandas categorical."""
+def int_column(items: Sequence, name: str, few_distinct: bool = False) -> tuple[np.ndarray, int]:
+    """Attribute ``name`` of each item as int64 (-1 when missing or unusable).
+
+    One C-level pass when the decoder typed every value as int. ``few_distinct``
+    (pid, tid: a handful of values, some text like "Spans") converts each distinct
+    value once instead. Returns ``(array, n_bad)`` with ``n_bad`` the values present
+    but not numeric.
+    """
+    if few_distinct:
+        return _int_by_distinct(list(map(attrgetter(name), items)))
     try:
-        arr = pa.array(values, type=pa.string())
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        arr = _lists_as_text(values)
-    return arr.dictionary_encode().to_pandas().array
+        return np.fromiter(map(attrgetter(name), items), dtype=np.int64, count=len(items)), 0
+    except (TypeError, ValueError, OverflowError):
+        return to_int(list(map(attrgetter(name), items)))
+
+
+def _int_by_distinct(values: list) -> tuple[np.ndarray, int]:
+    codes, uniques = _factorize(values)
+    converted, bad_each = to_int(uniques)
+    bad_mask = np.array([v is not None for v in uniques], bool) & (converted == MISSING_INT) if uniques else np.zeros(0, bool)
+    bad = int(np.bincount(codes, minlength=len(uniques))[bad_mask].sum()) if bad_each else 0
+    return converted[codes] if len(uniques) else np.full(len(values), MISSING_INT, np.int64), bad
+
+
+def _factorize(values: Sequence) -> tuple[np.ndarray, list]:
+    """Dense codes and distinct values in first-seen order (values must be hashable)."""
+    first_seen: dict = {}
+    # each distinct value keeps the position where it first appeared: one dict lookup per value
+    first = np.fromiter(map(first_seen.setdefault, values, count()), dtype=np.int64, count=len(values))
+    uniq, codes = np.unique(first, return_inverse=True)
+    return codes, [values[i] for i in uniq.tolist()]
+
+
+def float_column(items: Sequence, name: str) -> np.ndarray:
+    try:
+        return np.fromiter(map(attrgetter(name), items), dtype=np.float64, count=len(items))
+    except (TypeError, ValueError):
+        return to_float(list(map(attrgetter(name), items)))[0]
+
+
+def to_category(values: Sequence) -> pd.Categorical:
+    """Strings (lists joined with ',', other values as text) -> pandas categorical; None is missing."""
+    try:
+        codes, categories = _factorize(values)
+    except TypeError:  # unhashable values (lists)
+        return _lists_as_text(values).dictionary_encode().to_pandas().array
+    if None in categories:
+        none_code = categories.index(None)
+        codes = np.where(codes == none_code, -1, codes - (codes > none_code))
+        del categories[none_code]
+    if not all(isinstance(c, str) for c in categories):
+        return to_category([None if v is None else _text(v) for v in values])
+    return pd.Categorical.from_codes(codes.astype(np.int32), categories=categories)
 
 
 def _lists_as_text(values: Sequence) -> pa.Array:

@@ -12,7 +12,7 @@ import gzip
 import zlib
 from collections import Counter
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import msgspec
 
@@ -27,25 +27,53 @@ EMPTY_RAW = msgspec.Raw(b"")
 
 
 class Args(msgspec.Struct, gc=False):
-    """The ``args`` keys that hta_lite reads; every other key is skipped by the decoder."""
+    """The ``args`` keys that hta_lite reads; every other key is skipped by the decoder.
 
-    stream: Any = None
-    device: Any = None
-    correlation: Any = None
-    external_id: Any = msgspec.field(default=None, name="External id")
-    bytes: Any = None
-    memory_bw_gbps: Any = msgspec.field(default=None, name="memory bandwidth (GB/s)")
+    Numbers are typed (text accepted, converted later) so the decoder does the work in
+    C; a trace whose values have other types takes the lenient path.
+    """
+
+    stream: Union[int, str] = -1
+    device: Union[int, str] = -1
+    correlation: Union[int, str] = -1
+    external_id: Union[int, str] = msgspec.field(default=-1, name="External id")
+    bytes: Union[int, str] = -1
+    memory_bw_gbps: Union[float, str] = msgspec.field(default=float("nan"), name="memory bandwidth (GB/s)")
+    grid: Any = None
+    block: Any = None
+    collective_name: Optional[str] = msgspec.field(default=None, name="Collective name")
+    in_msg_nelems: Union[int, str] = msgspec.field(default=-1, name="In msg nelems")
+    out_msg_nelems: Union[int, str] = msgspec.field(default=-1, name="Out msg nelems")
+    group_size: Union[int, str] = msgspec.field(default=-1, name="Group size")
+    dtype: Optional[str] = None
+    pg_name: Optional[str] = msgspec.field(default=None, name="Process Group Name")
+    pg_desc: Optional[str] = msgspec.field(default=None, name="Process Group Description")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    # metadata ("M") events
+    name: Any = None
+    labels: Any = None
+    sort_index: Any = None
+
+
+class LenientArgs(msgspec.Struct, gc=False):
+    """Same keys as :class:`Args`, any value type (slow path for odd traces)."""
+
+    stream: Any = -1
+    device: Any = -1
+    correlation: Any = -1
+    external_id: Any = msgspec.field(default=-1, name="External id")
+    bytes: Any = -1
+    memory_bw_gbps: Any = msgspec.field(default=float("nan"), name="memory bandwidth (GB/s)")
     grid: Any = None
     block: Any = None
     collective_name: Any = msgspec.field(default=None, name="Collective name")
-    in_msg_nelems: Any = msgspec.field(default=None, name="In msg nelems")
-    out_msg_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
-    group_size: Any = msgspec.field(default=None, name="Group size")
+    in_msg_nelems: Any = msgspec.field(default=-1, name="In msg nelems")
+    out_msg_nelems: Any = msgspec.field(default=-1, name="Out msg nelems")
+    group_size: Any = msgspec.field(default=-1, name="Group size")
     dtype: Any = None
     pg_name: Any = msgspec.field(default=None, name="Process Group Name")
     pg_desc: Any = msgspec.field(default=None, name="Process Group Description")
     pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
-    # metadata ("M") events
     name: Any = None
     labels: Any = None
     sort_index: Any = None
@@ -54,17 +82,17 @@ class Args(msgspec.Struct, gc=False):
 class Event(msgspec.Struct, gc=False):
     """One Chrome-trace event; ``ts``/``dur`` are the raw JSON text of the number."""
 
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
+    ph: str = ""
+    cat: Optional[str] = None
+    name: Optional[str] = None
+    pid: Union[int, str, None] = None
+    tid: Union[int, str, None] = None
     ts: msgspec.Raw = EMPTY_RAW
     dur: msgspec.Raw = EMPTY_RAW
     id: Any = None
-    bp: Any = None
-    s: Any = None
-    args: Optional[Args] = None
+    bp: Optional[str] = None
+    s: Optional[str] = None
+    args: Optional[Args] = None  # LenientArgs on the slow path
 
 
 class CounterEvent(msgspec.Struct, gc=False):
@@ -83,6 +111,7 @@ _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _event_decoder = msgspec.json.Decoder(Event)
 _raw_dict_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _args_decoder = msgspec.json.Decoder(Args)
+_lenient_args_decoder = msgspec.json.Decoder(LenientArgs)
 _counters_decoder = msgspec.json.Decoder(list[CounterEvent])
 _any_decoder = msgspec.json.Decoder()
 
@@ -177,14 +206,22 @@ def _decode_leniently(raw_events: msgspec.Raw, path: Path, skipped: Counter) -> 
 
 def _coerce_event(fields: dict[str, msgspec.Raw], skipped: Counter) -> Event:
     ev = Event()
-    for key in ("ph", "cat", "name", "pid", "tid", "id", "bp", "s"):
+    for key in ("ph", "cat", "name", "bp", "s"):
         if key in fields:
-            setattr(ev, key, _any_decoder.decode(fields[key]))
-    for key in ("ph", "cat", "name"):
-        value = getattr(ev, key)
-        if value is not None and not isinstance(value, str):
-            skipped[f"non-string '{key}' converted to text"] += 1
-            setattr(ev, key, str(value))
+            value = _any_decoder.decode(fields[key])
+            if value is not None and not isinstance(value, str):
+                skipped[f"non-string '{key}' converted to text"] += 1
+                value = str(value)
+            setattr(ev, key, "" if key == "ph" and value is None else value)
+    for key in ("pid", "tid"):
+        if key in fields:
+            value = _any_decoder.decode(fields[key])
+            if value is not None and not isinstance(value, (int, str)) or isinstance(value, bool):
+                skipped[f"'{key}' neither integer nor text (ignored)"] += 1
+                value = None
+            setattr(ev, key, value)
+    if "id" in fields:
+        ev.id = _any_decoder.decode(fields["id"])
     for key in ("ts", "dur"):
         if key in fields:
             setattr(ev, key, fields[key])
@@ -192,7 +229,10 @@ def _coerce_event(fields: dict[str, msgspec.Raw], skipped: Counter) -> Event:
         try:
             ev.args = _args_decoder.decode(fields["args"])
         except msgspec.ValidationError:
-            skipped["'args' is not an object (args ignored)"] += 1
+            try:
+                ev.args = _lenient_args_decoder.decode(fields["args"])
+            except msgspec.ValidationError:
+                skipped["'args' is not an object (args ignored)"] += 1
     return ev
 
 

@@ -1,7 +1,7 @@
 """One rank's trace: its tables, metadata and health counters, parsed from one file."""
 from __future__ import annotations
 
-import re
+import gc
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,8 +64,15 @@ def rank_from_metadata(metadata: dict[str, Any]) -> int | None:
 def parse_file(path: str | Path, rank: int | None = None, include_last_profiler_step: bool = False) -> RankTrace:
     """Read, decode and link one trace file (runs inside a worker process)."""
     path = Path(path)
-    decoded = dec.read_and_decode(path)
-    tables, by_phase, health = build_tables(decoded)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # hundreds of thousands of short-lived containers, no cycles: ~10% faster
+    try:
+        decoded = dec.read_and_decode(path)
+        tables, by_phase, health = build_tables(decoded)
+        del decoded.events
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     cpu, gpu = tables["cpu"], tables["gpu"]
     steps = profiler_steps(cpu)
     cpu, gpu, annotations = _apply_step_window(cpu, gpu, tables["gpu_annotations"], steps, include_last_profiler_step, health)

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from . import decode as dec
-from .columns import take, to_category, to_float, to_int
+from .columns import float_column, int_column, take, to_category, to_float, to_int
 from .timestamps import raw_us_to_ns
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events", "Kernel", "Memcpy", "Memset")
@@ -29,8 +29,8 @@ GPU_ANNOTATION_CATEGORY = "gpu_user_annotation"
 SUPPORTED_PHASES = ("X", "i", "I", "s", "f", "t", "C", "M")
 
 _EMPTY_ARGS = dec.Args()
-_INT_ARGS = ("correlation", "external_id", "device", "group_size", "in_msg_nelems", "out_msg_nelems")
-_TEXT_ARGS = ("grid", "block", "collective_name", "dtype", "pg_name", "pg_desc", "pg_ranks")
+_TEXT_ARGS = ("collective_name", "dtype", "pg_name", "pg_desc", "pg_ranks")
+_COLLECTIVE_INTS = ("group_size", "in_msg_nelems", "out_msg_nelems")
 
 
 def _args_of(events: list) -> list:
@@ -39,26 +39,35 @@ def _args_of(events: list) -> list:
     return raw.tolist()
 
 
-def _base(events: list, ts: np.ndarray, dur: np.ndarray | None, health: Counter) -> dict:
-    pid, bad_pid = to_int(list(map(attrgetter("pid"), events)))
-    tid, bad_tid = to_int(list(map(attrgetter("tid"), events)))
-    if bad_pid or bad_tid:
-        health["text pid/tid (stored as -1)"] += bad_pid + bad_tid
-    cols = {"ts": ts}
-    if dur is not None:
-        cols["dur"] = dur
-    cols["name"] = to_category(list(map(attrgetter("name"), events)))
-    cols["cat"] = to_category(list(map(attrgetter("cat"), events)))
-    cols["pid"] = pid
-    cols["tid"] = tid
-    return cols
+def _field(items: list, name: str) -> list:
+    return list(map(attrgetter(name), items))
 
 
-def _int_arg(args: list, field: str, health: Counter) -> np.ndarray:
-    values, bad = to_int(list(map(attrgetter(field), args)))
+def _ints(items: list, name: str, health: Counter, label: str | None = None) -> np.ndarray:
+    values, bad = int_column(items, name, few_distinct=name in ("pid", "tid"))
     if bad:
-        health[f"non-numeric args.{field} (stored as -1)"] += bad
+        health[f"non-numeric {label or 'args.' + name} (stored as -1)"] += bad
     return values
+
+
+def _base(events: list, health: Counter) -> dict:
+    """name, cat, pid, tid columns shared by every family."""
+    return {
+        "name": to_category(_field(events, "name")),
+        "cat": to_category(_field(events, "cat")),
+        "pid": _ints(events, "pid", health, "pid (text pid/tid are stored as -1)"),
+        "tid": _ints(events, "tid", health, "tid (text pid/tid are stored as -1)"),
+    }
+
+
+def _subset(columns: dict, idx: np.ndarray) -> dict:
+    out = {}
+    for key, col in columns.items():
+        if isinstance(col, pd.Categorical):
+            out[key] = pd.Categorical.from_codes(col.codes[idx], categories=col.categories).remove_unused_categories()
+        else:
+            out[key] = col[idx]
+    return out
 
 
 def _complete_events(events: list, health: Counter) -> dict[str, pd.DataFrame]:
@@ -67,51 +76,49 @@ def _complete_events(events: list, health: Counter) -> dict[str, pd.DataFrame]:
     dur, dur_ok, subns_dur = raw_us_to_ns(events, "dur")
     if subns_ts + subns_dur:
         health["sub-nanosecond digits truncated"] += subns_ts + subns_dur
-    no_ts = ~ts_ok
-    if no_ts.any():
-        health["complete event without a valid ts (dropped)"] += int(no_ts.sum())
+    if (~ts_ok).any():
+        health["complete event without a valid ts (dropped)"] += int((~ts_ok).sum())
     dur_missing = ts_ok & ~dur_ok
     if dur_missing.any():
         health["complete event without a valid dur (dur set to 0)"] += int(dur_missing.sum())
-    negative = dur < 0
+    negative = ts_ok & (dur < 0)
     if negative.any():
         health["negative dur (clamped to 0)"] += int(negative.sum())
-    dur = np.where(dur_ok & ~negative, dur, 0)
+    dur = np.where(dur_ok & (dur > 0), dur, 0)
     keep = np.flatnonzero(ts_ok)
     if len(keep) != len(events):
         events, ts, dur = take(events, keep), ts[keep], dur[keep]
-    cats = pd.Categorical(list(map(attrgetter("cat"), events)) if events else [])
+    args = _args_of(events)
+    shared = {"ts": ts, "dur": dur, **_base(events, health)}
+    stream, bad_stream = int_column(args, "stream")
+    if bad_stream:
+        health["non-numeric args.stream (stored as -1)"] += bad_stream
+    shared["stream"] = stream
+    shared["correlation"] = _ints(args, "correlation", health)
+    shared["external_id"] = _ints(args, "external_id", health)
+    cats = shared["cat"]
     is_gpu = np.asarray(cats.isin(GPU_CATEGORIES))
     is_anno = np.asarray(cats == GPU_ANNOTATION_CATEGORY)
     out = {}
     for family, mask in (("gpu", is_gpu), ("gpu_annotations", is_anno), ("cpu", ~(is_gpu | is_anno))):
         idx = np.flatnonzero(mask)
-        fam_events = take(events, idx)
-        cols = _base(fam_events, ts[idx], dur[idx], health)
-        args = _args_of(fam_events)
-        stream = _int_arg(args, "stream", health)
+        cols = _subset(shared, idx)
         if family == "gpu":
-            cols["stream"] = np.where(stream == -1, cols["tid"], stream)
-            device = _int_arg(args, "device", health)
+            fam_args = take(args, idx)
+            cols["stream"] = np.where(cols["stream"] == -1, cols["tid"], cols["stream"])
+            device = _ints(fam_args, "device", health)
             cols["device"] = np.where(device == -1, cols["pid"], device)
-            cols["correlation"] = _int_arg(args, "correlation", health)
-            cols["external_id"] = _int_arg(args, "external_id", health)
-            cols["bytes"] = _int_arg(args, "bytes", health)
-            cols["memory_bw_gbps"] = to_float(list(map(attrgetter("memory_bw_gbps"), args)))[0]
-            has_collectives = any(map(attrgetter("collective_name"), args))
-            for field in ("group_size", "in_msg_nelems", "out_msg_nelems"):
-                cols[field] = _int_arg(args, field, health) if has_collectives else np.full(len(args), -1)
-            for field in _TEXT_ARGS:
-                if field in ("grid", "block") or has_collectives:
-                    cols[field] = to_category(list(map(attrgetter(field), args)))
-                else:
-                    cols[field] = pd.Categorical([None] * len(args))
-        else:
-            cols["stream"] = stream
-            cols["correlation"] = _int_arg(args, "correlation", health)
-            cols["external_id"] = _int_arg(args, "external_id", health)
-            if family == "gpu_annotations":
-                cols["device"] = _int_arg(args, "device", health)
+            cols["bytes"] = _ints(fam_args, "bytes", health)
+            cols["memory_bw_gbps"] = float_column(fam_args, "memory_bw_gbps")
+            cols["grid"] = to_category(_field(fam_args, "grid"))
+            cols["block"] = to_category(_field(fam_args, "block"))
+            has_collectives = any(_field(fam_args, "collective_name"))
+            for name in _COLLECTIVE_INTS:
+                cols[name] = _ints(fam_args, name, health) if has_collectives else np.full(len(idx), -1)
+            for name in _TEXT_ARGS:
+                cols[name] = to_category(_field(fam_args, name)) if has_collectives else pd.Categorical([None] * len(idx))
+        elif family == "gpu_annotations":
+            cols["device"] = _ints(take(args, idx), "device", health)
         out[family] = pd.DataFrame(cols)
     return out
 
@@ -122,8 +129,8 @@ def _instants(events: list, health: Counter) -> pd.DataFrame:
         health["instant event without a valid ts (dropped)"] += int((~ok).sum())
     idx = np.flatnonzero(ok)
     events = take(events, idx)
-    cols = _base(events, ts[idx], None, health)
-    cols["scope"] = to_category(list(map(attrgetter("s"), events)))
+    cols = {"ts": ts[idx], **_base(events, health)}
+    cols["scope"] = to_category(_field(events, "s"))
     return pd.DataFrame(cols)
 
 
@@ -133,29 +140,19 @@ def _flows(events: list, health: Counter) -> pd.DataFrame:
         health["flow event without a valid ts (dropped)"] += int((~ok).sum())
     idx = np.flatnonzero(ok)
     events = take(events, idx)
-    cols = _base(events, ts[idx], None, health)
-    cols["ph"] = to_category(list(map(attrgetter("ph"), events)))
-    ids = list(map(attrgetter("id"), events))
-    cols["id"], text_ids = to_int(ids)
+    cols = {"ts": ts[idx], **_base(events, health)}
+    cols["ph"] = to_category(_field(events, "ph"))
+    cols["id"], text_ids = int_column(events, "id")
     if text_ids:  # Chrome traces allow string ids
-        cols["id"] = to_category([None if v is None else str(v) for v in ids])
-    cols["bp"] = to_category(list(map(attrgetter("bp"), events)))
+        cols["id"] = to_category([None if v is None else str(v) for v in _field(events, "id")])
+    cols["bp"] = to_category(_field(events, "bp"))
     return pd.DataFrame(cols)
 
 
 def _meta_events(events: list, health: Counter) -> pd.DataFrame:
     args = _args_of(events)
     value = [a.name if a.name is not None else a.labels if a.labels is not None else a.sort_index for a in args]
-    pid, _ = to_int(list(map(attrgetter("pid"), events)))
-    tid, _ = to_int(list(map(attrgetter("tid"), events)))
-    return pd.DataFrame(
-        {
-            "name": to_category(list(map(attrgetter("name"), events))),
-            "pid": pid,
-            "tid": tid,
-            "value": to_category(value),
-        }
-    )
+    return pd.DataFrame({**_base(events, Counter()), "value": to_category(value)}).drop(columns="cat")
 
 
 def _counters(raw_events, health: Counter) -> pd.DataFrame:
@@ -188,9 +185,8 @@ def build_tables(decoded: dec.Decoded) -> tuple[dict[str, pd.DataFrame], Counter
     """Return ``(tables, events_by_phase, health_counters)`` for one file."""
     events = decoded.events
     health: Counter = Counter(decoded.skipped)
-    phases = to_category(list(map(attrgetter("ph"), events)))
-    by_phase = Counter({str(k): int(v) for k, v in phases.value_counts().items() if v})
-    ph = phases
+    ph = to_category(_field(events, "ph"))
+    by_phase = Counter({str(k): int(v) for k, v in ph.value_counts().items() if v and k != ""})
     groups = {
         "X": ("X",),
         "instants": ("i", "I"),

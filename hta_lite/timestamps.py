@@ -20,7 +20,7 @@ _EXACT = pa.decimal128(38, 3)  # 3 decimals of a microsecond = whole nanoseconds
 _FINE = pa.decimal128(38, 12)
 _READ = pcsv.ReadOptions(column_names=["v"], autogenerate_column_names=False)
 _PARSE = pcsv.ParseOptions(quote_char=False, escape_char=False, delimiter="\x01", ignore_empty_lines=False)
-_CONVERT = pcsv.ConvertOptions(column_types={"v": pa.string()}, strings_can_be_null=False)
+_CONVERT = pcsv.ConvertOptions(column_types={"v": pa.string()}, strings_can_be_null=True, null_values=[""])
 
 
 def raw_us_to_ns(raws: Sequence, field: str) -> tuple[np.ndarray, np.ndarray, int]:
@@ -39,14 +39,18 @@ def raw_us_to_ns(raws: Sequence, field: str) -> tuple[np.ndarray, np.ndarray, in
     col = table.column(0).combine_chunks()
     if len(col) != n:  # an event whose raw text held a newline: cannot happen for JSON numbers
         raise ValueError("internal error: timestamp column length mismatch")
-    col = pc.replace_substring(col, '"', "")
-    ok = pc.match_substring_regex(col, _NUMBER)
-    col = pc.if_else(ok, col, pa.scalar(None, pa.string()))
+    if b'"' in text:
+        col = pc.replace_substring(col, '"', "")
     n_subns = 0
     try:
-        dec = col.cast(_EXACT)
+        dec = col.cast(_EXACT)  # fast path: plain numbers with at most 3 decimals (nulls stay null)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        dec, n_subns = _cast_fine(col)
+        ok = pc.match_substring_regex(col, _NUMBER)
+        col = pc.if_else(ok, col, pa.scalar(None, pa.string()))
+        try:
+            dec = col.cast(_EXACT)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            dec, n_subns = _cast_fine(col)
     valid = dec.is_valid().to_numpy(zero_copy_only=False)
     words = np.frombuffer(dec.buffers()[1], dtype=np.int64)[2 * dec.offset :: 2][:n]
     high = np.frombuffer(dec.buffers()[1], dtype=np.int64)[2 * dec.offset + 1 :: 2][:n]

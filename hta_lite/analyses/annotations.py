@@ -33,7 +33,7 @@ def kernels_with_user_annotations(trace: RankTrace) -> pd.DataFrame:
 def user_annotation_breakdown(traces: list[RankTrace], duration_ratio: float = 0.8, num_kernels: int = 1000) -> pd.DataFrame:
     """Per rank and annotation name: ``sum/max/min/mean (us)``, ``stddev`` of the annotation ranges."""
     parts = [
-        duration_stats(t.gpu_annotations[["name", "dur"]], num_kernels, duration_ratio).assign(rank=t.rank)
+        duration_stats(t.gpu_annotations["name"].array, t.gpu_annotations["dur"].to_numpy(), num_kernels, duration_ratio).assign(rank=t.rank)
         for t in traces
         if len(t.gpu_annotations)
     ]

@@ -1,12 +1,12 @@
 """Shared helpers of the analyses."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 import numpy as np
-import pandas as pd
 
-from ..classify import COMMUNICATION, COMPUTATION
+from ..errors import RankNotFoundError
 from ..rank_trace import RankTrace
 
 NS_PER_US = 1000.0
@@ -17,10 +17,8 @@ def us(ns) -> float | np.ndarray:
     return np.asarray(ns, dtype=np.float64) / NS_PER_US if not np.isscalar(ns) else ns / NS_PER_US
 
 
-def select(traces: Mapping[int, RankTrace], ranks: Iterable[int] | None) -> list[RankTrace]:
+def select(traces: Mapping[int, RankTrace], ranks: Iterable[int] | int | None) -> list[RankTrace]:
     """The rank traces asked for, in rank order (all when ``ranks`` is None)."""
-    from ..errors import RankNotFoundError
-
     if ranks is None:
         return [traces[r] for r in sorted(traces)]
     if isinstance(ranks, (int, np.integer)):
@@ -31,15 +29,26 @@ def select(traces: Mapping[int, RankTrace], ranks: Iterable[int] | None) -> list
     return [traces[r] for r in sorted(set(ranks))]
 
 
-def gpu_with_types(trace: RankTrace) -> pd.DataFrame:
-    """The GPU table with ``end`` (ns) and ``kernel_type`` columns."""
-    gpu = trace.gpu
-    return gpu.assign(end=gpu["ts"].to_numpy() + gpu["dur"].to_numpy())
+@dataclass(frozen=True)
+class GpuIntervals:
+    """Start/end (ns) and kernel type of every GPU event of a rank, as numpy arrays."""
 
+    ts: np.ndarray
+    end: np.ndarray
+    kernel_type: np.ndarray  # object array of type names
 
-def intervals_of(gpu: pd.DataFrame, kernel_type: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-    rows = gpu if kernel_type is None else gpu[gpu["kernel_type"] == kernel_type]
-    return rows["ts"].to_numpy(), rows["end"].to_numpy()
+    @classmethod
+    def of(cls, trace: RankTrace, rows: np.ndarray | None = None) -> "GpuIntervals":
+        gpu = trace.gpu
+        ts = gpu["ts"].to_numpy()
+        end = ts + gpu["dur"].to_numpy()
+        kinds = gpu["kernel_type"].to_numpy(dtype=object)
+        if rows is not None:
+            return cls(ts[rows], end[rows], kinds[rows])
+        return cls(ts, end, kinds)
 
-
-__all__ = ["COMMUNICATION", "COMPUTATION", "us", "select", "gpu_with_types", "intervals_of"]
+    def of_type(self, kernel_type: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        if kernel_type is None:
+            return self.ts, self.end
+        mask = self.kernel_type == kernel_type
+        return self.ts[mask], self.end[mask]

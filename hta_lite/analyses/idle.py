@@ -26,19 +26,29 @@ IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")
 EVENT_CATEGORIES = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy", "mtia_ccp_events")
 
 
+def _segment_cummax(values: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Running max of ``values`` restarting at each ``first`` (values sorted by segment)."""
+    segment = np.cumsum(first) - 1
+    low = values.min() if len(values) else 0
+    span = int(values.max() - low) + 1 if len(values) else 1
+    shifted = (values - low) + segment * span  # segments can never mix: each lives in its own band
+    return np.maximum.accumulate(shifted) - segment * span + low
+
+
 def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.DataFrame:
     """One row per gap: ``rank, stream, idle_category, idle_interval`` (µs), ``ts`` (ns, gap end)."""
-    gpu = trace.gpu[trace.gpu["cat"].isin(EVENT_CATEGORIES)]
-    gpu = gpu.sort_values(["stream", "ts"], kind="stable")
-    stream = gpu["stream"].to_numpy()
-    ts = gpu["ts"].to_numpy()
-    end = ts + gpu["dur"].to_numpy()
-    launch = gpu["launch_row"].to_numpy()
-    runtime_ts = gather(trace.cpu["ts"].to_numpy(), launch, np.iinfo(np.int64).min)
-    first = np.ones(len(gpu), bool)
+    gpu = trace.gpu
+    rows = np.flatnonzero(np.asarray(gpu["cat"].isin(EVENT_CATEGORIES)))
+    stream_all = gpu["stream"].to_numpy()[rows]
+    ts_all = gpu["ts"].to_numpy()[rows]
+    order = rows[np.lexsort((ts_all, stream_all))]
+    stream = gpu["stream"].to_numpy()[order]
+    ts = gpu["ts"].to_numpy()[order]
+    end = ts + gpu["dur"].to_numpy()[order]
+    runtime_ts = gather(trace.cpu["ts"].to_numpy(), gpu["launch_row"].to_numpy()[order], np.iinfo(np.int64).min)
+    first = np.ones(len(order), bool)
     first[1:] = stream[1:] != stream[:-1]
-    # latest end among the previous events of the same stream
-    reach = pd.Series(end).groupby(stream).cummax().to_numpy()
+    reach = _segment_cummax(end, first)  # latest end among the stream's events so far
     prev_end = np.empty_like(reach)
     prev_end[1:] = reach[:-1]
     gap = ts - prev_end
@@ -46,7 +56,7 @@ def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.D
     host = runtime_ts > prev_end
     kernel = ~host & (gap < consecutive_kernel_delay_us * 1000)
     category = np.where(host, 0, np.where(kernel, 1, 2))
-    out = pd.DataFrame(
+    return pd.DataFrame(
         {
             "rank": trace.rank,
             "stream": stream[keep],
@@ -55,48 +65,57 @@ def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.D
             "ts": ts[keep],
         }
     )
-    return out
+
+
+def stream_breakdown(gaps: pd.DataFrame, rank: int, streams: np.ndarray) -> pd.DataFrame:
+    """Rows ``rank, stream, idle_category, idle_time, idle_time_ratio`` for the given streams."""
+    index = np.searchsorted(streams, gaps["stream"].to_numpy())
+    found = (index < len(streams)) & (streams[np.minimum(index, len(streams) - 1)] == gaps["stream"].to_numpy()) if len(streams) else np.zeros(len(gaps), bool)
+    key = index[found] * 3 + gaps["idle_category"].cat.codes.to_numpy()[found]
+    sums = np.bincount(key, weights=gaps["idle_interval"].to_numpy()[found], minlength=3 * len(streams)).reshape(-1, 3)
+    totals = sums.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(totals > 0, sums / totals, np.nan)
+    return pd.DataFrame(
+        {
+            "rank": rank,
+            "stream": np.repeat(streams, 3),
+            "idle_category": np.tile(np.array(IDLE_CATEGORIES, dtype=object), len(streams)),
+            "idle_time": sums.ravel().round(3),
+            "idle_time_ratio": ratio.ravel().round(2),
+        }
+    )
 
 
 def idle_time_breakdown(
     traces: Mapping[int, RankTrace],
-    ranks: Iterable[int] | None = None,
+    ranks: Iterable[int] | int | None = None,
     streams: Iterable[int] | None = None,
     consecutive_kernel_delay: float = 30,
     show_idle_interval_stats: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """``(breakdown, interval_stats)``; every stream gets all three categories."""
-    gaps = [idle_gaps(t, consecutive_kernel_delay) for t in select(traces, ranks) if not t.is_cpu_only]
-    gaps = pd.concat(gaps, ignore_index=True) if gaps else idle_gaps_empty()
-    if streams is not None:
-        gaps = gaps[gaps["stream"].isin(list(streams))]
-    streams_seen = _streams(traces, ranks, streams)
-    grid = pd.MultiIndex.from_tuples(
-        [(r, s, c) for r, s in streams_seen for c in IDLE_CATEGORIES], names=["rank", "stream", "idle_category"]
-    )
-    sums = gaps.groupby(["rank", "stream", "idle_category"], observed=True)["idle_interval"].sum()
-    result = sums.reindex(grid, fill_value=0.0).rename("idle_time").reset_index()
-    per_stream = result.groupby(["rank", "stream"])["idle_time"].transform("sum")
-    result["idle_time_ratio"] = (result["idle_time"] / per_stream.where(per_stream > 0)).round(2)
-    result["idle_time"] = result["idle_time"].round(3)
-    result["idle_category"] = result["idle_category"].astype(str)
+    """``(breakdown, interval_stats)``; every stream gets all three categories (µs).
+
+    ``interval_stats`` (with ``show_idle_interval_stats``) describes the gaps per
+    rank, stream and category: count, mean, std, min, quartiles, max (µs).
+    """
+    wanted = None if streams is None else np.array(sorted(set(streams)), dtype=np.int64)
+    parts, all_gaps = [], []
+    for trace in select(traces, ranks):
+        gaps = idle_gaps(trace, consecutive_kernel_delay)
+        rank_streams = np.unique(trace.gpu.loc[trace.gpu["cat"].isin(EVENT_CATEGORIES), "stream"].to_numpy())
+        if wanted is not None:
+            rank_streams = np.intersect1d(rank_streams, wanted)
+            gaps = gaps[gaps["stream"].isin(rank_streams)]
+        parts.append(stream_breakdown(gaps, trace.rank, rank_streams))
+        all_gaps.append(gaps)
+    result = pd.concat(parts, ignore_index=True) if parts else stream_breakdown(idle_gaps_empty(), 0, np.zeros(0, np.int64))
     stats = None
     if show_idle_interval_stats:
-        stats = (
-            gaps.groupby(["rank", "stream", "idle_category"], observed=True)["idle_interval"].describe().round(2).reset_index()
-        )
+        gaps = pd.concat(all_gaps, ignore_index=True) if all_gaps else idle_gaps_empty()
+        stats = gaps.groupby(["rank", "stream", "idle_category"], observed=True)["idle_interval"].describe().round(2).reset_index()
         stats["idle_category"] = stats["idle_category"].astype(str)
     return result, stats
-
-
-def _streams(traces, ranks, streams) -> list[tuple[int, int]]:
-    pairs = []
-    for t in select(traces, ranks):
-        gpu = t.gpu[t.gpu["cat"].isin(EVENT_CATEGORIES)]
-        for s in sorted(gpu["stream"].unique().tolist()):
-            if streams is None or s in set(streams):
-                pairs.append((t.rank, int(s)))
-    return pairs
 
 
 def idle_gaps_empty() -> pd.DataFrame:

@@ -21,7 +21,7 @@ import pandas as pd
 from .. import intervals
 from ..classify import COMMUNICATION, COMPUTATION, MEMORY
 from ..rank_trace import RankTrace
-from .common import gpu_with_types, intervals_of, select, us
+from .common import GpuIntervals, select, us
 
 KERNEL_DF_COLUMNS = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "kernel_type", "rank"]
 
@@ -30,35 +30,38 @@ def _types(include_memory_kernels: bool) -> list[str]:
     return [COMPUTATION, COMMUNICATION] + ([MEMORY] if include_memory_kernels else [])
 
 
-def kernel_type_time_ns(gpu: pd.DataFrame, types: list[str]) -> dict[str, int]:
+def kernel_type_time_ns(gpu: GpuIntervals, types: list[str]) -> dict[str, int]:
     """ns during which each combination of ``types`` was running (names as the reference)."""
-    coverage = intervals.coverage_by_combination([intervals_of(gpu, t) for t in types])
+    coverage = intervals.coverage_by_combination([gpu.of_type(t) for t in types])
     return {" overlapping ".join(t for i, t in enumerate(types) if mask & (1 << i)): ns for mask, ns in coverage.items()}
 
 
-def top_kernel_names(durations: pd.DataFrame, num_kernels: int, duration_ratio: float) -> pd.Series:
-    """Map each name to itself or to "others", with the reference's selection rule."""
-    sums = durations.groupby("name", observed=True)["dur"].sum().sort_values(ascending=False, kind="stable")
-    keep = pd.Series(sums.index.astype(str), index=sums.index)
-    if len(sums) > num_kernels:
-        cumsum = sums.cumsum()
-        threshold = cumsum.quantile(duration_ratio)
-        pooled = (cumsum.to_numpy() > threshold) | (np.arange(len(sums)) >= num_kernels)
-        keep[pooled] = "others"
-    return keep
+def pooled_names(sums: np.ndarray, num_kernels: int, duration_ratio: float) -> np.ndarray:
+    """Which names (given their total times) go to "others", with the reference's rule:
+    beyond the top ``num_kernels``, or past the ``duration_ratio`` quantile of the
+    cumulative time of names sorted by time."""
+    pooled = np.zeros(len(sums), bool)
+    if len(sums) <= num_kernels:
+        return pooled
+    order = np.argsort(-sums, kind="stable")
+    cumsum = np.cumsum(sums[order])
+    pooled[order] = (cumsum > np.quantile(cumsum, duration_ratio)) | (np.arange(len(sums)) >= num_kernels)
+    return pooled
 
 
-def duration_stats(rows: pd.DataFrame, num_kernels: int, duration_ratio: float) -> pd.DataFrame:
-    """Per-name statistics of ``rows`` (``name``, ``dur`` in ns), small names pooled as "others"."""
-    if rows.empty:
-        return pd.DataFrame(columns=KERNEL_DF_COLUMNS[:6])
-    mapping = top_kernel_names(rows, num_kernels, duration_ratio)
-    names = rows["name"].astype(str).map(mapping.set_axis(mapping.index.astype(str)))
-    stats = pd.Series(us(rows["dur"].to_numpy()), index=names.to_numpy()).groupby(level=0).agg(["sum", "max", "min", "std", "mean"])
+def duration_stats(names: pd.Categorical, dur_ns: np.ndarray, num_kernels: int, duration_ratio: float) -> pd.DataFrame:
+    """Per-name statistics of event durations (µs), small names pooled as "others"."""
+    names = pd.Categorical(names).remove_unused_categories()
+    codes = names.codes.astype(np.int64)
+    dur = us(dur_ns)
+    pooled = pooled_names(np.bincount(codes, weights=dur, minlength=len(names.categories)), num_kernels, duration_ratio)
+    labels = np.append(np.asarray(names.categories, dtype=object), "others")
+    group = np.where(pooled[codes], len(labels) - 1, codes)
+    stats = pd.Series(dur).groupby(group).agg(["sum", "max", "min", "std", "mean"])
     stats["std"] = stats["std"].fillna(0.0)
-    stats = stats.rename_axis("name").reset_index()
-    stats.columns = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)"]
-    return stats
+    stats.insert(0, "name", labels[stats.index.to_numpy()])
+    stats.columns = KERNEL_DF_COLUMNS[:6]
+    return stats.reset_index(drop=True)
 
 
 def gpu_kernel_breakdown(
@@ -74,14 +77,15 @@ def gpu_kernel_breakdown(
     for trace in select(traces, ranks):
         if trace.is_cpu_only:
             continue
-        gpu = gpu_with_types(trace)
+        gpu = GpuIntervals.of(trace)
         for name, ns in kernel_type_time_ns(gpu, types).items():
             totals[name] = totals.get(name, 0) + ns
         for kernel_type in types:
-            rows = gpu.loc[gpu["kernel_type"] == kernel_type, ["name", "dur"]]
-            stats = duration_stats(rows, num_kernels, duration_ratio)
-            if not stats.empty:
-                per_kernel.append(stats.assign(kernel_type=kernel_type, rank=trace.rank))
+            rows = np.flatnonzero(gpu.kernel_type == kernel_type)
+            if len(rows) == 0:
+                continue
+            stats = duration_stats(trace.gpu["name"].array[rows], trace.gpu["dur"].to_numpy()[rows], num_kernels, duration_ratio)
+            per_kernel.append(stats.assign(kernel_type=kernel_type, rank=trace.rank))
     type_df = pd.DataFrame({"kernel_type": list(totals), "sum": [us(v) for v in totals.values()]})
     type_df = type_df.sort_values("sum", ascending=False, ignore_index=True)
     grand = type_df["sum"].sum()

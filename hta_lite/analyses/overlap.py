@@ -14,20 +14,20 @@ import pandas as pd
 from .. import intervals
 from ..classify import COMMUNICATION, COMPUTATION
 from ..rank_trace import RankTrace
-from .common import gpu_with_types, intervals_of, select
+from .common import GpuIntervals, select
 
 
-def overlap_ratio(gpu: pd.DataFrame) -> float:
-    comm = intervals_of(gpu, COMMUNICATION)
+def overlap_ratio(gpu: GpuIntervals) -> float:
+    comm = gpu.of_type(COMMUNICATION)
     comm_time = intervals.total(*comm)
     if comm_time == 0:
         return np.nan
-    return intervals.overlap(comm, intervals_of(gpu, COMPUTATION)) / comm_time
+    return intervals.overlap(comm, gpu.of_type(COMPUTATION)) / comm_time
 
 
 def comm_comp_overlap(traces: Mapping[int, RankTrace], ranks: Iterable[int] | None = None) -> pd.DataFrame:
     rows = []
     for trace in select(traces, ranks):
-        ratio = np.nan if trace.is_cpu_only else overlap_ratio(gpu_with_types(trace))
+        ratio = np.nan if trace.is_cpu_only else overlap_ratio(GpuIntervals.of(trace))
         rows.append((trace.rank, round(100.0 * ratio, 2) if ratio == ratio else np.nan))
     return pd.DataFrame(rows, columns=["rank", "comp_comm_overlap_pctg"]).astype({"rank": "int64", "comp_comm_overlap_pctg": "float64"})

@@ -16,7 +16,7 @@ import pandas as pd
 from .. import intervals
 from ..classify import COMPUTATION
 from ..rank_trace import RankTrace
-from .common import gpu_with_types, intervals_of, select, us
+from .common import GpuIntervals, select, us
 
 COLUMNS = [
     "rank",
@@ -30,14 +30,14 @@ COLUMNS = [
 ]
 
 
-def temporal_times_ns(gpu: pd.DataFrame) -> tuple[int, int, int, int]:
-    """``(idle, compute, non_compute, span)`` in ns for GPU rows with ``end``/``kernel_type``."""
-    starts, ends = merged = intervals.merge(*intervals_of(gpu))
+def temporal_times_ns(gpu: GpuIntervals) -> tuple[int, int, int, int]:
+    """``(idle, compute, non_compute, span)`` in ns."""
+    starts, ends = intervals.merge(*gpu.of_type())
     if len(starts) == 0:
         return 0, 0, 0, 0
     span = int(ends[-1] - starts[0])
     busy = int((ends - starts).sum())
-    compute = intervals.total(*intervals_of(gpu, COMPUTATION))
+    compute = intervals.total(*gpu.of_type(COMPUTATION))
     idle = span - busy
     return idle, compute, span - compute - idle, span
 
@@ -49,7 +49,7 @@ def temporal_breakdown(traces: Mapping[int, RankTrace], ranks: Iterable[int] | N
         if trace.is_cpu_only:
             rows.append([trace.rank] + [np.nan] * 7)
             continue
-        idle, compute, non_compute, span = temporal_times_ns(gpu_with_types(trace))
+        idle, compute, non_compute, span = temporal_times_ns(GpuIntervals.of(trace))
         pct = [round(100.0 * x / span, 2) if span else np.nan for x in (idle, compute, non_compute)]
         rows.append([trace.rank, us(idle), us(compute), us(non_compute), us(span), *pct])
     return pd.DataFrame(rows, columns=COLUMNS).astype({"rank": "int64"})

@@ -1,0 +1,97 @@
+"""Child process of the benchmarks: run one job, print JSON with seconds and peak RSS.
+
+Usage: python _measure.py JOB PATH   (JOB: ours | ours_cached | reference | floor | analyses_ours | analyses_reference)
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def main() -> None:
+    job, path = sys.argv[1], Path(sys.argv[2])
+    result: dict = {}
+    if job == "floor":
+        import gzip
+
+        import orjson
+
+        t = time.perf_counter()
+        data = path.read_bytes()
+        data = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+        orjson.loads(data)
+        result["seconds"] = time.perf_counter() - t
+    elif job in ("ours", "analyses_ours"):
+        from hta_lite import TraceAnalysis
+
+        base = rss_mb()
+        t = time.perf_counter()
+        analysis = TraceAnalysis(trace_dir=path, parallel=False, progress=False)
+        result["seconds"] = time.perf_counter() - t
+        result["import_rss_mb"] = base
+        first = analysis.ranks[0]
+        if job == "analyses_ours":
+            result["calls"] = time_calls(
+                {
+                    "temporal_breakdown": lambda: analysis.get_temporal_breakdown(visualize=False),
+                    "comm_comp_overlap": lambda: analysis.get_comm_comp_overlap(visualize=False),
+                    "idle_time_breakdown": lambda: analysis.get_idle_time_breakdown(ranks=[first], visualize=False),
+                    "kernel_breakdown": lambda: analysis.get_gpu_kernel_breakdown(visualize=False),
+                }
+            )
+    elif job in ("reference", "analyses_reference"):
+        import logging
+
+        logging.disable(logging.CRITICAL)
+        from hta.trace_analysis import TraceAnalysis
+
+        base = rss_mb()
+        t = time.perf_counter()
+        analysis = TraceAnalysis(trace_dir=str(path))
+        result["seconds"] = time.perf_counter() - t
+        first = sorted(analysis.t.traces)[0]
+        result["import_rss_mb"] = base
+        if job == "analyses_reference":
+            result["calls"] = time_calls(
+                {
+                    "temporal_breakdown": lambda: analysis.get_temporal_breakdown(visualize=False),
+                    "comm_comp_overlap": lambda: analysis.get_comm_comp_overlap(visualize=False),
+                    "idle_time_breakdown": lambda: analysis.get_idle_time_breakdown(ranks=[first], visualize=False),
+                    "kernel_breakdown": lambda: analysis.get_gpu_kernel_breakdown(visualize=False),
+                }
+            )
+    else:
+        raise SystemExit(f"unknown job {job}")
+    result["peak_rss_mb"] = rss_mb()
+    print(json.dumps(result))
+
+
+def time_calls(calls: dict) -> dict:
+    out = {}
+    for name, call in calls.items():
+        best = None
+        for _ in range(3):
+            t = time.perf_counter()
+            try:
+                call()
+            except Exception as exc:  # the reference fails on some traces
+                out[name] = f"error: {type(exc).__name__}"
+                break
+            dt = time.perf_counter() - t
+            best = dt if best is None else min(best, dt)
+        else:
+            out[name] = best
+    return out
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HTA_LITE_CACHE", "off")
+    main()

@@ -1,0 +1,49 @@
+"""Why msgspec and python-isal are dependencies: decode and gunzip timings on one trace.
+
+    python benchmarks/bench_decode.py [TRACE.json.gz]
+"""
+from __future__ import annotations
+
+import gzip
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+import orjson
+from isal import igzip
+
+from hta_lite import decode
+
+DEFAULT = Path(__file__).resolve().parents[2] / "shared/traces/hta/diff_control/control.json.gz"
+
+
+def best(fn, repeat=5) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main() -> None:
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
+    packed = path.read_bytes()
+    data = gzip.decompress(packed)
+    top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
+    rows = [
+        ("gunzip, zlib (gzip module)", best(lambda: gzip.decompress(packed))),
+        ("gunzip, python-isal", best(lambda: igzip.decompress(packed))),
+        ("JSON, orjson.loads (all dicts)", best(lambda: orjson.loads(data))),
+        ("JSON, msgspec untyped (all dicts)", best(lambda: msgspec.json.decode(data))),
+        ("JSON, msgspec typed events (hta_lite)", best(lambda: decode._events_decoder.decode(top["traceEvents"]))),
+    ]
+    print(f"{path.name}: {len(data) / 1e6:.1f} MB JSON")
+    print("| step | best of 5, s |\n|---|---|")
+    for name, seconds in rows:
+        print(f"| {name} | {seconds:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Cold-load benchmark: hta_lite vs the reference (traceinsight) vs the floor (gunzip + orjson.loads).
+
+Each measurement runs in a fresh process (imports excluded from the time), repeated
+``--repeat`` times; the table shows medians. Peak RSS is the child's ru_maxrss.
+
+    python benchmarks/bench_load.py --ref-python /path/to/refvenv/bin/python [--min-mb 10]
+
+The reference venv: ``python -m venv refvenv && refvenv/bin/pip install traceinsight "pandas<3"``.
+Traces: every folder of ../shared/traces holding one file of at least ``--min-mb`` MB uncompressed.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_TRACES = HERE.parent.parent / "shared" / "traces"
+
+
+def measure(python: str, job: str, folder: Path, repeat: int) -> dict:
+    runs = []
+    target = folder if job not in ("floor",) else next(p for p in folder.iterdir() if p.name.endswith((".json", ".gz")))
+    for _ in range(repeat):
+        out = subprocess.run([python, str(HERE / "_measure.py"), job, str(target)], capture_output=True, text=True, check=True)
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return {
+        "seconds": statistics.median(r["seconds"] for r in runs),
+        "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs),
+        "runs": runs,
+    }
+
+
+def uncompressed_mb(folder: Path) -> float:
+    total = 0
+    for p in folder.iterdir():
+        if p.name.endswith(".gz"):
+            with gzip.open(p) as f:
+                total += len(f.read())
+        elif p.name.endswith(".json"):
+            total += p.stat().st_size
+    return total / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
+    parser.add_argument("--ref-python", help="python of a venv with traceinsight + pandas<3")
+    parser.add_argument("--min-mb", type=float, default=10.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="also write the raw results here")
+    args = parser.parse_args()
+    folders = [f for f in sorted(args.traces.glob("*/*")) if f.is_dir() and len(list(f.iterdir())) == 1]
+    folders = [(f, uncompressed_mb(f)) for f in folders]
+    folders = [(f, mb) for f, mb in folders if mb >= args.min_mb]
+    results = {}
+    print("| trace | MB (json) | hta_lite s | reference s | floor s | speedup vs ref | vs floor | RSS hta_lite MB | RSS ref MB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for folder, mb in folders:
+        ours = measure(sys.executable, "ours", folder, args.repeat)
+        floor = measure(sys.executable, "floor", folder, args.repeat)
+        ref = measure(args.ref_python, "reference", folder, args.repeat) if args.ref_python else None
+        results[folder.name] = {"mb": mb, "ours": ours, "floor": floor, "reference": ref}
+        ref_s = f"{ref['seconds']:.3f}" if ref else "-"
+        speedup = f"{ref['seconds'] / ours['seconds']:.1f}x" if ref else "-"
+        ref_rss = f"{ref['peak_rss_mb']:.0f}" if ref else "-"
+        print(
+            f"| {folder.name} | {mb:.1f} | {ours['seconds']:.3f} | {ref_s} | {floor['seconds']:.3f} | {speedup} | "
+            f"{ours['seconds'] / floor['seconds']:.2f}x | {ours['peak_rss_mb']:.0f} | {ref_rss} |",
+            flush=True,
+        )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
