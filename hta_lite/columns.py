@@ -66,14 +66,14 @@ def int_column(items: Sequence, name: str, few_distinct: bool = False) -> tuple[
 
 
 def _int_by_distinct(values: list) -> tuple[np.ndarray, int]:
-    codes, uniques = _factorize(values)
+    codes, uniques = factorize(values)
     converted, bad_each = to_int(uniques)
     bad_mask = np.array([v is not None for v in uniques], bool) & (converted == MISSING_INT) if uniques else np.zeros(0, bool)
     bad = int(np.bincount(codes, minlength=len(uniques))[bad_mask].sum()) if bad_each else 0
     return converted[codes] if len(uniques) else np.full(len(values), MISSING_INT, np.int64), bad
 
 
-def _factorize(values: Sequence) -> tuple[np.ndarray, list]:
+def factorize(values: Sequence) -> tuple[np.ndarray, list]:
     """Dense codes and distinct values in first-seen order (values must be hashable)."""
     first_seen: dict = {}
     # each distinct value keeps the position where it first appeared: one dict lookup per value
@@ -92,7 +92,7 @@ def float_column(items: Sequence, name: str) -> np.ndarray:
 def to_category(values: Sequence) -> pd.Categorical:
     """Strings (lists joined with ',', other values as text) -> pandas categorical; None is missing."""
     try:
-        codes, categories = _factorize(values)
+        codes, categories = factorize(values)
     except TypeError:  # unhashable values (lists)
         return _lists_as_text(values).dictionary_encode().to_pandas().array
     if None in categories:

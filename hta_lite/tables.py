@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from . import decode as dec
-from .columns import float_column, int_column, take, to_category, to_float, to_int
+from .columns import factorize, float_column, int_column, take, to_category, to_float, to_int
 from .timestamps import raw_us_to_ns
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events", "Kernel", "Memcpy", "Memset")
@@ -135,17 +135,21 @@ def _instants(events: list, health: Counter) -> pd.DataFrame:
 
 
 def _flows(events: list, health: Counter) -> pd.DataFrame:
+    """Flow arrows (``s``/``f``/``t``): ``ts``, ``ph``, ``id``, ``cat``, ``pid``, ``tid``.
+
+    The flow name repeats its category in Kineto traces and is not kept.
+    """
     ts, ok, _ = raw_us_to_ns(events, "ts")
     if (~ok).any():
         health["flow event without a valid ts (dropped)"] += int((~ok).sum())
-    idx = np.flatnonzero(ok)
-    events = take(events, idx)
-    cols = {"ts": ts[idx], **_base(events, health)}
-    cols["ph"] = to_category(_field(events, "ph"))
+        events, ts = take(events, np.flatnonzero(ok)), ts[ok]
+    cols = {"ts": ts, "ph": to_category(_field(events, "ph"))}
     cols["id"], text_ids = int_column(events, "id")
     if text_ids:  # Chrome traces allow string ids
         cols["id"] = to_category([None if v is None else str(v) for v in _field(events, "id")])
-    cols["bp"] = to_category(_field(events, "bp"))
+    cols["cat"] = to_category(_field(events, "cat"))
+    cols["pid"] = _ints(events, "pid", health)
+    cols["tid"] = _ints(events, "tid", health)
     return pd.DataFrame(cols)
 
 
@@ -185,15 +189,14 @@ def build_tables(decoded: dec.Decoded) -> tuple[dict[str, pd.DataFrame], Counter
     """Return ``(tables, events_by_phase, health_counters)`` for one file."""
     events = decoded.events
     health: Counter = Counter(decoded.skipped)
-    ph = to_category(_field(events, "ph"))
-    by_phase = Counter({str(k): int(v) for k, v in ph.value_counts().items() if v and k != ""})
-    groups = {
-        "X": ("X",),
-        "instants": ("i", "I"),
-        "flows": ("s", "f", "t"),
-        "M": ("M",),
+    phase_codes, phases = factorize(_field(events, "ph"))
+    counts = np.bincount(phase_codes, minlength=len(phases))
+    by_phase = Counter({str(p): int(n) for p, n in zip(phases, counts) if p != ""})
+    groups = {"X": ("X",), "instants": ("i", "I"), "flows": ("s", "f", "t"), "M": ("M",)}
+    selected = {
+        key: take(events, np.flatnonzero(np.isin(phase_codes, [i for i, p in enumerate(phases) if p in values])))
+        for key, values in groups.items()
     }
-    selected = {key: take(events, np.flatnonzero(np.asarray(ph.isin(values)))) for key, values in groups.items()}
     for phase, count in by_phase.items():
         if phase not in SUPPORTED_PHASES:
             health[f"unsupported phase {phase!r} (ignored)"] += count
