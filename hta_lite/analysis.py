@@ -9,7 +9,7 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from . import plots
+from . import health, plots
 from .analyses import annotations, idle, kernels, overlap, temporal
 from .analyses.common import select
 from .errors import RankNotFoundError
@@ -72,10 +72,13 @@ class TraceAnalysis:
         return self.trace(rank).metadata
 
     def health(self) -> pd.DataFrame:
-        """Per rank and reason, the number of events skipped, clamped or excluded."""
-        from .health import health_table
+        """Long table ``rank, file, item, count``: events read, and every event skipped,
+        clamped or excluded with its reason (docs/health.md)."""
+        return health.health_table(self.traces, self.skipped_files)
 
-        return health_table(self.traces, self.skipped_files)
+    def health_summary(self) -> pd.DataFrame:
+        """One row per rank: device, schema, time unit, steps, clock offset, problem count."""
+        return health.health_summary(self.traces)
 
     # ---- reference analyses -----------------------------------------------
     def get_profiler_steps(self, rank: int | None = None) -> list[int]:

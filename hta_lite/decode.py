@@ -9,6 +9,9 @@ can and counts the rest in ``skipped``.
 from __future__ import annotations
 
 import gzip
+import os
+import re
+import stat
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -126,6 +129,8 @@ class Decoded(msgspec.Struct):
 def read_bytes(path: Path) -> bytes:
     """Read a trace file, gunzipping when it is gzip (by magic bytes, not by name)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or device would block or never end
+            raise TraceReadError(path, "not a regular file")
         data = path.read_bytes()
     except OSError as exc:
         raise TraceReadError(path, f"cannot read file: {exc.strerror or exc}") from None
@@ -138,28 +143,65 @@ def read_bytes(path: Path) -> bytes:
 
 
 def decode(data: bytes, path: Path) -> Decoded:
-    """Decode the JSON document of one trace file."""
+    """Decode the JSON document of one trace file (repairing invalid UTF-8 and NaN literals)."""
     if not data.strip():
         raise TraceDecodeError(path, "file is empty")
+    skipped: Counter = Counter()
     try:
-        top = _top_decoder.decode(data)
+        return _decode_document(data, path, skipped)
+    except TraceDecodeError:
+        repaired = _repair(data, skipped)
+        if repaired is None:
+            raise
+        return _decode_document(repaired, path, skipped)
+
+
+def _decode_document(data: bytes, path: Path, skipped: Counter) -> Decoded:
+    top = _decode_top(data, path)
+    if "traceEvents" not in top:
+        raise TraceFormatError(path, "no 'traceEvents' key: not a Kineto/Chrome trace")
+    raw_events = top.pop("traceEvents")
+    try:
+        metadata = {key: _any_decoder.decode(raw) for key, raw in top.items()}
+        try:
+            events = _events_decoder.decode(raw_events)
+        except msgspec.ValidationError:
+            events = _decode_leniently(raw_events, path, skipped)
+    except msgspec.DecodeError as exc:
+        raise TraceDecodeError(path, f"invalid JSON ({_explain(exc)})") from None
+    return Decoded(events=events, metadata=metadata, skipped=skipped, raw_events=raw_events)
+
+
+def _decode_top(data: bytes, path: Path) -> dict[str, msgspec.Raw]:
+    try:
+        return _top_decoder.decode(data)
     except msgspec.ValidationError:
         kind = type(_safe_generic(data)).__name__
         raise TraceFormatError(path, f"top level is a JSON {kind}, expected an object with 'traceEvents'") from None
     except msgspec.DecodeError as exc:
-        raise TraceDecodeError(path, f"invalid JSON ({_explain(exc, data)})") from None
-    if "traceEvents" not in top:
-        raise TraceFormatError(path, "no 'traceEvents' key: not a Kineto/Chrome trace")
-    raw_events = top.pop("traceEvents")
-    metadata = {}
-    for key, raw in top.items():
-        metadata[key] = _any_decoder.decode(raw)
-    skipped: Counter = Counter()
+        raise TraceDecodeError(path, f"invalid JSON ({_explain(exc)})") from None
+
+
+_NON_FINITE = re.compile(rb'(?<![\w"])-?(?:NaN|Infinity)(?![\w"])')
+
+
+def _repair(data: bytes, skipped: Counter) -> bytes | None:
+    """Fix what some writers emit but JSON forbids: invalid UTF-8, NaN / Infinity literals.
+
+    Returns the repaired document (counting each fix in ``skipped``), or None when
+    there was nothing to repair.
+    """
+    repaired = data
     try:
-        events = _events_decoder.decode(raw_events)
-    except msgspec.ValidationError:
-        events = _decode_leniently(raw_events, path, skipped)
-    return Decoded(events=events, metadata=metadata, skipped=skipped, raw_events=raw_events)
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        skipped["invalid UTF-8 bytes (replaced by U+FFFD)"] += text.count("\ufffd")
+        repaired = text.encode("utf-8")
+    repaired, n_non_finite = _NON_FINITE.subn(b"null", repaired)
+    if n_non_finite:
+        skipped["NaN/Infinity literals (read as null)"] += n_non_finite
+    return repaired if repaired != data else None
 
 
 def read_and_decode(path: Path) -> Decoded:
@@ -243,7 +285,7 @@ def _safe_generic(data: bytes) -> Any:
         return None
 
 
-def _explain(exc: Exception, data: bytes) -> str:
+def _explain(exc: Exception) -> str:
     msg = str(exc)
     if "truncated" in msg or "end of" in msg.lower():
         return f"truncated: {msg}"

@@ -52,3 +52,29 @@ def coverage_by_combination(interval_sets: list[tuple[np.ndarray, np.ndarray]]) 
 def overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
     """Length of the intersection of the unions of two interval sets (ns)."""
     return coverage_by_combination([a, b]).get(3, 0)
+
+
+def running_max_by_group(values: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Running max of ``values`` restarting where ``first`` is True (rows sorted by group)."""
+    if len(values) == 0:
+        return values.copy()
+    group = np.cumsum(first) - 1
+    low = values.min()
+    band = int(values.max() - low) + 1
+    shifted = (values - low) + group * band  # each group lives in its own band: no mixing
+    return np.maximum.accumulate(shifted) - group * band + low
+
+
+def sorted_by_group(group: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row order by (group, ts) and the mask of each group's first row in that order."""
+    order = np.lexsort((ts, group))
+    first = np.ones(len(order), bool)
+    first[1:] = group[order][1:] != group[order][:-1]
+    return order, first
+
+
+def count_overlaps_by_group(group: np.ndarray, ts: np.ndarray, end: np.ndarray) -> int:
+    """Events that start before an earlier event of the same group has ended."""
+    order, first = sorted_by_group(group, ts)
+    reach = running_max_by_group(end[order], first)
+    return int((~first[1:] & (ts[order][1:] < reach[:-1])).sum()) if len(order) > 1 else 0

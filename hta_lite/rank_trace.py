@@ -12,10 +12,18 @@ import pandas as pd
 
 from . import decode as dec
 from .classify import kernel_types
+from .intervals import count_overlaps_by_group
 from .links import first_row_by_key, gather, iteration_of, lookup, nearest_ancestor, nesting, profiler_steps
 from .tables import build_tables
 
 RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "hip_runtime", "mtia_runtime", "runtime")
+# runtime / driver calls that put one GPU event on a stream
+LAUNCH_NAMES = (
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync",
+    "cudaMemsetAsync", "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel",
+    "hipMemcpyAsync", "hipMemsetAsync", "hipMemcpyWithStream",
+)
+OVERLAP_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset")
 
 
 @dataclass
@@ -38,7 +46,7 @@ class RankTrace:
     counters: pd.DataFrame
     meta_events: pd.DataFrame
     metadata: dict[str, Any]
-    events_by_phase: dict[str, int]
+    events_read: dict[str, int]
     health: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -68,7 +76,7 @@ def parse_file(path: str | Path, rank: int | None = None, include_last_profiler_
     gc.disable()  # hundreds of thousands of short-lived containers, no cycles: ~10% faster
     try:
         decoded = dec.read_and_decode(path)
-        tables, by_phase, health = build_tables(decoded)
+        tables, events_read, health = build_tables(decoded)
         del decoded.events
     finally:
         if gc_was_enabled:
@@ -93,7 +101,7 @@ def parse_file(path: str | Path, rank: int | None = None, include_last_profiler_
         counters=tables["counters"],
         meta_events=tables["meta_events"],
         metadata=decoded.metadata,
-        events_by_phase=dict(by_phase),
+        events_read=dict(events_read),
         health=dict(health),
     )
 
@@ -157,6 +165,15 @@ def _link(cpu: pd.DataFrame, gpu: pd.DataFrame, steps: pd.DataFrame, health: Cou
     no_launch = int((launch < 0).sum())
     if no_launch:
         health["GPU events without a launching call in the trace"] += no_launch
+    launches = np.asarray(cpu["name"].isin(LAUNCH_NAMES)) & (cpu["correlation"].to_numpy() != -1)
+    orphan_launches = launches & ~np.isin(cpu["correlation"].to_numpy(), gpu["correlation"].to_numpy())
+    if orphan_launches.any():
+        health["launch calls without a GPU event in the trace"] += int(orphan_launches.sum())
+    on_streams = np.asarray(gpu["cat"].isin(OVERLAP_CATEGORIES))
+    ts = gpu["ts"].to_numpy()[on_streams]
+    overlaps = count_overlaps_by_group(gpu["stream"].to_numpy()[on_streams], ts, ts + gpu["dur"].to_numpy()[on_streams])
+    if overlaps:
+        health["GPU events overlapping an earlier event on the same stream"] += overlaps
     cpu["op_row"] = -1
     runtime = _runtime_rows(cpu)
     cpu.loc[runtime, "op_row"] = nearest_ancestor(parent, np.asarray(cpu["cat"] == "cpu_op"), runtime)

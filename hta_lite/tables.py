@@ -27,6 +27,7 @@ from .timestamps import raw_us_to_ns
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events", "Kernel", "Memcpy", "Memset")
 GPU_ANNOTATION_CATEGORY = "gpu_user_annotation"
 SUPPORTED_PHASES = ("X", "i", "I", "s", "f", "t", "C", "M")
+IMPLAUSIBLE_DUR_FLOOR_NS = 60 * 10**9  # a minute: never flag a duration below that
 
 _EMPTY_ARGS = dec.Args()
 _TEXT_ARGS = ("collective_name", "dtype", "pg_name", "pg_desc", "pg_ranks")
@@ -43,10 +44,12 @@ def _field(items: list, name: str) -> list:
     return list(map(attrgetter(name), items))
 
 
-def _ints(items: list, name: str, health: Counter, label: str | None = None) -> np.ndarray:
-    values, bad = int_column(items, name, few_distinct=name in ("pid", "tid"))
+def _ints(items: list, name: str, health: Counter) -> np.ndarray:
+    """int64 column of attribute ``name`` (-1 when absent); unusable values are counted."""
+    text_ids = name in ("pid", "tid")  # Kineto writes text pids such as "Spans" for a few rows
+    values, bad = int_column(items, name, few_distinct=text_ids)
     if bad:
-        health[f"non-numeric {label or 'args.' + name} (stored as -1)"] += bad
+        health[f"text {name} (stored as -1)" if text_ids else f"non-numeric args.{name} (stored as -1)"] += bad
     return values
 
 
@@ -55,8 +58,8 @@ def _base(events: list, health: Counter) -> dict:
     return {
         "name": to_category(_field(events, "name")),
         "cat": to_category(_field(events, "cat")),
-        "pid": _ints(events, "pid", health, "pid (text pid/tid are stored as -1)"),
-        "tid": _ints(events, "tid", health, "tid (text pid/tid are stored as -1)"),
+        "pid": _ints(events, "pid", health),
+        "tid": _ints(events, "tid", health),
     }
 
 
@@ -85,6 +88,12 @@ def _complete_events(events: list, health: Counter) -> dict[str, pd.DataFrame]:
     if negative.any():
         health["negative dur (clamped to 0)"] += int(negative.sum())
     dur = np.where(dur_ok & (dur > 0), dur, 0)
+    if ts_ok.any():  # corrupted CUPTI values: durations far beyond anything the trace spans
+        span = int(ts[ts_ok].max() - ts[ts_ok].min())
+        implausible = ts_ok & (dur > max(10 * span, IMPLAUSIBLE_DUR_FLOOR_NS))
+        if implausible.any():
+            health["complete event with implausible dur (> 10x the trace span; dropped)"] += int(implausible.sum())
+            ts_ok = ts_ok & ~implausible
     keep = np.flatnonzero(ts_ok)
     if len(keep) != len(events):
         events, ts, dur = take(events, keep), ts[keep], dur[keep]
@@ -186,7 +195,10 @@ def _counters(raw_events, health: Counter) -> pd.DataFrame:
 
 
 def build_tables(decoded: dec.Decoded) -> tuple[dict[str, pd.DataFrame], Counter, Counter]:
-    """Return ``(tables, events_by_phase, health_counters)`` for one file."""
+    """Return ``(tables, events_read, health_counters)`` for one file.
+
+    ``events_read`` counts events by phase (``"X"``) and complete events by
+    category (``"X/kernel"``)."""
     events = decoded.events
     health: Counter = Counter(decoded.skipped)
     phase_codes, phases = factorize(_field(events, "ph"))
@@ -202,6 +214,8 @@ def build_tables(decoded: dec.Decoded) -> tuple[dict[str, pd.DataFrame], Counter
             health[f"unsupported phase {phase!r} (ignored)"] += count
     if len(events) - sum(by_phase.values()):
         health["event without 'ph' (ignored)"] += len(events) - sum(by_phase.values())
+    categories = to_category(_field(selected["X"], "cat"))
+    by_phase.update({f"X/{c}": int(n) for c, n in categories.value_counts().items() if n})
     tables = _complete_events(selected["X"], health)
     tables["instants"] = _instants(selected["instants"], health)
     tables["flows"] = _flows(selected["flows"], health)

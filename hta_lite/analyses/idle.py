@@ -18,6 +18,7 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from ..intervals import running_max_by_group, sorted_by_group
 from ..links import gather
 from ..rank_trace import RankTrace
 from .common import select, us
@@ -26,29 +27,17 @@ IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")
 EVENT_CATEGORIES = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy", "mtia_ccp_events")
 
 
-def _segment_cummax(values: np.ndarray, first: np.ndarray) -> np.ndarray:
-    """Running max of ``values`` restarting at each ``first`` (values sorted by segment)."""
-    segment = np.cumsum(first) - 1
-    low = values.min() if len(values) else 0
-    span = int(values.max() - low) + 1 if len(values) else 1
-    shifted = (values - low) + segment * span  # segments can never mix: each lives in its own band
-    return np.maximum.accumulate(shifted) - segment * span + low
-
-
 def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.DataFrame:
     """One row per gap: ``rank, stream, idle_category, idle_interval`` (µs), ``ts`` (ns, gap end)."""
     gpu = trace.gpu
     rows = np.flatnonzero(np.asarray(gpu["cat"].isin(EVENT_CATEGORIES)))
-    stream_all = gpu["stream"].to_numpy()[rows]
-    ts_all = gpu["ts"].to_numpy()[rows]
-    order = rows[np.lexsort((ts_all, stream_all))]
+    order, first = sorted_by_group(gpu["stream"].to_numpy()[rows], gpu["ts"].to_numpy()[rows])
+    order = rows[order]
     stream = gpu["stream"].to_numpy()[order]
     ts = gpu["ts"].to_numpy()[order]
     end = ts + gpu["dur"].to_numpy()[order]
     runtime_ts = gather(trace.cpu["ts"].to_numpy(), gpu["launch_row"].to_numpy()[order], np.iinfo(np.int64).min)
-    first = np.ones(len(order), bool)
-    first[1:] = stream[1:] != stream[:-1]
-    reach = _segment_cummax(end, first)  # latest end among the stream's events so far
+    reach = running_max_by_group(end, first)  # latest end among the stream's events so far
     prev_end = np.empty_like(reach)
     prev_end[1:] = reach[:-1]
     gap = ts - prev_end

@@ -1,0 +1,114 @@
+"""Property-based tests: random, adversarial event lists never raise anything but TraceError,
+and the analysis invariants always hold. Fixed, bounded budget (derandomized)."""
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hta_lite import TraceAnalysis
+from hta_lite.errors import TraceError
+
+NAMES = st.sampled_from(
+    ["gemm", "ncclDevKernel_AllReduce", "ncclKernel_SendRecv", "Memcpy HtoD (Pageable -> Device)", "Memset (Device)",
+     "cudaLaunchKernel", "aten::mm", "ProfilerStep#1", "ProfilerStep#2", "Context Sync", "<img src=x onerror=alert(1)>", "ü\u2603"]
+)
+CATS = st.sampled_from(["kernel", "gpu_memcpy", "gpu_memset", "cpu_op", "cuda_runtime", "user_annotation", "gpu_user_annotation", "cuda_sync", None, "weird"])
+NUMBERS = st.one_of(
+    st.integers(min_value=0, max_value=2000),
+    st.floats(min_value=-10, max_value=2000, allow_nan=False),
+    st.integers(min_value=1_700_000_000_000_000, max_value=1_700_000_000_002_000),
+    st.sampled_from([None, "12", "abc", -5, 1e30, float("nan"), float("inf"), [1], {"a": 1}]),
+)
+IDS = st.one_of(st.integers(min_value=-1, max_value=20), st.sampled_from([None, "0x1", "seven", 2**70, 1.5]))
+ARGS = st.one_of(
+    st.none(),
+    st.sampled_from(["oops", 3, []]),
+    st.fixed_dictionaries({}, optional={"stream": IDS, "correlation": IDS, "External id": IDS, "device": IDS, "bytes": NUMBERS,
+                                         "memory bandwidth (GB/s)": NUMBERS, "grid": st.sampled_from([[1, 2, 3], "x", None])}),
+)
+EVENT = st.one_of(
+    st.fixed_dictionaries(
+        {"ph": st.sampled_from(["X", "X", "X", "i", "s", "f", "M", "C", "B", "Q"])},
+        optional={"cat": CATS, "name": NAMES, "pid": IDS, "tid": IDS, "ts": NUMBERS, "dur": NUMBERS, "args": ARGS, "id": IDS},
+    ),
+    st.sampled_from([1, "event", None, []]),
+)
+
+
+def _load(events: list) -> TraceAnalysis | None:
+    folder = Path(tempfile.mkdtemp())
+    (folder / "rank0.json").write_text(json.dumps({"traceEvents": events}))
+    try:
+        return TraceAnalysis(trace_dir=folder, parallel=False, progress=False)
+    except TraceError:
+        return None
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(EVENT, max_size=30))
+def test_random_traces_load_or_raise_trace_error_and_invariants_hold(events):
+    analysis = _load(events)
+    if analysis is None:
+        return
+    temporal = analysis.get_temporal_breakdown(visualize=False)
+    for _, row in temporal.iterrows():
+        if math.isnan(row["kernel_time(us)"]):
+            continue
+        parts = row["idle_time(us)"] + row["compute_time(us)"] + row["non_compute_time(us)"]
+        assert math.isclose(parts, row["kernel_time(us)"], abs_tol=1e-6)
+        for col in ("idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"):
+            assert 0 <= row[col] <= 100 if row["kernel_time(us)"] > 0 else math.isnan(row[col])  # no span: undefined
+        assert min(row["idle_time(us)"], row["compute_time(us)"], row["non_compute_time(us)"]) >= 0
+    overlap = analysis.get_comm_comp_overlap(visualize=False)["comp_comm_overlap_pctg"].dropna()
+    assert ((overlap >= 0) & (overlap <= 100)).all()
+    idle, _ = analysis.get_idle_time_breakdown(visualize=False)
+    assert (idle["idle_time"] >= 0).all()
+    ratios = idle["idle_time_ratio"].dropna()
+    assert ((ratios >= 0) & (ratios <= 1)).all()
+    type_df, kernel_df = analysis.get_gpu_kernel_breakdown(visualize=False)
+    assert (type_df["sum"] >= 0).all()
+    assert (kernel_df["min (us)"] <= kernel_df["max (us)"]).all()
+    for trace in analysis.traces.values():
+        assert (trace.gpu["dur"] >= 0).all() and (trace.cpu["dur"] >= 0).all()
+    analysis.health()
+    analysis.health_summary()
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.binary(max_size=200))
+def test_random_bytes_never_raise_raw_errors(data):
+    folder = Path(tempfile.mkdtemp())
+    (folder / "rank0.json").write_bytes(data)
+    try:
+        TraceAnalysis(trace_dir=folder, parallel=False, progress=False)
+    except TraceError:
+        pass
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 300), st.sampled_from(["gemm", "ncclKernel_x", "Memcpy DtoD"]), st.integers(1, 3)), min_size=1, max_size=25))
+def test_temporal_matches_brute_force(kernels):
+    """Idle / compute on a 1-ns grid equals the interval math."""
+    events = [
+        {"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": s, "ts": t / 1000, "dur": d / 1000, "args": {"stream": s}}
+        for t, d, n, s in kernels
+    ]
+    analysis = _load(events)
+    row = analysis.get_temporal_breakdown(visualize=False).iloc[0]
+    start = min(t for t, _, _, _ in kernels)
+    end = max(t + d for t, d, _, _ in kernels)
+    busy = np.zeros(end - start + 1, bool)
+    compute = np.zeros_like(busy)
+    for t, d, n, _ in kernels:
+        busy[t - start : t - start + d] = True
+        if n == "gemm":
+            compute[t - start : t - start + d] = True
+    assert row["kernel_time(us)"] * 1000 == end - start
+    assert round(row["idle_time(us)"] * 1000) == (end - start) - busy[: end - start].sum()
+    assert round(row["compute_time(us)"] * 1000) == compute[: end - start].sum()
