@@ -10,7 +10,8 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from . import health, plots
-from .analyses import annotations, idle, kernels, overlap, temporal
+from . import augment
+from .analyses import annotations, counters, idle, kernels, launches, overlap, sequences, temporal
 from .analyses.common import select
 from .errors import RankNotFoundError
 from .loader import OnError, load
@@ -143,3 +144,79 @@ class TraceAnalysis:
         if visualize:
             plots.show(plots.plot_user_annotation_breakdown(df))
         return df
+
+    # ---- counters and launches -------------------------------------------
+    def get_queue_length_time_series(self, ranks: Iterable[int] | None = None) -> dict[int, pd.DataFrame]:
+        """``{rank: DataFrame[ts (ns), pid, tid, stream, queue_length]}``, one row per change."""
+        return counters.queue_length_time_series(self.traces, ranks)
+
+    def get_queue_length_summary(self, ranks: Iterable[int] | None = None) -> pd.DataFrame | None:
+        """``describe()`` of the queue length, indexed by (rank, stream)."""
+        return counters.queue_length_summary(self.get_queue_length_time_series(ranks))
+
+    def get_time_spent_blocked_on_full_queue(
+        self, queue_length_dict: dict[int, pd.DataFrame] | None = None, max_queue_length: int = 1024
+    ) -> pd.DataFrame:
+        """One row per (rank, stream) that reached ``max_queue_length``; durations in µs."""
+        series = queue_length_dict if queue_length_dict is not None else self.get_queue_length_time_series()
+        return counters.time_blocked_on_full_queue(self.traces, series, max_queue_length)
+
+    def get_memory_bw_time_series(self, ranks: Iterable[int] | None = None) -> dict[int, pd.DataFrame]:
+        """``{rank: DataFrame[ts (ns), pid, name, memory_bw_gbps]}``, running bandwidth per memcpy kind."""
+        return counters.memory_bw_time_series(self.traces, ranks)
+
+    def get_memory_bw_summary(self, ranks: Iterable[int] | None = None) -> pd.DataFrame | None:
+        """``describe()`` of the bandwidth while copies run, indexed by (rank, name)."""
+        return counters.memory_bw_summary(self.get_memory_bw_time_series(ranks))
+
+    def generate_trace_with_counters(
+        self,
+        time_series: dict | None = None,
+        ranks: Iterable[int] | None = None,
+        output_suffix: str = "_with_counters",
+        output_dir: str | Path | None = None,
+    ) -> dict[int, Path]:
+        """Write each rank's trace plus queue-length and bandwidth counters; returns the paths."""
+        return augment.generate_trace_with_counters(self.traces, time_series, ranks, output_suffix, output_dir)
+
+    def get_cuda_kernel_launch_stats(
+        self,
+        ranks: Iterable[int] | None = None,
+        runtime_cutoff: float = 50,
+        launch_delay_cutoff: float = 100,
+        include_memory_events: bool = True,
+        visualize: bool = True,
+    ) -> dict[int, pd.DataFrame]:
+        """``{rank: DataFrame[correlation, cpu_duration, gpu_duration, launch_delay, ...]}`` (µs)."""
+        stats = launches.cuda_kernel_launch_stats(self.traces, ranks, include_memory_events)
+        if visualize:
+            for rank, df in stats.items():
+                for fig in plots.plot_launch_stats(df, rank, runtime_cutoff, launch_delay_cutoff):
+                    plots.show(fig)
+        return stats
+
+    def get_aten_op_kernels_and_delay(
+        self, ranks: Iterable[int] | None = None, sort_by: list[str] | None = None
+    ) -> dict[int, pd.DataFrame]:
+        """Per ATen operator and kernel sequence: occurrences and mean launch delays (µs)."""
+        return launches.aten_op_kernels_and_delay(self.traces, ranks, sort_by)
+
+    def get_frequent_cuda_kernel_sequences(
+        self,
+        operator_name: str,
+        output_dir: str | Path,
+        min_pattern_len: int = 3,
+        rank: int = 0,
+        top_k: int = 5,
+        visualize: bool = False,
+        compress_other_kernels: bool = True,
+    ) -> pd.DataFrame:
+        """Kernel patterns launched under ``operator_name``, with counts and GPU/CPU time (µs);
+        also writes ``output_dir/overlaid_<trace file>`` with the top patterns marked."""
+        trace = self.trace(rank)
+        patterns = sequences.frequent_sequences(trace, operator_name, min_pattern_len)
+        if not patterns.empty:
+            augment.overlay_patterns(trace, patterns, top_k, output_dir, compress_other_kernels)
+            if visualize:
+                plots.show(plots.plot_frequent_sequences(patterns.head(top_k)))
+        return patterns

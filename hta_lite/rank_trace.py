@@ -21,8 +21,9 @@ RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "hip_runtime", "mtia_runtim
 LAUNCH_NAMES = (
     "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync",
     "cudaMemsetAsync", "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel",
-    "hipMemcpyAsync", "hipMemsetAsync", "hipMemcpyWithStream",
+    "hipMemcpyAsync", "hipMemsetAsync", "hipMemcpyWithStream", "runFunction - job_prep_and_submit_for_execution",
 )
+GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")  # one call releases many GPU events
 OVERLAP_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset")
 
 
@@ -165,6 +166,10 @@ def _link(cpu: pd.DataFrame, gpu: pd.DataFrame, steps: pd.DataFrame, health: Cou
     no_launch = int((launch < 0).sum())
     if no_launch:
         health["GPU events without a launching call in the trace"] += no_launch
+    launched_at = gather(cpu["ts"].to_numpy(), launch, np.iinfo(np.int64).min)
+    early = int((gpu["ts"].to_numpy() < launched_at).sum())
+    if early:
+        health["GPU events starting before their launch call (clock skew; queued at GPU start)"] += early
     launches = np.asarray(cpu["name"].isin(LAUNCH_NAMES)) & (cpu["correlation"].to_numpy() != -1)
     orphan_launches = launches & ~np.isin(cpu["correlation"].to_numpy(), gpu["correlation"].to_numpy())
     if orphan_launches.any():

@@ -23,16 +23,19 @@ class TraceBuilder:
     def step(self, n, ts, dur):
         return self.cpu_op(f"ProfilerStep#{n}", ts, dur, cat="user_annotation")
 
-    def kernel(self, name, ts, dur, stream=7, launch_ts=None, launch_dur=1, cat="kernel", **args):
-        """A GPU event; with ``launch_ts`` also its cudaLaunchKernel runtime call."""
-        self._corr += 1
-        gpu_args = {"stream": stream, "device": 0, "correlation": self._corr, "External id": self._corr, **args}
+    def kernel(self, name, ts, dur, stream=7, launch_ts=None, launch_dur=1, cat="kernel", launch_name=None, correlation=None, **args):
+        """A GPU event; with ``launch_ts`` also its launching runtime call (cudaLaunchKernel by
+        default). Events given one ``correlation`` share a launch (a graph launch)."""
+        if correlation is None:
+            self._corr += 1
+            correlation = self._corr
+        gpu_args = {"stream": stream, "device": 0, "correlation": correlation, "External id": correlation, **args}
         self.events.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": gpu_args})
         if launch_ts is not None:
-            runtime = "cudaMemcpyAsync" if cat == "gpu_memcpy" else "cudaLaunchKernel"
+            runtime = launch_name or ("cudaMemcpyAsync" if cat == "gpu_memcpy" else "cudaLaunchKernel")
             self.events.append(
                 {"ph": "X", "cat": "cuda_runtime", "name": runtime, "pid": 10, "tid": 1, "ts": launch_ts, "dur": launch_dur,
-                 "args": {"correlation": self._corr, "External id": self._corr}}
+                 "args": {"correlation": correlation, "External id": correlation}}
             )
         return self
 

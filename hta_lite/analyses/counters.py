@@ -1,0 +1,172 @@
+"""Counters: launch-queue length per stream and memory bandwidth per memcpy kind.
+
+Queue length, per (rank, stream): +1 when a runtime/driver call enqueues a GPU event
+(``LAUNCH_NAMES``; a graph launch adds one per GPU event it releases), -1 when that GPU
+event starts. The series has one row per change: ``ts`` (ns), ``pid``/``tid`` of the
+GPU event (device, stream), ``stream``, ``queue_length`` (outstanding operations).
+A GPU event that starts before its launch (clock skew) is queued at its start, so the
+length never goes negative; the health table counts such events.
+
+Memory bandwidth, per (rank, kind): each MEMORY event adds its bandwidth (GB/s) at its start
+and removes it at its end; the series is the running sum per kind (``Memcpy HtoD``,
+``Memcpy DtoH``, ``Memcpy DtoD``, ``Memcpy PtoP``, ``Memset``, ``Memcpy Unknown``).
+The bandwidth is Kineto's ``memory bandwidth (GB/s)`` arg or, where absent, bytes / duration.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..classify import MEMORY
+from ..links import gather
+from ..rank_trace import GRAPH_LAUNCH_NAMES, LAUNCH_NAMES, RankTrace
+from .common import select, us
+
+QUEUE_COLUMNS = ["ts", "pid", "tid", "stream", "queue_length"]
+BW_COLUMNS = ["ts", "pid", "name", "memory_bw_gbps"]
+
+
+def _group_starts(sorted_groups: np.ndarray) -> np.ndarray:
+    first = np.ones(len(sorted_groups), bool)
+    first[1:] = sorted_groups[1:] != sorted_groups[:-1]
+    return first
+
+
+def _cumsum_by_group(values: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Running sum of ``values`` restarting where ``first`` is True."""
+    total = np.cumsum(values)
+    start = np.maximum.accumulate(np.where(first, np.arange(len(values)), 0))
+    return total - (total[start] - values[start])
+
+
+def queue_length_series(trace: RankTrace) -> pd.DataFrame:
+    gpu, cpu = trace.gpu, trace.cpu
+    launch = gpu["launch_row"].to_numpy()
+    launch_names = gather(np.asarray(cpu["name"].astype(object)), launch, None) if len(cpu) else np.full(len(gpu), None)
+    queued = np.flatnonzero((launch >= 0) & np.isin(launch_names.astype(object), LAUNCH_NAMES + GRAPH_LAUNCH_NAMES))
+    start = gpu["ts"].to_numpy()[queued]
+    enqueue = np.minimum(cpu["ts"].to_numpy()[launch[queued]], start)
+    stream = np.concatenate([gpu["stream"].to_numpy()[queued]] * 2)
+    ts = np.concatenate([enqueue, start])
+    delta = np.concatenate([np.ones(len(queued), np.int64), -np.ones(len(queued), np.int64)])
+    pid = np.concatenate([gpu["pid"].to_numpy()[queued]] * 2)
+    tid = np.concatenate([gpu["tid"].to_numpy()[queued]] * 2)
+    order = np.lexsort((-delta, ts, stream))  # on ties, enqueue before dequeue
+    first = _group_starts(stream[order])
+    return pd.DataFrame(
+        {
+            "ts": ts[order],
+            "pid": pid[order],
+            "tid": tid[order],
+            "stream": stream[order],
+            "queue_length": _cumsum_by_group(delta[order], first),
+        }
+    )
+
+
+def queue_length_time_series(traces: Mapping[int, RankTrace], ranks: Iterable[int] | None = None) -> dict[int, pd.DataFrame]:
+    """``{rank: series}`` for the ranks that launch work (CPU-only ranks are absent)."""
+    out = {}
+    for trace in select(traces, ranks):
+        series = queue_length_series(trace)
+        if len(series):
+            out[trace.rank] = series
+    return out
+
+
+def queue_length_summary(series_by_rank: Mapping[int, pd.DataFrame]) -> pd.DataFrame | None:
+    """``describe()`` of the queue length per (rank, stream), like the reference
+    (MultiIndex columns ``('queue_length', 'count'|'mean'|...)``); None when there is no launch."""
+    parts = [s.assign(rank=r)[["rank", "stream", "queue_length"]] for r, s in series_by_rank.items()]
+    if not parts:
+        return None
+    return pd.concat(parts).groupby(["rank", "stream"]).describe()
+
+
+def time_blocked_on_full_queue(
+    traces: Mapping[int, RankTrace], series_by_rank: Mapping[int, pd.DataFrame], max_queue_length: int = 1024
+) -> pd.DataFrame:
+    """One row per (rank, stream) that reached ``max_queue_length``: ``duration_at_max_queue_length``
+    (µs spent at or above it) and ``relative_duration_at_max_queue_length`` (share of the rank's
+    trace span). CUDA blocks the launching thread when 1024 operations are queued on a stream."""
+    rows = []
+    for rank, series in series_by_rank.items():
+        ts = series["ts"].to_numpy()
+        stream = series["stream"].to_numpy()
+        last = np.append(stream[1:] != stream[:-1], True)
+        held = np.where(last, 0, np.append(ts[1:] - ts[:-1], 0))  # time until the next change
+        full = series["queue_length"].to_numpy() >= max_queue_length
+        span = trace_span_ns(traces[rank])
+        for s in np.unique(stream[full]):
+            blocked = int(held[full & (stream == s)].sum())
+            rows.append((rank, int(s), us(blocked), blocked / span if span else np.nan))
+    return pd.DataFrame(rows, columns=["rank", "stream", "duration_at_max_queue_length", "relative_duration_at_max_queue_length"])
+
+
+def trace_span_ns(trace: RankTrace) -> int:
+    """First start to last end over the CPU and GPU events of a rank (ns)."""
+    starts = [t["ts"].min() for t in (trace.cpu, trace.gpu) if len(t)]
+    ends = [(t["ts"] + t["dur"]).max() for t in (trace.cpu, trace.gpu) if len(t)]
+    return int(max(ends) - min(starts)) if starts else 0
+
+
+def memcpy_kind(name: str) -> str:
+    """``Memcpy HtoD`` ... from the event name (``Memset`` for every memset)."""
+    if name.startswith(("Memset", "hipMemset")):
+        return "Memset"
+    if name.startswith("Memcpy") and len(name) >= 11:
+        return name[:11]
+    if name.startswith("hipMemcpy"):
+        return "Memcpy " + name[len("hipMemcpy"):][:4] if name[len("hipMemcpy"):][:4] in ("HtoD", "DtoH", "DtoD", "PtoP") else "Memcpy Unknown"
+    return "Memcpy Unknown"
+
+
+def memory_bw_series(trace: RankTrace) -> pd.DataFrame:
+    gpu = trace.gpu
+    rows = np.flatnonzero(np.asarray(gpu["kernel_type"] == MEMORY))
+    names = gpu["name"].array[rows]
+    kinds = pd.Categorical(names).rename_categories(lambda n: n) if len(rows) else pd.Categorical([])
+    kind = np.array([memcpy_kind(str(n)) for n in kinds.categories], dtype=object)[kinds.codes] if len(rows) else np.array([], object)
+    ts = gpu["ts"].to_numpy()[rows]
+    dur = np.maximum(gpu["dur"].to_numpy()[rows], 1)  # a 0-ns copy still moved its bytes
+    bw = gpu["memory_bw_gbps"].to_numpy()[rows]
+    nbytes = gpu["bytes"].to_numpy()[rows]
+    derived = np.isnan(bw) & (nbytes >= 0)
+    bw = np.where(derived, nbytes / dur, bw)  # bytes per ns = GB/s
+    keep = ~np.isnan(bw)
+    ts, dur, bw, kind, pid = ts[keep], dur[keep], bw[keep], kind[keep], gpu["pid"].to_numpy()[rows][keep]
+    all_ts = np.concatenate([ts, ts + dur])
+    delta = np.concatenate([bw, -bw])
+    all_kind = np.concatenate([kind, kind])
+    kind_codes, kind_names = pd.factorize(all_kind)
+    order = np.lexsort((delta, all_ts, kind_codes))  # on ties, ends before starts
+    first = _group_starts(kind_codes[order])
+    return pd.DataFrame(
+        {
+            "ts": all_ts[order],
+            "pid": np.concatenate([pid, pid])[order],
+            "name": all_kind[order],
+            "memory_bw_gbps": _cumsum_by_group(delta[order], first),
+        }
+    )
+
+
+def memory_bw_time_series(traces: Mapping[int, RankTrace], ranks: Iterable[int] | None = None) -> dict[int, pd.DataFrame]:
+    out = {}
+    for trace in select(traces, ranks):
+        series = memory_bw_series(trace)
+        if len(series):
+            out[trace.rank] = series
+    return out
+
+
+def memory_bw_summary(series_by_rank: Mapping[int, pd.DataFrame]) -> pd.DataFrame | None:
+    """``describe()`` of the bandwidth while copies run (values > 0), per (rank, name)."""
+    parts = [s.assign(rank=r)[["rank", "name", "memory_bw_gbps"]] for r, s in series_by_rank.items()]
+    if not parts:
+        return None
+    data = pd.concat(parts)
+    data = data[data["memory_bw_gbps"] > 1e-9]  # running sums return to ~0, not exactly 0
+    return data.groupby(["rank", "name"]).describe()

@@ -1,0 +1,93 @@
+"""Augmented trace files: the original events plus hta_lite's results, for Perfetto / chrome://tracing."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import msgspec
+import pandas as pd
+
+from .analyses import counters
+from .analyses.common import select
+from .rank_trace import RankTrace
+from .writer import counter_event, output_path, us_text, write_trace
+
+_event_fields = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+def counter_events(queue: pd.DataFrame | None, bandwidth: pd.DataFrame | None) -> list[bytes]:
+    """``Queue Length (stream S)`` per stream and ``Memory Bandwidth (KIND)`` per memcpy kind."""
+    events = []
+    if queue is not None:
+        for ts, pid, stream, value in zip(queue["ts"].tolist(), queue["pid"].tolist(), queue["stream"].tolist(), queue["queue_length"].tolist()):
+            events.append(counter_event(f"Queue Length (stream {stream})", pid, stream, ts, "queue_length", int(value)))
+    if bandwidth is not None:
+        for ts, pid, name, value in zip(bandwidth["ts"].tolist(), bandwidth["pid"].tolist(), bandwidth["name"].tolist(), bandwidth["memory_bw_gbps"].tolist()):
+            events.append(counter_event(f"Memory Bandwidth ({name})", pid, 0, ts, "memory_bw_gbps", round(max(value, 0.0), 6)))
+    return events
+
+
+def generate_trace_with_counters(
+    traces: Mapping[int, RankTrace],
+    time_series: Mapping[str, Mapping[int, pd.DataFrame]] | None = None,
+    ranks: Iterable[int] | None = None,
+    output_suffix: str = "_with_counters",
+    output_dir: str | Path | None = None,
+) -> dict[int, Path]:
+    """Write, per rank, its trace plus counter events; returns ``{rank: written path}``.
+
+    ``time_series`` may hold precomputed ``{"queue_length": {rank: df}, "memory_bw": {rank: df}}``.
+    The default ``output_dir`` is a sibling of the first trace's folder named
+    ``<folder><output_suffix>`` (writing into the trace folder would add a second file per rank).
+    """
+    selected = select(traces, ranks)
+    if not selected:
+        return {}
+    series = dict(time_series or {})
+    queue = series.get("queue_length") or counters.queue_length_time_series(traces, [t.rank for t in selected])
+    bandwidth = series.get("memory_bw") or counters.memory_bw_time_series(traces, [t.rank for t in selected])
+    if output_dir is None:
+        folder = Path(selected[0].path).parent
+        output_dir = folder.parent / (folder.name + output_suffix)
+    written = {}
+    for trace in selected:
+        dst = output_path(Path(trace.path), Path(output_dir), output_suffix)
+        written[trace.rank] = write_trace(trace.path, dst, counter_events(queue.get(trace.rank), bandwidth.get(trace.rank)))
+    return written
+
+
+def overlay_patterns(
+    trace: RankTrace, patterns: pd.DataFrame, top_k: int, output_dir: str | Path, compress_other_kernels: bool = True
+) -> Path:
+    """The trace plus one GPU range per occurrence of each of the ``top_k`` patterns.
+
+    Ranges are ``gpu_user_annotation`` events named ``Pattern N (count C): ...`` on the stream
+    of the pattern's first kernel. With ``compress_other_kernels``, kernels outside every
+    shown pattern lose their args and are renamed ``other kernel`` (smaller file)."""
+    gpu = trace.gpu
+    extra, in_patterns = [], set()
+    for i, row in enumerate(patterns.head(top_k).itertuples(index=False)):
+        rows = list(row.pattern_indices)
+        in_patterns.update(gpu["correlation"].to_numpy()[rows].tolist())
+        label = f"Pattern {i} (count {row.count}): {row.pattern[:200]}"
+        # one range per occurrence: consecutive rows of one root are contiguous in pattern_indices
+        occurrence = gpu.iloc[rows].sort_values("ts")
+        n = len(row.pattern.split("|")) - 1
+        for start in range(0, len(occurrence), max(n, 1)):
+            part = occurrence.iloc[start : start + n]
+            begin, end = int(part["ts"].min()), int((part["ts"] + part["dur"]).max())
+            head = msgspec.json.encode({"ph": "X", "cat": "gpu_user_annotation", "name": label, "pid": int(part["pid"].iloc[0]), "tid": int(part["tid"].iloc[0])})
+            extra.append(head[:-1] + b',"ts":' + us_text(begin) + b',"dur":' + us_text(end - begin) + b"}")
+
+    def compress(raw: msgspec.Raw) -> bytes:
+        fields = _event_fields.decode(raw)
+        if "cat" not in fields or msgspec.json.decode(fields["cat"]) != "kernel":
+            return bytes(raw)
+        args = msgspec.json.decode(fields["args"]) if "args" in fields else {}
+        if isinstance(args, dict) and args.get("correlation") in in_patterns:
+            return bytes(raw)
+        fields["name"], fields["args"] = msgspec.Raw(b'"other kernel"'), msgspec.Raw(b"{}")
+        return msgspec.json.encode(fields)  # other values stay raw: timestamps keep every digit
+
+    dst = Path(output_dir) / ("overlaid_" + Path(trace.path).name)
+    return write_trace(trace.path, dst, extra, compress if compress_other_kernels else None)
