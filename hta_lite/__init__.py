@@ -5,7 +5,8 @@
 >>> analysis.get_temporal_breakdown(visualize=False)
 """
 from .analysis import TraceAnalysis
+from .diff import DeviceType, TraceDiff
 from .errors import TraceError
 
-__all__ = ["TraceAnalysis", "TraceError"]
+__all__ = ["TraceAnalysis", "TraceDiff", "DeviceType", "TraceError"]
 __version__ = "0.1.0"

@@ -87,6 +87,15 @@ class TraceAnalysis:
         trace = self.trace(self.ranks[0] if rank is None else rank)
         return trace.steps["step"].tolist()
 
+    def get_step_breakdown(self, ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None, visualize: bool = False) -> pd.DataFrame:
+        """Per rank and ProfilerStep: step time and the GPU time of the work it launched (µs)."""
+        from .analyses import steps as step_analysis
+
+        df = step_analysis.step_breakdown(self.traces, ranks, steps)
+        if visualize:
+            plots.show(plots.plot_step_breakdown(df))
+        return df
+
     def get_temporal_breakdown(self, visualize: bool = True, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         df = temporal.temporal_breakdown(self.traces, ranks)
         if visualize:

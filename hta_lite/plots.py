@@ -148,3 +148,21 @@ def plot_frequent_sequences(patterns: pd.DataFrame) -> go.Figure:
     labels = [p if len(p) < 80 else p[:77] + "..." for p in patterns["pattern"]]
     fig = px.bar(x=labels, y=patterns["count"], title="Most frequent kernel sequences", labels={"x": "Pattern", "y": "Occurrences"})
     return fig
+
+
+def plot_diff(df: pd.DataFrame, column: str, title: str, top: int = 30) -> go.Figure:
+    """Horizontal bars of the largest changes of a ``TraceDiff.compare_traces`` column."""
+    data = df.reindex(df[column].abs().sort_values(ascending=False).index).head(top)
+    names = [str(n) if len(str(n)) < 70 else str(n)[:67] + "..." for n in data.index]
+    fig = go.Figure(go.Bar(x=data[column], y=names, orientation="h", hovertext=[str(n) for n in data.index]))
+    fig.update_layout(title=title, xaxis_title=title, yaxis={"autorange": "reversed"}, height=max(300, 22 * len(names) + 120))
+    return fig
+
+
+def plot_step_breakdown(df: pd.DataFrame) -> go.Figure:
+    """Per step and rank: GPU busy split by kind, and idle, stacked."""
+    long = df.melt(id_vars=["rank", "step"], value_vars=["compute", "communication", "memory", "gpu_idle"], var_name="kind", value_name="us")
+    long["rank:step"] = long["rank"].astype(str) + ":" + long["step"].astype(str)
+    fig = px.bar(long, x="rank:step", y="us", color="kind", title="Per-step GPU time", labels={"us": "Time (µs)"})
+    fig.update_layout(barmode="stack")
+    return fig

@@ -1,0 +1,57 @@
+"""Per-step breakdown: for each rank and ProfilerStep, where the step's time went.
+
+GPU events belong to the step of their launching call. Per (rank, step), in µs:
+``step_time`` (CPU wall time of ProfilerStep#N), ``gpu_span`` (first start to last end of
+the step's GPU events), ``gpu_busy`` (union of those events), ``gpu_idle`` (span - busy),
+``compute``, ``communication``, ``memory`` (union per kernel type), ``comm_overlapped``
+(communication under computation) and ``comp_comm_overlap_pctg`` (NaN without communication).
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from .. import intervals
+from ..classify import COMMUNICATION, COMPUTATION, MEMORY
+from ..rank_trace import RankTrace
+from .common import GpuIntervals, select, us
+
+COLUMNS = [
+    "rank", "step", "step_time", "gpu_span", "gpu_busy", "gpu_idle", "compute", "communication", "memory",
+    "comm_overlapped", "comp_comm_overlap_pctg",
+]
+
+
+def profiled_steps(trace: RankTrace) -> pd.DataFrame:
+    """Steps whose events were kept (the last one is left out unless asked for)."""
+    kept = set(np.unique(trace.cpu["iteration"].to_numpy()).tolist()) if len(trace.cpu) else set()
+    return trace.steps[trace.steps["step"].isin(kept)]
+
+
+def step_rows(trace: RankTrace, steps: Iterable[int] | None = None) -> list[list]:
+    gpu = GpuIntervals.of(trace)
+    iteration = trace.gpu["iteration"].to_numpy()
+    rows = []
+    for step in profiled_steps(trace).itertuples(index=False):
+        if steps is not None and step.step not in steps:
+            continue
+        mask = iteration == step.step
+        part = GpuIntervals(gpu.ts[mask], gpu.end[mask], gpu.kernel_type[mask])
+        span = int(part.end.max() - part.ts.min()) if mask.any() else 0
+        busy = intervals.total(*part.of_type())
+        comm = part.of_type(COMMUNICATION)
+        comm_time = intervals.total(*comm)
+        overlapped = intervals.overlap(comm, part.of_type(COMPUTATION))
+        rows.append([
+            trace.rank, int(step.step), us(int(step.dur)), us(span), us(busy), us(span - busy),
+            us(intervals.total(*part.of_type(COMPUTATION))), us(comm_time), us(intervals.total(*part.of_type(MEMORY))),
+            us(overlapped), round(100.0 * overlapped / comm_time, 2) if comm_time else np.nan,
+        ])
+    return rows
+
+
+def step_breakdown(traces: Mapping[int, RankTrace], ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None) -> pd.DataFrame:
+    rows = [row for trace in select(traces, ranks) for row in step_rows(trace, None if steps is None else set(steps))]
+    return pd.DataFrame(rows, columns=COLUMNS).astype({"rank": "int64", "step": "int64"})
