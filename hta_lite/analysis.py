@@ -11,7 +11,7 @@ import pandas as pd
 
 from . import health, plots
 from . import augment
-from .analyses import annotations, counters, idle, kernels, launches, overlap, sequences, temporal
+from .analyses import annotations, counters, idle, kernels, launches, overlap, sequences, stragglers, temporal, timers
 from .analyses.common import select
 from .errors import RankNotFoundError
 from .loader import OnError, load
@@ -229,3 +229,51 @@ class TraceAnalysis:
             if visualize:
                 plots.show(plots.plot_frequent_sequences(patterns.head(top_k)))
         return patterns
+
+    # ---- cross-rank ---------------------------------------------------------
+    def get_annotation_timers(
+        self, names: Iterable[str] | None = None, source: str = "cpu", ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None
+    ) -> pd.DataFrame:
+        """Tidy ``rank, step, name, elapsed_ms`` for user annotations and ProfilerStep (``source``
+        ``"cpu"`` or ``"gpu"``); nested repeats of a name are counted once."""
+        return timers.annotation_timers(self.traces, names, source, ranks, steps)
+
+    def get_timers_across_ranks(
+        self,
+        names: Iterable[str] | None = None,
+        source: str = "cpu",
+        log_option: str = "minmax",
+        normalizer: float = 1.0,
+        ranks: Iterable[int] | None = None,
+        steps: Iterable[int] | None = None,
+        visualize: bool = False,
+    ) -> pd.DataFrame:
+        """Megatron's cross-rank view of the timers: ``"max"``, ``"minmax"`` or ``"all"`` (ms,
+        sum over steps / ``normalizer``; ranks without a timer are left out)."""
+        tidy = self.get_annotation_timers(names, source, ranks, steps)
+        table = timers.timers_across_ranks(tidy, log_option, normalizer)
+        if visualize:
+            plots.show(plots.plot_timers_minmax(timers.timers_across_ranks(tidy, "minmax", normalizer)))
+            plots.show(plots.plot_timer_heatmap(tidy))
+        return table
+
+    def timers_text(self, names: Iterable[str] | None = None, source: str = "cpu", log_option: str = "minmax",
+                    normalizer: float = 1.0, ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None) -> str:
+        """The timers in Megatron-LM's log format (``(min, max) time across ranks (ms):`` ...)."""
+        table = self.get_timers_across_ranks(names, source, log_option, normalizer, ranks, steps)
+        return timers.megatron_text(table, log_option)
+
+    def get_potential_stragglers(self, profiler_steps: Iterable[int] | None = None, num_candidates: int = 2, visualize: bool = False) -> list[int]:
+        """Reference method: ranks whose long communication kernels start latest, most frequent first."""
+        found = stragglers.potential_stragglers(self.traces, profiler_steps, num_candidates)
+        if visualize:
+            plots.show(plots.plot_rank_lateness(stragglers.rank_skew(stragglers.collective_skew(self.traces, steps=profiler_steps))))
+        return found
+
+    def get_straggler_report(self, steps: Iterable[int] | None = None, factor: float = 3.0) -> stragglers.StragglerReport:
+        """Collectives matched across ranks, per-rank lateness, the stragglers and why (tables and text)."""
+        skew = stragglers.collective_skew(self.traces, steps=steps)
+        lateness = stragglers.rank_skew(skew)
+        found = stragglers.find_stragglers(lateness, factor)
+        causes, texts = stragglers.explain(self.traces, lateness, found, steps)
+        return stragglers.StragglerReport(skew, lateness, found, causes, texts)

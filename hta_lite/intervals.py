@@ -78,3 +78,18 @@ def count_overlaps_by_group(group: np.ndarray, ts: np.ndarray, end: np.ndarray) 
     order, first = sorted_by_group(group, ts)
     reach = running_max_by_group(end[order], first)
     return int((~first[1:] & (ts[order][1:] < reach[:-1])).sum()) if len(order) > 1 else 0
+
+
+def union_length_by_group(group: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Length of the union of each group's intervals: ``(groups, lengths)``, groups sorted."""
+    if len(group) == 0:
+        return group[:0], np.zeros(0, np.int64)
+    order, first = sorted_by_group(group, ts)
+    g, s, e = group[order], ts[order], end[order]
+    reach = running_max_by_group(e, first)
+    prev_reach = np.empty_like(reach)
+    prev_reach[1:] = reach[:-1]
+    # each event adds what it covers beyond what its group already covered
+    added = np.where(first, e - s, np.maximum(reach - np.maximum(prev_reach, s), 0))
+    starts = np.flatnonzero(first)
+    return g[starts], np.add.reduceat(added, starts)

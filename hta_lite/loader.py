@@ -66,11 +66,18 @@ def parse_many(
     show = progress if progress is not None else len(tasks) > 1
     workers = min(len(tasks), max_workers or os.cpu_count() or 1)
     if parallel and len(tasks) > 1 and workers > 1:
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["hta_lite.rank_trace"])
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
             return list(_progress(pool.map(_parse_job, tasks), len(tasks), show))
     return list(_progress(map(_parse_job, tasks), len(tasks), show))
+
+
+def _context():
+    """fork where the platform has it: workers start in milliseconds with hta_lite already
+    imported, and scripts or notebooks need no ``if __name__ == "__main__"`` guard (spawn and
+    forkserver re-import the main module). Arrow re-initializes its thread pools after fork."""
+    if "fork" in mp.get_all_start_methods():
+        return mp.get_context("fork")
+    return mp.get_context("spawn")  # pragma: no cover - macOS / Windows
 
 
 def _progress(results: Iterable, total: int, show: bool) -> Iterable:

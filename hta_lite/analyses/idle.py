@@ -28,7 +28,8 @@ EVENT_CATEGORIES = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "M
 
 
 def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.DataFrame:
-    """One row per gap: ``rank, stream, idle_category, idle_interval`` (µs), ``ts`` (ns, gap end)."""
+    """One row per gap: ``rank, stream, idle_category, idle_interval`` (µs), ``ts`` (ns, gap end)
+    and ``step`` (iteration of the event after the gap)."""
     gpu = trace.gpu
     rows = np.flatnonzero(np.asarray(gpu["cat"].isin(EVENT_CATEGORIES)))
     order, first = sorted_by_group(gpu["stream"].to_numpy()[rows], gpu["ts"].to_numpy()[rows])
@@ -52,6 +53,7 @@ def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.D
             "idle_category": pd.Categorical.from_codes(category[keep], IDLE_CATEGORIES),
             "idle_interval": us(np.maximum(gap[keep], 0)),
             "ts": ts[keep],
+            "step": gpu["iteration"].to_numpy()[order][keep],
         }
     )
 
@@ -115,5 +117,6 @@ def idle_gaps_empty() -> pd.DataFrame:
             "idle_category": pd.Categorical([], IDLE_CATEGORIES),
             "idle_interval": pd.Series(dtype="float64"),
             "ts": pd.Series(dtype="int64"),
+            "step": pd.Series(dtype="int64"),
         }
     )

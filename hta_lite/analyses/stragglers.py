@@ -1,0 +1,191 @@
+"""Stragglers: which rank made the others wait, and why.
+
+``potential_stragglers`` keeps the reference's method (late-starting communication kernels):
+communication kernels longer than 1% of the mean step time are kept, the last one per
+(rank, stream, step, name); the (stream, name) whose duration varies most across ranks is the
+probe; per step, the ``num_candidates`` ranks whose probe starts latest are candidates; ranks
+are returned by how often they were candidates.
+
+``collective_skew`` matches collectives across ranks: the k-th communication kernel of a given
+name in a step on one rank is the same collective as the k-th on every other rank (NCCL issues
+collectives in the same order on every rank of a group). Its arrival skew on a rank is the start
+minus the earliest start among ranks (µs): the last to arrive is the one the others waited for.
+
+``find_stragglers`` flags ranks whose lateness (summed arrival skew per step) is far above the
+median rank's; ``explain`` compares each with the median of the other ranks over the same steps:
+extra compute kernel time means compute-bound, extra GPU idle waiting for the host means
+host-bound, otherwise it was itself waiting (on communication or other ranks).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..classify import COMMUNICATION
+from ..rank_trace import RankTrace
+from .common import select, us
+from .idle import idle_gaps
+from .steps import step_breakdown
+
+
+def comm_kernels(traces: Mapping[int, RankTrace], ranks=None, steps: Iterable[int] | None = None) -> pd.DataFrame:
+    """Communication kernels of every rank: ``rank, step, stream, name, ts, dur, occurrence``."""
+    parts = []
+    for trace in select(traces, ranks):
+        gpu = trace.gpu[(trace.gpu["kernel_type"] == COMMUNICATION) & (trace.gpu["iteration"] >= 0)]
+        if steps is not None:
+            gpu = gpu[gpu["iteration"].isin(list(steps))]
+        parts.append(
+            pd.DataFrame(
+                {
+                    "rank": trace.rank,
+                    "step": gpu["iteration"].to_numpy(),
+                    "stream": gpu["stream"].to_numpy(),
+                    "name": gpu["name"].astype(str).to_numpy(),
+                    "ts": gpu["ts"].to_numpy(),
+                    "dur": gpu["dur"].to_numpy(),
+                }
+            )
+        )
+    data = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["rank", "step", "stream", "name", "ts", "dur"])
+    data = data.sort_values(["rank", "step", "name", "ts"], kind="stable", ignore_index=True)
+    data["occurrence"] = data.groupby(["rank", "step", "name"]).cumcount()
+    return data
+
+
+def potential_stragglers(traces: Mapping[int, RankTrace], profiler_steps: Iterable[int] | None = None, num_candidates: int = 2) -> list[int]:
+    kernels = comm_kernels(traces, steps=profiler_steps)
+    if kernels.empty or kernels["rank"].nunique() < 2:
+        return []
+    t_min = kernels["ts"].min()
+    n_steps = max(kernels["step"].nunique(), 1)
+    mean_step = ((kernels["ts"] + kernels["dur"]).max() - t_min) / n_steps
+    long = kernels[kernels["dur"] >= 0.01 * mean_step]
+    last = long.groupby(["rank", "stream", "step", "name"], as_index=False).last()
+    spread = last.assign(duration=last["dur"] / mean_step).groupby(["stream", "step", "name"])["duration"].std()
+    stream, name = spread.groupby(level=["stream", "name"]).mean().idxmax()
+    probe = last[(last["stream"] == stream) & (last["name"] == name)]
+    votes = pd.Series(0, index=sorted(probe["rank"].unique()))
+    for _, group in probe.groupby("step"):
+        k = min(max(num_candidates, 1), len(group))
+        threshold = np.sort(group["ts"].to_numpy())[::-1][k - 1]
+        votes[group.loc[group["ts"] >= threshold, "rank"].to_numpy()] += 1
+    votes = votes[votes > 0].sort_values(ascending=False, kind="stable")
+    return [int(r) for r in votes.index]
+
+
+def collective_skew(traces: Mapping[int, RankTrace], ranks=None, steps: Iterable[int] | None = None) -> pd.DataFrame:
+    """Per matched collective and rank: ``step, name, occurrence, rank, start_us`` (relative to
+    the earliest rank), ``skew_us`` (arrival after the first rank), ``wait_us`` (kernel duration,
+    mostly waiting for the last rank)."""
+    kernels = comm_kernels(traces, ranks, steps)
+    if kernels.empty:
+        return pd.DataFrame(columns=["step", "name", "occurrence", "rank", "start_us", "skew_us", "wait_us"])
+    n_ranks = kernels["rank"].nunique()
+    matched = kernels.groupby(["step", "name", "occurrence"])["rank"].transform("nunique") == n_ranks
+    kernels = kernels[matched]
+    first = kernels.groupby(["step", "name", "occurrence"])["ts"].transform("min")
+    return pd.DataFrame(
+        {
+            "step": kernels["step"].to_numpy(),
+            "name": kernels["name"].to_numpy(),
+            "occurrence": kernels["occurrence"].to_numpy(),
+            "rank": kernels["rank"].to_numpy(),
+            "start_us": us(kernels["ts"].to_numpy() - kernels["ts"].min()),
+            "skew_us": us((kernels["ts"] - first).to_numpy()),
+            "wait_us": us(kernels["dur"].to_numpy()),
+        }
+    )
+
+
+def rank_skew(skew: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: ``lateness_us`` (mean over steps of its summed arrival skew: how long the others
+    waited for it per step), ``max_skew_us``, ``last_arrivals`` (collectives it reached last),
+    ``collectives``; the latest rank first."""
+    columns = ["rank", "lateness_us", "max_skew_us", "last_arrivals", "collectives"]
+    if skew.empty:
+        return pd.DataFrame(columns=columns)
+    last = skew.groupby(["step", "name", "occurrence"])["skew_us"].transform("max") == skew["skew_us"]
+    lateness = skew.groupby(["rank", "step"])["skew_us"].sum().groupby(level="rank").mean()
+    table = skew.assign(last=last).groupby("rank").agg(max_skew_us=("skew_us", "max"), last_arrivals=("last", "sum"), collectives=("skew_us", "size"))
+    table.insert(0, "lateness_us", lateness)
+    return table.sort_values(["lateness_us", "last_arrivals"], ascending=False).reset_index()[columns]
+
+
+def find_stragglers(skew_by_rank: pd.DataFrame, factor: float = 3.0) -> list[int]:
+    """Ranks whose lateness is more than ``factor`` times the median rank's, at least half the
+    latest rank's (clock jitter of a few µs is not a straggler) and above 1 µs."""
+    if len(skew_by_rank) < 2:
+        return []
+    late = skew_by_rank["lateness_us"]
+    keep = (late > factor * float(late.median())) & (late >= 0.5 * float(late.max())) & (late > 1.0)
+    return [int(r) for r in skew_by_rank.loc[keep, "rank"]]
+
+
+def _host_wait_us(trace: RankTrace, steps: set[int]) -> float:
+    gaps = idle_gaps(trace)
+    chosen = gaps["step"].isin(list(steps)) & (gaps["idle_category"] == "host_wait")
+    return float(gaps.loc[chosen, "idle_interval"].sum())
+
+
+def explain(traces: Mapping[int, RankTrace], lateness: pd.DataFrame, stragglers: list[int], steps: Iterable[int] | None = None) -> tuple[pd.DataFrame, dict[int, str]]:
+    """For each straggler: extra compute, host wait, communication and CPU step time per step
+    (µs) against the median of the other ranks, the cause and a paragraph.
+
+    The cause is the component that accounts for at least half of the rank's lateness: compute
+    kernels (compute-bound) or GPU idle waiting for the host (host-bound); else it was itself
+    waiting (on communication or other ranks)."""
+    per_step = step_breakdown(traces, steps=steps)
+    if per_step.empty:
+        return pd.DataFrame(), {}
+    chosen = set(per_step["step"])
+    per_rank = per_step.groupby("rank")[["step_time", "compute", "communication", "gpu_busy"]].mean()
+    n_steps = per_step.groupby("rank")["step"].nunique()
+    per_rank["host_wait"] = [_host_wait_us(traces[r], chosen) / n_steps[r] for r in per_rank.index]
+    late_by_rank = lateness.set_index("rank")["lateness_us"] if len(lateness) else pd.Series(dtype=float)
+    rows, texts = [], {}
+    for rank in stragglers:
+        if rank not in per_rank.index or len(per_rank) < 2:
+            continue
+        me, typical = per_rank.loc[rank], per_rank.drop(index=rank).median()
+        extra = {k: float(me[k] - typical[k]) for k in ("compute", "host_wait", "communication", "step_time")}
+        late = float(late_by_rank.get(rank, 0.0))
+        if extra["compute"] >= 0.5 * late and extra["compute"] >= extra["host_wait"]:
+            cause, why = "compute-bound", f"its GPU compute takes {extra['compute']:.0f} µs more per step than the median rank"
+        elif extra["host_wait"] >= 0.5 * late:
+            cause = "host-bound"
+            why = (f"its GPU waits {extra['host_wait']:.0f} µs more per step for the CPU to launch work (host_wait idle) than "
+                   "the median rank: look at data loading, CPU operators and synchronizations on this rank")
+        else:
+            cause = "waiting on others"
+            why = "neither its compute nor its host launch time accounts for the delay; it is likely held up by communication or another rank"
+        rows.append({"rank": rank, "lateness_us": round(late, 1), "cause": cause, **{f"extra_{k}_us": round(v, 1) for k, v in extra.items()}})
+        texts[rank] = (
+            f"Rank {rank} reaches its collectives {late:.0f} µs per step after the others, who wait for it. It is {cause}: {why}. "
+            f"Per step it spends {me['compute']:.0f} µs in compute kernels (median rank {typical['compute']:.0f}), "
+            f"{me['host_wait']:.0f} µs with the GPU waiting for the host (median {typical['host_wait']:.0f}) and "
+            f"{me['communication']:.0f} µs in communication (median {typical['communication']:.0f}), "
+            f"over {int(n_steps[rank])} step(s)."
+        )
+    return pd.DataFrame(rows), texts
+
+
+@dataclass
+class StragglerReport:
+    """``collectives``: per matched collective and rank (``collective_skew``); ``ranks``: lateness
+    per rank (``rank_skew``); ``stragglers``: flagged ranks; ``causes``: per straggler the cause
+    and the extra time per step; ``texts``: one paragraph per straggler."""
+
+    collectives: pd.DataFrame
+    ranks: pd.DataFrame
+    stragglers: list[int]
+    causes: pd.DataFrame
+    texts: dict[int, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        if not self.stragglers:
+            return "No straggler: no rank arrives at its collectives markedly later than the others."
+        return "\n\n".join(self.texts[r] for r in self.stragglers if r in self.texts)
