@@ -15,15 +15,37 @@ import pandas as pd
 from .errors import TraceError
 
 
+FORMATS = ("table", "json", "csv", "parquet")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hta-lite", description="Analyze a folder of PyTorch profiler (Kineto) traces.")
+    parser = argparse.ArgumentParser(
+        prog="hta-lite",
+        description="Analyze a folder of PyTorch profiler (Kineto) traces: one *.json / *.json.gz file per rank.",
+        epilog="Exit codes: 0 ok, 1 regression or analysis failure, 2 usage or input error. Docs: docs/cli.md",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    sub = parser.add_subparsers(dest="command", required=True)
-    summarize = sub.add_parser("summarize", help="print per-rank GPU time summary tables")
-    summarize.add_argument("trace_dir", help="folder with one *.json / *.json.gz trace per rank")
-    summarize.add_argument("--ranks", type=int, nargs="*", help="ranks to include (default: all)")
-    summarize.add_argument("--serial", action="store_true", help="parse ranks in this process")
-    summarize.add_argument("--include-last-profiler-step", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    summarize = sub.add_parser("summarize", help="per-rank summary tables; with -o also CSV/Parquet files and report.html")
+    summarize.add_argument("trace_dir", help="folder with one trace file per rank")
+    summarize.add_argument("-o", "--out-dir", help="write the tables and report.html here")
+    summarize.add_argument("--format", choices=FORMATS, default="table",
+                           help="stdout: table (default) or json; files in --out-dir: csv (default) or parquet")
+    _common(summarize)
+
+    report = sub.add_parser("report", help="write one self-contained HTML report (works offline)")
+    report.add_argument("trace_dir")
+    report.add_argument("-o", "--output", default="report.html", help="HTML file to write (default: report.html)")
+    report.add_argument("--title", help="page title")
+    _common(report)
+
+    counters = sub.add_parser("counters", help="write each rank's trace plus queue-length and bandwidth counters")
+    counters.add_argument("trace_dir")
+    counters.add_argument("-o", "--out-dir", help="folder for the augmented traces (default: <trace_dir>_with_counters)")
+    counters.add_argument("--suffix", default="_with_counters", help="added to each file name")
+    _common(counters)
+
     diff = sub.add_parser(
         "diff",
         help="compare two trace folders; exit 1 on a GPU-time regression with --fail-on-regression",
@@ -40,6 +62,102 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--json", metavar="FILE", help="write the machine-readable result here ('-' for stdout)")
     diff.add_argument("--top", type=int, default=10, help="kernels to list in the top-changes table")
     return parser
+
+
+def _common(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--ranks", type=int, nargs="+", help="ranks to load (default: all)")
+    cmd.add_argument("--serial", action="store_true", help="parse ranks in this process (no worker processes)")
+    cmd.add_argument("--include-last-profiler-step", action="store_true", help="keep the last ProfilerStep")
+    cmd.add_argument("--on-error", choices=("raise", "skip", "warn"), default="raise", help="what to do with unreadable files")
+
+
+def _load(args: argparse.Namespace):
+    from .analysis import TraceAnalysis
+
+    kwargs = dict(parallel=not args.serial, include_last_profiler_step=args.include_last_profiler_step, on_error=args.on_error)
+    analysis = TraceAnalysis(trace_dir=args.trace_dir, **kwargs)
+    if args.ranks:
+        missing = sorted(set(args.ranks) - set(analysis.ranks))
+        if missing:
+            raise TraceError(args.trace_dir, f"rank(s) {missing} not in the folder; ranks: {analysis.ranks}")
+        analysis.traces = {r: analysis.traces[r] for r in sorted(set(args.ranks))}
+    return analysis
+
+
+def summary_tables(analysis) -> dict[str, pd.DataFrame]:
+    """The tables ``summarize`` prints and writes, by file stem."""
+    idle, _ = analysis.get_idle_time_breakdown(visualize=False)
+    type_df, kernel_df = analysis.get_gpu_kernel_breakdown(visualize=False)
+    top = kernel_df[kernel_df["name"] != "others"].sort_values("sum (us)", ascending=False).head(20)
+    health = analysis.health()
+    return {
+        "temporal_breakdown": analysis.get_temporal_breakdown(visualize=False),
+        "comm_comp_overlap": analysis.get_comm_comp_overlap(visualize=False),
+        "idle_time_breakdown": idle,
+        "kernel_type_breakdown": type_df,
+        "top_kernels": top.reset_index(drop=True),
+        "step_breakdown": analysis.get_step_breakdown(),
+        "health_summary": analysis.health_summary(),
+        "health": health,
+    }
+
+
+def summarize(args: argparse.Namespace) -> int:
+    import json
+
+    from .health import is_problem
+    from .report import write_report
+
+    analysis = _load(args)
+    tables = summary_tables(analysis)
+    if args.format == "json":
+        print(json.dumps({k: json.loads(v.to_json(orient="records")) for k, v in tables.items()}, indent=1))
+    else:
+        with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60):
+            print(f"Loaded ranks {analysis.ranks} from {args.trace_dir}\n")
+            titles = {
+                "temporal_breakdown": "Temporal breakdown (µs, % of GPU span)",
+                "comm_comp_overlap": "Communication / computation overlap (%)",
+                "idle_time_breakdown": "Idle time by cause (µs)",
+                "kernel_type_breakdown": "GPU time by kernel type (µs, all ranks)",
+                "top_kernels": "Top kernels (µs)",
+                "step_breakdown": "Per-step breakdown (µs)",
+            }
+            for key, heading in titles.items():
+                table = tables[key]
+                if key == "top_kernels":
+                    table = table.assign(name=table["name"].str.slice(0, 60)).head(10)
+                print(heading)
+                print(table.to_string(index=False) if len(table) else "(none)", "\n")
+            problems = tables["health"][tables["health"]["item"].map(is_problem)]
+            print("Trace health (events skipped, clamped or not linked)")
+            print(problems.to_string(index=False) if len(problems) else "nothing skipped")
+    if args.out_dir:
+        out = Path(args.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for key, table in tables.items():
+            if args.format == "parquet":
+                table.to_parquet(out / f"{key}.parquet", index=False)
+            else:
+                table.to_csv(out / f"{key}.csv", index=False)
+        path = write_report(analysis, out / "report.html")
+        print(f"\nwrote {len(tables)} tables and {path}", file=sys.stderr)
+    return 0
+
+
+def report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    path = write_report(_load(args), args.output, args.title)
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def counters(args: argparse.Namespace) -> int:
+    written = _load(args).generate_trace_with_counters(output_suffix=args.suffix, output_dir=args.out_dir)
+    for rank, path in written.items():
+        print(f"rank {rank}: {path}")
+    return 0
 
 
 def parse_threshold(text: str) -> float:
@@ -87,46 +205,22 @@ def run_diff(args: argparse.Namespace) -> int:
     return 1 if args.fail_on_regression and result.gate["regression"] else 0
 
 
-def summarize(args: argparse.Namespace) -> int:
-    from .analysis import TraceAnalysis
-
-    analysis = TraceAnalysis(
-        trace_dir=args.trace_dir, parallel=not args.serial, include_last_profiler_step=args.include_last_profiler_step
-    )
-    ranks = args.ranks or None
-    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60):
-        print(f"Loaded ranks {analysis.ranks} from {args.trace_dir}\n")
-        print("Temporal breakdown (µs, % of GPU span)")
-        print(analysis.get_temporal_breakdown(visualize=False, ranks=ranks).to_string(index=False), "\n")
-        print("Communication / computation overlap (%)")
-        print(analysis.get_comm_comp_overlap(visualize=False, ranks=ranks).to_string(index=False), "\n")
-        print("Idle time by cause (µs)")
-        idle, _ = analysis.get_idle_time_breakdown(ranks=ranks, visualize=False)
-        print(idle.to_string(index=False), "\n")
-        type_df, kernel_df = analysis.get_gpu_kernel_breakdown(visualize=False, ranks=ranks)
-        print("GPU time by kernel type (µs, all ranks)")
-        print(type_df.to_string(index=False), "\n")
-        top = kernel_df[kernel_df["name"] != "others"].nlargest(10, "sum (us)")
-        top = top.assign(name=top["name"].str.slice(0, 60))
-        print("Top kernels (µs)")
-        print(top.to_string(index=False), "\n")
-        health = analysis.health()
-        problems = health[~health["item"].str.startswith(("events read", "GPU events kept", "CPU events kept", "ProfilerSteps"))]
-        print("Trace health (events skipped, clamped or excluded)")
-        print(problems.to_string(index=False) if len(problems) else "nothing skipped")
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    commands = {"summarize": summarize, "report": report, "counters": counters, "diff": run_diff}
     try:
-        return run_diff(args) if args.command == "diff" else summarize(args)
+        return commands[args.command](args)
     except TraceError as exc:
         if args.debug:
             raise
         print(f"hta-lite: error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # an analysis failed on this input: say so in one line
+        if args.debug:
+            raise
+        print(f"hta-lite: analysis failed: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

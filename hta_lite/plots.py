@@ -5,9 +5,21 @@
 """
 from __future__ import annotations
 
+import html
+
+import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
-import pandas as pd
+
+
+def label(name) -> str:
+    """A kernel/op name as plotly text: plotly reads a subset of HTML in labels, so ``<`` and ``&``
+    are escaped to show names such as ``kernel<float, 4>`` literally (and never as markup)."""
+    return html.escape(str(name), quote=False)
+
+
+def labels(values) -> list[str]:
+    return [label(v) for v in values]
 
 
 def in_notebook() -> bool:
@@ -81,7 +93,7 @@ def plot_kernel_type_pies_per_rank(kernel_df: pd.DataFrame, kernel_type: str) ->
     fig = make_subplots(rows=rows, cols=cols, specs=[[{"type": "domain"}] * cols] * rows, subplot_titles=[f"Rank {r}" for r in ranks])
     for i, rank in enumerate(ranks):
         part = data[data["rank"] == rank]
-        fig.add_trace(go.Pie(labels=part["name"], values=part["sum (us)"], name=f"rank {rank}"), i // cols + 1, i % cols + 1)
+        fig.add_trace(go.Pie(labels=labels(part["name"]), values=part["sum (us)"], name=f"rank {rank}"), i // cols + 1, i % cols + 1)
     fig.update_layout(title_text=f"{kernel_type} kernels: time by kernel on each rank", height=350 * rows)
     return fig
 
@@ -97,7 +109,7 @@ def plot_kernel_distribution(kernel_df: pd.DataFrame, top: int = 10) -> list[go.
             k = part[part["name"] == name]
             fig.add_trace(
                 go.Bar(
-                    x=k["rank"].astype(str), y=k["mean (us)"], name=name[:60], hovertext=[name] * len(k),
+                    x=k["rank"].astype(str), y=k["mean (us)"], name=label(name[:60]), hovertext=[label(name)] * len(k),
                     error_y={"type": "data", "symmetric": False, "array": k["max (us)"] - k["mean (us)"], "arrayminus": k["mean (us)"] - k["min (us)"]},
                 )
             )
@@ -107,13 +119,14 @@ def plot_kernel_distribution(kernel_df: pd.DataFrame, top: int = 10) -> list[go.
 
 
 def plot_user_annotation_breakdown(df: pd.DataFrame) -> go.Figure:
-    fig = px.bar(df, x="name", y="sum (us)", color=df["rank"].astype(str), barmode="group", title="GPU time per user annotation",
+    fig = px.bar(df.assign(name=labels(df["name"])), x="name", y="sum (us)", color=df["rank"].astype(str), barmode="group", title="GPU time per user annotation",
                  labels={"sum (us)": "Time (µs)", "name": "Annotation", "color": "Rank"})
     return fig
 
 
 def plot_launch_stats(df: pd.DataFrame, rank: int, runtime_cutoff: float = 50, launch_delay_cutoff: float = 100) -> list[go.Figure]:
     """Short kernels (GPU time below CPU launch time), runtime outliers, launch-delay outliers."""
+    df = df.assign(kernel_name=labels(df["kernel_name"]), launch_name=labels(df["launch_name"]))
     short = df[(df["cpu_duration"] <= runtime_cutoff) & (df["gpu_duration"] < df["cpu_duration"])]
     figs = [
         px.histogram(short, x="gpu_duration", title=f"Rank {rank}: kernels shorter than their launch ({len(short)})",
@@ -145,16 +158,16 @@ def plot_memory_bw(series: pd.DataFrame, rank: int) -> go.Figure:
 
 
 def plot_frequent_sequences(patterns: pd.DataFrame) -> go.Figure:
-    labels = [p if len(p) < 80 else p[:77] + "..." for p in patterns["pattern"]]
-    fig = px.bar(x=labels, y=patterns["count"], title="Most frequent kernel sequences", labels={"x": "Pattern", "y": "Occurrences"})
+    names = [label(p if len(p) < 80 else p[:77] + "...") for p in patterns["pattern"]]
+    fig = px.bar(x=names, y=patterns["count"], title="Most frequent kernel sequences", labels={"x": "Pattern", "y": "Occurrences"})
     return fig
 
 
 def plot_diff(df: pd.DataFrame, column: str, title: str, top: int = 30) -> go.Figure:
     """Horizontal bars of the largest changes of a ``TraceDiff.compare_traces`` column."""
     data = df.reindex(df[column].abs().sort_values(ascending=False).index).head(top)
-    names = [str(n) if len(str(n)) < 70 else str(n)[:67] + "..." for n in data.index]
-    fig = go.Figure(go.Bar(x=data[column], y=names, orientation="h", hovertext=[str(n) for n in data.index]))
+    names = [label(n if len(str(n)) < 70 else str(n)[:67] + "...") for n in data.index]
+    fig = go.Figure(go.Bar(x=data[column], y=names, orientation="h", hovertext=labels(data.index)))
     fig.update_layout(title=title, xaxis_title=title, yaxis={"autorange": "reversed"}, height=max(300, 22 * len(names) + 120))
     return fig
 
@@ -170,7 +183,7 @@ def plot_step_breakdown(df: pd.DataFrame) -> go.Figure:
 
 def plot_timers_minmax(table: pd.DataFrame) -> go.Figure:
     """Per timer, the fastest and slowest rank (ms): the gap is the imbalance."""
-    names = table.index.astype(str)
+    names = labels(table.index)
     fig = go.Figure([
         go.Bar(x=names, y=table["min_ms"], name="min across ranks", hovertext=[f"rank {r}" for r in table["fastest_rank"]]),
         go.Bar(x=names, y=table["max_ms"], name="max across ranks", hovertext=[f"rank {r}" for r in table["slowest_rank"]]),
@@ -186,7 +199,7 @@ def plot_timer_heatmap(tidy: pd.DataFrame, name: str | None = None) -> go.Figure
     grid = tidy[tidy["name"] == name].pivot_table(index="rank", columns="step", values="elapsed_ms", aggfunc="sum")
     fig = go.Figure(go.Heatmap(z=grid.to_numpy(), x=[str(c) for c in grid.columns], y=[str(r) for r in grid.index], colorbar={"title": "ms"},
                                hovertemplate="rank %{y}, step %{x}: %{z:.2f} ms<extra></extra>"))
-    fig.update_layout(title=f"{name}: time per rank and step", xaxis_title="Step", yaxis_title="Rank")
+    fig.update_layout(title=f"{label(name)}: time per rank and step", xaxis_title="Step", yaxis_title="Rank")
     return fig
 
 
