@@ -31,6 +31,8 @@ class TraceAnalysis:
         on_error: ``"raise"`` (default), ``"skip"`` or ``"warn"`` for unreadable files;
             skipped files are listed in ``skipped_files``.
         progress: show a progress bar (default: when there is more than one file).
+        cache: Parquet cache of parsed ranks (:mod:`hta_lite.cache`): on by default (unless
+            ``HTA_LITE_CACHE=off``), ``False`` to turn it off, or a folder to keep it in.
     """
 
     def __init__(
@@ -42,10 +44,11 @@ class TraceAnalysis:
         max_workers: int | None = None,
         on_error: OnError = "raise",
         progress: bool | None = None,
+        cache: bool | str | Path | None = None,
     ):
         self.trace_dir = None if trace_dir is None else str(trace_dir)
         self.traces, self.skipped_files = load(
-            trace_dir, trace_files, include_last_profiler_step, parallel, max_workers, on_error, progress
+            trace_dir, trace_files, include_last_profiler_step, parallel, max_workers, on_error, progress, use_cache=cache
         )
 
     # ---- data access -------------------------------------------------------

@@ -89,6 +89,14 @@ def float_column(items: Sequence, name: str) -> np.ndarray:
         return to_float(list(map(attrgetter(name), items)))[0]
 
 
+TEXT = "str"  # category dtype of every text column (pandas' string dtype)
+
+
+def empty_category(n: int) -> pd.Categorical:
+    """``n`` missing values of a text categorical (keeps its type through Parquet)."""
+    return pd.Categorical.from_codes(np.full(n, -1, np.int8), dtype=pd.CategoricalDtype(pd.Index([], dtype=TEXT)))
+
+
 def to_category(values: Sequence) -> pd.Categorical:
     """Strings (lists joined with ',', other values as text) -> pandas categorical; None is missing."""
     try:
@@ -101,7 +109,7 @@ def to_category(values: Sequence) -> pd.Categorical:
         del categories[none_code]
     if not all(isinstance(c, str) for c in categories):
         return to_category([None if v is None else _text(v) for v in values])
-    return pd.Categorical.from_codes(codes.astype(np.int32), categories=categories)
+    return pd.Categorical.from_codes(codes.astype(np.int32), dtype=pd.CategoricalDtype(pd.Index(categories, dtype=TEXT)))
 
 
 def _lists_as_text(values: Sequence) -> pa.Array:

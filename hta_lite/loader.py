@@ -16,7 +16,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable, Literal, Mapping
 
-from .errors import DuplicateRankError, NoTraceFilesError, TraceError, TraceNotFoundError
+from . import cache
+from .errors import DuplicateRankError, NoTraceFilesError, TraceError, TraceNotFoundError, TraceReadError
 from .rank_trace import RankTrace, parse_file
 
 OnError = Literal["raise", "skip", "warn"]
@@ -47,11 +48,24 @@ def rank_from_filename(path: str | Path) -> int | None:
 
 
 def _parse_job(args: tuple) -> RankTrace | TraceError:
-    path, rank, include_last = args
+    """Parse one file, through the cache when it is on (runs in a worker process)."""
+    path, rank, include_last, cache_root = args
     try:
-        return parse_file(path, rank, include_last)
+        key = cache.entry_key(Path(path), include_last) if cache_root is not None else None
+        if key is not None:
+            cached = cache.load(cache_root, key)
+            if cached is not None:
+                cached.path = str(path)
+                cached.rank = rank if rank is not None else cached.rank
+                return cached
+        trace = parse_file(path, rank, include_last)
+        if key is not None:
+            cache.store(cache_root, key, trace)
+        return trace
     except TraceError as exc:
         return exc
+    except OSError as exc:
+        return TraceReadError(path, f"cannot read file: {exc.strerror or exc}")
 
 
 def parse_many(
@@ -60,9 +74,10 @@ def parse_many(
     parallel: bool,
     max_workers: int | None,
     progress: bool | None,
+    cache_root: Path | None = None,
 ) -> list[RankTrace | TraceError]:
     """Parse each (path, rank) job, in worker processes when ``parallel`` and there are several."""
-    tasks = [(p, r, include_last_profiler_step) for p, r in jobs]
+    tasks = [(p, r, include_last_profiler_step, cache_root) for p, r in jobs]
     show = progress if progress is not None else len(tasks) > 1
     workers = min(len(tasks), max_workers or os.cpu_count() or 1)
     if parallel and len(tasks) > 1 and workers > 1:
@@ -97,6 +112,7 @@ def load(
     on_error: OnError = "raise",
     progress: bool | None = None,
     warn: Callable[[str], None] | None = None,
+    use_cache: bool | str | Path | None = None,
 ) -> tuple[dict[int, RankTrace], dict[str, str]]:
     """Load every rank; returns ``(traces_by_rank, skipped_files)``.
 
@@ -115,7 +131,8 @@ def load(
         jobs = [(p, None) for p in discover(trace_dir)]
     else:
         raise TypeError("give trace_dir=... or trace_files={rank: path}")
-    results = parse_many(jobs, include_last_profiler_step, parallel, max_workers, progress)
+    cache_root = cache.cache_dir(use_cache) if cache.enabled(use_cache) else None
+    results = parse_many(jobs, include_last_profiler_step, parallel, max_workers, progress, cache_root)
     skipped: dict[str, str] = {}
     loaded: list[RankTrace] = []
     for (path, _), result in zip(jobs, results):

@@ -99,3 +99,24 @@ def make_straggler_folder(template: str | Path, out_dir: str | Path, n_ranks: in
         name = f"rank-{rank}.json" + (".gz" if gz else "")
         (out / name).write_bytes(gzip.compress(data, 1) if gz else data)
     return out
+
+
+def replicate_trace(template: str | Path, out_dir: str | Path, n_ranks: int, gz: bool = True) -> Path:
+    """``n_ranks`` byte-for-byte copies of a real trace, each with its own ``distributedInfo.rank``
+    (for scale benchmarks: the events are untouched, so every rank parses exactly like the template)."""
+    import msgspec
+
+    from .decode import read_bytes
+
+    data = read_bytes(Path(template))
+    top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
+    events = top.pop("traceEvents")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for rank in range(n_ranks):
+        meta = dict(top, distributedInfo=msgspec.Raw(msgspec.json.encode({"backend": "nccl", "rank": rank, "world_size": n_ranks})))
+        parts = [msgspec.json.encode(k) + b":" + bytes(v) for k, v in meta.items()]
+        document = b"{" + b",".join(parts + [b'"traceEvents":' + bytes(events)]) + b"}"
+        name = f"rank-{rank}.json" + (".gz" if gz else "")
+        (out / name).write_bytes(gzip.compress(document, 1) if gz else document)
+    return out

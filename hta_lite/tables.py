@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from . import decode as dec
-from .columns import factorize, float_column, int_column, take, to_category, to_float, to_int
+from .columns import empty_category, factorize, float_column, int_column, take, to_category, to_float, to_int
 from .timestamps import raw_us_to_ns
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events", "Kernel", "Memcpy", "Memset")
@@ -125,7 +125,7 @@ def _complete_events(events: list, health: Counter) -> dict[str, pd.DataFrame]:
             for name in _COLLECTIVE_INTS:
                 cols[name] = _ints(fam_args, name, health) if has_collectives else np.full(len(idx), -1)
             for name in _TEXT_ARGS:
-                cols[name] = to_category(_field(fam_args, name)) if has_collectives else pd.Categorical([None] * len(idx))
+                cols[name] = to_category(_field(fam_args, name)) if has_collectives else empty_category(len(idx))
         elif family == "gpu_annotations":
             cols["device"] = _ints(take(args, idx), "device", health)
         out[family] = pd.DataFrame(cols)
@@ -228,9 +228,9 @@ def _counters_empty() -> pd.DataFrame:
     return pd.DataFrame(
         {
             "ts": np.zeros(0, np.int64),
-            "name": pd.Categorical([]),
+            "name": empty_category(0),
             "pid": np.zeros(0, np.int64),
-            "series": pd.Categorical([]),
+            "series": empty_category(0),
             "value": np.zeros(0),
         }
     )

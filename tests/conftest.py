@@ -12,6 +12,14 @@ SAMPLES = ROOT / "sample_traces"
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+def pytest_configure(config):
+    """Keep the tests' Parquet cache out of the user's cache folder."""
+    import os
+    import tempfile
+
+    os.environ.setdefault("HTA_LITE_CACHE_DIR", tempfile.mkdtemp(prefix="hta_lite-test-cache-"))
+
+
 def shared_cases() -> dict[str, Path]:
     """Folder name -> folder, for every case in ../shared/traces."""
     return {p.name: p for p in sorted(SHARED_TRACES.glob("*/*")) if p.is_dir()}

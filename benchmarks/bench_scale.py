@@ -1,0 +1,65 @@
+"""Scale: summarize a generated N-rank folder with bounded memory, and cold vs warm (cache) load.
+
+    python benchmarks/bench_scale.py --ranks 64 [--template ../shared/traces/hta/diff_control/control.json.gz]
+        [--executor process|serial|dask] [--workdir /tmp/hta_scale]
+
+Generates the folder once (byte-for-byte copies of a real trace with distinct ranks), then in
+fresh processes: ``summarize_folder`` cold (cache off), and again with the cache (first run fills
+it, second is warm). Reports wall time, the parent's peak RSS and the largest worker's peak RSS.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_TEMPLATE = HERE.parent.parent / "shared/traces/hta/diff_control/control.json.gz"
+
+CHILD = r"""
+import json, os, resource, sys, time
+from hta_lite.batch import summarize_folder
+folder, executor, cache = sys.argv[1], sys.argv[2], sys.argv[3]
+t = time.perf_counter()
+out = summarize_folder(folder, executor=executor, use_cache=False if cache == "off" else cache)
+seconds = time.perf_counter() - t
+print(json.dumps({
+    "seconds": seconds,
+    "ranks": len(out["temporal_breakdown"]),
+    "parent_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+}))
+"""
+
+
+def run(folder: Path, executor: str, cache: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, str(folder), executor, cache], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--ranks", type=int, default=64)
+    parser.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE)
+    parser.add_argument("--executor", default="process")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/hta_scale"))
+    args = parser.parse_args()
+    from hta_lite.synthetic import replicate_trace
+
+    folder = args.workdir / f"ranks{args.ranks}"
+    if not folder.exists() or len(list(folder.iterdir())) != args.ranks:
+        replicate_trace(args.template, folder, args.ranks)
+    gz_mb = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
+    cache_dir = args.workdir / "cache"
+    rows = [("cold, cache off", run(folder, args.executor, "off")), ("cold, filling the cache", run(folder, args.executor, str(cache_dir))),
+            ("warm, from the cache", run(folder, args.executor, str(cache_dir)))]
+    print(f"{args.ranks} ranks of {args.template.name} ({gz_mb:.0f} MB gzip), executor={args.executor}")
+    print("| run | seconds | parent peak RSS MB | largest worker peak RSS MB |\n|---|---|---|---|")
+    for name, r in rows:
+        print(f"| {name} | {r['seconds']:.1f} | {r['parent_peak_rss_mb']:.0f} | {r['worker_peak_rss_mb']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

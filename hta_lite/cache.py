@@ -1,0 +1,109 @@
+"""Parquet cache of parsed rank tables, so a folder loads once and then in milliseconds.
+
+Key: the file's size, modification time and a BLAKE2 hash of its first and last MiB, plus the
+loader options and the cache format version; a changed file gets a new key and is never served
+stale. Entries are plain Parquet files (readable by pyarrow, polars, duckdb) and one JSON file of
+metadata, written to a temporary folder and renamed into place. A corrupt, partial or foreign
+entry is ignored and rebuilt; nothing is unpickled.
+
+Location: ``cache_dir=`` argument, else ``$HTA_LITE_CACHE_DIR``, else the user cache folder
+(``$XDG_CACHE_HOME/hta_lite`` or ``~/.cache/hta_lite``), so read-only trace folders work.
+``HTA_LITE_CACHE=off`` (or ``0``/``false``/``no``) or ``cache=False`` turns it off.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import msgspec
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .columns import TEXT
+from .rank_trace import RankTrace
+
+TEXT_DTYPE = pd.Index([], dtype=TEXT).dtype
+
+FORMAT_VERSION = 1
+TABLES = ("gpu", "cpu", "gpu_annotations", "steps", "instants", "flows", "counters", "meta_events")
+_SAMPLE = 1 << 20
+
+
+def enabled(cache: bool | str | Path | None) -> bool:
+    if cache is False:
+        return False
+    return os.environ.get("HTA_LITE_CACHE", "on").strip().lower() not in ("off", "0", "false", "no")
+
+
+def cache_dir(cache: bool | str | Path | None = None) -> Path:
+    if isinstance(cache, (str, Path)):
+        return Path(cache).expanduser()
+    if os.environ.get("HTA_LITE_CACHE_DIR"):
+        return Path(os.environ["HTA_LITE_CACHE_DIR"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "hta_lite"
+
+
+def entry_key(path: Path, include_last_profiler_step: bool) -> str:
+    st = path.stat()
+    digest = hashlib.blake2b(digest_size=20)
+    digest.update(f"{FORMAT_VERSION}:{include_last_profiler_step}:{st.st_size}:{st.st_mtime_ns}".encode())
+    with open(path, "rb") as f:
+        digest.update(f.read(_SAMPLE))
+        if st.st_size > _SAMPLE:
+            f.seek(max(st.st_size - _SAMPLE, _SAMPLE))
+            digest.update(f.read(_SAMPLE))
+    return digest.hexdigest()
+
+
+class _Meta(msgspec.Struct):
+    version: int
+    key: str
+    rank: int
+    path: str
+    metadata: dict
+    events_read: dict[str, int]
+    health: dict[str, int]
+
+
+def load(root: Path, key: str) -> RankTrace | None:
+    """The cached trace, or None when absent or unusable (never raises)."""
+    folder = root / key
+    try:
+        meta = msgspec.json.decode((folder / "meta.json").read_bytes(), type=_Meta)
+        if meta.version != FORMAT_VERSION or meta.key != key:
+            return None
+        tables = {name: _text_categories(pq.read_table(folder / f"{name}.parquet").to_pandas()) for name in TABLES}
+    except (OSError, msgspec.MsgspecError, pa.ArrowException, ValueError, KeyError):
+        return None
+    return RankTrace(rank=meta.rank, path=meta.path, metadata=meta.metadata, events_read=meta.events_read, health=meta.health, **tables)
+
+
+def _text_categories(df):
+    """Empty text categoricals come back from Arrow with object categories: restore the text dtype."""
+    for name in df.columns:
+        col = df[name]
+        if isinstance(col.dtype, pd.CategoricalDtype) and col.cat.categories.dtype != TEXT_DTYPE:
+            df[name] = col.cat.set_categories(pd.Index(col.cat.categories, dtype=TEXT))
+    return df
+
+
+def store(root: Path, key: str, trace: RankTrace) -> None:
+    """Write the entry; failures (read-only disk, full disk) only mean no cache."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+        for name in TABLES:
+            pq.write_table(pa.Table.from_pandas(getattr(trace, name), preserve_index=False), tmp / f"{name}.parquet", compression="zstd")
+        meta = _Meta(FORMAT_VERSION, key, trace.rank, trace.path, trace.metadata, trace.events_read, trace.health)
+        (tmp / "meta.json").write_bytes(msgspec.json.encode(meta))
+        target = root / key
+        if target.exists():
+            shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)
+    except (OSError, pa.ArrowException, TypeError, ValueError):
+        shutil.rmtree(locals().get("tmp", root / ".none"), ignore_errors=True)

@@ -1,0 +1,104 @@
+"""Parquet cache (hit, miss, invalidation, corruption, environment) and executor equivalence."""
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from conftest import SAMPLES
+
+from hta_lite import TraceAnalysis
+from hta_lite import cache as cache_mod
+from hta_lite.batch import SUMMARY_TABLES, summarize_folder
+
+
+@pytest.fixture()
+def folder(tmp_path):
+    dst = tmp_path / "traces"
+    shutil.copytree(SAMPLES / "two_ranks", dst)
+    return dst
+
+
+def entries(root):
+    return sorted(p for p in root.iterdir() if not p.name.startswith(".")) if root.exists() else []
+
+
+def test_cache_hit_gives_identical_tables(folder, tmp_path):
+    root = tmp_path / "cache"
+    first = TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
+    assert len(entries(root)) == 2
+    second = TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
+    for rank in first.ranks:
+        for name in cache_mod.TABLES:
+            pd.testing.assert_frame_equal(getattr(first.traces[rank], name), getattr(second.traces[rank], name))
+        assert first.traces[rank].health == second.traces[rank].health
+        assert first.metadata(rank) == second.metadata(rank)
+    pd.testing.assert_frame_equal(first.get_temporal_breakdown(visualize=False), second.get_temporal_breakdown(visualize=False))
+    # plain Parquet, readable without hta_lite
+    assert pq.read_table(entries(root)[0] / "gpu.parquet").num_rows > 0
+
+
+def test_changed_file_is_never_served_stale(folder, tmp_path):
+    root = tmp_path / "cache"
+    TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
+    target = folder / "sampled_rank-1.json.gz"
+    data = gzip.decompress(target.read_bytes()).replace(b'"ncclKernel_SendRecv', b'"ncclKernel_Renamed', 1)
+    target.write_bytes(gzip.compress(data))
+    reloaded = TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
+    assert (reloaded.gpu_events(1)["name"].astype(str).str.startswith("ncclKernel_Renamed")).any()
+    assert len(entries(root)) == 3  # a new entry for the new content
+
+
+def test_corrupt_or_foreign_entries_are_rebuilt(folder, tmp_path):
+    root = tmp_path / "cache"
+    TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
+    first, second = entries(root)
+    (first / "gpu.parquet").write_bytes(b"not parquet")
+    (second / "meta.json").write_bytes(b'{"version": 999}')
+    again = TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
+    assert sorted(again.ranks) == [0, 1] and len(again.gpu_events(0)) == 602
+    assert pq.read_table(first / "gpu.parquet").num_rows > 0  # rewritten
+
+
+def test_cache_off_and_environment(folder, tmp_path, monkeypatch):
+    root = tmp_path / "env-cache"
+    monkeypatch.setenv("HTA_LITE_CACHE_DIR", str(root))
+    TraceAnalysis(trace_dir=folder, parallel=False)
+    assert len(entries(root)) == 2
+    shutil.rmtree(root)
+    monkeypatch.setenv("HTA_LITE_CACHE", "off")
+    TraceAnalysis(trace_dir=folder, parallel=False)
+    assert not root.exists()
+    monkeypatch.delenv("HTA_LITE_CACHE")
+    TraceAnalysis(trace_dir=folder, parallel=False, cache=False)
+    assert not root.exists()
+
+
+def test_read_only_cache_location_still_loads(folder, tmp_path):
+    root = tmp_path / "ro"
+    root.write_text("a file where the cache folder should be")
+    assert TraceAnalysis(trace_dir=folder, cache=root, parallel=False).ranks == [0, 1]
+
+
+def test_executors_agree(folder, tmp_path):
+    serial = summarize_folder(folder, executor="serial", use_cache=False)
+    process = summarize_folder(folder, executor="process", use_cache=False)
+    for name in SUMMARY_TABLES:
+        pd.testing.assert_frame_equal(serial[name], process[name])
+    assert serial["temporal_breakdown"]["idle_time_pctg"].tolist() == [53.56, 54.72]
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            via_dask = summarize_folder(folder, executor=client, use_cache=tmp_path / "dask-cache")
+    for name in SUMMARY_TABLES:
+        pd.testing.assert_frame_equal(serial[name], via_dask[name])
+
+
+def test_summaries_match_full_analysis(folder):
+    summary = summarize_folder(folder, executor="serial", use_cache=False)
+    full = TraceAnalysis(trace_dir=folder, parallel=False, cache=False)
+    pd.testing.assert_frame_equal(summary["temporal_breakdown"], full.get_temporal_breakdown(visualize=False))
+    pd.testing.assert_frame_equal(summary["step_breakdown"], full.get_step_breakdown())
