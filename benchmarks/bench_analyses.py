@@ -33,6 +33,9 @@ def main() -> None:
             print(f"| {call} | {mine:.4f} | {theirs:.4f} | {theirs / mine:.0f}x |")
         else:
             print(f"| {call} | {mine:.4f} | {theirs} | - |")
+    both = [c for c in ours if isinstance(ref.get(c), float)]
+    mine, theirs = sum(ours[c] for c in both), sum(ref[c] for c in both)
+    print(f"| **whole suite** ({len(both)} calls) | {mine:.4f} | {theirs:.4f} | {theirs / mine:.0f}x |")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import statistics
+import tempfile
 import subprocess
 import sys
 from pathlib import Path
@@ -22,11 +24,12 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_TRACES = HERE.parent.parent / "shared" / "traces"
 
 
-def measure(python: str, job: str, folder: Path, repeat: int) -> dict:
+def measure(python: str, job: str, folder: Path, repeat: int, env: dict | None = None) -> dict:
     runs = []
     target = folder if job not in ("floor",) else next(p for p in folder.iterdir() if p.name.endswith((".json", ".gz")))
     for _ in range(repeat):
-        out = subprocess.run([python, str(HERE / "_measure.py"), job, str(target)], capture_output=True, text=True, check=True)
+        out = subprocess.run([python, str(HERE / "_measure.py"), job, str(target)], capture_output=True, text=True, check=True,
+                             env={**os.environ, **(env or {})})
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     return {
         "seconds": statistics.median(r["seconds"] for r in runs),
@@ -58,21 +61,26 @@ def main() -> None:
     folders = [(f, uncompressed_mb(f)) for f in folders]
     folders = [(f, mb) for f, mb in folders if mb >= args.min_mb]
     results = {}
-    print("| trace | MB (json) | hta_lite s | reference s | floor s | speedup vs ref | vs floor | RSS hta_lite MB | RSS ref MB |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for folder, mb in folders:
-        ours = measure(sys.executable, "ours", folder, args.repeat)
-        floor = measure(sys.executable, "floor", folder, args.repeat)
-        ref = measure(args.ref_python, "reference", folder, args.repeat) if args.ref_python else None
-        results[folder.name] = {"mb": mb, "ours": ours, "floor": floor, "reference": ref}
-        ref_s = f"{ref['seconds']:.3f}" if ref else "-"
-        speedup = f"{ref['seconds'] / ours['seconds']:.1f}x" if ref else "-"
-        ref_rss = f"{ref['peak_rss_mb']:.0f}" if ref else "-"
-        print(
-            f"| {folder.name} | {mb:.1f} | {ours['seconds']:.3f} | {ref_s} | {floor['seconds']:.3f} | {speedup} | "
-            f"{ours['seconds'] / floor['seconds']:.2f}x | {ours['peak_rss_mb']:.0f} | {ref_rss} |",
-            flush=True,
-        )
+    print("| trace | MB (json) | hta_lite cold s | hta_lite warm s | reference s | floor s | cold speedup | warm speedup | cold vs floor | RSS hta_lite MB | RSS ref MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as cache_dir:
+        for folder, mb in folders:
+            ours = measure(sys.executable, "ours", folder, args.repeat)
+            warm_env = {"HTA_LITE_CACHE_DIR": cache_dir}
+            measure(sys.executable, "ours_warm", folder, 1, warm_env)  # fills the cache
+            warm = measure(sys.executable, "ours_warm", folder, args.repeat, warm_env)
+            floor = measure(sys.executable, "floor", folder, args.repeat)
+            ref = measure(args.ref_python, "reference", folder, args.repeat) if args.ref_python else None
+            results[folder.name] = {"mb": mb, "ours": ours, "warm": warm, "floor": floor, "reference": ref}
+            ref_s = f"{ref['seconds']:.3f}" if ref else "-"
+            speedup = f"{ref['seconds'] / ours['seconds']:.1f}x" if ref else "-"
+            warm_speedup = f"{ref['seconds'] / warm['seconds']:.0f}x" if ref else "-"
+            ref_rss = f"{ref['peak_rss_mb']:.0f}" if ref else "-"
+            print(
+                f"| {folder.name} | {mb:.1f} | {ours['seconds']:.3f} | {warm['seconds']:.3f} | {ref_s} | {floor['seconds']:.3f} | {speedup} | "
+                f"{warm_speedup} | {ours['seconds'] / floor['seconds']:.2f}x | {ours['peak_rss_mb']:.0f} | {ref_rss} |",
+                flush=True,
+            )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +54,7 @@ def main() -> None:
         replicate_trace(args.template, folder, args.ranks)
     gz_mb = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
     cache_dir = args.workdir / "cache"
+    shutil.rmtree(cache_dir, ignore_errors=True)
     rows = [("cold, cache off", run(folder, args.executor, "off")), ("cold, filling the cache", run(folder, args.executor, str(cache_dir))),
             ("warm, from the cache", run(folder, args.executor, str(cache_dir)))]
     print(f"{args.ranks} ranks of {args.template.name} ({gz_mb:.0f} MB gzip), executor={args.executor}")
