@@ -44,16 +44,7 @@ def main() -> None:
         result["import_rss_mb"] = base
         first = analysis.ranks[0]
         if job == "analyses_ours":
-            result["calls"] = time_calls(
-                {
-                    "temporal_breakdown": lambda: analysis.get_temporal_breakdown(visualize=False),
-                    "comm_comp_overlap": lambda: analysis.get_comm_comp_overlap(visualize=False),
-                    "idle_time_breakdown": lambda: analysis.get_idle_time_breakdown(ranks=[first], visualize=False),
-                    "kernel_breakdown": lambda: analysis.get_gpu_kernel_breakdown(visualize=False),
-                    "queue_length_summary": lambda: analysis.get_queue_length_summary(ranks=[first]),
-                    "memory_bw_summary": lambda: analysis.get_memory_bw_summary(ranks=[first]),
-                }
-            )
+            result["calls"] = time_calls(suite(analysis, first))
     elif job in ("reference", "analyses_reference"):
         import logging
 
@@ -67,20 +58,24 @@ def main() -> None:
         first = sorted(analysis.t.traces)[0]
         result["import_rss_mb"] = base
         if job == "analyses_reference":
-            result["calls"] = time_calls(
-                {
-                    "temporal_breakdown": lambda: analysis.get_temporal_breakdown(visualize=False),
-                    "comm_comp_overlap": lambda: analysis.get_comm_comp_overlap(visualize=False),
-                    "idle_time_breakdown": lambda: analysis.get_idle_time_breakdown(ranks=[first], visualize=False),
-                    "kernel_breakdown": lambda: analysis.get_gpu_kernel_breakdown(visualize=False),
-                    "queue_length_summary": lambda: analysis.get_queue_length_summary(ranks=[first]),
-                    "memory_bw_summary": lambda: analysis.get_memory_bw_summary(ranks=[first]),
-                }
-            )
+            result["calls"] = time_calls(suite(analysis, first))
     else:
         raise SystemExit(f"unknown job {job}")
     result["peak_rss_mb"] = rss_mb()
     print(json.dumps(result))
+
+
+def suite(analysis, first: int) -> dict:
+    """The same calls on either library (both share these method names); per-rank calls on the
+    first rank, the reference's default."""
+    return {
+        "temporal_breakdown": lambda: analysis.get_temporal_breakdown(visualize=False),
+        "comm_comp_overlap": lambda: analysis.get_comm_comp_overlap(visualize=False),
+        "idle_time_breakdown": lambda: analysis.get_idle_time_breakdown(ranks=[first], visualize=False),
+        "kernel_breakdown": lambda: analysis.get_gpu_kernel_breakdown(visualize=False),
+        "queue_length_summary": lambda: analysis.get_queue_length_summary(ranks=[first]),
+        "memory_bw_summary": lambda: analysis.get_memory_bw_summary(ranks=[first]),
+    }
 
 
 def time_calls(calls: dict) -> dict:

@@ -157,7 +157,7 @@ def decode(data: bytes, path: Path) -> Decoded:
 
 
 def _decode_document(data: bytes, path: Path, skipped: Counter) -> Decoded:
-    top = _decode_top(data, path)
+    top = decode_top(data, path)
     if "traceEvents" not in top:
         raise TraceFormatError(path, "no 'traceEvents' key: not a Kineto/Chrome trace")
     raw_events = top.pop("traceEvents")
@@ -172,7 +172,7 @@ def _decode_document(data: bytes, path: Path, skipped: Counter) -> Decoded:
     return Decoded(events=events, metadata=metadata, skipped=skipped, raw_events=raw_events)
 
 
-def _decode_top(data: bytes, path: Path) -> dict[str, msgspec.Raw]:
+def decode_top(data: bytes, path: Path) -> dict[str, msgspec.Raw]:
     try:
         return _top_decoder.decode(data)
     except msgspec.ValidationError:
@@ -202,6 +202,10 @@ def _repair(data: bytes, skipped: Counter) -> bytes | None:
     if n_non_finite:
         skipped["NaN/Infinity literals (read as null)"] += n_non_finite
     return repaired if repaired != data else None
+
+
+def gzip_compress(data: bytes) -> bytes:
+    return _gzip.compress(data)
 
 
 def read_and_decode(path: Path) -> Decoded:

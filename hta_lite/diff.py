@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -27,10 +25,8 @@ class DeviceType(enum.Enum):
     ALL = "ALL"
 
 
-TraceLike = "str | Path | TraceAnalysis"
-
-
-def as_analysis(trace, label: str) -> TraceAnalysis:
+def as_analysis(trace) -> TraceAnalysis:
+    """A folder path or an already loaded ``TraceAnalysis``."""
     if isinstance(trace, TraceAnalysis):
         return trace
     return TraceAnalysis(trace_dir=trace, progress=False)
@@ -124,7 +120,7 @@ class TraceDiff:
         ``Test_counts``, ``Test_total_duration``, ``diff_counts``, ``diff_duration`` (test minus
         control) and ``counts_change_categories`` ('+', '-', '='). Defaults: the first rank and
         the first profiled step of each trace (the whole trace when it has no ProfilerStep)."""
-        c, t = as_analysis(control, control_label), as_analysis(test, test_label)
+        c, t = as_analysis(control), as_analysis(test)
         c_ranks, t_ranks = _ranks(c, control_rank, control_label), _ranks(t, test_rank, test_label)
         c_sum = ops_summary(c, c_ranks, _iterations(c, c_ranks, control_iteration), device_type, use_short_name)
         t_sum = ops_summary(t, t_ranks, _iterations(t, t_ranks, test_iteration), device_type, use_short_name)
@@ -170,7 +166,7 @@ class TraceDiff:
                 threshold: float = 0.05, top: int = 10) -> Comparison:
         """Beyond the reference: temporal, kernel-type, top-kernel and per-step diffs of one rank
         of each trace (the first by default), the regression gate and a text summary."""
-        c, t = as_analysis(control, "control"), as_analysis(test, "test")
+        c, t = as_analysis(control), as_analysis(test)
         c_rank, t_rank = _ranks(c, control_rank, "control")[0], _ranks(t, test_rank, "test")[0]
         note = f"control rank {c_rank} of {c.ranks} vs test rank {t_rank} of {t.ranks}"
         c_tr, t_tr = {c_rank: c.traces[c_rank]}, {t_rank: t.traces[t_rank]}

@@ -13,7 +13,6 @@ Columns added:
 """
 from __future__ import annotations
 
-from collections import Counter
 
 import numpy as np
 import pandas as pd

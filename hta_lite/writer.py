@@ -47,7 +47,7 @@ def write_trace(
     if dst.resolve() == src.resolve():
         raise TraceError(dst, "refusing to write over the input trace")
     data = dec.read_bytes(src)
-    top = dec._decode_top(data, src)
+    top = dec.decode_top(data, src)
     if "traceEvents" not in top:
         raise TraceError(src, "no 'traceEvents' key: not a Kineto/Chrome trace")
     events = _raw_list.decode(top.pop("traceEvents"))
@@ -56,8 +56,9 @@ def write_trace(
     parts = [_encode(key) + b":" + bytes(raw) for key, raw in top.items()]
     body = b",".join(list(map(bytes, events)) + list(extra_events))
     document = b"{" + b",".join(parts + [b'"traceEvents":[' + body + b"]"]) + b"}"
-    gz = src.read_bytes()[:2] == b"\x1f\x8b"
-    payload = dec._gzip.compress(document) if gz else document
+    with open(src, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    payload = dec.gzip_compress(document) if gz else document
     dst.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=dst.parent)
     try:
@@ -76,5 +77,3 @@ def counter_event(name: str, pid: int, tid: int, ts_ns: int, series: str, value:
     head = _encode({"ph": "C", "cat": "hta_lite", "name": name, "pid": int(pid), "tid": int(tid)})
     return head[:-1] + b',"ts":' + us_text(ts_ns) + b',"args":' + _encode({series: value}) + b"}"
 
-
-__all__ = ["write_trace", "counter_event", "output_path", "us_text"]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import gzip
-import os
 import shutil
 
 import pandas as pd

@@ -66,23 +66,36 @@ def queue_length_series(trace: RankTrace) -> pd.DataFrame:
     )
 
 
-def queue_length_time_series(traces: Mapping[int, RankTrace], ranks: Iterable[int] | None = None) -> dict[int, pd.DataFrame]:
-    """``{rank: series}`` for the ranks that launch work (CPU-only ranks are absent)."""
+def _series_by_rank(traces: Mapping[int, RankTrace], ranks, build) -> dict[int, pd.DataFrame]:
+    """``{rank: build(trace)}`` for the ranks where the series is not empty."""
     out = {}
     for trace in select(traces, ranks):
-        series = queue_length_series(trace)
+        series = build(trace)
         if len(series):
             out[trace.rank] = series
     return out
 
 
+def _describe(series_by_rank: Mapping[int, pd.DataFrame], key: str, value: str, positive_only: bool = False) -> pd.DataFrame | None:
+    """``describe()`` of ``value`` per (rank, key), the reference's shape; None without data."""
+    parts = [s.assign(rank=r)[["rank", key, value]] for r, s in series_by_rank.items()]
+    if not parts:
+        return None
+    data = pd.concat(parts)
+    if positive_only:
+        data = data[data[value] > 1e-9]  # running sums return to ~0, not exactly 0
+    return data.groupby(["rank", key]).describe()
+
+
+def queue_length_time_series(traces: Mapping[int, RankTrace], ranks: Iterable[int] | None = None) -> dict[int, pd.DataFrame]:
+    """``{rank: series}`` for the ranks that launch work (CPU-only ranks are absent)."""
+    return _series_by_rank(traces, ranks, queue_length_series)
+
+
 def queue_length_summary(series_by_rank: Mapping[int, pd.DataFrame]) -> pd.DataFrame | None:
     """``describe()`` of the queue length per (rank, stream), like the reference
     (MultiIndex columns ``('queue_length', 'count'|'mean'|...)``); None when there is no launch."""
-    parts = [s.assign(rank=r)[["rank", "stream", "queue_length"]] for r, s in series_by_rank.items()]
-    if not parts:
-        return None
-    return pd.concat(parts).groupby(["rank", "stream"]).describe()
+    return _describe(series_by_rank, "stream", "queue_length")
 
 
 def time_blocked_on_full_queue(
@@ -126,9 +139,8 @@ def memcpy_kind(name: str) -> str:
 def memory_bw_series(trace: RankTrace) -> pd.DataFrame:
     gpu = trace.gpu
     rows = np.flatnonzero(np.asarray(gpu["kernel_type"] == MEMORY))
-    names = gpu["name"].array[rows]
-    kinds = pd.Categorical(names).rename_categories(lambda n: n) if len(rows) else pd.Categorical([])
-    kind = np.array([memcpy_kind(str(n)) for n in kinds.categories], dtype=object)[kinds.codes] if len(rows) else np.array([], object)
+    names = pd.Categorical(gpu["name"].array[rows])  # classify each distinct name once
+    kind = np.array([memcpy_kind(str(n)) for n in names.categories], dtype=object)[names.codes] if len(rows) else np.array([], object)
     ts = gpu["ts"].to_numpy()[rows]
     dur = np.maximum(gpu["dur"].to_numpy()[rows], 1)  # a 0-ns copy still moved its bytes
     bw = gpu["memory_bw_gbps"].to_numpy()[rows]
@@ -140,7 +152,7 @@ def memory_bw_series(trace: RankTrace) -> pd.DataFrame:
     all_ts = np.concatenate([ts, ts + dur])
     delta = np.concatenate([bw, -bw])
     all_kind = np.concatenate([kind, kind])
-    kind_codes, kind_names = pd.factorize(all_kind)
+    kind_codes, _ = pd.factorize(all_kind)
     order = np.lexsort((delta, all_ts, kind_codes))  # on ties, ends before starts
     first = _group_starts(kind_codes[order])
     return pd.DataFrame(
@@ -154,19 +166,9 @@ def memory_bw_series(trace: RankTrace) -> pd.DataFrame:
 
 
 def memory_bw_time_series(traces: Mapping[int, RankTrace], ranks: Iterable[int] | None = None) -> dict[int, pd.DataFrame]:
-    out = {}
-    for trace in select(traces, ranks):
-        series = memory_bw_series(trace)
-        if len(series):
-            out[trace.rank] = series
-    return out
+    return _series_by_rank(traces, ranks, memory_bw_series)
 
 
 def memory_bw_summary(series_by_rank: Mapping[int, pd.DataFrame]) -> pd.DataFrame | None:
     """``describe()`` of the bandwidth while copies run (values > 0), per (rank, name)."""
-    parts = [s.assign(rank=r)[["rank", "name", "memory_bw_gbps"]] for r, s in series_by_rank.items()]
-    if not parts:
-        return None
-    data = pd.concat(parts)
-    data = data[data["memory_bw_gbps"] > 1e-9]  # running sums return to ~0, not exactly 0
-    return data.groupby(["rank", "name"]).describe()
+    return _describe(series_by_rank, "name", "memory_bw_gbps", positive_only=True)
