@@ -125,3 +125,19 @@ def test_two_ranks_real_trace(two_ranks):
     assert sorted(two_ranks.get_potential_stragglers()) == [0, 1]  # two ranks, two candidates
     assert "ProfilerStep" in two_ranks.timers_text()
     assert str(report).startswith("No straggler") or report.stragglers
+
+
+def test_recorded_gloo_run_timers_and_straggler():
+    """A real 4-process gloo run (sample_traces/gloo_4ranks/record.py): rank 2 sleeps 20 ms in
+    data-loading each step; the others wait for it inside their gradient all-reduce."""
+    a = TraceAnalysis(trace_dir=SAMPLES / "gloo_4ranks", parallel=False)
+    assert a.ranks == [0, 1, 2, 3]
+    table = a.get_timers_across_ranks(names=["data-loading", "backward-compute"], normalizer=3)
+    assert table.loc["data-loading", "slowest_rank"] == 2 and table.loc["data-loading", "max_ms"] > 20
+    assert table.loc["backward-compute", "fastest_rank"] == 2  # the others wait in all-reduce
+    line = a.timers_text(names=["data-loading"], normalizer=3).splitlines()[1]
+    assert line.startswith("    data-loading ...................................: (")
+    report = a.get_straggler_report()
+    assert report.stragglers == [2]
+    row = report.causes.iloc[0]
+    assert (row["cause"], row["region"]) == ("host-bound", "data-loading")

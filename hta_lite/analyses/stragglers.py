@@ -31,22 +31,34 @@ from .idle import idle_gaps
 from .steps import step_breakdown
 
 
+CPU_COLLECTIVE = r"^(gloo|nccl|ucc|mpi|xccl):"  # c10d's record_function around each collective
+
+
 def comm_kernels(traces: Mapping[int, RankTrace], ranks=None, steps: Iterable[int] | None = None) -> pd.DataFrame:
-    """Communication kernels of every rank: ``rank, step, stream, name, ts, dur, occurrence``."""
+    """Collectives of every rank: ``rank, step, stream, name, ts, dur, occurrence``.
+
+    GPU communication kernels; for a rank without any (CPU-only jobs, e.g. gloo), the CPU ranges
+    c10d records around each collective (``gloo:all_reduce``, ...), with stream -1."""
     parts = []
     for trace in select(traces, ranks):
-        gpu = trace.gpu[(trace.gpu["kernel_type"] == COMMUNICATION) & (trace.gpu["iteration"] >= 0)]
+        rows = trace.gpu[(trace.gpu["kernel_type"] == COMMUNICATION) & (trace.gpu["iteration"] >= 0)]
+        stream = rows["stream"].to_numpy()
+        if rows.empty:
+            names = trace.cpu["name"].astype(str)
+            rows = trace.cpu[names.str.match(CPU_COLLECTIVE).to_numpy() & (trace.cpu["iteration"] >= 0).to_numpy()]
+            stream = np.full(len(rows), -1)
         if steps is not None:
-            gpu = gpu[gpu["iteration"].isin(list(steps))]
+            keep = rows["iteration"].isin(list(steps)).to_numpy()
+            rows, stream = rows[keep], stream[keep]
         parts.append(
             pd.DataFrame(
                 {
                     "rank": trace.rank,
-                    "step": gpu["iteration"].to_numpy(),
-                    "stream": gpu["stream"].to_numpy(),
-                    "name": gpu["name"].astype(str).to_numpy(),
-                    "ts": gpu["ts"].to_numpy(),
-                    "dur": gpu["dur"].to_numpy(),
+                    "step": rows["iteration"].to_numpy(),
+                    "stream": stream,
+                    "name": rows["name"].astype(str).to_numpy(),
+                    "ts": rows["ts"].to_numpy(),
+                    "dur": rows["dur"].to_numpy(),
                 }
             )
         )
@@ -139,8 +151,8 @@ def explain(traces: Mapping[int, RankTrace], lateness: pd.DataFrame, stragglers:
     kernels (compute-bound) or GPU idle waiting for the host (host-bound); else it was itself
     waiting (on communication or other ranks)."""
     per_step = step_breakdown(traces, steps=steps)
-    if per_step.empty:
-        return pd.DataFrame(), {}
+    if per_step.empty or per_step["gpu_busy"].sum() == 0:
+        return _explain_cpu(traces, lateness, stragglers, steps)
     chosen = set(per_step["step"])
     per_rank = per_step.groupby("rank")[["step_time", "compute", "communication", "gpu_busy"]].mean()
     n_steps = per_step.groupby("rank")["step"].nunique()
@@ -169,6 +181,34 @@ def explain(traces: Mapping[int, RankTrace], lateness: pd.DataFrame, stragglers:
             f"{me['host_wait']:.0f} µs with the GPU waiting for the host (median {typical['host_wait']:.0f}) and "
             f"{me['communication']:.0f} µs in communication (median {typical['communication']:.0f}), "
             f"over {int(n_steps[rank])} step(s)."
+        )
+    return pd.DataFrame(rows), texts
+
+
+def _explain_cpu(traces, lateness: pd.DataFrame, stragglers: list[int], steps) -> tuple[pd.DataFrame, dict[int, str]]:
+    """CPU-only jobs: the user annotation (timer) whose time per step exceeds the median rank's
+    the most; host-bound when it accounts for at least half of the lateness."""
+    from .timers import STEP_TIMER, annotation_timers
+
+    timers = annotation_timers(traces, steps=steps)
+    timers = timers[(timers["name"] != STEP_TIMER) & ~timers["name"].str.match(CPU_COLLECTIVE)]
+    if timers.empty:
+        return pd.DataFrame(), {}
+    per_rank = timers.groupby(["name", "rank"])["elapsed_ms"].mean().unstack("rank").fillna(0.0) * 1000.0  # µs per step
+    late_by_rank = lateness.set_index("rank")["lateness_us"] if len(lateness) else pd.Series(dtype=float)
+    rows, texts = [], {}
+    for rank in stragglers:
+        if rank not in per_rank.columns or per_rank.shape[1] < 2:
+            continue
+        extra = per_rank[rank] - per_rank.drop(columns=rank).median(axis=1)
+        region, excess = extra.idxmax(), float(extra.max())
+        late = float(late_by_rank.get(rank, 0.0))
+        cause = "host-bound" if excess >= 0.5 * late else "waiting on others"
+        rows.append({"rank": rank, "lateness_us": round(late, 1), "cause": cause, "region": region, "extra_region_us": round(excess, 1)})
+        texts[rank] = (
+            f"Rank {rank} reaches its collectives {late:.0f} µs per step after the others, who wait for it. It is {cause}: "
+            f"its '{region}' region takes {excess:.0f} µs more per step than the median rank "
+            f"({per_rank.loc[region, rank]:.0f} vs {per_rank.loc[region].drop(rank).median():.0f} µs)."
         )
     return pd.DataFrame(rows), texts
 
