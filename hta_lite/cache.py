@@ -34,8 +34,9 @@ _SAMPLE = 1 << 20
 
 
 def enabled(cache: bool | str | Path | None) -> bool:
-    if cache is False:
-        return False
+    """An explicit ``cache`` argument wins; by default (None) ``HTA_LITE_CACHE`` decides."""
+    if cache is not None:
+        return cache is not False
     return os.environ.get("HTA_LITE_CACHE", "on").strip().lower() not in ("off", "0", "false", "no")
 
 
@@ -92,13 +93,24 @@ def _text_categories(df):
     return df
 
 
+def _arrow(df: pd.DataFrame) -> pa.Table:
+    """Arrow table of ``df``; all-missing text categoricals get a string dictionary (Arrow would
+    otherwise store a null dictionary, which pandas 2 reads back as plain objects)."""
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    for i, field in enumerate(table.schema):
+        if pa.types.is_dictionary(field.type) and pa.types.is_null(field.type.value_type):
+            empty = pa.DictionaryArray.from_arrays(pa.nulls(len(table), pa.int32()), pa.array([], pa.string()))
+            table = table.set_column(i, field.name, empty)
+    return table
+
+
 def store(root: Path, key: str, trace: RankTrace) -> None:
     """Write the entry; failures (read-only disk, full disk) only mean no cache."""
     try:
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
         for name in TABLES:
-            pq.write_table(pa.Table.from_pandas(getattr(trace, name), preserve_index=False), tmp / f"{name}.parquet", compression="zstd")
+            pq.write_table(_arrow(getattr(trace, name)), tmp / f"{name}.parquet", compression="zstd")
         meta = _Meta(FORMAT_VERSION, key, trace.rank, trace.path, trace.metadata, trace.events_read, trace.health)
         (tmp / "meta.json").write_bytes(msgspec.json.encode(meta))
         target = root / key
