@@ -208,7 +208,9 @@ def test_aten_op_kernels_and_delay(tmp_path):
     _op_with_kernels(b, "aten::mm", 0, ["gemm"])
     _op_with_kernels(b, "aten::mm", 1000, ["gemm"])
     _op_with_kernels(b, "aten::add", 2000, ["add_kernel", "copy_kernel"])
+    b.cpu_op("aten::other_thread", -100, 10_000, tid=2)  # covers every launch, but on another thread
     out = analyze(tmp_path, b).get_aten_op_kernels_and_delay()[0].set_index("aten_op_name")
+    assert "aten::other_thread" not in out.index
     assert out.loc["aten::mm", "occurrence_count"] == 2
     assert out.loc["aten::mm", "avg_aten_op_launch_delay"] == 2.0
     assert out.loc["aten::mm", "avg_runtime_delay"] == 98.0

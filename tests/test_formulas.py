@@ -44,6 +44,14 @@ def test_idle_gap_causes(tmp_path):
     assert stats.set_index("idle_category")["count"].to_dict() == {"host_wait": 1, "kernel_wait": 1, "other": 1}
 
 
+def test_overlap_on_one_stream_never_makes_negative_idle(tmp_path):
+    """B runs inside A on the same stream; C starts 20 µs after A ends. The reference measures C's
+    gap from B's end (60 µs, 'other') and B's as -50 µs; the stream was idle 20 µs."""
+    b = TraceBuilder().kernel("A", 0, 100, launch_ts=-10).kernel("B", 50, 10, launch_ts=-9).kernel("C", 120, 5, launch_ts=-8)
+    idle = analyze(tmp_path, b).get_idle_time_breakdown(visualize=False)[0].set_index("idle_category")["idle_time"]
+    assert idle.to_dict() == {"host_wait": 0.0, "kernel_wait": 20.0, "other": 0.0}
+
+
 def test_consecutive_kernel_delay_is_in_microseconds(tmp_path):
     a = analyze(tmp_path, TraceBuilder().kernel("k1", 0, 10, launch_ts=-5).kernel("k2", 50, 5, launch_ts=1))
     assert a.get_idle_time_breakdown(visualize=False)[0].set_index("idle_category")["idle_time"]["other"] == 40
