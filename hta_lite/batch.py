@@ -19,7 +19,7 @@ from . import cache
 from .analyses import counters, idle, kernels, overlap, steps, temporal
 from .errors import TraceError
 from .health import health_summary
-from .loader import _assign_ranks, _context, _parse_job, discover
+from .loader import _assign_ranks, _parse_job, discover, process_pool
 
 SUMMARY_TABLES = ("temporal_breakdown", "comm_comp_overlap", "idle_time_breakdown", "kernel_type_breakdown",
                   "queue_length_summary", "step_breakdown", "health_summary")
@@ -87,10 +87,8 @@ def _run(tasks: list[tuple], executor: Any, max_workers: int | None) -> list[tup
     if executor == "serial" or len(tasks) <= 1 and executor == "process":
         return [_job(t) for t in tasks]
     if executor == "process":
-        from concurrent.futures import ProcessPoolExecutor
-
         workers = min(len(tasks), max_workers or os.cpu_count() or 1)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
+        with process_pool(workers) as pool:
             return list(pool.map(_job, tasks))
     client = _dask_client(executor)
     futures = client.map(_job, tasks, pure=False)

@@ -13,6 +13,7 @@ import os
 import re
 import warnings
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Literal, Mapping
 
@@ -81,7 +82,7 @@ def parse_many(
     show = progress if progress is not None else len(tasks) > 1
     workers = min(len(tasks), max_workers or os.cpu_count() or 1)
     if parallel and len(tasks) > 1 and workers > 1:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
+        with process_pool(workers) as pool:
             return list(_progress(pool.map(_parse_job, tasks), len(tasks), show))
     return list(_progress(map(_parse_job, tasks), len(tasks), show))
 
@@ -93,6 +94,16 @@ def _context():
     if "fork" in mp.get_all_start_methods():
         return mp.get_context("fork")
     return mp.get_context("spawn")  # pragma: no cover - macOS / Windows
+
+
+@contextmanager
+def process_pool(workers: int):
+    """A process pool started with :func:`_context`. Python >= 3.12 warns that forking a process
+    with threads may deadlock; Arrow re-initializes its pools after fork, so the warning is muted."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
+            yield pool
 
 
 def _progress(results: Iterable, total: int, show: bool) -> Iterable:
