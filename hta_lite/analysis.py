@@ -13,6 +13,7 @@ from . import health, plots
 from . import augment
 from .analyses import annotations, counters, idle, kernels, launches, overlap, sequences, stragglers, temporal, timers
 from .analyses.common import select
+from .classify import short_name
 from .errors import RankNotFoundError
 from .loader import OnError, load
 from .rank_trace import RankTrace
@@ -141,12 +142,14 @@ class TraceAnalysis:
                 plots.show(fig)
         return type_df, kernel_df
 
-    def get_gpu_kernels_with_user_annotations(
-        self, rank: int | None = None, expand_names: bool = True, shortern_names: bool = False
-    ) -> pd.DataFrame:
-        """GPU events of a rank with the innermost ``gpu_user_annotation`` that covers each."""
+    def get_gpu_kernels_with_user_annotations(self, rank: int | None = None, shortern_names: bool = False) -> pd.DataFrame:
+        """GPU events of a rank with the innermost ``gpu_user_annotation`` that covers each;
+        ``shortern_names`` (the reference's spelling) drops template and function arguments."""
         trace = self.trace(self.ranks[0] if rank is None else rank)
-        return annotations.kernels_with_user_annotations(trace)
+        df = annotations.kernels_with_user_annotations(trace)
+        if shortern_names:
+            df["name"] = df["name"].astype(str).map(short_name).astype("category")
+        return df
 
     def get_gpu_user_annotation_breakdown(
         self, visualize: bool = True, duration_ratio: float = 0.8, num_kernels: int = 1000, ranks: Iterable[int] | None = None

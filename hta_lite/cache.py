@@ -106,6 +106,7 @@ def _arrow(df: pd.DataFrame) -> pa.Table:
 
 def store(root: Path, key: str, trace: RankTrace) -> None:
     """Write the entry; failures (read-only disk, full disk) only mean no cache."""
+    tmp = None
     try:
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
@@ -118,4 +119,5 @@ def store(root: Path, key: str, trace: RankTrace) -> None:
             shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)
     except (OSError, pa.ArrowException, TypeError, ValueError):
-        shutil.rmtree(locals().get("tmp", root / ".none"), ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)

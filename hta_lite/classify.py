@@ -46,3 +46,20 @@ def kernel_types(names: pd.Series) -> pd.Categorical:
     codes = names.cat.codes.to_numpy()
     type_codes = np.where(codes >= 0, per_name[np.maximum(codes, 0)] if len(per_name) else 0, KERNEL_TYPES.index(OTHER))
     return pd.Categorical.from_codes(type_codes, categories=list(KERNEL_TYPES))
+
+
+def short_name(name: str) -> str:
+    """Drop template and function arguments and return types: ``void f<T>(int)`` -> ``f``."""
+    if name.startswith(("Memcpy", "Memset")) or ("<" not in name and "(" not in name):
+        return name
+    s = name.replace("->", "")
+    depth, out = 0, []
+    for ch in s:  # cut everything inside <...> and (...)
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            out.append(ch)
+    words = "".join(out).split()
+    return words[-1] if words else name

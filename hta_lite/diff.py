@@ -16,6 +16,7 @@ from . import plots
 from .analyses import kernels, steps, temporal
 from .analyses.common import us
 from .analysis import TraceAnalysis
+from .classify import short_name
 from .errors import RankNotFoundError
 
 
@@ -48,23 +49,6 @@ def _iterations(analysis: TraceAnalysis, ranks: list[int], iteration) -> list[in
         return [iteration] if isinstance(iteration, (int, np.integer)) else list(iteration)
     present = sorted(set().union(*(set(steps.profiled_steps(analysis.traces[r])["step"]) for r in ranks)))
     return present[:1] or None
-
-
-def short_name(name: str) -> str:
-    """Drop template and function arguments and return types: ``void f<T>(int)`` -> ``f``."""
-    if name.startswith(("Memcpy", "Memset")) or ("<" not in name and "(" not in name):
-        return name
-    s = name.replace("->", "")
-    depth, out = 0, []
-    for ch in s:  # cut everything inside <...> and (...)
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth = max(depth - 1, 0)
-        elif depth == 0:
-            out.append(ch)
-    words = "".join(out).split()
-    return words[-1] if words else name
 
 
 def ops_summary(analysis: TraceAnalysis, ranks: list[int], iterations: list[int] | None, device_type: DeviceType, use_short_name: bool) -> pd.DataFrame:
@@ -149,17 +133,11 @@ class TraceDiff:
 
     @classmethod
     def visualize_counts_diff(cls, df: pd.DataFrame, show_image: bool = False, top: int = 30):
-        fig = plots.plot_diff(df, "diff_counts", "Change in count (test - control)", top)
-        if show_image:
-            plots.show(fig)
-        return fig
+        return _diff_figure(df, "diff_counts", "Change in count (test - control)", show_image, top)
 
     @classmethod
     def visualize_duration_diff(cls, df: pd.DataFrame, show_image: bool = False, top: int = 30):
-        fig = plots.plot_diff(df, "diff_duration", "Change in total duration (µs, test - control)", top)
-        if show_image:
-            plots.show(fig)
-        return fig
+        return _diff_figure(df, "diff_duration", "Change in total duration (µs, test - control)", show_image, top)
 
     @classmethod
     def compare(cls, control, test, control_rank: int | None = None, test_rank: int | None = None,
@@ -182,6 +160,13 @@ class TraceDiff:
         gate = regression_check(c.traces[c_rank], t.traces[t_rank], threshold)
         summary = _summary(note, gate, temporal_diff, top_diff)
         return Comparison(note, ops, temporal_diff, type_diff, top_diff, step_diff, gate, summary)
+
+
+def _diff_figure(df: pd.DataFrame, column: str, title: str, show_image: bool, top: int):
+    fig = plots.plot_diff(df, column, title, top)
+    if show_image:
+        plots.show(fig)
+    return fig
 
 
 def _side_by_side(control: pd.Series, test: pd.Series) -> pd.DataFrame:

@@ -163,7 +163,8 @@ def _assign_ranks(loaded: list[RankTrace], warn: Callable[[str], None]) -> dict[
     unranked = []
     for trace in loaded:
         if trace.rank < 0:
-            trace.rank = rank_from_filename(trace.path) if rank_from_filename(trace.path) is not None else -1
+            from_name = rank_from_filename(trace.path)
+            trace.rank = -1 if from_name is None else from_name
             if trace.rank >= 0:
                 trace.health["rank taken from the file name (no distributedInfo.rank)"] = 1
         if trace.rank < 0:

@@ -114,7 +114,7 @@ def test_generated_pair_known_changes(tmp_path):
 
 def test_short_names():
     df_names = ["void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, float)", "Memcpy HtoD (Pageable -> Device)"]
-    from hta_lite.diff import short_name
+    from hta_lite.classify import short_name
 
     assert [short_name(n) for n in df_names] == ["at::native::vectorized_elementwise_kernel", "Memcpy HtoD (Pageable -> Device)"]
 

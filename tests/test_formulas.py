@@ -126,6 +126,10 @@ def test_gpu_kernels_with_user_annotations_innermost(tmp_path):
     a = analyze(tmp_path, b)
     got = a.get_gpu_kernels_with_user_annotations(0).set_index(a.gpu_events(0)["name"].astype(str))["user_annotation"]
     assert got["k_in"] == "inner" and got["k_outer_only"] == "outer" and pd.isna(got["k_none"])
+    b2 = TraceBuilder().kernel("void gemm<float, 4>(int)", 12, 2)
+    b2.write(tmp_path / "short" / "rank0.json")
+    short = TraceAnalysis(trace_dir=tmp_path / "short").get_gpu_kernels_with_user_annotations(0, shortern_names=True)
+    assert short["name"].tolist() == ["gemm"]
     breakdown = a.get_gpu_user_annotation_breakdown(visualize=False)
     assert breakdown.set_index("name")["sum (us)"].to_dict() == {"outer": 40, "inner": 5}
 

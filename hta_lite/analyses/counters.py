@@ -24,10 +24,6 @@ from ..links import gather
 from ..rank_trace import GRAPH_LAUNCH_NAMES, LAUNCH_NAMES, RankTrace
 from .common import select, us
 
-QUEUE_COLUMNS = ["ts", "pid", "tid", "stream", "queue_length"]
-BW_COLUMNS = ["ts", "pid", "name", "memory_bw_gbps"]
-
-
 def _group_starts(sorted_groups: np.ndarray) -> np.ndarray:
     first = np.ones(len(sorted_groups), bool)
     first[1:] = sorted_groups[1:] != sorted_groups[:-1]
@@ -131,9 +127,8 @@ def memcpy_kind(name: str) -> str:
         return "Memset"
     if name.startswith("Memcpy") and len(name) >= 11:
         return name[:11]
-    if name.startswith("hipMemcpy"):
-        return "Memcpy " + name[len("hipMemcpy"):][:4] if name[len("hipMemcpy"):][:4] in ("HtoD", "DtoH", "DtoD", "PtoP") else "Memcpy Unknown"
-    return "Memcpy Unknown"
+    direction = name[len("hipMemcpy"):][:4] if name.startswith("hipMemcpy") else ""
+    return f"Memcpy {direction}" if direction in ("HtoD", "DtoH", "DtoD", "PtoP") else "Memcpy Unknown"
 
 
 def memory_bw_series(trace: RankTrace) -> pd.DataFrame:
