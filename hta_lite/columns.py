@@ -78,8 +78,9 @@ def factorize(values: Sequence) -> tuple[np.ndarray, list]:
     first_seen: dict = {}
     # each distinct value keeps the position where it first appeared: one dict lookup per value
     first = np.fromiter(map(first_seen.setdefault, values, count()), dtype=np.int64, count=len(values))
-    uniq, codes = np.unique(first, return_inverse=True)
-    return codes, [values[i] for i in uniq.tolist()]
+    is_first = first == np.arange(len(values))
+    code_at = np.cumsum(is_first) - 1  # at a first occurrence: the number of distinct values before it
+    return code_at[first], [values[i] for i in np.flatnonzero(is_first).tolist()]
 
 
 def float_column(items: Sequence, name: str) -> np.ndarray:

@@ -20,7 +20,8 @@ _EXACT = pa.decimal128(38, 3)  # 3 decimals of a microsecond = whole nanoseconds
 _FINE = pa.decimal128(38, 12)
 _READ = pcsv.ReadOptions(column_names=["v"], autogenerate_column_names=False)
 _PARSE = pcsv.ParseOptions(quote_char=False, escape_char=False, delimiter="\x01", ignore_empty_lines=False)
-_CONVERT = pcsv.ConvertOptions(column_types={"v": pa.string()}, strings_can_be_null=True, null_values=[""])
+_NULLS = {"strings_can_be_null": True, "null_values": [""]}
+_MAX_US = (2**63 - 1) // 1000  # larger microsecond values do not fit int64 nanoseconds
 
 
 def raw_us_to_ns(raws: Sequence, field: str) -> tuple[np.ndarray, np.ndarray, int]:
@@ -34,16 +35,17 @@ def raw_us_to_ns(raws: Sequence, field: str) -> tuple[np.ndarray, np.ndarray, in
     n = len(raws)
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, bool), 0
-    text = b"\n".join(map(attrgetter(field), raws))
-    table = pcsv.read_csv(pa.py_buffer(text + b"\n"), _READ, _PARSE, _CONVERT)
-    col = table.column(0).combine_chunks()
-    if len(col) != n:  # an event whose raw text held a newline: cannot happen for JSON numbers
-        raise ValueError("internal error: timestamp column length mismatch")
+    text = b"\n".join(list(map(attrgetter(field), raws))) + b"\n"
+    if b'"' not in text and b"e" not in text and b"E" not in text:
+        exact = _read_column(text, pa.int64() if b"." not in text else _EXACT)  # one C++ pass, no strings
+        if exact is not None:
+            return (*_to_ns(exact, n), 0)
+    col = _read_column(text, pa.string())
     if b'"' in text:
         col = pc.replace_substring(col, '"', "")
     n_subns = 0
     try:
-        dec = col.cast(_EXACT)  # fast path: plain numbers with at most 3 decimals (nulls stay null)
+        dec = col.cast(_EXACT)  # plain numbers with at most 3 decimals (nulls stay null)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         ok = pc.match_substring_regex(col, _NUMBER)
         col = pc.if_else(ok, col, pa.scalar(None, pa.string()))
@@ -51,12 +53,33 @@ def raw_us_to_ns(raws: Sequence, field: str) -> tuple[np.ndarray, np.ndarray, in
             dec = col.cast(_EXACT)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             dec, n_subns = _cast_fine(col)
-    valid = dec.is_valid().to_numpy(zero_copy_only=False)
-    words = np.frombuffer(dec.buffers()[1], dtype=np.int64)[2 * dec.offset :: 2][:n]
-    high = np.frombuffer(dec.buffers()[1], dtype=np.int64)[2 * dec.offset + 1 :: 2][:n]
-    in_range = (high == 0) & (words >= 0) | (high == -1) & (words < 0)
-    valid &= in_range
-    return np.where(valid, words, 0), valid, n_subns
+    return (*_to_ns(dec, n), n_subns)
+
+
+def _read_column(text: bytes, kind: pa.DataType) -> pa.Array | None:
+    """One value per line, as ``kind`` (empty lines are null); None when a value does not fit."""
+    try:
+        table = pcsv.read_csv(pa.py_buffer(text), _READ, _PARSE, pcsv.ConvertOptions(column_types={"v": kind}, **_NULLS))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        if kind == pa.string():
+            raise
+        return None
+    return table.column(0).combine_chunks()
+
+
+def _to_ns(col: pa.Array, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """int64 or decimal128(38, 3) microseconds -> (int64 ns, valid)."""
+    if len(col) != n:  # an event whose raw text held a newline: cannot happen for JSON numbers
+        raise ValueError("internal error: timestamp column length mismatch")
+    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    if pa.types.is_integer(col.type):
+        us = col.fill_null(0).to_numpy()
+        valid &= np.abs(us) <= _MAX_US
+        return np.where(valid, us * 1000, 0), valid
+    words = np.frombuffer(col.buffers()[1], dtype=np.int64)[2 * col.offset :: 2][:n]
+    high = np.frombuffer(col.buffers()[1], dtype=np.int64)[2 * col.offset + 1 :: 2][:n]
+    valid &= (high == 0) & (words >= 0) | (high == -1) & (words < 0)
+    return np.where(valid, words, 0), valid
 
 
 def _cast_fine(col: pa.Array) -> tuple[pa.Array, int]:

@@ -235,3 +235,25 @@ def test_bad_event_fields_are_counted_not_fatal(tmp_path):
     assert health["'args' is not an object (args ignored)"] == 1
     assert health["unsupported phase 'B' (ignored)"] == 1
     assert sorted(a.gpu_events(0)["name"].astype(str)) == ["neg", "ok", "strts"]
+
+
+@pytest.mark.parametrize(
+    "texts, expected_ns, expected_valid, subns",
+    [
+        # whole microseconds: one int64 parse; beyond int64 nanoseconds -> invalid
+        ([b"1661203462598738", b"-5", b"", b"9223372036854776"], [1661203462598738000, -5000, 0, 0], [1, 1, 0, 0], 0),
+        # fractional: exact decimal, never through float64
+        ([b"1712195495519689.047", b"2.08", b"null"], [1712195495519689047, 2080, 0], [1, 1, 0], 0),
+        # quoted, exponent, and sub-nanosecond digits (truncated toward zero, counted)
+        ([b'"12.5"', b"1e3", b"0.0015", b"true"], [12500, 1000000, 1, 0], [1, 1, 1, 0], 1),
+    ],
+)
+def test_raw_us_to_ns_paths(texts, expected_ns, expected_valid, subns):
+    from types import SimpleNamespace
+
+    from hta_lite.timestamps import raw_us_to_ns
+
+    ns, valid, n_subns = raw_us_to_ns([SimpleNamespace(ts=t) for t in texts], "ts")
+    assert ns.tolist() == expected_ns
+    assert valid.astype(int).tolist() == expected_valid
+    assert n_subns == subns

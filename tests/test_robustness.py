@@ -74,3 +74,25 @@ def test_errors_never_leak_raw_exceptions(tmp_path):
             TraceAnalysis(trace_dir=folder, parallel=False)
         except TraceError:
             pass
+
+
+def test_gzip_members_padding_and_trailing_bytes(tmp_path):
+    """Every gzip member is read (as gzip.decompress does); zero padding is fine; other trailing bytes are an error."""
+    import gzip
+
+    from hta_lite.errors import TraceReadError
+
+    text = json.dumps(source_document()).encode()
+    half = len(text) // 2
+    whole = TraceAnalysis(trace_files={0: _gz(tmp_path / "one.json.gz", gzip.compress(text))}, parallel=False)
+    members = _gz(tmp_path / "two.json.gz", gzip.compress(text[:half]) + gzip.compress(text[half:]) + b"\0" * 8)
+    split = TraceAnalysis(trace_files={0: members}, parallel=False)
+    assert len(split.gpu_events(0)) == len(whole.gpu_events(0)) > 0
+    garbage = _gz(tmp_path / "bad.json.gz", gzip.compress(text) + b"not gzip")
+    with pytest.raises(TraceReadError, match="gzip"):
+        TraceAnalysis(trace_files={0: garbage}, parallel=False)
+
+
+def _gz(path, data: bytes):
+    path.write_bytes(data)
+    return path
