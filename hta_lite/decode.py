@@ -110,6 +110,9 @@ class CounterEvent(msgspec.Struct, gc=False):
 
 
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_metadata_decoder = msgspec.json.Decoder(dict[str, Any])
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_EVENT_THEN_BRACKET = re.compile(rb"\}\s*\]")
 _events_decoder = msgspec.json.Decoder(list[Event])
 _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _event_decoder = msgspec.json.Decoder(Event)
@@ -124,7 +127,7 @@ class Decoded(msgspec.Struct):
     events: list[Event]
     metadata: dict[str, Any]
     skipped: Counter
-    raw_events: msgspec.Raw  # kept only to decode counters on demand
+    raw_events: Any  # the events' JSON text (msgspec.Raw or memoryview), kept to decode counters on demand
 
 
 def read_bytes(path: Path) -> bytes:
@@ -178,6 +181,9 @@ def decode(data: bytes, path: Path) -> Decoded:
 
 
 def _decode_document(data: bytes, path: Path, skipped: Counter) -> Decoded:
+    decoded = _decode_plain_layout(data, path, skipped)
+    if decoded is not None:
+        return decoded
     top = decode_top(data, path)
     if "traceEvents" not in top:
         raise TraceFormatError(path, "no 'traceEvents' key: not a Kineto/Chrome trace")
@@ -191,6 +197,73 @@ def _decode_document(data: bytes, path: Path, skipped: Counter) -> Decoded:
     except msgspec.DecodeError as exc:
         raise TraceDecodeError(path, f"invalid JSON ({_explain(exc)})") from None
     return Decoded(events=events, metadata=metadata, skipped=skipped, raw_events=raw_events)
+
+
+def _decode_plain_layout(data: bytes, path: Path, skipped: Counter) -> Decoded | None:
+    """One pass over the events for the usual layout: ``{..., "traceEvents": [...], ...}``.
+
+    The array starts at the first ``"traceEvents": [``; its end is guessed from the back of
+    the file (:func:`_events_end`). The metadata is the document with that key cut out. The
+    guess is used only if both parts decode: a JSON array has exactly one end, so a wrong
+    guess fails. Otherwise None, and the caller scans the whole document first (a second
+    pass over the bytes, 5-10% of a load).
+    """
+    key = _EVENTS_KEY.search(data)
+    if key is None:
+        return None
+    head = data[: key.start()].rstrip()
+    end = _events_end(data, key.end())
+    if end is None:
+        return None
+    raw_events = memoryview(data)[key.end() - 1 : end]
+    try:
+        metadata = _metadata_decoder.decode(_without_events(head, data[end:]))
+        events = _events_decoder.decode(raw_events)
+    except msgspec.MsgspecError:  # odd shapes or a wrong guess: the full path reports or repairs
+        return None
+    return Decoded(events=events, metadata=metadata, skipped=skipped, raw_events=raw_events)
+
+
+def _without_events(head: bytes, tail: bytes) -> bytes:
+    """The document text around the cut-out ``"traceEvents": [...]``, commas mended."""
+    tail = tail.lstrip()
+    if tail.startswith(b","):
+        return head + tail[1:]
+    return head[:-1] + tail if head.endswith(b",") else head + tail
+
+
+def _events_end(data: bytes, first: int) -> int | None:
+    """Position just past the ``]`` closing the events array, guessed from the file's end.
+
+    Every ``]`` in the last 256 KiB (after ``first``, the start of the events) that follows
+    an event's ``}`` is tried: the earliest one after which the rest reads as the end of a JSON object
+    (``, "key": value ... }``) is the guess; later ones close metadata arrays such as
+    ``deviceProperties``, and ones inside events leave unbalanced brackets. Each try
+    decodes in place: the ``]`` is overwritten with ``{`` (and the comma after it with a space).
+    """
+    rest = data[first : first + 64]
+    if rest.lstrip()[:1] == b"]":  # an empty events array
+        return first + rest.index(b"]") + 1
+    start = max(first, len(data) - (256 << 10))
+    window = bytearray(data[start:])
+    view = memoryview(window)
+    guess = None
+    for pos in reversed([m.end() - 1 for m in _EVENT_THEN_BRACKET.finditer(window)]):
+        following = window[pos + 1 : pos + 65]
+        after = pos + 1 + len(following) - len(following.lstrip())
+        if following.strip()[:1] not in (b",", b"}"):
+            continue
+        saved = window[pos], window[after]
+        window[pos] = ord("{")
+        if window[after] == ord(","):
+            window[after] = ord(" ")
+        try:
+            _metadata_decoder.decode(view[pos:])
+            guess = start + pos + 1
+        except msgspec.MsgspecError:
+            pass
+        window[pos], window[after] = saved
+    return guess
 
 
 def decode_top(data: bytes, path: Path) -> dict[str, msgspec.Raw]:

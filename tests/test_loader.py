@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
@@ -257,3 +258,26 @@ def test_raw_us_to_ns_paths(texts, expected_ns, expected_valid, subns):
     assert ns.tolist() == expected_ns
     assert valid.astype(int).tolist() == expected_valid
     assert n_subns == subns
+
+
+_EVENT = {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {"Input Dims": [[], [1]], "l": [{"a": "}]"}]}}
+_LAYOUTS = {
+    "events last": {"schemaVersion": 1, "traceEvents": [_EVENT, _EVENT]},
+    "metadata arrays after events": {"traceEvents": [_EVENT], "deviceProperties": [{"id": 0}], "logs": ["[x] ]", "}]"], "traceName": "t"},
+    "no events": {"a": [1], "traceEvents": [], "b": {"c": []}},
+    "key text earlier": {"note": "\"traceEvents\": [ is a key", "traceEvents": [_EVENT], "z": "]"},
+    "metadata longer than the search window": {"traceEvents": [_EVENT], "logs": ["x" * 1000] * 300},
+}
+
+
+@pytest.mark.parametrize("layout", sorted(_LAYOUTS))
+def test_document_layouts_decode_like_json(layout):
+    """The one-pass decode (events array found from the file's end) gives what json.loads gives."""
+    doc = _LAYOUTS[layout]
+    for text in (json.dumps(doc), json.dumps(doc, indent=2)):
+        decoded = dec.decode(text.encode(), Path("x.json"))
+        assert decoded.metadata == {k: v for k, v in doc.items() if k != "traceEvents"}
+        assert [(e.ph, e.name, bytes(e.ts)) for e in decoded.events] == [("X", "op", b"1")] * len(doc["traceEvents"])
+        assert json.loads(bytes(decoded.raw_events)) == doc["traceEvents"]
+        one_pass = dec._decode_plain_layout(text.encode(), Path("x.json"), Counter())
+        assert (one_pass is None) == (layout == "metadata longer than the search window")
