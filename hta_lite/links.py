@@ -22,13 +22,19 @@ STEP_PATTERN = r"^ProfilerStep#(\d+)$"
 
 def profiler_steps(cpu: pd.DataFrame) -> pd.DataFrame:
     """ProfilerStep#N ranges on the CPU, sorted by start; duplicates of a step kept once."""
-    names = cpu["name"].astype("category")
-    step_of_name = names.cat.categories.to_series().str.extract(STEP_PATTERN)[0]
-    is_step_name = step_of_name.notna().to_numpy()
-    codes = names.cat.codes.to_numpy()
-    mask = (codes >= 0) & is_step_name[np.maximum(codes, 0)] if len(is_step_name) else np.zeros(len(cpu), bool)
+    names = cpu["name"].array
+    if not isinstance(names, pd.Categorical):
+        names = pd.Categorical(names)
+    categories = names.categories
+    step_of_code = np.full(len(categories) + 1, -1, np.int64)  # last slot: missing names (code -1)
+    candidates = np.flatnonzero(np.asarray(categories.str.startswith("ProfilerStep#"), bool))
+    numbers = categories[candidates].str.extract(STEP_PATTERN)[0]
+    found = numbers.notna().to_numpy()
+    step_of_code[candidates[found]] = numbers[found].astype(np.int64)
+    step = step_of_code[names.codes]
+    mask = step >= 0
     rows = cpu.loc[mask, ["ts", "dur", "name"]].copy()
-    rows.insert(0, "step", step_of_name.to_numpy()[codes[mask]].astype(np.int64))
+    rows.insert(0, "step", step[mask])
     rows = rows.sort_values(["ts", "dur"], ascending=[True, False]).drop_duplicates("step")
     rows["name"] = rows["name"].astype(str)
     return rows.sort_values("ts").reset_index(drop=True)

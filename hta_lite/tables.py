@@ -53,11 +53,11 @@ def _ints(items: list, name: str, health: Counter) -> np.ndarray:
     return values
 
 
-def _base(events: list, health: Counter) -> dict:
-    """name, cat, pid, tid columns shared by every family."""
+def _base(events: list, health: Counter, cat: pd.Categorical | None = None) -> dict:
+    """name, cat, pid, tid columns shared by every family (``cat`` when already built)."""
     return {
         "name": to_category(_field(events, "name")),
-        "cat": to_category(_field(events, "cat")),
+        "cat": to_category(_field(events, "cat")) if cat is None else cat,
         "pid": _ints(events, "pid", health),
         "tid": _ints(events, "tid", health),
     }
@@ -73,8 +73,10 @@ def _subset(columns: dict, idx: np.ndarray) -> dict:
     return out
 
 
-def _complete_events(events: list, health: Counter) -> dict[str, pd.DataFrame]:
-    """X events -> gpu, cpu and gpu_annotations tables."""
+def _complete_events(events: list, health: Counter, by_phase: Counter) -> dict[str, pd.DataFrame]:
+    """X events -> gpu, cpu and gpu_annotations tables; counts them by category in ``by_phase``."""
+    cat = to_category(_field(events, "cat"))
+    by_phase.update({f"X/{c}": int(n) for c, n in cat.value_counts().items() if n})
     ts, ts_ok, subns_ts = raw_us_to_ns(events, "ts")
     dur, dur_ok, subns_dur = raw_us_to_ns(events, "dur")
     if subns_ts + subns_dur:
@@ -96,9 +98,9 @@ def _complete_events(events: list, health: Counter) -> dict[str, pd.DataFrame]:
             ts_ok = ts_ok & ~implausible
     keep = np.flatnonzero(ts_ok)
     if len(keep) != len(events):
-        events, ts, dur = take(events, keep), ts[keep], dur[keep]
+        events, ts, dur, cat = take(events, keep), ts[keep], dur[keep], cat[keep]
     args = _args_of(events)
-    shared = {"ts": ts, "dur": dur, **_base(events, health)}
+    shared = {"ts": ts, "dur": dur, **_base(events, health, cat)}
     stream, bad_stream = int_column(args, "stream")
     if bad_stream:
         health["non-numeric args.stream (stored as -1)"] += bad_stream
@@ -214,9 +216,7 @@ def build_tables(decoded: dec.Decoded) -> tuple[dict[str, pd.DataFrame], Counter
             health[f"unsupported phase {phase!r} (ignored)"] += count
     if len(events) - sum(by_phase.values()):
         health["event without 'ph' (ignored)"] += len(events) - sum(by_phase.values())
-    categories = to_category(_field(selected["X"], "cat"))
-    by_phase.update({f"X/{c}": int(n) for c, n in categories.value_counts().items() if n})
-    tables = _complete_events(selected["X"], health)
+    tables = _complete_events(selected["X"], health, by_phase)
     tables["instants"] = _instants(selected["instants"], health)
     tables["flows"] = _flows(selected["flows"], health)
     tables["meta_events"] = _meta_events(selected["M"], health)
