@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 MISSING_INT = -1  # reference convention for absent stream / correlation / ids
+_INT_LIMIT = 2**62  # larger ids are unusable (stored as -1)
 
 
 def take(values: Sequence, index: np.ndarray) -> list:
@@ -45,7 +46,7 @@ def to_float(values: Sequence) -> tuple[np.ndarray, int]:
 def to_int(values: Sequence) -> tuple[np.ndarray, int]:
     """Like :func:`to_float`, as int64 with -1 for missing or unusable values."""
     arr, bad = to_float(values)
-    usable = np.isfinite(arr) & (np.abs(arr) < 2.0**62)
+    usable = np.isfinite(arr) & (np.abs(arr) < _INT_LIMIT)
     return np.where(usable, arr, MISSING_INT).astype(np.int64), bad
 
 
@@ -66,11 +67,16 @@ def int_column(items: Sequence, name: str, few_distinct: bool = False) -> tuple[
 
 
 def _int_by_distinct(values: list) -> tuple[np.ndarray, int]:
-    codes, uniques = factorize(values)
-    converted, bad_each = to_int(uniques)
-    bad_mask = np.array([v is not None for v in uniques], bool) & (converted == MISSING_INT) if uniques else np.zeros(0, bool)
-    bad = int(np.bincount(codes, minlength=len(uniques))[bad_mask].sum()) if bad_each else 0
-    return converted[codes] if len(uniques) else np.full(len(values), MISSING_INT, np.int64), bad
+    try:
+        odd = [v for v in set(values) if type(v) is not int or not -_INT_LIMIT < v < _INT_LIMIT]
+    except TypeError:  # unhashable values
+        return to_int(values)
+    if not odd:
+        return np.fromiter(values, dtype=np.int64, count=len(values)), 0
+    converted, _ = to_int(odd)  # numeric text -> its number; anything else -> -1
+    as_int = dict(zip(odd, converted.tolist()))
+    bad = sum(values.count(v) for v, c in as_int.items() if c == MISSING_INT and v is not None)
+    return np.fromiter(map(as_int.get, values, values), dtype=np.int64, count=len(values)), bad
 
 
 def factorize(values: Sequence) -> tuple[np.ndarray, list]:
@@ -108,8 +114,9 @@ def to_category(values: Sequence) -> pd.Categorical:
         none_code = categories.index(None)
         codes = np.where(codes == none_code, -1, codes - (codes > none_code))
         del categories[none_code]
-    if not all(isinstance(c, str) for c in categories):
-        return to_category([None if v is None else _text(v) for v in values])
+    if not all(isinstance(c, str) for c in categories):  # e.g. grid / block tuples: text once per distinct value
+        merged, categories = factorize([_text(c) for c in categories])
+        codes = np.where(codes >= 0, merged[codes], -1)
     return pd.Categorical.from_codes(codes.astype(np.int32), dtype=pd.CategoricalDtype(pd.Index(categories, dtype=TEXT)))
 
 

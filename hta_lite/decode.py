@@ -43,8 +43,8 @@ class Args(msgspec.Struct, gc=False):
     external_id: Union[int, str] = msgspec.field(default=-1, name="External id")
     bytes: Union[int, str] = -1
     memory_bw_gbps: Union[float, str] = msgspec.field(default=float("nan"), name="memory bandwidth (GB/s)")
-    grid: Any = None
-    block: Any = None
+    grid: Union[tuple[int, ...], str, None] = None  # tuples can be grouped, lists cannot
+    block: Union[tuple[int, ...], str, None] = None
     collective_name: Optional[str] = msgspec.field(default=None, name="Collective name")
     in_msg_nelems: Union[int, str] = msgspec.field(default=-1, name="In msg nelems")
     out_msg_nelems: Union[int, str] = msgspec.field(default=-1, name="Out msg nelems")
