@@ -99,7 +99,6 @@ class Event(msgspec.Struct, gc=False):
     ts: msgspec.Raw = EMPTY_RAW
     dur: msgspec.Raw = EMPTY_RAW
     id: Any = None
-    bp: Optional[str] = None
     s: Optional[str] = None
     args: Optional[Args] = None  # LenientArgs on the slow path
 
@@ -351,7 +350,7 @@ def _decode_leniently(raw_events: msgspec.Raw, path: Path, skipped: Counter) -> 
 
 def _coerce_event(fields: dict[str, msgspec.Raw], skipped: Counter) -> Event:
     ev = Event()
-    for key in ("ph", "cat", "name", "bp", "s"):
+    for key in ("ph", "cat", "name", "s"):
         if key in fields:
             value = _any_decoder.decode(fields[key])
             if value is not None and not isinstance(value, str):
