@@ -1,7 +1,8 @@
 """Cold-load benchmark: hta_lite vs the reference (traceinsight) vs the floor (gunzip + orjson.loads).
 
-Each measurement runs in a fresh process (imports excluded from the time), repeated
-``--repeat`` times; the table shows medians. Peak RSS is the child's ru_maxrss.
+Each measurement runs in a fresh process (imports excluded from the time); the jobs of one
+trace take turns, ``--repeat`` rounds, so that each sees the same machine load; the table
+shows medians. Peak RSS is the child's ru_maxrss.
 
     python benchmarks/bench_load.py --ref-python /path/to/refvenv/bin/python [--min-mb 10]
 
@@ -24,17 +25,27 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_TRACES = HERE.parent.parent / "shared" / "traces"
 
 
-def measure(python: str, job: str, folder: Path, repeat: int, env: dict | None = None) -> dict:
-    runs = []
-    target = folder if job not in ("floor",) else next(p for p in folder.iterdir() if p.name.endswith((".json", ".gz")))
+def run_once(python: str, job: str, folder: Path, env: dict | None = None) -> dict:
+    target = folder if job != "floor" else next(p for p in folder.iterdir() if p.name.endswith((".json", ".gz")))
+    out = subprocess.run([python, str(HERE / "_measure.py"), job, str(target)], capture_output=True, text=True, check=True,
+                         env={**os.environ, **(env or {})})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure_interleaved(jobs: dict[str, tuple], folder: Path, repeat: int) -> dict[str, dict]:
+    """Run every job once per round, ``repeat`` rounds, so that all see the same machine load;
+    returns the median seconds and peak RSS of each."""
+    runs: dict[str, list] = {name: [] for name in jobs}
     for _ in range(repeat):
-        out = subprocess.run([python, str(HERE / "_measure.py"), job, str(target)], capture_output=True, text=True, check=True,
-                             env={**os.environ, **(env or {})})
-        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        for name, (python, job, env) in jobs.items():
+            runs[name].append(run_once(python, job, folder, env))
     return {
-        "seconds": statistics.median(r["seconds"] for r in runs),
-        "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs),
-        "runs": runs,
+        name: {
+            "seconds": statistics.median(r["seconds"] for r in rs),
+            "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in rs),
+            "runs": rs,
+        }
+        for name, rs in runs.items()
     }
 
 
@@ -65,13 +76,18 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as cache_dir:
         for folder, mb in folders:
-            ours = measure(sys.executable, "ours", folder, args.repeat)
             warm_env = {"HTA_LITE_CACHE_DIR": cache_dir}
-            measure(sys.executable, "ours_warm", folder, 1, warm_env)  # fills the cache
-            warm = measure(sys.executable, "ours_warm", folder, args.repeat, warm_env)
-            floor = measure(sys.executable, "floor", folder, args.repeat)
-            ref = measure(args.ref_python, "reference", folder, args.repeat) if args.ref_python else None
-            results[folder.name] = {"mb": mb, "ours": ours, "warm": warm, "floor": floor, "reference": ref}
+            run_once(sys.executable, "ours_warm", folder, warm_env)  # fills the cache
+            jobs = {
+                "ours": (sys.executable, "ours", None),
+                "warm": (sys.executable, "ours_warm", warm_env),
+                "floor": (sys.executable, "floor", None),
+            }
+            if args.ref_python:
+                jobs["reference"] = (args.ref_python, "reference", None)
+            measured = measure_interleaved(jobs, folder, args.repeat)
+            ours, warm, floor, ref = measured["ours"], measured["warm"], measured["floor"], measured.get("reference")
+            results[folder.name] = {"mb": mb, **measured}
             ref_s = f"{ref['seconds']:.3f}" if ref else "-"
             speedup = f"{ref['seconds'] / ours['seconds']:.1f}x" if ref else "-"
             warm_speedup = f"{ref['seconds'] / warm['seconds']:.0f}x" if ref else "-"
