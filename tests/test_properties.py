@@ -112,3 +112,36 @@ def test_temporal_matches_brute_force(kernels):
     assert round(row["kernel_time(us)"] * 1000) == end - start  # µs floats: compare whole ns
     assert round(row["idle_time(us)"] * 1000) == (end - start) - busy[: end - start].sum()
     assert round(row["compute_time(us)"] * 1000) == compute[: end - start].sum()
+
+
+JSON_TEXT = st.text(alphabet=st.sampled_from(list('ab]}[{,:" \\\n\u00e9')), max_size=8)
+METADATA_VALUE = st.recursive(
+    st.one_of(st.none(), st.integers(-5, 5), JSON_TEXT),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(JSON_TEXT, inner, max_size=3)),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(
+    before=st.dictionaries(JSON_TEXT.filter(lambda k: k != "traceEvents"), METADATA_VALUE, max_size=3),
+    after=st.dictionaries(JSON_TEXT.filter(lambda k: k != "traceEvents"), METADATA_VALUE, max_size=3),
+    names=st.lists(JSON_TEXT, max_size=4),
+    indent=st.sampled_from([None, 1, 4]),
+)
+def test_document_decode_matches_json_whatever_the_layout(before, after, names, indent):
+    """Metadata around the events (with brackets, braces and quotes in its text) never changes
+    what is decoded: the same metadata and events as json.loads finds."""
+    from collections import Counter
+
+    from hta_lite import decode as dec
+
+    after = {k: v for k, v in after.items() if k not in before}
+    events = [{"ph": "X", "name": n, "args": {"l": [{"k": n}]}, "ts": 1} for n in names]
+    text = json.dumps({**before, "traceEvents": events, **after}, indent=indent).encode()
+    decoded = dec.decode(text, Path("x.json"))
+    assert decoded.metadata == {**before, **after}
+    assert [e.name for e in decoded.events] == names
+    assert json.loads(bytes(decoded.raw_events)) == events
+    one_pass = dec._decode_plain_layout(text, Path("x.json"), Counter())
+    assert one_pass is not None and one_pass.metadata == decoded.metadata  # this layout always takes the fast path
