@@ -74,7 +74,7 @@ def _to_ns(col: pa.Array, n: int) -> tuple[np.ndarray, np.ndarray]:
     valid = col.is_valid().to_numpy(zero_copy_only=False)
     if pa.types.is_integer(col.type):
         us = col.fill_null(0).to_numpy()
-        valid &= np.abs(us) <= _MAX_US
+        valid &= (us >= -_MAX_US) & (us <= _MAX_US)
         return np.where(valid, us * 1000, 0), valid
     words = np.frombuffer(col.buffers()[1], dtype=np.int64)[2 * col.offset :: 2][:n]
     high = np.frombuffer(col.buffers()[1], dtype=np.int64)[2 * col.offset + 1 :: 2][:n]

@@ -242,7 +242,7 @@ def test_bad_event_fields_are_counted_not_fatal(tmp_path):
     "texts, expected_ns, expected_valid, subns",
     [
         # whole microseconds: one int64 parse; beyond int64 nanoseconds -> invalid
-        ([b"1661203462598738", b"-5", b"", b"9223372036854776"], [1661203462598738000, -5000, 0, 0], [1, 1, 0, 0], 0),
+        ([b"1661203462598738", b"-5", b"", b"9223372036854776", b"-9223372036854775808"], [1661203462598738000, -5000, 0, 0, 0], [1, 1, 0, 0, 0], 0),
         # fractional: exact decimal, never through float64
         ([b"1712195495519689.047", b"2.08", b"null"], [1712195495519689047, 2080, 0], [1, 1, 0], 0),
         # quoted, exponent, and sub-nanosecond digits (truncated toward zero, counted)
