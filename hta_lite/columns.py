@@ -50,33 +50,16 @@ def to_int(values: Sequence) -> tuple[np.ndarray, int]:
     return np.where(usable, arr, MISSING_INT).astype(np.int64), bad
 
 
-def int_column(items: Sequence, name: str, few_distinct: bool = False) -> tuple[np.ndarray, int]:
+def int_column(items: Sequence, name: str) -> tuple[np.ndarray, int]:
     """Attribute ``name`` of each item as int64 (-1 when missing or unusable).
 
-    One C-level pass when the decoder typed every value as int. ``few_distinct``
-    (pid, tid: a handful of values, some text like "Spans") converts each distinct
-    value once instead. Returns ``(array, n_bad)`` with ``n_bad`` the values present
-    but not numeric.
+    One C-level pass when the decoder typed every value as int. Returns ``(array, n_bad)``
+    with ``n_bad`` the values present but not numeric.
     """
-    if few_distinct:
-        return _int_by_distinct(list(map(attrgetter(name), items)))
     try:
         return np.fromiter(map(attrgetter(name), items), dtype=np.int64, count=len(items)), 0
     except (TypeError, ValueError, OverflowError):
         return to_int(list(map(attrgetter(name), items)))
-
-
-def _int_by_distinct(values: list) -> tuple[np.ndarray, int]:
-    try:
-        odd = [v for v in set(values) if type(v) is not int or not -_INT_LIMIT < v < _INT_LIMIT]
-    except TypeError:  # unhashable values
-        return to_int(values)
-    if not odd:
-        return np.fromiter(values, dtype=np.int64, count=len(values)), 0
-    converted, _ = to_int(odd)  # numeric text -> its number; anything else -> -1
-    as_int = dict(zip(odd, converted.tolist()))
-    bad = sum(values.count(v) for v, c in as_int.items() if c == MISSING_INT and v is not None)
-    return np.fromiter(map(as_int.get, values, values), dtype=np.int64, count=len(values)), bad
 
 
 def factorize(values: Sequence) -> tuple[np.ndarray, list]:

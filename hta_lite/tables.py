@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from . import decode as dec
-from .columns import empty_category, factorize, float_column, int_column, take, to_category, to_float, to_int
+from .columns import MISSING_INT, empty_category, factorize, float_column, int_column, take, to_category, to_float, to_int
 from .timestamps import raw_us_to_ns
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events", "Kernel", "Memcpy", "Memset")
@@ -45,22 +45,43 @@ def _field(items: list, name: str) -> list:
 
 
 def _ints(items: list, name: str, health: Counter) -> np.ndarray:
-    """int64 column of attribute ``name`` (-1 when absent); unusable values are counted."""
-    text_ids = name in ("pid", "tid")  # Kineto writes text pids such as "Spans" for a few rows
-    values, bad = int_column(items, name, few_distinct=text_ids)
+    """int64 column of ``args`` attribute ``name`` (-1 when absent); unusable values are counted."""
+    values, bad = int_column(items, name)
     if bad:
-        health[f"text {name} (stored as -1)" if text_ids else f"non-numeric args.{name} (stored as -1)"] += bad
+        health[f"non-numeric args.{name} (stored as -1)"] += bad
     return values
 
 
-def _base(events: list, health: Counter, cat: pd.Categorical | None = None) -> dict:
-    """name, cat, pid, tid columns shared by every family (``cat`` when already built)."""
-    return {
-        "name": to_category(_field(events, "name")),
-        "cat": to_category(_field(events, "cat")) if cat is None else cat,
-        "pid": _ints(events, "pid", health),
-        "tid": _ints(events, "tid", health),
-    }
+def _combinations(events: list, names: tuple) -> tuple[np.ndarray, list]:
+    """One pass over the events: each one's code among the distinct tuples of ``names`` attributes."""
+    return factorize(list(map(attrgetter(*names), events)))
+
+
+def _few_distinct_columns(codes: np.ndarray, combos: list, names: tuple, health: Counter) -> dict:
+    """Columns of attributes with few distinct values (ph, cat, pid, tid), each distinct
+    combination converted once: categoricals, and int64 for pid / tid (-1 and counted when
+    not a number: Kineto writes text pids such as "Spans" for a few rows)."""
+    weights = np.bincount(codes, minlength=len(combos))
+    out = {}
+    for i, name in enumerate(names):
+        values = [combo[i] for combo in combos]
+        if name in ("pid", "tid"):
+            converted, _ = to_int(values)
+            unusable = [v is not None and c == MISSING_INT and v != MISSING_INT for v, c in zip(values, converted.tolist())]
+            bad = int(weights[np.array(unusable, bool)].sum())
+            if bad:
+                health[f"text {name} (stored as -1)"] += bad
+            out[name] = converted[codes]
+        else:
+            per_combo = to_category(values)
+            out[name] = pd.Categorical.from_codes(np.asarray(per_combo.codes)[codes], dtype=per_combo.dtype)
+    return out
+
+
+def _base(events: list, health: Counter) -> dict:
+    """name, cat, pid, tid columns shared by every family."""
+    names = ("cat", "pid", "tid")
+    return {"name": to_category(_field(events, "name")), **_few_distinct_columns(*_combinations(events, names), names, health)}
 
 
 def _subset(columns: dict, idx: np.ndarray) -> dict:
@@ -75,8 +96,11 @@ def _subset(columns: dict, idx: np.ndarray) -> dict:
 
 def _complete_events(events: list, health: Counter, by_phase: Counter) -> dict[str, pd.DataFrame]:
     """X events -> gpu, cpu and gpu_annotations tables; counts them by category in ``by_phase``."""
-    cat = to_category(_field(events, "cat"))
-    by_phase.update({f"X/{c}": int(n) for c, n in cat.value_counts().items() if n})
+    thread_fields = ("cat", "pid", "tid")
+    codes, combos = _combinations(events, thread_fields)
+    for (cat, _, _), n in zip(combos, np.bincount(codes, minlength=len(combos)).tolist()):
+        if cat is not None:
+            by_phase[f"X/{cat}"] += n
     ts, ts_ok, subns_ts = raw_us_to_ns(events, "ts")
     dur, dur_ok, subns_dur = raw_us_to_ns(events, "dur")
     if subns_ts + subns_dur:
@@ -98,9 +122,10 @@ def _complete_events(events: list, health: Counter, by_phase: Counter) -> dict[s
             ts_ok = ts_ok & ~implausible
     keep = np.flatnonzero(ts_ok)
     if len(keep) != len(events):
-        events, ts, dur, cat = take(events, keep), ts[keep], dur[keep], cat[keep]
+        events, ts, dur, codes = take(events, keep), ts[keep], dur[keep], codes[keep]
     args = _args_of(events)
-    shared = {"ts": ts, "dur": dur, **_base(events, health, cat)}
+    shared = {"ts": ts, "dur": dur, "name": to_category(_field(events, "name"))}
+    shared.update(_few_distinct_columns(codes, combos, thread_fields, health))
     stream, bad_stream = int_column(args, "stream")
     if bad_stream:
         health["non-numeric args.stream (stored as -1)"] += bad_stream
@@ -154,14 +179,12 @@ def _flows(events: list, health: Counter) -> pd.DataFrame:
     if (~ok).any():
         health["flow event without a valid ts (dropped)"] += int((~ok).sum())
         events, ts = take(events, np.flatnonzero(ok)), ts[ok]
-    cols = {"ts": ts, "ph": to_category(_field(events, "ph"))}
-    cols["id"], text_ids = int_column(events, "id")
+    names = ("ph", "cat", "pid", "tid")
+    few = _few_distinct_columns(*_combinations(events, names), names, health)
+    flow_id, text_ids = int_column(events, "id")
     if text_ids:  # Chrome traces allow string ids
-        cols["id"] = to_category([None if v is None else str(v) for v in _field(events, "id")])
-    cols["cat"] = to_category(_field(events, "cat"))
-    cols["pid"] = _ints(events, "pid", health)
-    cols["tid"] = _ints(events, "tid", health)
-    return pd.DataFrame(cols)
+        flow_id = to_category([None if v is None else str(v) for v in _field(events, "id")])
+    return pd.DataFrame({"ts": ts, "ph": few["ph"], "id": flow_id, "cat": few["cat"], "pid": few["pid"], "tid": few["tid"]})
 
 
 def _meta_events(events: list, health: Counter) -> pd.DataFrame:
