@@ -7,7 +7,6 @@ number of values it could not use is returned so the caller can report it.
 from __future__ import annotations
 
 from itertools import count
-from operator import attrgetter
 from typing import Sequence
 
 import numpy as np
@@ -50,16 +49,16 @@ def to_int(values: Sequence) -> tuple[np.ndarray, int]:
     return np.where(usable, arr, MISSING_INT).astype(np.int64), bad
 
 
-def int_column(items: Sequence, name: str) -> tuple[np.ndarray, int]:
-    """Attribute ``name`` of each item as int64 (-1 when missing or unusable).
+def int_column(values: Sequence) -> tuple[np.ndarray, int]:
+    """Values as int64 (-1 when missing or unusable).
 
     One C-level pass when the decoder typed every value as int. Returns ``(array, n_bad)``
     with ``n_bad`` the values present but not numeric.
     """
     try:
-        return np.fromiter(map(attrgetter(name), items), dtype=np.int64, count=len(items)), 0
+        return np.fromiter(values, dtype=np.int64, count=len(values)), 0
     except (TypeError, ValueError, OverflowError):
-        return to_int(list(map(attrgetter(name), items)))
+        return to_int(values)
 
 
 def factorize(values: Sequence) -> tuple[np.ndarray, list]:
@@ -72,11 +71,11 @@ def factorize(values: Sequence) -> tuple[np.ndarray, list]:
     return code_at[first], [values[i] for i in np.flatnonzero(is_first).tolist()]
 
 
-def float_column(items: Sequence, name: str) -> np.ndarray:
+def float_column(values: Sequence) -> np.ndarray:
     try:
-        return np.fromiter(map(attrgetter(name), items), dtype=np.float64, count=len(items))
+        return np.fromiter(values, dtype=np.float64, count=len(values))
     except (TypeError, ValueError):
-        return to_float(list(map(attrgetter(name), items)))[0]
+        return to_float(values)[0]
 
 
 TEXT = "str"  # category dtype of every text column (pandas' string dtype)

@@ -20,6 +20,14 @@ from typing import Any, Literal, Optional, Union
 import msgspec
 
 from .errors import TraceDecodeError, TraceFormatError, TraceReadError
+from .events import EventColumns, EventList
+
+try:  # the optional C accelerator (setup.py); without it every trace takes the msgspec path
+    from . import _fastjson
+except ImportError:  # pragma: no cover - depends on the build
+    _fastjson = None
+if os.environ.get("HTA_LITE_NO_C"):  # compare both paths, or rule the C decoder out
+    _fastjson = None
 
 try:  # python-isal gunzips ~1.7x faster than zlib (benchmarks/bench_decode.py)
     from isal import igzip as _gzip
@@ -130,8 +138,13 @@ _counters_decoder = msgspec.json.Decoder(list[CounterEvent])
 _any_decoder = msgspec.json.Decoder()
 
 
+_EVENT_DEFAULTS = {name: getattr(Event(), name) for name in Event.__struct_fields__}
+_EMPTY_ARGS = Args()
+_ARGS_DEFAULTS = {name: getattr(_EMPTY_ARGS, name) for name in Args.__struct_fields__}
+
+
 class Decoded(msgspec.Struct):
-    events: list[Event]
+    events: EventColumns | EventList
     metadata: dict[str, Any]
     skipped: Counter
     raw_events: Any  # the events' JSON text (msgspec.Raw or memoryview), kept to decode counters on demand
@@ -198,9 +211,9 @@ def _decode_document(data: bytes, path: Path, skipped: Counter) -> Decoded:
     try:
         metadata = {key: _any_decoder.decode(raw) for key, raw in top.items()}
         try:
-            events = _events_decoder.decode(raw_events)
+            events = _decode_events(raw_events)
         except msgspec.ValidationError:
-            events = _decode_leniently(raw_events, path, skipped)
+            events = EventList(_decode_leniently(raw_events, path, skipped), _EMPTY_ARGS)
     except msgspec.DecodeError as exc:
         raise TraceDecodeError(path, f"invalid JSON ({_explain(exc)})") from None
     return Decoded(events=events, metadata=metadata, skipped=skipped, raw_events=raw_events)
@@ -225,10 +238,20 @@ def _decode_plain_layout(data: bytes, path: Path, skipped: Counter) -> Decoded |
     raw_events = memoryview(data)[key.end() - 1 : end]
     try:
         metadata = _metadata_decoder.decode(_without_events(head, data[end:]))
-        events = _events_decoder.decode(raw_events)
+        events = _decode_events(raw_events)
     except msgspec.MsgspecError:  # odd shapes or a wrong guess: the full path reports or repairs
         return None
     return Decoded(events=events, metadata=metadata, skipped=skipped, raw_events=raw_events)
+
+
+def _decode_events(raw_events) -> EventColumns | EventList:
+    """The events array: as columns by the C decoder when it is built and takes this trace
+    (it returns None for anything outside the subset it handles), else as msgspec structs."""
+    if _fastjson is not None:
+        out = _fastjson.decode_events(raw_events, _EVENT_DEFAULTS, _ARGS_DEFAULTS)
+        if out is not None:
+            return EventColumns.from_decoder(out, _EVENT_DEFAULTS, _ARGS_DEFAULTS)
+    return EventList(_events_decoder.decode(raw_events), _EMPTY_ARGS)
 
 
 def _without_events(head: bytes, tail: bytes) -> bytes:

@@ -15,13 +15,13 @@ Linking (correlation, iteration, depth) happens later in :mod:`hta_lite.links`.
 from __future__ import annotations
 
 from collections import Counter
-from operator import attrgetter
 
 import numpy as np
 import pandas as pd
 
 from . import decode as dec
-from .columns import MISSING_INT, empty_category, factorize, float_column, int_column, take, to_category, to_float, to_int
+from .columns import MISSING_INT, empty_category, factorize, float_column, int_column, to_category, to_float, to_int
+from .events import EventColumns, EventList
 from .timestamps import raw_us_to_ns
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events", "Kernel", "Memcpy", "Memset")
@@ -29,32 +29,24 @@ GPU_ANNOTATION_CATEGORY = "gpu_user_annotation"
 SUPPORTED_PHASES = ("X", "i", "I", "s", "f", "t", "C", "M")
 IMPLAUSIBLE_DUR_FLOOR_NS = 60 * 10**9  # a minute: never flag a duration below that
 
-_EMPTY_ARGS = dec.Args()
 _TEXT_ARGS = ("collective_name", "dtype", "pg_name", "pg_desc", "pg_ranks")
 _COLLECTIVE_INTS = ("group_size", "in_msg_nelems", "out_msg_nelems")
 
 
-def _args_of(events: list) -> list:
-    raw = np.fromiter(map(attrgetter("args"), events), dtype=object, count=len(events))
-    raw[np.equal(raw, None)] = _EMPTY_ARGS
-    return raw.tolist()
+Events = EventColumns | EventList
 
 
-def _field(items: list, name: str) -> list:
-    return list(map(attrgetter(name), items))
-
-
-def _ints(items: list, name: str, health: Counter) -> np.ndarray:
+def _ints(items: Events, name: str, health: Counter) -> np.ndarray:
     """int64 column of ``args`` attribute ``name`` (-1 when absent); unusable values are counted."""
-    values, bad = int_column(items, name)
+    values, bad = int_column(items.field(name))
     if bad:
         health[f"non-numeric args.{name} (stored as -1)"] += bad
     return values
 
 
-def _combinations(events: list, names: tuple) -> tuple[np.ndarray, list]:
-    """One pass over the events: each one's code among the distinct tuples of ``names`` attributes."""
-    return factorize(list(map(attrgetter(*names), events)))
+def _combinations(events: Events, names: tuple) -> tuple[np.ndarray, list]:
+    """Each event's code among the distinct tuples of its ``names`` fields."""
+    return factorize(events.tuples(names))
 
 
 def _few_distinct_columns(codes: np.ndarray, combos: list, names: tuple, health: Counter) -> dict:
@@ -78,10 +70,10 @@ def _few_distinct_columns(codes: np.ndarray, combos: list, names: tuple, health:
     return out
 
 
-def _base(events: list, health: Counter) -> dict:
+def _base(events: Events, health: Counter) -> dict:
     """name, cat, pid, tid columns shared by every family."""
     names = ("cat", "pid", "tid")
-    return {"name": to_category(_field(events, "name")), **_few_distinct_columns(*_combinations(events, names), names, health)}
+    return {"name": to_category(events.field("name")), **_few_distinct_columns(*_combinations(events, names), names, health)}
 
 
 def _subset(columns: dict, idx: np.ndarray) -> dict:
@@ -94,15 +86,15 @@ def _subset(columns: dict, idx: np.ndarray) -> dict:
     return out
 
 
-def _complete_events(events: list, health: Counter, by_phase: Counter) -> dict[str, pd.DataFrame]:
+def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict[str, pd.DataFrame]:
     """X events -> gpu, cpu and gpu_annotations tables; counts them by category in ``by_phase``."""
     thread_fields = ("cat", "pid", "tid")
     codes, combos = _combinations(events, thread_fields)
     for (cat, _, _), n in zip(combos, np.bincount(codes, minlength=len(combos)).tolist()):
         if cat is not None:
             by_phase[f"X/{cat}"] += n
-    ts, ts_ok, subns_ts = raw_us_to_ns(events, "ts")
-    dur, dur_ok, subns_dur = raw_us_to_ns(events, "dur")
+    ts, ts_ok, subns_ts = events.times("ts")
+    dur, dur_ok, subns_dur = events.times("dur")
     if subns_ts + subns_dur:
         health["sub-nanosecond digits truncated"] += subns_ts + subns_dur
     if (~ts_ok).any():
@@ -122,11 +114,11 @@ def _complete_events(events: list, health: Counter, by_phase: Counter) -> dict[s
             ts_ok = ts_ok & ~implausible
     keep = np.flatnonzero(ts_ok)
     if len(keep) != len(events):
-        events, ts, dur, codes = take(events, keep), ts[keep], dur[keep], codes[keep]
-    args = _args_of(events)
-    shared = {"ts": ts, "dur": dur, "name": to_category(_field(events, "name"))}
+        events, ts, dur, codes = events.take(keep), ts[keep], dur[keep], codes[keep]
+    args = events.args()
+    shared = {"ts": ts, "dur": dur, "name": to_category(events.field("name"))}
     shared.update(_few_distinct_columns(codes, combos, thread_fields, health))
-    stream, bad_stream = int_column(args, "stream")
+    stream, bad_stream = int_column(args.field("stream"))
     if bad_stream:
         health["non-numeric args.stream (stored as -1)"] += bad_stream
     shared["stream"] = stream
@@ -140,56 +132,58 @@ def _complete_events(events: list, health: Counter, by_phase: Counter) -> dict[s
         idx = np.flatnonzero(mask)
         cols = _subset(shared, idx)
         if family == "gpu":
-            fam_args = take(args, idx)
+            fam_args = args.take(idx)
             cols["stream"] = np.where(cols["stream"] == -1, cols["tid"], cols["stream"])
             device = _ints(fam_args, "device", health)
             cols["device"] = np.where(device == -1, cols["pid"], device)
             cols["bytes"] = _ints(fam_args, "bytes", health)
-            cols["memory_bw_gbps"] = float_column(fam_args, "memory_bw_gbps")
-            cols["grid"] = to_category(_field(fam_args, "grid"))
-            cols["block"] = to_category(_field(fam_args, "block"))
-            has_collectives = any(_field(fam_args, "collective_name"))
+            cols["memory_bw_gbps"] = float_column(fam_args.field("memory_bw_gbps"))
+            cols["grid"] = to_category(fam_args.field("grid"))
+            cols["block"] = to_category(fam_args.field("block"))
+            has_collectives = any(fam_args.field("collective_name"))
             for name in _COLLECTIVE_INTS:
                 cols[name] = _ints(fam_args, name, health) if has_collectives else np.full(len(idx), -1)
             for name in _TEXT_ARGS:
-                cols[name] = to_category(_field(fam_args, name)) if has_collectives else empty_category(len(idx))
+                cols[name] = to_category(fam_args.field(name)) if has_collectives else empty_category(len(idx))
         elif family == "gpu_annotations":
-            cols["device"] = _ints(take(args, idx), "device", health)
+            cols["device"] = _ints(args.take(idx), "device", health)
         out[family] = pd.DataFrame(cols)
     return out
 
 
-def _instants(events: list, health: Counter) -> pd.DataFrame:
-    ts, ok, _ = raw_us_to_ns(events, "ts")
+def _instants(events: Events, health: Counter) -> pd.DataFrame:
+    ts, ok, _ = events.times("ts")
     if (~ok).any():
         health["instant event without a valid ts (dropped)"] += int((~ok).sum())
     idx = np.flatnonzero(ok)
-    events = take(events, idx)
+    events = events.take(idx)
     cols = {"ts": ts[idx], **_base(events, health)}
-    cols["scope"] = to_category(_field(events, "s"))
+    cols["scope"] = to_category(events.field("s"))
     return pd.DataFrame(cols)
 
 
-def _flows(events: list, health: Counter) -> pd.DataFrame:
+def _flows(events: Events, health: Counter) -> pd.DataFrame:
     """Flow arrows (``s``/``f``/``t``): ``ts``, ``ph``, ``id``, ``cat``, ``pid``, ``tid``.
 
     The flow name repeats its category in Kineto traces and is not kept.
     """
-    ts, ok, _ = raw_us_to_ns(events, "ts")
+    ts, ok, _ = events.times("ts")
     if (~ok).any():
         health["flow event without a valid ts (dropped)"] += int((~ok).sum())
-        events, ts = take(events, np.flatnonzero(ok)), ts[ok]
+        events, ts = events.take(np.flatnonzero(ok)), ts[ok]
     names = ("ph", "cat", "pid", "tid")
     few = _few_distinct_columns(*_combinations(events, names), names, health)
-    flow_id, text_ids = int_column(events, "id")
+    ids = events.field("id")
+    flow_id, text_ids = int_column(ids)
     if text_ids:  # Chrome traces allow string ids
-        flow_id = to_category([None if v is None else str(v) for v in _field(events, "id")])
+        flow_id = to_category([None if v is None else str(v) for v in ids])
     return pd.DataFrame({"ts": ts, "ph": few["ph"], "id": flow_id, "cat": few["cat"], "pid": few["pid"], "tid": few["tid"]})
 
 
-def _meta_events(events: list, health: Counter) -> pd.DataFrame:
-    args = _args_of(events)
-    value = [a.name if a.name is not None else a.labels if a.labels is not None else a.sort_index for a in args]
+def _meta_events(events: Events, health: Counter) -> pd.DataFrame:
+    args = events.args()
+    fields = zip(args.field("name"), args.field("labels"), args.field("sort_index"))
+    value = [name if name is not None else labels if labels is not None else index for name, labels, index in fields]
     return pd.DataFrame({**_base(events, Counter()), "value": to_category(value)}).drop(columns="cat")
 
 
@@ -226,12 +220,12 @@ def build_tables(decoded: dec.Decoded) -> tuple[dict[str, pd.DataFrame], Counter
     category (``"X/kernel"``)."""
     events = decoded.events
     health: Counter = Counter(decoded.skipped)
-    phase_codes, phases = factorize(_field(events, "ph"))
+    phase_codes, phases = factorize(events.field("ph"))
     counts = np.bincount(phase_codes, minlength=len(phases))
     by_phase = Counter({str(p): int(n) for p, n in zip(phases, counts) if p != ""})
     groups = {"X": ("X",), "instants": ("i", "I"), "flows": ("s", "f", "t"), "M": ("M",)}
     selected = {
-        key: take(events, np.flatnonzero(np.isin(phase_codes, [i for i, p in enumerate(phases) if p in values])))
+        key: events.take(np.flatnonzero(np.isin(phase_codes, [i for i, p in enumerate(phases) if p in values])))
         for key, values in groups.items()
     }
     for phase, count in by_phase.items():

@@ -277,7 +277,9 @@ def test_document_layouts_decode_like_json(layout):
     for text in (json.dumps(doc), json.dumps(doc, indent=2)):
         decoded = dec.decode(text.encode(), Path("x.json"))
         assert decoded.metadata == {k: v for k, v in doc.items() if k != "traceEvents"}
-        assert [(e.ph, e.name, bytes(e.ts)) for e in decoded.events] == [("X", "op", b"1")] * len(doc["traceEvents"])
+        events = decoded.events
+        ts, valid, _ = events.times("ts")
+        assert list(zip(events.field("ph"), events.field("name"), ts.tolist(), valid.tolist())) == [("X", "op", 1000, True)] * len(doc["traceEvents"])
         assert json.loads(bytes(decoded.raw_events)) == doc["traceEvents"]
         one_pass = dec._decode_plain_layout(text.encode(), Path("x.json"), Counter())
         assert (one_pass is None) == (layout == "metadata longer than the search window")

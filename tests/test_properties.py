@@ -141,7 +141,7 @@ def test_document_decode_matches_json_whatever_the_layout(before, after, names, 
     text = json.dumps({**before, "traceEvents": events, **after}, indent=indent).encode()
     decoded = dec.decode(text, Path("x.json"))
     assert decoded.metadata == {**before, **after}
-    assert [e.name for e in decoded.events] == names
+    assert decoded.events.field("name") == names
     assert json.loads(bytes(decoded.raw_events)) == events
     one_pass = dec._decode_plain_layout(text, Path("x.json"), Counter())
     assert one_pass is not None and one_pass.metadata == decoded.metadata  # this layout always takes the fast path

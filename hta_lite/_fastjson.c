@@ -1,0 +1,947 @@
+/* Columnar decoder for the ``traceEvents`` array of a Kineto trace (optional accelerator).
+
+   decode_events(buffer) reads the JSON text of the events array (``[ {...}, ... ]``) and
+   returns one Python list per field, with no object per event:
+
+     {"n": rows,
+      "fields": {"ph": [...], "cat": [...], ...},        event keys (absent: every row default)
+      "args": {"stream": [...], ...},                    args keys, by Args attribute name
+      "ts": bytes, "ts_valid": bytes, "dur": ..., "dur_valid": ...}
+                                                          int64 ns and uint8 validity per row
+
+   It gives exactly what the msgspec path of hta_lite.decode would give (decode.Event and
+   decode.Args: the same keys, types and defaults), or None whenever it meets anything
+   outside the subset it handles (a value of an unexpected type, a key with an escape, a
+   timestamp with an exponent or more than three decimals, an integer of more than 18
+   digits, malformed JSON, ...): the caller then takes the msgspec path, which decides.
+   Equal strings share one object and small integers are reused, so the lists are cheap.
+*/
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+#define MAX_DEPTH 512
+
+/* ---- columns ---------------------------------------------------------------------------- */
+
+enum kind { K_PHASE, K_OPT_STR, K_INT_STR_NULL, K_INT_STR, K_FLOAT_STR, K_TUPLE_STR_NULL, K_ANY };
+
+typedef struct {
+    const char *key;     /* JSON key */
+    const char *name;    /* attribute name in decode.Event / decode.Args */
+    enum kind kind;
+} FieldSpec;
+
+static const FieldSpec EVENT_FIELDS[] = {
+    {"ph", "ph", K_PHASE},        {"cat", "cat", K_OPT_STR},      {"name", "name", K_OPT_STR},
+    {"pid", "pid", K_INT_STR_NULL}, {"tid", "tid", K_INT_STR_NULL}, {"id", "id", K_ANY},
+    {"s", "s", K_OPT_STR},
+};
+#define N_EVENT_FIELDS (sizeof(EVENT_FIELDS) / sizeof(EVENT_FIELDS[0]))
+
+static const FieldSpec ARGS_FIELDS[] = {
+    {"stream", "stream", K_INT_STR},
+    {"device", "device", K_INT_STR},
+    {"correlation", "correlation", K_INT_STR},
+    {"External id", "external_id", K_INT_STR},
+    {"bytes", "bytes", K_INT_STR},
+    {"memory bandwidth (GB/s)", "memory_bw_gbps", K_FLOAT_STR},
+    {"grid", "grid", K_TUPLE_STR_NULL},
+    {"block", "block", K_TUPLE_STR_NULL},
+    {"Collective name", "collective_name", K_OPT_STR},
+    {"In msg nelems", "in_msg_nelems", K_INT_STR},
+    {"Out msg nelems", "out_msg_nelems", K_INT_STR},
+    {"Group size", "group_size", K_INT_STR},
+    {"dtype", "dtype", K_OPT_STR},
+    {"Process Group Name", "pg_name", K_OPT_STR},
+    {"Process Group Description", "pg_desc", K_OPT_STR},
+    {"Process Group Ranks", "pg_ranks", K_ANY},
+    {"name", "name", K_ANY},
+    {"labels", "labels", K_ANY},
+    {"sort_index", "sort_index", K_ANY},
+};
+#define N_ARGS_FIELDS (sizeof(ARGS_FIELDS) / sizeof(ARGS_FIELDS[0]))
+
+/* every phase of the Chrome trace format (decode.Phase) */
+static const char *PHASES = "XBEiICbneSTpFstfPNODMVvRc()";
+
+typedef struct {
+    PyObject **items;    /* one slot per row (new references); NULL = the default. Allocated at the
+                            first value, so absent keys cost nothing */
+} Column;
+
+/* ---- parser state ----------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t hash;
+    const char *ptr;
+    Py_ssize_t len;
+    PyObject *obj;
+} CacheEntry;
+
+typedef struct {
+    const char *p, *end;
+    int decline;             /* outside the handled subset: return None */
+    int error;               /* a Python exception is set */
+    CacheEntry *cache;       /* strings without escapes, keyed by their JSON bytes */
+    size_t cache_mask, cache_used;
+    PyObject *int_cache[1024];
+    int64_t int_keys[1024];
+    PyObject *phase_obj[128];
+    PyObject *nan, *minus_one;
+    Py_ssize_t rows, cap;    /* rows read; slots allocated per column (zeroed beyond rows) */
+    Column event_cols[N_EVENT_FIELDS], args_cols[N_ARGS_FIELDS];
+    PyObject *event_default[N_EVENT_FIELDS], *args_default[N_ARGS_FIELDS];
+    int64_t *ts, *dur;       /* ns */
+    uint8_t *ts_valid, *dur_valid;
+} Parser;
+
+static void clear_objs(PyObject **objs, size_t n) {
+    for (size_t i = 0; i < n; i++) Py_CLEAR(objs[i]);
+}
+
+static inline void skip_ws(Parser *ps) {
+    const char *p = ps->p;
+    while (p < ps->end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    ps->p = p;
+}
+
+static inline int peek(Parser *ps) { return ps->p < ps->end ? (unsigned char)*ps->p : -1; }
+
+static inline void decline(Parser *ps) { ps->decline = 1; }
+
+static inline int failed(Parser *ps) { return ps->decline || ps->error; }
+
+/* ---- strings ---------------------------------------------------------------------------- */
+
+static int hexval(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static int read_hex4(const char *p, const char *end) {
+    if (end - p < 4) return -1;
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval((unsigned char)p[i]);
+        if (h < 0) return -1;
+        v = v * 16 + h;
+    }
+    return v;
+}
+
+/* Scan a JSON string starting at '"'. Sets *start and *len to the raw content and *escaped when it
+   holds a backslash. Validates escapes and control characters. Leaves ps->p after the quote. */
+/* bytes that end a plain run inside a JSON string: the quote, a backslash, control characters */
+static unsigned char STRING_STOP[256];
+
+static void init_tables(void) {
+    for (int c = 0; c < 0x20; c++) STRING_STOP[c] = 1;
+    STRING_STOP['"'] = STRING_STOP['\\'] = 1;
+}
+
+static int scan_string(Parser *ps, const char **start, Py_ssize_t *len, int *escaped) {
+    const unsigned char *p = (const unsigned char *)ps->p + 1, *end = (const unsigned char *)ps->end;
+    *escaped = 0;
+    *start = (const char *)p;
+    for (;;) {
+        while (p < end && !STRING_STOP[*p]) p++;
+        if (p >= end || *p < 0x20) break;
+        if (*p == '"') {
+            *len = (const char *)p - *start;
+            ps->p = (const char *)p + 1;
+            return 0;
+        }
+        *escaped = 1; /* a backslash */
+        if (p + 1 >= end) break;
+        unsigned char e = p[1];
+        if (e == 'u') {
+            if (read_hex4((const char *)p + 2, (const char *)end) < 0) break;
+            p += 6;
+        } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+            p += 2;
+        } else {
+            break;
+        }
+    }
+    decline(ps);
+    return -1;
+}
+
+static void put_utf8(char **out, uint32_t cp) {
+    char *o = *out;
+    if (cp < 0x80) {
+        *o++ = (char)cp;
+    } else if (cp < 0x800) {
+        *o++ = (char)(0xC0 | (cp >> 6));
+        *o++ = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        *o++ = (char)(0xE0 | (cp >> 12));
+        *o++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+        *o++ = (char)(0x80 | (cp & 0x3F));
+    } else {
+        *o++ = (char)(0xF0 | (cp >> 18));
+        *o++ = (char)(0x80 | ((cp >> 12) & 0x3F));
+        *o++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+        *o++ = (char)(0x80 | (cp & 0x3F));
+    }
+    *out = o;
+}
+
+/* A str from content holding escapes (already validated by scan_string). */
+static PyObject *unescape(Parser *ps, const char *s, Py_ssize_t len) {
+    char *buf = PyMem_Malloc(len + 1), *o = buf;
+    if (!buf) {
+        ps->error = 1;
+        PyErr_NoMemory();
+        return NULL;
+    }
+    const char *p = s, *end = s + len;
+    while (p < end) {
+        if (*p != '\\') {
+            *o++ = *p++;
+            continue;
+        }
+        char e = p[1];
+        p += 2;
+        switch (e) {
+            case 'b': *o++ = '\b'; break;
+            case 'f': *o++ = '\f'; break;
+            case 'n': *o++ = '\n'; break;
+            case 'r': *o++ = '\r'; break;
+            case 't': *o++ = '\t'; break;
+            case 'u': {
+                uint32_t cp = (uint32_t)read_hex4(p, end);
+                p += 4;
+                if (cp >= 0xD800 && cp <= 0xDBFF) { /* a surrogate pair, or decline */
+                    int low = (end - p >= 6 && p[0] == '\\' && p[1] == 'u') ? read_hex4(p + 2, end) : -1;
+                    if (low < 0xDC00 || low > 0xDFFF) {
+                        PyMem_Free(buf);
+                        decline(ps);
+                        return NULL;
+                    }
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + ((uint32_t)low - 0xDC00);
+                    p += 6;
+                } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                    PyMem_Free(buf);
+                    decline(ps);
+                    return NULL;
+                }
+                put_utf8(&o, cp);
+                break;
+            }
+            default: *o++ = e; break; /* " \ / */
+        }
+    }
+    PyObject *str = PyUnicode_DecodeUTF8(buf, o - buf, NULL);
+    PyMem_Free(buf);
+    if (!str) {
+        PyErr_Clear();
+        decline(ps); /* invalid UTF-8: the msgspec path reports or repairs it */
+    }
+    return str;
+}
+
+static int cache_grow(Parser *ps) {
+    size_t old_size = ps->cache ? ps->cache_mask + 1 : 0, size = old_size ? old_size * 2 : 4096;
+    CacheEntry *table = PyMem_Calloc(size, sizeof(CacheEntry));
+    if (!table) {
+        ps->error = 1;
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < old_size; i++) {
+        CacheEntry *e = &ps->cache[i];
+        if (!e->obj) continue;
+        size_t j = e->hash & (size - 1);
+        while (table[j].obj) j = (j + 1) & (size - 1);
+        table[j] = *e;
+    }
+    PyMem_Free(ps->cache);
+    ps->cache = table;
+    ps->cache_mask = size - 1;
+    return 0;
+}
+
+/* A str for raw content without escapes; equal contents share one object. New reference. */
+static PyObject *cached_str(Parser *ps, const char *s, Py_ssize_t len) {
+    uint64_t h = (uint64_t)len * 0x9E3779B97F4A7C15ULL, word;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        memcpy(&word, s + i, 8);
+        h = (h ^ word) * 0x100000001B3ULL;
+        h ^= h >> 29;
+    }
+    for (; i < len; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001B3ULL;
+    h ^= h >> 32;
+    size_t j = h & ps->cache_mask;
+    for (;;) {
+        CacheEntry *e = &ps->cache[j];
+        if (!e->obj) break;
+        if (e->hash == h && e->len == len && memcmp(e->ptr, s, len) == 0) {
+            Py_INCREF(e->obj);
+            return e->obj;
+        }
+        j = (j + 1) & ps->cache_mask;
+    }
+    PyObject *str = PyUnicode_DecodeUTF8(s, len, NULL);
+    if (!str) {
+        PyErr_Clear();
+        decline(ps);
+        return NULL;
+    }
+    if ((ps->cache_used + 1) * 2 > ps->cache_mask + 1) {
+        if (cache_grow(ps) < 0) {
+            Py_DECREF(str);
+            return NULL;
+        }
+        j = h & ps->cache_mask;
+        while (ps->cache[j].obj) j = (j + 1) & ps->cache_mask;
+    }
+    ps->cache[j] = (CacheEntry){h, s, len, str};
+    Py_INCREF(str); /* one reference held by the cache */
+    ps->cache_used++;
+    return str;
+}
+
+static PyObject *read_str(Parser *ps) {
+    const char *s;
+    Py_ssize_t len;
+    int escaped;
+    if (scan_string(ps, &s, &len, &escaped) < 0) return NULL;
+    return escaped ? unescape(ps, s, len) : cached_str(ps, s, len);
+}
+
+/* ---- numbers ---------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *start;
+    Py_ssize_t len;
+    int negative;
+    const char *int_digits;
+    Py_ssize_t n_int;
+    const char *frac_digits;
+    Py_ssize_t n_frac;
+    int has_exp;
+} Number;
+
+/* JSON number grammar, strictly: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)? */
+static int scan_number(Parser *ps, Number *n) {
+    const char *p = ps->p, *end = ps->end;
+    memset(n, 0, sizeof(*n));
+    n->start = p;
+    if (p < end && *p == '-') {
+        n->negative = 1;
+        p++;
+    }
+    n->int_digits = p;
+    if (p < end && *p == '0') {
+        p++;
+    } else if (p < end && *p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    } else {
+        goto bad;
+    }
+    n->n_int = p - n->int_digits;
+    if (p < end && *p == '.') {
+        p++;
+        n->frac_digits = p;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        n->n_frac = p - n->frac_digits;
+        if (n->n_frac == 0) goto bad;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        n->has_exp = 1;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        const char *digits = p;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (p == digits) goto bad;
+    }
+    if (p < end && ((*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' || *p == 'E' || *p == '-' || *p == '+')) goto bad;
+    n->len = p - n->start;
+    ps->p = p;
+    return 0;
+bad:
+    decline(ps);
+    return -1;
+}
+
+static int64_t digits_value(const char *s, Py_ssize_t n) {
+    int64_t v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) v = v * 10 + (s[i] - '0');
+    return v;
+}
+
+/* A JSON integer of at most 18 digits as a Python int (small values reused); else decline. */
+static PyObject *int_object(Parser *ps, const Number *n) {
+    if (n->n_frac || n->has_exp || n->n_int > 18) {
+        decline(ps);
+        return NULL;
+    }
+    int64_t v = digits_value(n->int_digits, n->n_int);
+    if (n->negative) v = -v;
+    size_t slot = (size_t)v & 1023;
+    if (ps->int_cache[slot] && ps->int_keys[slot] == v) {
+        Py_INCREF(ps->int_cache[slot]);
+        return ps->int_cache[slot];
+    }
+    PyObject *obj = PyLong_FromLongLong(v);
+    if (!obj) {
+        ps->error = 1;
+        return NULL;
+    }
+    Py_XSETREF(ps->int_cache[slot], obj);
+    ps->int_keys[slot] = v;
+    Py_INCREF(obj);
+    return obj;
+}
+
+/* Any JSON number as a float (msgspec's float type accepts integers too); decline on overflow. */
+static PyObject *float_object(Parser *ps, const Number *n) {
+    char buf[64];
+    if (n->len >= (Py_ssize_t)sizeof(buf)) {
+        decline(ps);
+        return NULL;
+    }
+    memcpy(buf, n->start, n->len);
+    buf[n->len] = 0;
+    double v = PyOS_string_to_double(buf, NULL, NULL);
+    if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        decline(ps);
+        return NULL;
+    }
+    if (!isfinite(v)) {
+        decline(ps);
+        return NULL;
+    }
+    PyObject *obj = PyFloat_FromDouble(v);
+    if (!obj) ps->error = 1;
+    return obj;
+}
+
+/* ---- generic values --------------------------------------------------------------------- */
+
+static int expect_literal(Parser *ps, const char *word) {
+    size_t len = strlen(word);
+    if ((size_t)(ps->end - ps->p) < len || memcmp(ps->p, word, len) != 0) {
+        decline(ps);
+        return -1;
+    }
+    ps->p += len;
+    return 0;
+}
+
+/* Walk one JSON value and return it as a new Python object when ``build`` (else a new reference
+   to None, the value only validated). NULL on decline or error. */
+static PyObject *value(Parser *ps, int build, int depth);
+
+static PyObject *container(Parser *ps, int build, int depth, int is_object) {
+    char close = is_object ? '}' : ']';
+    PyObject *out = NULL;
+    if (build) {
+        out = is_object ? PyDict_New() : PyList_New(0);
+        if (!out) {
+            ps->error = 1;
+            return NULL;
+        }
+    }
+    ps->p++;
+    skip_ws(ps);
+    if (peek(ps) == close) {
+        ps->p++;
+        if (!build) Py_RETURN_NONE;
+        return out;
+    }
+    for (;;) {
+        PyObject *key = NULL;
+        if (is_object) {
+            if (peek(ps) != '"') goto bad;
+            if (build) {
+                key = read_str(ps);
+                if (!key) goto fail;
+            } else {
+                const char *s;
+                Py_ssize_t len;
+                int escaped;
+                if (scan_string(ps, &s, &len, &escaped) < 0) goto fail;
+            }
+            skip_ws(ps);
+            if (peek(ps) != ':') {
+                Py_XDECREF(key);
+                goto bad;
+            }
+            ps->p++;
+            skip_ws(ps);
+        }
+        PyObject *item = value(ps, build, depth + 1);
+        if (!item) {
+            Py_XDECREF(key);
+            goto fail;
+        }
+        int rc = 0;
+        if (build) rc = is_object ? PyDict_SetItem(out, key, item) : PyList_Append(out, item);
+        Py_XDECREF(key);
+        Py_DECREF(item);
+        if (rc < 0) {
+            ps->error = 1;
+            goto fail;
+        }
+        skip_ws(ps);
+        int c = peek(ps);
+        if (c == ',') {
+            ps->p++;
+            skip_ws(ps);
+            continue;
+        }
+        if (c == close) {
+            ps->p++;
+            break;
+        }
+        goto bad;
+    }
+    if (!build) Py_RETURN_NONE;
+    return out;
+bad:
+    decline(ps);
+fail:
+    Py_XDECREF(out);
+    return NULL;
+}
+
+static PyObject *value(Parser *ps, int build, int depth) {
+    if (depth > MAX_DEPTH) {
+        decline(ps);
+        return NULL;
+    }
+    int c = peek(ps);
+    if (c == '"') {
+        if (build) return read_str(ps);
+        const char *s;
+        Py_ssize_t len;
+        int escaped;
+        if (scan_string(ps, &s, &len, &escaped) < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (c == '{' || c == '[') return container(ps, build, depth, c == '{');
+    if (c == 't') return expect_literal(ps, "true") < 0 ? NULL : (build ? Py_NewRef(Py_True) : Py_NewRef(Py_None));
+    if (c == 'f') return expect_literal(ps, "false") < 0 ? NULL : (build ? Py_NewRef(Py_False) : Py_NewRef(Py_None));
+    if (c == 'n') return expect_literal(ps, "null") < 0 ? NULL : Py_NewRef(Py_None);
+    Number n;
+    if (scan_number(ps, &n) < 0) return NULL;
+    if (!build) Py_RETURN_NONE;
+    return (n.n_frac || n.has_exp) ? float_object(ps, &n) : int_object(ps, &n);
+}
+
+/* ---- typed fields ----------------------------------------------------------------------- */
+
+static PyObject *int_tuple(Parser *ps) {
+    PyObject *list = value(ps, 1, 1);
+    if (!list) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyLong_CheckExact(PyList_GET_ITEM(list, i))) { /* msgspec: tuple[int, ...] only */
+            Py_DECREF(list);
+            decline(ps);
+            return NULL;
+        }
+    }
+    PyObject *tuple = PyList_AsTuple(list);
+    Py_DECREF(list);
+    if (!tuple) ps->error = 1;
+    return tuple;
+}
+
+/* One value of a field of the given kind; NULL on decline / error. */
+static PyObject *typed_value(Parser *ps, enum kind kind) {
+    int c = peek(ps);
+    switch (kind) {
+        case K_ANY:
+            return value(ps, 1, 1);
+        case K_PHASE: {
+            const char *s;
+            Py_ssize_t len;
+            int escaped;
+            if (c != '"' || scan_string(ps, &s, &len, &escaped) < 0) break;
+            if (escaped || len > 1) break;
+            int ch = len ? (unsigned char)s[0] : 0;
+            if (len && (ch >= 128 || !strchr(PHASES, ch))) break;
+            PyObject *obj = ps->phase_obj[ch];
+            if (!obj) {
+                obj = PyUnicode_FromStringAndSize(s, len);
+                if (!obj) {
+                    ps->error = 1;
+                    return NULL;
+                }
+                PyUnicode_InternInPlace(&obj);
+                ps->phase_obj[ch] = obj;
+            }
+            return Py_NewRef(obj);
+        }
+        case K_OPT_STR:
+            if (c == '"') return read_str(ps);
+            if (c == 'n') return expect_literal(ps, "null") < 0 ? NULL : Py_NewRef(Py_None);
+            break;
+        case K_INT_STR_NULL:
+        case K_INT_STR:
+            if (c == '"') return read_str(ps);
+            if (c == 'n' && kind == K_INT_STR_NULL) return expect_literal(ps, "null") < 0 ? NULL : Py_NewRef(Py_None);
+            if (c == '-' || (c >= '0' && c <= '9')) {
+                Number n;
+                if (scan_number(ps, &n) < 0) return NULL;
+                return int_object(ps, &n);
+            }
+            break;
+        case K_FLOAT_STR:
+            if (c == '"') return read_str(ps);
+            if (c == '-' || (c >= '0' && c <= '9')) {
+                Number n;
+                if (scan_number(ps, &n) < 0) return NULL;
+                return float_object(ps, &n);
+            }
+            break;
+        case K_TUPLE_STR_NULL:
+            if (c == '"') return read_str(ps);
+            if (c == 'n') return expect_literal(ps, "null") < 0 ? NULL : Py_NewRef(Py_None);
+            if (c == '[') return int_tuple(ps);
+            break;
+    }
+    decline(ps);
+    return NULL;
+}
+
+/* ts / dur: a number of microseconds with at most 3 decimals and |value| <= 9e15 becomes
+   exact int64 ns; null is invalid (as a missing key is); anything else declines. */
+static int read_time(Parser *ps, int64_t *ns, uint8_t *ok) {
+    int c = peek(ps);
+    if (c == 'n') {
+        if (expect_literal(ps, "null") < 0) return -1;
+        *ns = 0;
+        *ok = 0;
+        return 0;
+    }
+    Number n;
+    if (!(c == '-' || (c >= '0' && c <= '9')) || scan_number(ps, &n) < 0 || n.has_exp || n.n_frac > 3 || n.n_int > 16) {
+        decline(ps);
+        return -1;
+    }
+    int64_t us = digits_value(n.int_digits, n.n_int);
+    if (us > 9000000000000000LL) {
+        decline(ps);
+        return -1;
+    }
+    int64_t frac = digits_value(n.frac_digits, n.n_frac);
+    for (Py_ssize_t i = n.n_frac; i < 3; i++) frac *= 10;
+    int64_t v = us * 1000 + frac;
+    *ns = n.negative ? -v : v;
+    *ok = 1;
+    return 0;
+}
+
+/* ---- events ----------------------------------------------------------------------------- */
+
+static int find_field(const FieldSpec *specs, const Py_ssize_t *lengths, size_t n, const char *key, Py_ssize_t len) {
+    for (size_t i = 0; i < n; i++)
+        if (lengths[i] == len && specs[i].key[0] == key[0] && memcmp(specs[i].key, key, len) == 0) return (int)i;
+    return -1;
+}
+
+static Py_ssize_t EVENT_KEY_LEN[N_EVENT_FIELDS], ARGS_KEY_LEN[N_ARGS_FIELDS];
+
+/* The args object (or null) of one event; unknown keys are validated and dropped. */
+/* Store a new reference in the current row's slot of a column (the last of repeated keys wins). */
+static int set_slot(Parser *ps, Column *col, PyObject *v) {
+    if (!col->items) {
+        col->items = PyMem_Calloc(ps->cap, sizeof(PyObject *));
+        if (!col->items) {
+            Py_DECREF(v);
+            ps->error = 1;
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    Py_XSETREF(col->items[ps->rows], v);
+    return 0;
+}
+
+static int read_args(Parser *ps) {
+    for (size_t i = 0; i < N_ARGS_FIELDS; i++) /* a repeated "args" key replaces the whole struct */
+        if (ps->args_cols[i].items) Py_CLEAR(ps->args_cols[i].items[ps->rows]);
+    int c = peek(ps);
+    if (c == 'n') return expect_literal(ps, "null");
+    if (c != '{') {
+        decline(ps);
+        return -1;
+    }
+    ps->p++;
+    skip_ws(ps);
+    if (peek(ps) == '}') {
+        ps->p++;
+        return 0;
+    }
+    for (;;) {
+        const char *key;
+        Py_ssize_t len;
+        int escaped;
+        if (peek(ps) != '"' || scan_string(ps, &key, &len, &escaped) < 0 || escaped) break;
+        skip_ws(ps);
+        if (peek(ps) != ':') break;
+        ps->p++;
+        skip_ws(ps);
+        int f = find_field(ARGS_FIELDS, ARGS_KEY_LEN, N_ARGS_FIELDS, key, len);
+        PyObject *v = f >= 0 ? typed_value(ps, ARGS_FIELDS[f].kind) : value(ps, 0, 2);
+        if (!v) return -1;
+        if (f < 0)
+            Py_DECREF(v);
+        else if (set_slot(ps, &ps->args_cols[f], v) < 0)
+            return -1;
+        skip_ws(ps);
+        c = peek(ps);
+        if (c == ',') {
+            ps->p++;
+            skip_ws(ps);
+            continue;
+        }
+        if (c == '}') {
+            ps->p++;
+            return 0;
+        }
+        break;
+    }
+    decline(ps);
+    return -1;
+}
+
+/* One event object into row ``ps->rows`` of every column. */
+static int read_event(Parser *ps) {
+    if (peek(ps) != '{') {
+        decline(ps);
+        return -1;
+    }
+    ps->p++;
+    skip_ws(ps);
+    if (peek(ps) == '}') {
+        ps->p++;
+        return 0;
+    }
+    Py_ssize_t row = ps->rows;
+    for (;;) {
+        const char *key;
+        Py_ssize_t len;
+        int escaped;
+        if (peek(ps) != '"' || scan_string(ps, &key, &len, &escaped) < 0 || escaped) break;
+        skip_ws(ps);
+        if (peek(ps) != ':') break;
+        ps->p++;
+        skip_ws(ps);
+        int rc;
+        if (len == 2 && key[0] == 't' && key[1] == 's') {
+            rc = read_time(ps, &ps->ts[row], &ps->ts_valid[row]);
+        } else if (len == 3 && memcmp(key, "dur", 3) == 0) {
+            rc = read_time(ps, &ps->dur[row], &ps->dur_valid[row]);
+        } else if (len == 4 && memcmp(key, "args", 4) == 0) {
+            rc = read_args(ps);
+        } else {
+            int f = find_field(EVENT_FIELDS, EVENT_KEY_LEN, N_EVENT_FIELDS, key, len);
+            PyObject *v = f >= 0 ? typed_value(ps, EVENT_FIELDS[f].kind) : value(ps, 0, 1);
+            rc = v ? 0 : -1;
+            if (v && f < 0)
+                Py_DECREF(v);
+            else if (v)
+                rc = set_slot(ps, &ps->event_cols[f], v);
+        }
+        if (rc < 0) return -1;
+        skip_ws(ps);
+        int c = peek(ps);
+        if (c == ',') {
+            ps->p++;
+            skip_ws(ps);
+            continue;
+        }
+        if (c == '}') {
+            ps->p++;
+            return 0;
+        }
+        break;
+    }
+    decline(ps);
+    return -1;
+}
+
+static void *grow(void *old, Py_ssize_t old_cap, Py_ssize_t cap, size_t item) {
+    if (!old) return PyMem_Calloc(cap, item); /* fresh zero pages: only the rows used are touched */
+    char *mem = PyMem_Realloc(old, cap * item);
+    if (mem) memset(mem + old_cap * item, 0, (cap - old_cap) * item);
+    return mem;
+}
+
+/* Make room for ``cap`` rows in every column (new slots zeroed: default value, invalid time). */
+static int reserve(Parser *ps, Py_ssize_t cap) {
+    void **arrays[4] = {(void **)&ps->ts, (void **)&ps->dur, (void **)&ps->ts_valid, (void **)&ps->dur_valid};
+    size_t sizes[4] = {sizeof(int64_t), sizeof(int64_t), 1, 1};
+    for (int i = 0; i < 4; i++) {
+        void *mem = grow(*arrays[i], ps->cap, cap, sizes[i]);
+        if (!mem) goto nomem;
+        *arrays[i] = mem;
+    }
+    Column *groups[2] = {ps->event_cols, ps->args_cols};
+    size_t counts[2] = {N_EVENT_FIELDS, N_ARGS_FIELDS};
+    for (int g = 0; g < 2; g++) {
+        for (size_t i = 0; i < counts[g]; i++) {
+            if (!groups[g][i].items) continue;
+            PyObject **items = grow(groups[g][i].items, ps->cap, cap, sizeof(PyObject *));
+            if (!items) goto nomem;
+            groups[g][i].items = items;
+        }
+    }
+    ps->cap = cap;
+    return 0;
+nomem:
+    ps->error = 1;
+    PyErr_NoMemory();
+    return -1;
+}
+
+static int read_events(Parser *ps) {
+    skip_ws(ps);
+    if (peek(ps) != '[') goto bad;
+    ps->p++;
+    skip_ws(ps);
+    if (peek(ps) == ']') {
+        ps->p++;
+    } else {
+        for (;;) {
+            if (ps->rows == ps->cap && reserve(ps, ps->cap * 2) < 0) return -1;
+            if (read_event(ps) < 0) return -1;
+            ps->rows++;
+            skip_ws(ps);
+            int c = peek(ps);
+            if (c == ',') {
+                ps->p++;
+                skip_ws(ps);
+                continue;
+            }
+            if (c == ']') {
+                ps->p++;
+                break;
+            }
+            goto bad;
+        }
+    }
+    skip_ws(ps);
+    if (ps->p == ps->end) return 0;
+bad:
+    decline(ps);
+    return -1;
+}
+
+/* ---- result ----------------------------------------------------------------------------- */
+
+/* {attribute name: list} for the columns that hold a value in some row; the slots move into the lists. */
+static PyObject *columns_dict(Parser *ps, const FieldSpec *specs, Column *cols, PyObject **defaults, size_t n) {
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!cols[i].items) continue;
+        PyObject *list = PyList_New(ps->rows);
+        if (!list) goto fail;
+        for (Py_ssize_t r = 0; r < ps->rows; r++) {
+            PyObject *v = cols[i].items[r];
+            cols[i].items[r] = NULL;
+            PyList_SET_ITEM(list, r, v ? v : Py_NewRef(defaults[i]));
+        }
+        int rc = PyDict_SetItemString(d, specs[i].name, list);
+        Py_DECREF(list);
+        if (rc < 0) goto fail;
+    }
+    return d;
+fail:
+    Py_DECREF(d);
+    return NULL;
+}
+
+static PyObject *result(Parser *ps) {
+    PyObject *fields = columns_dict(ps, EVENT_FIELDS, ps->event_cols, ps->event_default, N_EVENT_FIELDS);
+    PyObject *args = columns_dict(ps, ARGS_FIELDS, ps->args_cols, ps->args_default, N_ARGS_FIELDS);
+    Py_ssize_t n = ps->rows;
+    PyObject *out = NULL;
+    if (fields && args) {
+        out = Py_BuildValue("{s:n,s:O,s:O,s:y#,s:y#,s:y#,s:y#}", "n", n, "fields", fields, "args", args,
+                            "ts", (const char *)ps->ts, n * (Py_ssize_t)sizeof(int64_t),
+                            "ts_valid", (const char *)ps->ts_valid, n,
+                            "dur", (const char *)ps->dur, n * (Py_ssize_t)sizeof(int64_t),
+                            "dur_valid", (const char *)ps->dur_valid, n);
+    }
+    Py_XDECREF(fields);
+    Py_XDECREF(args);
+    return out;
+}
+
+static void free_column(Parser *ps, Column *col) {
+    if (!col->items) return;
+    for (Py_ssize_t r = 0; r <= ps->rows && r < ps->cap; r++) Py_XDECREF(col->items[r]); /* later slots are unused */
+    PyMem_Free(col->items);
+}
+
+static void parser_free(Parser *ps) {
+    for (size_t i = 0; ps->cache && i <= ps->cache_mask; i++) Py_XDECREF(ps->cache[i].obj);
+    PyMem_Free(ps->cache);
+    clear_objs(ps->int_cache, 1024);
+    clear_objs(ps->phase_obj, 128);
+    for (size_t i = 0; i < N_EVENT_FIELDS; i++) free_column(ps, &ps->event_cols[i]);
+    for (size_t i = 0; i < N_ARGS_FIELDS; i++) free_column(ps, &ps->args_cols[i]);
+    PyMem_Free(ps->ts);
+    PyMem_Free(ps->dur);
+    PyMem_Free(ps->ts_valid);
+    PyMem_Free(ps->dur_valid);
+}
+
+static PyObject *decode_events(PyObject *self, PyObject *args) {
+    PyObject *event_defaults, *args_defaults;
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "y*O!O!", &buf, &PyDict_Type, &event_defaults, &PyDict_Type, &args_defaults)) return NULL;
+    Parser *ps = PyMem_Calloc(1, sizeof(Parser));
+    if (!ps) {
+        PyBuffer_Release(&buf);
+        return PyErr_NoMemory();
+    }
+    ps->p = buf.buf;
+    ps->end = (const char *)buf.buf + buf.len;
+    PyObject *out = NULL;
+    for (size_t i = 0; i < N_EVENT_FIELDS; i++) {
+        ps->event_default[i] = PyDict_GetItemString(event_defaults, EVENT_FIELDS[i].name);
+        if (!ps->event_default[i]) ps->event_default[i] = Py_None;
+    }
+    for (size_t i = 0; i < N_ARGS_FIELDS; i++) {
+        ps->args_default[i] = PyDict_GetItemString(args_defaults, ARGS_FIELDS[i].name);
+        if (!ps->args_default[i]) ps->args_default[i] = Py_None;
+    }
+    /* first guess of the row count: Kineto events take 100-300 bytes of JSON */
+    if (cache_grow(ps) < 0 || reserve(ps, buf.len / 96 + 1024) < 0) ps->error = 1;
+    else if (read_events(ps) == 0) out = result(ps);
+    else if (!ps->error) out = Py_NewRef(Py_None);
+    parser_free(ps);
+    PyMem_Free(ps);
+    PyBuffer_Release(&buf);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_events", decode_events, METH_VARARGS,
+     "decode_events(buffer, event_defaults, args_defaults) -> dict | None: the events array as columns"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastjson", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__fastjson(void) {
+    init_tables();
+    for (size_t i = 0; i < N_EVENT_FIELDS; i++) EVENT_KEY_LEN[i] = (Py_ssize_t)strlen(EVENT_FIELDS[i].key);
+    for (size_t i = 0; i < N_ARGS_FIELDS; i++) ARGS_KEY_LEN[i] = (Py_ssize_t)strlen(ARGS_FIELDS[i].key);
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,100 @@
+"""The decoded events of one file, read field by field.
+
+Two containers with the same interface, so that :mod:`hta_lite.tables` does not care which
+decoder ran:
+
+- :class:`EventColumns`: one list per field, from the C decoder (``hta_lite._fastjson``); no
+  Python object per event, equal strings shared, ``ts`` / ``dur`` already int64 nanoseconds.
+- :class:`EventList`: the msgspec structs of :mod:`hta_lite.decode` (the path taken without the
+  C decoder, or for traces it declines).
+
+Rows are selected with ``take(index)``; ``field(name)`` gives one value per row (the decoder's
+default where the key was absent), ``times(name)`` gives ``(ns, valid, n_subns)`` as
+:func:`hta_lite.timestamps.raw_us_to_ns` does, and ``args()`` the ``args`` keys as another
+container with the same rows.
+"""
+from __future__ import annotations
+
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+
+from .columns import take
+from .timestamps import raw_us_to_ns
+
+
+class EventList:
+    """Events as decoded structs (``decode.Event`` or ``decode.Args``)."""
+
+    def __init__(self, items: list, empty_args: Any = None):
+        self.items = items
+        self._empty_args = empty_args  # stands in for an event without args
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def field(self, name: str) -> list:
+        return list(map(attrgetter(name), self.items))
+
+    def tuples(self, names: tuple) -> list[tuple]:
+        """One tuple of the ``names`` fields per row (one pass over the structs)."""
+        return list(map(attrgetter(*names), self.items))
+
+    def times(self, name: str) -> tuple[np.ndarray, np.ndarray, int]:
+        return raw_us_to_ns(self.items, name)
+
+    def take(self, index: np.ndarray) -> EventList:
+        return EventList(take(self.items, index), self._empty_args)
+
+    def args(self) -> EventList:
+        raw = np.fromiter(map(attrgetter("args"), self.items), dtype=object, count=len(self.items))
+        raw[np.equal(raw, None)] = self._empty_args
+        return EventList(raw.tolist())
+
+
+class EventColumns:
+    """Events as one list per field (the C decoder's output), viewed through a row index."""
+
+    def __init__(self, n: int, fields: dict[str, list], defaults: dict[str, Any], times: dict, args: EventColumns | None = None, index: np.ndarray | None = None):
+        self._n = n
+        self._fields = fields
+        self._defaults = defaults
+        self._times = times  # name -> (int64 ns, bool valid), every row
+        self._args = args
+        self._index = index
+
+    @classmethod
+    def from_decoder(cls, out: dict, event_defaults: dict, args_defaults: dict) -> EventColumns:
+        n = out["n"]
+        times = {
+            name: (np.frombuffer(out[name], np.int64), np.frombuffer(out[f"{name}_valid"], np.uint8).view(bool))
+            for name in ("ts", "dur")
+        }
+        return cls(n, out["fields"], event_defaults, times, cls(n, out["args"], args_defaults, {}))
+
+    def __len__(self) -> int:
+        return self._n if self._index is None else len(self._index)
+
+    def field(self, name: str) -> list:
+        values = self._fields.get(name)
+        if values is None:
+            return [self._defaults[name]] * len(self)
+        return values if self._index is None else take(values, self._index)
+
+    def tuples(self, names: tuple) -> list[tuple]:
+        return list(zip(*(self.field(name) for name in names)))
+
+    def times(self, name: str) -> tuple[np.ndarray, np.ndarray, int]:
+        ns, valid = self._times[name]  # read-only views of the decoder's buffers
+        if self._index is not None:
+            ns, valid = ns[self._index], valid[self._index]
+        return ns, valid, 0  # the C decoder declines sub-nanosecond digits
+
+    def take(self, index: np.ndarray) -> EventColumns:
+        rows = index if self._index is None else self._index[index]
+        args = None if self._args is None else self._args.take(index)
+        return EventColumns(self._n, self._fields, self._defaults, self._times, args, rows)
+
+    def args(self) -> EventColumns:
+        return self._args
