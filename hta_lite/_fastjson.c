@@ -159,9 +159,15 @@ static int scan_string(Parser *ps, const char **start, Py_ssize_t *len, int *esc
         *escaped = 1; /* a backslash */
         if (p + 1 >= end) break;
         unsigned char e = p[1];
-        if (e == 'u') {
-            if (read_hex4((const char *)p + 2, (const char *)end) < 0) break;
+        if (e == 'u') {  /* surrogates must come in pairs (msgspec rejects a lone one anywhere) */
+            int cp = read_hex4((const char *)p + 2, (const char *)end);
+            if (cp < 0 || (cp >= 0xDC00 && cp <= 0xDFFF)) break;
             p += 6;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                int low = (end - p >= 6 && p[0] == '\\' && p[1] == 'u') ? read_hex4((const char *)p + 2, (const char *)end) : -1;
+                if (low < 0xDC00 || low > 0xDFFF) break;
+                p += 6;
+            }
         } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
             p += 2;
         } else {
