@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .columns import take
+from .columns import factorize, take
 from .timestamps import raw_us_to_ns
 
 
@@ -37,9 +37,9 @@ class EventList:
     def field(self, name: str) -> list:
         return list(map(attrgetter(name), self.items))
 
-    def tuples(self, names: tuple) -> list[tuple]:
-        """One tuple of the ``names`` fields per row (one pass over the structs)."""
-        return list(map(attrgetter(*names), self.items))
+    def combinations(self, names: tuple) -> tuple[np.ndarray, list[tuple]]:
+        """Each row's code among the distinct tuples of its ``names`` fields (first-seen order)."""
+        return factorize(list(map(attrgetter(*names), self.items)))  # one pass over the structs
 
     def times(self, name: str) -> tuple[np.ndarray, np.ndarray, int]:
         return raw_us_to_ns(self.items, name)
@@ -82,8 +82,9 @@ class EventColumns:
             return [self._defaults[name]] * len(self)
         return values if self._index is None else take(values, self._index)
 
-    def tuples(self, names: tuple) -> list[tuple]:
-        return list(zip(*(self.field(name) for name in names)))
+    def combinations(self, names: tuple) -> tuple[np.ndarray, list[tuple]]:
+        """As :meth:`EventList.combinations` (tuples of shared objects hash fast)."""
+        return factorize(list(zip(*(self.field(name) for name in names))))
 
     def times(self, name: str) -> tuple[np.ndarray, np.ndarray, int]:
         ns, valid = self._times[name]  # read-only views of the decoder's buffers

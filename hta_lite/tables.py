@@ -44,11 +44,6 @@ def _ints(items: Events, name: str, health: Counter) -> np.ndarray:
     return values
 
 
-def _combinations(events: Events, names: tuple) -> tuple[np.ndarray, list]:
-    """Each event's code among the distinct tuples of its ``names`` fields."""
-    return factorize(events.tuples(names))
-
-
 def _few_distinct_columns(codes: np.ndarray, combos: list, names: tuple, health: Counter) -> dict:
     """Columns of attributes with few distinct values (ph, cat, pid, tid), each distinct
     combination converted once: categoricals, and int64 for pid / tid (-1 and counted when
@@ -73,7 +68,7 @@ def _few_distinct_columns(codes: np.ndarray, combos: list, names: tuple, health:
 def _base(events: Events, health: Counter) -> dict:
     """name, cat, pid, tid columns shared by every family."""
     names = ("cat", "pid", "tid")
-    return {"name": to_category(events.field("name")), **_few_distinct_columns(*_combinations(events, names), names, health)}
+    return {"name": to_category(events.field("name")), **_few_distinct_columns(*events.combinations(names), names, health)}
 
 
 def _subset(columns: dict, idx: np.ndarray) -> dict:
@@ -89,7 +84,7 @@ def _subset(columns: dict, idx: np.ndarray) -> dict:
 def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict[str, pd.DataFrame]:
     """X events -> gpu, cpu and gpu_annotations tables; counts them by category in ``by_phase``."""
     thread_fields = ("cat", "pid", "tid")
-    codes, combos = _combinations(events, thread_fields)
+    codes, combos = events.combinations(thread_fields)
     for (cat, _, _), n in zip(combos, np.bincount(codes, minlength=len(combos)).tolist()):
         if cat is not None:
             by_phase[f"X/{cat}"] += n
@@ -172,7 +167,7 @@ def _flows(events: Events, health: Counter) -> pd.DataFrame:
         health["flow event without a valid ts (dropped)"] += int((~ok).sum())
         events, ts = events.take(np.flatnonzero(ok)), ts[ok]
     names = ("ph", "cat", "pid", "tid")
-    few = _few_distinct_columns(*_combinations(events, names), names, health)
+    few = _few_distinct_columns(*events.combinations(names), names, health)
     ids = events.field("id")
     flow_id, text_ids = int_column(ids)
     if text_ids:  # Chrome traces allow string ids
