@@ -18,6 +18,8 @@ from hta_lite import rank_trace
 from hta_lite.events import EventColumns, EventList
 
 fastjson = pytest.importorskip("hta_lite._fastjson", reason="the C decoder is not built (no C compiler at install)")
+if dec._fastjson is None:
+    pytest.skip("HTA_LITE_NO_C is set", allow_module_level=True)
 
 ARGS_FIELDS = dec.Args.__struct_fields__
 EVENT_FIELDS = ("ph", "cat", "name", "pid", "tid", "id", "s")
