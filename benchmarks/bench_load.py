@@ -2,7 +2,8 @@
 
 Each measurement runs in a fresh process (imports excluded from the time); the jobs of one
 trace take turns, ``--repeat`` rounds, so that each sees the same machine load; the table
-shows medians. Peak RSS is the child's ru_maxrss.
+shows medians. Peak RSS is the child's ru_maxrss. *cold* uses the C decoder when it is built;
+*no C* is the same load through the pure-Python (msgspec) decoder (``HTA_LITE_NO_C=1``).
 
     python benchmarks/bench_load.py --ref-python /path/to/refvenv/bin/python [--min-mb 10]
 
@@ -72,28 +73,30 @@ def main() -> None:
     folders = [(f, uncompressed_mb(f)) for f in folders]
     folders = [(f, mb) for f, mb in folders if mb >= args.min_mb]
     results = {}
-    print("| trace | MB (json) | hta_lite cold s | hta_lite warm s | reference s | floor s | cold speedup | warm speedup | cold vs floor | RSS hta_lite MB | RSS ref MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| trace | MB (json) | hta_lite cold s | no C s | hta_lite warm s | reference s | floor s | cold speedup | no C speedup | warm speedup | cold vs floor | RSS hta_lite MB | RSS ref MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as cache_dir:
         for folder, mb in folders:
             warm_env = {"HTA_LITE_CACHE_DIR": cache_dir}
             run_once(sys.executable, "ours_warm", folder, warm_env)  # fills the cache
             jobs = {
                 "ours": (sys.executable, "ours", None),
+                "no_c": (sys.executable, "ours", {"HTA_LITE_NO_C": "1"}),
                 "warm": (sys.executable, "ours_warm", warm_env),
                 "floor": (sys.executable, "floor", None),
             }
             if args.ref_python:
                 jobs["reference"] = (args.ref_python, "reference", None)
             measured = measure_interleaved(jobs, folder, args.repeat)
-            ours, warm, floor, ref = measured["ours"], measured["warm"], measured["floor"], measured.get("reference")
+            ours, no_c, warm, floor, ref = measured["ours"], measured["no_c"], measured["warm"], measured["floor"], measured.get("reference")
             results[folder.name] = {"mb": mb, **measured}
             ref_s = f"{ref['seconds']:.3f}" if ref else "-"
             speedup = f"{ref['seconds'] / ours['seconds']:.1f}x" if ref else "-"
+            no_c_speedup = f"{ref['seconds'] / no_c['seconds']:.1f}x" if ref else "-"
             warm_speedup = f"{ref['seconds'] / warm['seconds']:.0f}x" if ref else "-"
             ref_rss = f"{ref['peak_rss_mb']:.0f}" if ref else "-"
             print(
-                f"| {folder.name} | {mb:.1f} | {ours['seconds']:.3f} | {warm['seconds']:.3f} | {ref_s} | {floor['seconds']:.3f} | {speedup} | "
+                f"| {folder.name} | {mb:.1f} | {ours['seconds']:.3f} | {no_c['seconds']:.3f} | {warm['seconds']:.3f} | {ref_s} | {floor['seconds']:.3f} | {speedup} | {no_c_speedup} | "
                 f"{warm_speedup} | {ours['seconds'] / floor['seconds']:.2f}x | {ours['peak_rss_mb']:.0f} | {ref_rss} |",
                 flush=True,
             )

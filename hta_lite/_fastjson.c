@@ -90,7 +90,6 @@ typedef struct {
     PyObject *int_cache[1024];
     int64_t int_keys[1024];
     PyObject *phase_obj[128];
-    PyObject *nan, *minus_one;
     Py_ssize_t rows, cap;    /* rows read; slots allocated per column (zeroed beyond rows) */
     Column event_cols[N_EVENT_FIELDS], args_cols[N_ARGS_FIELDS];
     PyObject *event_default[N_EVENT_FIELDS], *args_default[N_ARGS_FIELDS];
@@ -111,8 +110,6 @@ static inline void skip_ws(Parser *ps) {
 static inline int peek(Parser *ps) { return ps->p < ps->end ? (unsigned char)*ps->p : -1; }
 
 static inline void decline(Parser *ps) { ps->decline = 1; }
-
-static inline int failed(Parser *ps) { return ps->decline || ps->error; }
 
 /* ---- strings ---------------------------------------------------------------------------- */
 

@@ -87,10 +87,10 @@ class EventColumns:
         return factorize(list(zip(*(self.field(name) for name in names))))
 
     def times(self, name: str) -> tuple[np.ndarray, np.ndarray, int]:
-        ns, valid = self._times[name]  # read-only views of the decoder's buffers
-        if self._index is not None:
-            ns, valid = ns[self._index], valid[self._index]
-        return ns, valid, 0  # the C decoder declines sub-nanosecond digits
+        ns, valid = self._times[name]  # read-only views of the decoder's buffers: hand out copies
+        if self._index is None:
+            return ns.copy(), valid.copy(), 0
+        return ns[self._index], valid[self._index], 0  # (the C decoder declines sub-ns digits)
 
     def take(self, index: np.ndarray) -> EventColumns:
         rows = index if self._index is None else self._index[index]
