@@ -1,4 +1,4 @@
-"""Why msgspec and python-isal are dependencies, and how hta_lite uses them: decode and gunzip
+"""Why msgspec, python-isal and the C decoder are there, and how hta_lite uses them: decode and gunzip
 timings on one trace (best of 5 in one process; a fresh process pays more for new memory).
 
     python benchmarks/bench_decode.py [TRACE.json.gz]
@@ -41,8 +41,11 @@ def main() -> None:
         ("JSON, msgspec untyped (all dicts)", best(lambda: msgspec.json.decode(data))),
         ("JSON, msgspec typed events only", best(lambda: decode._events_decoder.decode(top["traceEvents"]))),
         ("JSON, top-level scan + typed events", best(lambda: decode._events_decoder.decode(decode.decode_top(data, path)["traceEvents"]))),
-        ("JSON, whole document in one pass (hta_lite)", best(lambda: decode.decode(data, path))),
     ]
+    if decode._fastjson is not None:
+        defaults = (decode._EVENT_DEFAULTS, decode._ARGS_DEFAULTS)
+        rows.append(("JSON, C decoder, events to columns (hta_lite._fastjson)", best(lambda: decode._fastjson.decode_events(top["traceEvents"], *defaults))))
+    rows.append(("JSON, whole document in one pass (hta_lite, " + ("C decoder)" if decode._fastjson else "msgspec)"), best(lambda: decode.decode(data, path))))
     print(f"{path.name}: {len(data) / 1e6:.1f} MB JSON")
     print("| step | best of 5, s |\n|---|---|")
     for name, seconds in rows:
