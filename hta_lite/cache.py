@@ -78,7 +78,7 @@ def load(root: Path, key: str) -> RankTrace | None:
         meta = msgspec.json.decode((folder / "meta.json").read_bytes(), type=_Meta)
         if meta.version != FORMAT_VERSION or meta.key != key:
             return None
-        tables = {name: _text_categories(pq.read_table(folder / f"{name}.parquet").to_pandas()) for name in TABLES}
+        tables = {name: _text_categories(pq.ParquetFile(folder / f"{name}.parquet").read().to_pandas()) for name in TABLES}
     except (OSError, msgspec.MsgspecError, pa.ArrowException, ValueError, KeyError):
         return None
     return RankTrace(rank=meta.rank, path=meta.path, metadata=meta.metadata, events_read=meta.events_read, health=meta.health, **tables)
@@ -89,7 +89,8 @@ def _text_categories(df):
     for name in df.columns:
         col = df[name]
         if isinstance(col.dtype, pd.CategoricalDtype) and col.cat.categories.dtype != TEXT_DTYPE:
-            df[name] = col.cat.set_categories(pd.Index(col.cat.categories, dtype=TEXT))
+            dtype = pd.CategoricalDtype(pd.Index(col.cat.categories, dtype=TEXT))
+            df[name] = pd.Categorical.from_codes(col.cat.codes, dtype=dtype)  # 10x cheaper than set_categories
     return df
 
 
