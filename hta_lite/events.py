@@ -56,13 +56,15 @@ class EventList:
 class EventColumns:
     """Events as one list per field (the C decoder's output), viewed through a row index."""
 
-    def __init__(self, n: int, fields: dict[str, list], defaults: dict[str, Any], times: dict, args: EventColumns | None = None, index: np.ndarray | None = None):
+    def __init__(self, n: int, fields: dict[str, list], defaults: dict[str, Any], times: dict, args: EventColumns | None = None,
+                 index: np.ndarray | None = None, arrays: dict | None = None):
         self._n = n
         self._fields = fields
         self._defaults = defaults
         self._times = times  # name -> (int64 ns, bool valid), every row
         self._args = args
         self._index = index
+        self._arrays = {} if arrays is None else arrays  # name -> object ndarray of the field, made at the first take
 
     @classmethod
     def from_decoder(cls, out: dict, event_defaults: dict, args_defaults: dict) -> EventColumns:
@@ -80,7 +82,12 @@ class EventColumns:
         values = self._fields.get(name)
         if values is None:
             return [self._defaults[name]] * len(self)
-        return values if self._index is None else take(values, self._index)
+        if self._index is None:
+            return values
+        array = self._arrays.get(name)
+        if array is None:  # numpy takes rows 6x faster than a list comprehension does
+            array = self._arrays[name] = np.fromiter(values, dtype=object, count=len(values))
+        return array[self._index].tolist()
 
     def combinations(self, names: tuple) -> tuple[np.ndarray, list[tuple]]:
         """As :meth:`EventList.combinations` (tuples of shared objects hash fast)."""
@@ -95,7 +102,7 @@ class EventColumns:
     def take(self, index: np.ndarray) -> EventColumns:
         rows = index if self._index is None else self._index[index]
         args = None if self._args is None else self._args.take(index)
-        return EventColumns(self._n, self._fields, self._defaults, self._times, args, rows)
+        return EventColumns(self._n, self._fields, self._defaults, self._times, args, rows, self._arrays)
 
     def args(self) -> EventColumns:
         return self._args
