@@ -1,7 +1,8 @@
 /* Columnar decoder for the ``traceEvents`` array of a Kineto trace (optional accelerator).
 
-   decode_events(buffer) reads the JSON text of the events array (``[ {...}, ... ]``) and
-   returns one Python list per field, with no object per event:
+   decode_events(buffer, event_defaults, args_defaults) reads the JSON text of the events array
+   (``[ {...}, ... ]``) and returns one Python list per field, with no object per event (the
+   defaults dicts give, by attribute name, the value of a row whose key is absent):
 
      {"n": rows,
       "fields": {"ph": [...], "cat": [...], ...},        event keys (absent: every row default)
