@@ -18,6 +18,14 @@ from .errors import TraceError
 FORMATS = ("table", "json", "csv", "parquet")
 
 
+def _version() -> str:
+    from . import __version__
+    from . import decode
+
+    decoder = "C decoder" if decode._fastjson is not None else "pure-Python decoder: C decoder not built or HTA_LITE_NO_C set"
+    return f"hta-lite {__version__} ({decoder})"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hta-lite",
@@ -25,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 regression or analysis failure, 2 usage or input error. Docs: docs/cli.md",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--version", action="version", version=_version(), help="version, and whether the C decoder is in use")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     summarize = sub.add_parser("summarize", help="per-rank summary tables; with -o also CSV/Parquet files and report.html")

@@ -51,6 +51,18 @@ def test_exit_codes_and_messages(tmp_path, capsys):
         assert exc.code == 2
 
 
+def test_version_says_which_decoder(capsys, monkeypatch):
+    from hta_lite import __version__, decode
+
+    for fast, expected in ((object(), "(C decoder)"), (None, "(pure-Python decoder: C decoder not built or HTA_LITE_NO_C set)")):
+        monkeypatch.setattr(decode, "_fastjson", fast)
+        try:
+            main(["--version"])
+        except SystemExit as done:
+            assert done.code == 0
+        assert capsys.readouterr().out.strip() == f"hta-lite {__version__} {expected}"
+
+
 def test_module_entry_point():
     import subprocess
     import sys
