@@ -8,12 +8,13 @@
       "fields": {"ph": [...], "cat": [...], ...},        event keys (absent: every row default)
       "args": {"stream": [...], ...},                    args keys, by Args attribute name
       "ts": bytes, "ts_valid": bytes, "dur": ..., "dur_valid": ...}
-                                                          int64 ns and uint8 validity per row
+                                int64 ns per row, and uint8: 0 invalid, 1 valid, 2 valid with
+                                nonzero digits below a nanosecond truncated
 
    It gives exactly what the msgspec path of hta_lite.decode would give (decode.Event and
    decode.Args: the same keys, types and defaults), or None whenever it meets anything
    outside the subset it handles (a value of an unexpected type, a key with an escape, a
-   timestamp with an exponent or more than three decimals, an integer of more than 18
+   timestamp with an exponent or more than 12 decimals, an integer of more than 18
    digits, malformed JSON, ...): the caller then takes the msgspec path, which decides.
    Equal strings share one object and small integers are reused, so the lists are cheap.
 */
@@ -95,7 +96,7 @@ typedef struct {
     Column event_cols[N_EVENT_FIELDS], args_cols[N_ARGS_FIELDS];
     PyObject *event_default[N_EVENT_FIELDS], *args_default[N_ARGS_FIELDS];
     int64_t *ts, *dur;       /* ns */
-    uint8_t *ts_valid, *dur_valid;
+    uint8_t *ts_valid, *dur_valid;  /* 0 invalid, 1 valid, 2 valid with sub-ns digits dropped */
 } Parser;
 
 static void clear_objs(PyObject **objs, size_t n) {
@@ -619,31 +620,36 @@ static PyObject *typed_value(Parser *ps, enum kind kind) {
     return NULL;
 }
 
-/* ts / dur: a number of microseconds with at most 3 decimals and |value| <= 9e15 becomes
-   exact int64 ns; null is invalid (as a missing key is); anything else declines. */
-static int read_time(Parser *ps, int64_t *ns, uint8_t *ok) {
+/* ts / dur: a number of microseconds below 9e15 with at most 12 decimals becomes int64 ns,
+   truncated toward zero (state 1; 2 when nonzero digits below a nanosecond were dropped, which
+   the msgspec path counts the same way); null is invalid (state 0, as a missing key is);
+   anything else declines. */
+static int read_time(Parser *ps, int64_t *ns, uint8_t *state) {
     int c = peek(ps);
     if (c == 'n') {
         if (expect_literal(ps, "null") < 0) return -1;
         *ns = 0;
-        *ok = 0;
+        *state = 0;
         return 0;
     }
     Number n;
-    if (!(c == '-' || (c >= '0' && c <= '9')) || scan_number(ps, &n) < 0 || n.has_exp || n.n_frac > 3 || n.n_int > 16) {
+    if (!(c == '-' || (c >= '0' && c <= '9')) || scan_number(ps, &n) < 0 || n.has_exp || n.n_frac > 12 || n.n_int > 16) {
         decline(ps);
         return -1;
     }
     int64_t us = digits_value(n.int_digits, n.n_int);
-    if (us > 9000000000000000LL) {
+    if (us >= 9000000000000000LL) {
         decline(ps);
         return -1;
     }
-    int64_t frac = digits_value(n.frac_digits, n.n_frac);
-    for (Py_ssize_t i = n.n_frac; i < 3; i++) frac *= 10;
+    Py_ssize_t kept = n.n_frac < 3 ? n.n_frac : 3;
+    int64_t frac = digits_value(n.frac_digits, kept);
+    for (Py_ssize_t i = kept; i < 3; i++) frac *= 10;
+    *state = 1;
+    for (Py_ssize_t i = 3; i < n.n_frac; i++)
+        if (n.frac_digits[i] != '0') *state = 2;
     int64_t v = us * 1000 + frac;
     *ns = n.negative ? -v : v;
-    *ok = 1;
     return 0;
 }
 

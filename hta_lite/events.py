@@ -61,7 +61,7 @@ class EventColumns:
         self._n = n
         self._fields = fields
         self._defaults = defaults
-        self._times = times  # name -> (int64 ns, bool valid), every row
+        self._times = times  # name -> (int64 ns, uint8 state: 0 invalid, 1 valid, 2 valid with sub-ns digits dropped)
         self._args = args
         self._index = index
         self._arrays = {} if arrays is None else arrays  # name -> object ndarray of the field, made at the first take
@@ -70,7 +70,7 @@ class EventColumns:
     def from_decoder(cls, out: dict, event_defaults: dict, args_defaults: dict) -> EventColumns:
         n = out["n"]
         times = {
-            name: (np.frombuffer(out[name], np.int64), np.frombuffer(out[f"{name}_valid"], np.uint8).view(bool))
+            name: (np.frombuffer(out[name], np.int64), np.frombuffer(out[f"{name}_valid"], np.uint8))
             for name in ("ts", "dur")
         }
         return cls(n, out["fields"], event_defaults, times, cls(n, out["args"], args_defaults, {}))
@@ -94,10 +94,10 @@ class EventColumns:
         return factorize(list(zip(*(self.field(name) for name in names))))
 
     def times(self, name: str) -> tuple[np.ndarray, np.ndarray, int]:
-        ns, valid = self._times[name]  # read-only views of the decoder's buffers: hand out copies
-        if self._index is None:
-            return ns.copy(), valid.copy(), 0
-        return ns[self._index], valid[self._index], 0  # (the C decoder declines sub-ns digits)
+        ns, state = self._times[name]  # read-only views of the decoder's buffers: hand out copies
+        if self._index is not None:
+            ns, state = ns[self._index], state[self._index]
+        return ns.copy() if self._index is None else ns, state != 0, int(np.count_nonzero(state == 2))
 
     def take(self, index: np.ndarray) -> EventColumns:
         rows = index if self._index is None else self._index[index]

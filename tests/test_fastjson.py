@@ -57,10 +57,11 @@ def _assert_same_as_msgspec(text: bytes) -> None:
     for name in ARGS_FIELDS:
         assert _same(fast_args.field(name), ref_args.field(name)), f"args.{name}"
     for name in ("ts", "dur"):
-        ns, valid, _ = fast.times(name)
-        ref_ns, ref_valid, _ = ref.times(name)
+        ns, valid, n_subns = fast.times(name)
+        ref_ns, ref_valid, ref_subns = ref.times(name)
         assert valid.tolist() == ref_valid.tolist(), name
         assert ns[valid].tolist() == ref_ns[ref_valid].tolist(), name
+        assert n_subns == ref_subns, name
 
 
 ACCEPTED = {
@@ -68,6 +69,7 @@ ACCEPTED = {
     "repeated keys: the last wins": '[{"ph": "X", "name": "a", "name": "b", "ts": 1, "ts": 2.5, "args": {"stream": 7}, "args": null}]',
     "empty events": [{}, {"ph": ""}],
     "times": [{"ph": "X", "ts": t, "dur": d} for t, d in (("-5.5", "0"), ("-0", "1.25"), ("1712195495519689.047", "null"), ("0.001", "12"))],
+    "times below a nanosecond": [{"ph": "X", "ts": t, "dur": d} for t, d in (("1.0001", "0.123456789012"), ("-2.0005", "7.1230"), ("3.000000000001", "1"))],
     "any-typed values": [{"ph": "M", "id": [1, {"a": [True, False, None, 1.5e3, "x"]}], "args": {"name": "n", "labels": "l", "sort_index": 3}},
                          {"ph": "s", "id": -3}, {"ph": "f", "id": "abc"}, {"ph": "t", "id": 12345678901234567}],
     "typed args": [{"ph": "X", "cat": "kernel", "args": {"memory bandwidth (GB/s)": 3, "grid": [1, 2, 3], "block": "x", "Process Group Ranks": [0, 1],
@@ -90,7 +92,7 @@ def _times_text(events: list) -> bytes:
 @pytest.mark.parametrize("case", sorted(ACCEPTED))
 def test_accepted_cases_decode_like_msgspec(case):
     events = ACCEPTED[case]
-    text = _times_text(events) if case == "times" else _text(events)
+    text = _times_text(events) if case.startswith("times") else _text(events)
     _assert_same_as_msgspec(text)
     _assert_same_as_msgspec(json.dumps(json.loads(text), indent=2).encode())  # whitespace everywhere
 
@@ -98,7 +100,8 @@ def test_accepted_cases_decode_like_msgspec(case):
 DECLINED = {
     "escaped key": b'[{"ph": "X", "n\\u0061me": "a"}]',
     "ts with an exponent": b'[{"ph": "X", "ts": 1e3}]',
-    "ts below a nanosecond": b'[{"ph": "X", "ts": 1.0001}]',
+    "ts with more than 12 decimals": b'[{"ph": "X", "ts": 1.0000000000001}]',
+    "ts at 9e15 us": b'[{"ph": "X", "dur": 9000000000000000}]',
     "ts quoted": b'[{"ph": "X", "ts": "12"}]',
     "ts boolean": b'[{"ph": "X", "dur": true}]',
     "ts beyond 9e15 us": b'[{"ph": "X", "ts": 10000000000000000}]',
@@ -192,7 +195,7 @@ def test_random_events_decode_like_msgspec_or_decline(events, ascii_only):
 
 
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=8)  # no lone surrogates
-PLAIN_TIME = st.integers(-(10**15), 10**15) | st.decimals(-(10**12), 10**12, places=3).map(lambda d: f"{d:f}")
+PLAIN_TIME = st.integers(-(10**15), 10**15) | st.decimals(-(10**12), 10**12, places=3).map(lambda d: f"{d:f}") | st.floats(-1e6, 1e6).map(lambda f: f"{f:.7f}")  # float-written, below a ns
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(value=VALUES, ascii_only=st.booleans(), key=st.sampled_from(["zz", "id"]))
 def test_any_value_is_skipped_or_built_like_msgspec(value, ascii_only, key):
@@ -237,6 +240,9 @@ def test_plain_kineto_events_take_the_c_path(events, indent, ascii_only):
 
 
 def test_times_are_exact_nanoseconds():
+    fast = _c(b'[{"ts": 1712195495519689.047, "dur": 0.5}, {"ts": -2.25}, {"dur": null}, {"ts": -0.0019, "dur": 1.0010}]')
+    ns, valid, n_subns = fast.times("ts")
+    assert ns[valid].tolist() == [1712195495519689047, -2250, -1] and n_subns == 1  # truncated toward zero
     fast = _c(b'[{"ts": 1712195495519689.047, "dur": 0.5}, {"ts": -2.25}, {"dur": null}]')
     ns, valid, n_subns = fast.times("ts")
     assert ns[valid].tolist() == [1712195495519689047, -2250] and valid.tolist() == [True, True, False] and n_subns == 0
