@@ -9,7 +9,7 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from . import health, plots
+from . import health
 from . import augment
 from .analyses import annotations, counters, idle, kernels, launches, overlap, sequences, stragglers, temporal, timers
 from .analyses.common import select
@@ -17,6 +17,19 @@ from .classify import short_name
 from .errors import RankNotFoundError
 from .loader import OnError, load
 from .rank_trace import RankTrace
+
+
+class _LazyPlots:
+    """:mod:`hta_lite.plots`, imported at the first figure: plotly adds 0.2 s to every start
+    (a batch script or a worker process that never plots does not pay it)."""
+
+    def __getattr__(self, name: str):
+        from . import plots as module
+
+        return getattr(module, name)
+
+
+plots = _LazyPlots()
 
 
 class TraceAnalysis:

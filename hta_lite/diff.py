@@ -12,10 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import plots
 from .analyses import kernels, steps, temporal
 from .analyses.common import us
-from .analysis import TraceAnalysis
+from .analysis import TraceAnalysis, plots
 from .classify import short_name
 from .errors import RankNotFoundError
 
