@@ -94,10 +94,11 @@ class EventColumns:
         return factorize(list(zip(*(self.field(name) for name in names))))
 
     def times(self, name: str) -> tuple[np.ndarray, np.ndarray, int]:
-        ns, state = self._times[name]  # read-only views of the decoder's buffers: hand out copies
-        if self._index is not None:
-            ns, state = ns[self._index], state[self._index]
-        return ns.copy() if self._index is None else ns, state != 0, int(np.count_nonzero(state == 2))
+        ns, state = self._times[name]  # read-only views of the decoder's buffers: hand out a copy
+        if self._index is None:
+            return ns.copy(), state != 0, int(np.count_nonzero(state == 2))
+        ns, state = ns[self._index], state[self._index]
+        return ns, state != 0, int(np.count_nonzero(state == 2))
 
     def take(self, index: np.ndarray) -> EventColumns:
         rows = index if self._index is None else self._index[index]
