@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 from conftest import SAMPLES
 
 from hta_lite.cli import main
@@ -56,10 +57,9 @@ def test_version_says_which_decoder(capsys, monkeypatch):
 
     for fast, expected in ((object(), "(C decoder)"), (None, "(pure-Python decoder: C decoder not built or HTA_LITE_NO_C set)")):
         monkeypatch.setattr(decode, "_fastjson", fast)
-        try:
+        with pytest.raises(SystemExit) as done:
             main(["--version"])
-        except SystemExit as done:
-            assert done.code == 0
+        assert done.value.code == 0
         assert capsys.readouterr().out.strip() == f"hta-lite {__version__} {expected}"
 
 
