@@ -852,8 +852,67 @@ bad:
 
 /* ---- result ----------------------------------------------------------------------------- */
 
-/* {attribute name: list} for the columns that hold a value in some row; the slots move into the lists. */
-static PyObject *columns_dict(Parser *ps, const FieldSpec *specs, Column *cols, PyObject **defaults, size_t n) {
+/* (codes, distinct) of a column: each row's object numbered by identity in order of first
+   appearance (int32 bytes), and the distinct objects. Equal values are nearly always one object
+   here (strings are shared, small integers reused); the caller merges the rare others. */
+static PyObject *identity_codes(PyObject *list) {
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    size_t size = 64, used = 0;
+    PyObject **keys = PyMem_Calloc(size, sizeof(PyObject *));
+    int32_t *slot_code = PyMem_Malloc(size * sizeof(int32_t));
+    PyObject *codes = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int32_t));
+    PyObject *distinct = PyList_New(0);
+    PyObject *out = NULL;
+    if (!keys || !slot_code || !codes || !distinct) goto done;
+    int32_t *code_of_row = (int32_t *)PyBytes_AS_STRING(codes);
+    for (Py_ssize_t r = 0; r < n; r++) {
+        PyObject *obj = PyList_GET_ITEM(list, r);
+        size_t j = (size_t)(((uintptr_t)obj >> 4) * 0x9E3779B97F4A7C15ULL) & (size - 1);
+        while (keys[j] && keys[j] != obj) j = (j + 1) & (size - 1);
+        if (!keys[j]) {
+            if (PyList_Append(distinct, obj) < 0) goto done;
+            keys[j] = obj;
+            slot_code[j] = (int32_t)used++;
+            if (used * 2 > size) { /* rehash into a table twice as large */
+                size_t old_size = size;
+                PyObject **old_keys = keys;
+                int32_t *old_codes = slot_code;
+                size *= 2;
+                keys = PyMem_Calloc(size, sizeof(PyObject *));
+                slot_code = PyMem_Malloc(size * sizeof(int32_t));
+                if (!keys || !slot_code) {
+                    PyMem_Free(old_keys);
+                    PyMem_Free(old_codes);
+                    goto done;
+                }
+                for (size_t i = 0; i < old_size; i++) {
+                    if (!old_keys[i]) continue;
+                    size_t k = (size_t)(((uintptr_t)old_keys[i] >> 4) * 0x9E3779B97F4A7C15ULL) & (size - 1);
+                    while (keys[k]) k = (k + 1) & (size - 1);
+                    keys[k] = old_keys[i];
+                    slot_code[k] = old_codes[i];
+                }
+                PyMem_Free(old_keys);
+                PyMem_Free(old_codes);
+                code_of_row[r] = (int32_t)(used - 1);
+                continue;
+            }
+        }
+        code_of_row[r] = slot_code[j];
+    }
+    out = PyTuple_Pack(2, codes, distinct);
+done:
+    if (!out && !PyErr_Occurred()) PyErr_NoMemory();
+    PyMem_Free(keys);
+    PyMem_Free(slot_code);
+    Py_XDECREF(codes);
+    Py_XDECREF(distinct);
+    return out;
+}
+
+/* {attribute name: list} for the columns that hold a value in some row; the slots move into the
+   lists. With ``coded``, also {attribute name: (codes, distinct)} for text and pid / tid columns. */
+static PyObject *columns_dict(Parser *ps, const FieldSpec *specs, Column *cols, PyObject **defaults, size_t n, PyObject *coded) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     for (size_t i = 0; i < n; i++) {
@@ -866,6 +925,12 @@ static PyObject *columns_dict(Parser *ps, const FieldSpec *specs, Column *cols, 
             PyList_SET_ITEM(list, r, v ? v : Py_NewRef(defaults[i]));
         }
         int rc = PyDict_SetItemString(d, specs[i].name, list);
+        enum kind kind = specs[i].kind;
+        if (rc == 0 && coded && (kind == K_PHASE || kind == K_OPT_STR || kind == K_INT_STR_NULL)) {
+            PyObject *pair = identity_codes(list);
+            rc = pair ? PyDict_SetItemString(coded, specs[i].name, pair) : -1;
+            Py_XDECREF(pair);
+        }
         Py_DECREF(list);
         if (rc < 0) goto fail;
     }
@@ -876,17 +941,19 @@ fail:
 }
 
 static PyObject *result(Parser *ps) {
-    PyObject *fields = columns_dict(ps, EVENT_FIELDS, ps->event_cols, ps->event_default, N_EVENT_FIELDS);
-    PyObject *args = columns_dict(ps, ARGS_FIELDS, ps->args_cols, ps->args_default, N_ARGS_FIELDS);
+    PyObject *coded = PyDict_New();
+    PyObject *fields = coded ? columns_dict(ps, EVENT_FIELDS, ps->event_cols, ps->event_default, N_EVENT_FIELDS, coded) : NULL;
+    PyObject *args = columns_dict(ps, ARGS_FIELDS, ps->args_cols, ps->args_default, N_ARGS_FIELDS, NULL);
     Py_ssize_t n = ps->rows;
     PyObject *out = NULL;
     if (fields && args) {
-        out = Py_BuildValue("{s:n,s:O,s:O,s:y#,s:y#,s:y#,s:y#}", "n", n, "fields", fields, "args", args,
+        out = Py_BuildValue("{s:n,s:O,s:O,s:O,s:y#,s:y#,s:y#,s:y#}", "n", n, "fields", fields, "coded", coded, "args", args,
                             "ts", (const char *)ps->ts, n * (Py_ssize_t)sizeof(int64_t),
                             "ts_valid", (const char *)ps->ts_valid, n,
                             "dur", (const char *)ps->dur, n * (Py_ssize_t)sizeof(int64_t),
                             "dur_valid", (const char *)ps->dur_valid, n);
     }
+    Py_XDECREF(coded);
     Py_XDECREF(fields);
     Py_XDECREF(args);
     return out;

@@ -86,12 +86,27 @@ def empty_category(n: int) -> pd.Categorical:
     return pd.Categorical.from_codes(np.full(n, -1, np.int8), dtype=pd.CategoricalDtype(pd.Index([], dtype=TEXT)))
 
 
+def first_seen(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``codes`` renumbered 0, 1, ... in order of first appearance, and the row where each first
+    appears: with ``values[codes[rows]]`` as the distinct values, what :func:`factorize` gives."""
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.ravel()], first[order]
+
+
 def to_category(values: Sequence) -> pd.Categorical:
     """Strings (lists joined with ',', other values as text) -> pandas categorical; None is missing."""
     try:
         codes, categories = factorize(values)
     except TypeError:  # unhashable values (lists)
         return _lists_as_text(values).dictionary_encode().to_pandas().array
+    return category_from_codes(codes, categories)
+
+
+def category_from_codes(codes: np.ndarray, categories: list) -> pd.Categorical:
+    """As :func:`to_category`, from factorized values (``categories`` distinct, first-seen order)."""
     if None in categories:
         none_code = categories.index(None)
         codes = np.where(codes == none_code, -1, codes - (codes > none_code))

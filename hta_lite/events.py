@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .columns import factorize, take
+from .columns import category_from_codes, factorize, first_seen, take, to_category
 from .timestamps import raw_us_to_ns
 
 
@@ -36,6 +36,14 @@ class EventList:
 
     def field(self, name: str) -> list:
         return list(map(attrgetter(name), self.items))
+
+    def factorized(self, name: str) -> tuple[np.ndarray, list]:
+        """Each row's code among the distinct values of the field (first-seen order), and those values."""
+        return factorize(self.field(name))
+
+    def category(self, name: str):
+        """The field as a text categorical (see :func:`hta_lite.columns.to_category`)."""
+        return to_category(self.field(name))
 
     def combinations(self, names: tuple) -> tuple[np.ndarray, list[tuple]]:
         """Each row's code among the distinct tuples of its ``names`` fields (first-seen order)."""
@@ -57,9 +65,10 @@ class EventColumns:
     """Events as one list per field (the C decoder's output), viewed through a row index."""
 
     def __init__(self, n: int, fields: dict[str, list], defaults: dict[str, Any], times: dict, args: EventColumns | None = None,
-                 index: np.ndarray | None = None, arrays: dict | None = None):
+                 index: np.ndarray | None = None, arrays: dict | None = None, coded: dict | None = None):
         self._n = n
         self._fields = fields
+        self._coded = {} if coded is None else coded  # name -> (codes of every row, distinct values), text and pid / tid
         self._defaults = defaults
         self._times = times  # name -> (int64 ns, uint8 state: 0 invalid, 1 valid, 2 valid with sub-ns digits dropped)
         self._args = args
@@ -73,7 +82,8 @@ class EventColumns:
             name: (np.frombuffer(out[name], np.int64), np.frombuffer(out[f"{name}_valid"], np.uint8))
             for name in ("ts", "dur")
         }
-        return cls(n, out["fields"], event_defaults, times, cls(n, out["args"], args_defaults, {}))
+        coded = {name: _merge_equal(np.frombuffer(codes, np.int32), distinct) for name, (codes, distinct) in out["coded"].items()}
+        return cls(n, out["fields"], event_defaults, times, cls(n, out["args"], args_defaults, {}), coded=coded)
 
     def __len__(self) -> int:
         return self._n if self._index is None else len(self._index)
@@ -85,13 +95,33 @@ class EventColumns:
         if self._index is None:
             return values
         array = self._arrays.get(name)
-        if array is None:  # numpy takes rows 6x faster than a list comprehension does
+        if array is None and len(self._index) * 8 < len(values):  # a few rows: not worth an array
+            return take(values, self._index)
+        if array is None:  # numpy takes many rows 6x faster than a list comprehension does
             array = self._arrays[name] = np.fromiter(values, dtype=object, count=len(values))
         return array[self._index].tolist()
 
+    def factorized(self, name: str) -> tuple[np.ndarray, list]:
+        if name not in self._coded:
+            return factorize(self.field(name))
+        codes, distinct = self._coded[name]
+        codes = codes if self._index is None else codes[self._index]
+        renumbered, rows = first_seen(codes)
+        return renumbered, [distinct[c] for c in codes[rows].tolist()]
+
+    def category(self, name: str):
+        return category_from_codes(*self.factorized(name))
+
     def combinations(self, names: tuple) -> tuple[np.ndarray, list[tuple]]:
-        """As :meth:`EventList.combinations` (tuples of shared objects hash fast)."""
-        return factorize(list(zip(*(self.field(name) for name in names))))
+        """As :meth:`EventList.combinations`, from each field's codes combined in numpy."""
+        fields = [self.factorized(name) for name in names]
+        if np.prod([float(len(values)) for _, values in fields]) >= 2.0**62:  # the key would overflow
+            return factorize(list(zip(*(self.field(name) for name in names))))
+        key = np.zeros(len(self), np.int64)
+        for codes, values in fields:
+            key = key * len(values) + codes
+        codes, rows = first_seen(key)
+        return codes, list(zip(*([values[c] for c in field_codes[rows].tolist()] for field_codes, values in fields)))
 
     def times(self, name: str) -> tuple[np.ndarray, np.ndarray, int]:
         ns, state = self._times[name]  # read-only views of the decoder's buffers: hand out a copy
@@ -103,7 +133,14 @@ class EventColumns:
     def take(self, index: np.ndarray) -> EventColumns:
         rows = index if self._index is None else self._index[index]
         args = None if self._args is None else self._args.take(index)
-        return EventColumns(self._n, self._fields, self._defaults, self._times, args, rows, self._arrays)
+        return EventColumns(self._n, self._fields, self._defaults, self._times, args, rows, self._arrays, self._coded)
 
     def args(self) -> EventColumns:
         return self._args
+
+
+def _merge_equal(codes: np.ndarray, distinct: list) -> tuple[np.ndarray, list]:
+    """The C decoder numbers objects by identity: merge the rare equal values held by distinct
+    objects (an integer the decoder did not reuse, a string written with escapes)."""
+    merged, values = factorize(distinct)
+    return (codes if len(values) == len(distinct) else merged[codes]), values

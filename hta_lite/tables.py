@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from . import decode as dec
-from .columns import MISSING_INT, empty_category, factorize, float_column, int_column, to_category, to_float, to_int
+from .columns import MISSING_INT, empty_category, float_column, int_column, to_category, to_float, to_int
 from .events import EventColumns, EventList
 from .timestamps import raw_us_to_ns
 
@@ -68,7 +68,7 @@ def _few_distinct_columns(codes: np.ndarray, combos: list, names: tuple, health:
 def _base(events: Events, health: Counter) -> dict:
     """name, cat, pid, tid columns shared by every family."""
     names = ("cat", "pid", "tid")
-    return {"name": to_category(events.field("name")), **_few_distinct_columns(*events.combinations(names), names, health)}
+    return {"name": events.category("name"), **_few_distinct_columns(*events.combinations(names), names, health)}
 
 
 def _subset(columns: dict, idx: np.ndarray) -> dict:
@@ -111,7 +111,7 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
     if len(keep) != len(events):
         events, ts, dur, codes = events.take(keep), ts[keep], dur[keep], codes[keep]
     args = events.args()
-    shared = {"ts": ts, "dur": dur, "name": to_category(events.field("name"))}
+    shared = {"ts": ts, "dur": dur, "name": events.category("name")}
     shared.update(_few_distinct_columns(codes, combos, thread_fields, health))
     stream, bad_stream = int_column(args.field("stream"))
     if bad_stream:
@@ -153,7 +153,7 @@ def _instants(events: Events, health: Counter) -> pd.DataFrame:
     idx = np.flatnonzero(ok)
     events = events.take(idx)
     cols = {"ts": ts[idx], **_base(events, health)}
-    cols["scope"] = to_category(events.field("s"))
+    cols["scope"] = events.category("s")
     return pd.DataFrame(cols)
 
 
@@ -215,7 +215,7 @@ def build_tables(decoded: dec.Decoded) -> tuple[dict[str, pd.DataFrame], Counter
     category (``"X/kernel"``)."""
     events = decoded.events
     health: Counter = Counter(decoded.skipped)
-    phase_codes, phases = factorize(events.field("ph"))
+    phase_codes, phases = events.factorized("ph")
     counts = np.bincount(phase_codes, minlength=len(phases))
     by_phase = Counter({str(p): int(n) for p, n in zip(phases, counts) if p != ""})
     groups = {"X": ("X",), "instants": ("i", "I"), "flows": ("s", "f", "t"), "M": ("M",)}

@@ -53,6 +53,16 @@ def _assert_same_as_msgspec(text: bytes) -> None:
     assert len(fast) == len(ref)
     for name in EVENT_FIELDS:
         assert _same(fast.field(name), ref.field(name)), name
+    rows = np.arange(len(ref))[::2]  # the numbered (coded) views, on every row and on a subset
+    for view, ref_view in ((fast, ref), (fast.take(rows), ref.take(rows))):
+        for name in ("ph", "cat", "name", "pid", "tid"):
+            codes, values = view.factorized(name)
+            ref_codes, ref_values = ref_view.factorized(name)
+            assert codes.tolist() == ref_codes.tolist() and _same(values, ref_values), name
+        codes, combos = view.combinations(("ph", "cat", "pid", "tid"))
+        ref_codes, ref_combos = ref_view.combinations(("ph", "cat", "pid", "tid"))
+        assert codes.tolist() == ref_codes.tolist() and _same(combos, ref_combos)
+        pd.testing.assert_extension_array_equal(view.category("name"), ref_view.category("name"))
     fast_args, ref_args = fast.args(), ref.args()
     for name in ARGS_FIELDS:
         assert _same(fast_args.field(name), ref_args.field(name)), f"args.{name}"
@@ -77,6 +87,7 @@ ACCEPTED = {
                    {"ph": "X", "args": {"memory bandwidth (GB/s)": 2.5, "grid": None, "block": [], "Group size": 8}}],
     "unknown keys of any shape": [{"ph": "X", "Input Dims": [[1, 2], []], "x": {"y": [1, "]", {"z": None}], "w": -1.5e-3}, "args": {"Input type": ["float", ""]}}],
     "pids as text": [{"ph": "X", "pid": "Spans", "tid": None}, {"ph": "X", "pid": 3, "tid": "t"}],
+    "equal values held by distinct objects": '[{"ph": "X", "name": "AB", "pid": 1000}, {"ph": "X", "name": "\\u0041B", "pid": 2024}, {"ph": "X", "name": "AB", "pid": 1000}]',
 }
 
 
