@@ -679,56 +679,9 @@ static int set_slot(Parser *ps, Column *col, PyObject *v) {
     return 0;
 }
 
-static int read_args(Parser *ps) {
-    for (size_t i = 0; i < N_ARGS_FIELDS; i++) /* a repeated "args" key replaces the whole struct */
-        if (ps->args_cols[i].items) Py_CLEAR(ps->args_cols[i].items[ps->rows]);
-    int c = peek(ps);
-    if (c == 'n') return expect_literal(ps, "null");
-    if (c != '{') {
-        decline(ps);
-        return -1;
-    }
-    ps->p++;
-    skip_ws(ps);
-    if (peek(ps) == '}') {
-        ps->p++;
-        return 0;
-    }
-    for (;;) {
-        const char *key;
-        Py_ssize_t len;
-        int escaped;
-        if (peek(ps) != '"' || scan_string(ps, &key, &len, &escaped) < 0 || escaped) break;
-        skip_ws(ps);
-        if (peek(ps) != ':') break;
-        ps->p++;
-        skip_ws(ps);
-        int f = find_field(ARGS_FIELDS, ARGS_KEY_LEN, N_ARGS_FIELDS, key, len);
-        PyObject *v = f >= 0 ? typed_value(ps, ARGS_FIELDS[f].kind) : value(ps, 0, 2);
-        if (!v) return -1;
-        if (f < 0)
-            Py_DECREF(v);
-        else if (set_slot(ps, &ps->args_cols[f], v) < 0)
-            return -1;
-        skip_ws(ps);
-        c = peek(ps);
-        if (c == ',') {
-            ps->p++;
-            skip_ws(ps);
-            continue;
-        }
-        if (c == '}') {
-            ps->p++;
-            return 0;
-        }
-        break;
-    }
-    decline(ps);
-    return -1;
-}
-
-/* One event object into row ``ps->rows`` of every column. */
-static int read_event(Parser *ps) {
+/* The members of a JSON object (at its '{'), each key handed to ``member`` with the parser on
+   its value; keys written with escapes decline. */
+static inline int read_object(Parser *ps, int (*member)(Parser *, const char *, Py_ssize_t)) {
     if (peek(ps) != '{') {
         decline(ps);
         return -1;
@@ -739,7 +692,6 @@ static int read_event(Parser *ps) {
         ps->p++;
         return 0;
     }
-    Py_ssize_t row = ps->rows;
     for (;;) {
         const char *key;
         Py_ssize_t len;
@@ -749,23 +701,7 @@ static int read_event(Parser *ps) {
         if (peek(ps) != ':') break;
         ps->p++;
         skip_ws(ps);
-        int rc;
-        if (len == 2 && key[0] == 't' && key[1] == 's') {
-            rc = read_time(ps, &ps->ts[row], &ps->ts_valid[row]);
-        } else if (len == 3 && memcmp(key, "dur", 3) == 0) {
-            rc = read_time(ps, &ps->dur[row], &ps->dur_valid[row]);
-        } else if (len == 4 && memcmp(key, "args", 4) == 0) {
-            rc = read_args(ps);
-        } else {
-            int f = find_field(EVENT_FIELDS, EVENT_KEY_LEN, N_EVENT_FIELDS, key, len);
-            PyObject *v = f >= 0 ? typed_value(ps, EVENT_FIELDS[f].kind) : value(ps, 0, 1);
-            rc = v ? 0 : -1;
-            if (v && f < 0)
-                Py_DECREF(v);
-            else if (v)
-                rc = set_slot(ps, &ps->event_cols[f], v);
-        }
-        if (rc < 0) return -1;
+        if (member(ps, key, len) < 0) return -1;
         skip_ws(ps);
         int c = peek(ps);
         if (c == ',') {
@@ -782,6 +718,39 @@ static int read_event(Parser *ps) {
     decline(ps);
     return -1;
 }
+
+/* A typed field's value into the current row of its column, or an unknown key's value walked. */
+static int read_member(Parser *ps, const FieldSpec *specs, const Py_ssize_t *lengths, size_t n, Column *cols,
+                       const char *key, Py_ssize_t len) {
+    int f = find_field(specs, lengths, n, key, len);
+    PyObject *v = f >= 0 ? typed_value(ps, specs[f].kind) : value(ps, 0, 2);
+    if (!v) return -1;
+    if (f >= 0) return set_slot(ps, &cols[f], v);
+    Py_DECREF(v);
+    return 0;
+}
+
+static int args_member(Parser *ps, const char *key, Py_ssize_t len) {
+    return read_member(ps, ARGS_FIELDS, ARGS_KEY_LEN, N_ARGS_FIELDS, ps->args_cols, key, len);
+}
+
+static int read_args(Parser *ps) {
+    for (size_t i = 0; i < N_ARGS_FIELDS; i++) /* a repeated "args" key replaces the whole struct */
+        if (ps->args_cols[i].items) Py_CLEAR(ps->args_cols[i].items[ps->rows]);
+    if (peek(ps) == 'n') return expect_literal(ps, "null");
+    return read_object(ps, args_member);
+}
+
+static int event_member(Parser *ps, const char *key, Py_ssize_t len) {
+    Py_ssize_t row = ps->rows;
+    if (len == 2 && key[0] == 't' && key[1] == 's') return read_time(ps, &ps->ts[row], &ps->ts_valid[row]);
+    if (len == 3 && memcmp(key, "dur", 3) == 0) return read_time(ps, &ps->dur[row], &ps->dur_valid[row]);
+    if (len == 4 && memcmp(key, "args", 4) == 0) return read_args(ps);
+    return read_member(ps, EVENT_FIELDS, EVENT_KEY_LEN, N_EVENT_FIELDS, ps->event_cols, key, len);
+}
+
+/* One event object into row ``ps->rows`` of every column. */
+static int read_event(Parser *ps) { return read_object(ps, event_member); }
 
 static void *grow(void *old, Py_ssize_t old_cap, Py_ssize_t cap, size_t item) {
     if (!old) return PyMem_Calloc(cap, item); /* fresh zero pages: only the rows used are touched */
