@@ -442,6 +442,18 @@ static int expect_literal(Parser *ps, const char *word) {
     return 0;
 }
 
+/* After a member or an element: 1 when a ',' announces another (the parser then on it), 0 past
+   the ``close`` bracket, -1 on anything else. */
+static inline int next_item(Parser *ps, char close) {
+    skip_ws(ps);
+    int c = peek(ps);
+    if (c != ',' && c != close) return -1;
+    ps->p++;
+    if (c == close) return 0;
+    skip_ws(ps);
+    return 1;
+}
+
 /* Walk one JSON value and return it as a new Python object when ``build`` (else a new reference
    to None, the value only validated). NULL on decline or error. */
 static PyObject *value(Parser *ps, int build, int depth);
@@ -497,18 +509,9 @@ static PyObject *container(Parser *ps, int build, int depth, int is_object) {
             ps->error = 1;
             goto fail;
         }
-        skip_ws(ps);
-        int c = peek(ps);
-        if (c == ',') {
-            ps->p++;
-            skip_ws(ps);
-            continue;
-        }
-        if (c == close) {
-            ps->p++;
-            break;
-        }
-        goto bad;
+        int more = next_item(ps, close);
+        if (more < 0) goto bad;
+        if (!more) break;
     }
     if (!build) Py_RETURN_NONE;
     return out;
@@ -702,18 +705,9 @@ static inline int read_object(Parser *ps, int (*member)(Parser *, const char *, 
         ps->p++;
         skip_ws(ps);
         if (member(ps, key, len) < 0) return -1;
-        skip_ws(ps);
-        int c = peek(ps);
-        if (c == ',') {
-            ps->p++;
-            skip_ws(ps);
-            continue;
-        }
-        if (c == '}') {
-            ps->p++;
-            return 0;
-        }
-        break;
+        int more = next_item(ps, '}');
+        if (more == 0) return 0;
+        if (more < 0) break;
     }
     decline(ps);
     return -1;
@@ -798,18 +792,9 @@ static int read_events(Parser *ps) {
             if (ps->rows == ps->cap && reserve(ps, ps->cap * 2) < 0) return -1;
             if (read_event(ps) < 0) return -1;
             ps->rows++;
-            skip_ws(ps);
-            int c = peek(ps);
-            if (c == ',') {
-                ps->p++;
-                skip_ws(ps);
-                continue;
-            }
-            if (c == ']') {
-                ps->p++;
-                break;
-            }
-            goto bad;
+            int more = next_item(ps, ']');
+            if (more < 0) goto bad;
+            if (!more) break;
         }
     }
     skip_ws(ps);
