@@ -124,10 +124,11 @@ class EventColumns:
         return codes, list(zip(*([values[c] for c in field_codes[rows].tolist()] for field_codes, values in fields)))
 
     def times(self, name: str) -> tuple[np.ndarray, np.ndarray, int]:
-        ns, state = self._times[name]  # read-only views of the decoder's buffers: hand out a copy
+        ns, state = self._times[name]
         if self._index is None:
-            return ns.copy(), state != 0, int(np.count_nonzero(state == 2))
-        ns, state = ns[self._index], state[self._index]
+            ns = ns.copy()  # a read-only view of the decoder's buffer otherwise
+        else:
+            ns, state = ns[self._index], state[self._index]
         return ns, state != 0, int(np.count_nonzero(state == 2))
 
     def take(self, index: np.ndarray) -> EventColumns:
