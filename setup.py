@@ -3,6 +3,16 @@
 ``optional=True``: without a C compiler the package still installs and loads traces through the
 pure-Python (msgspec) path, with identical results.
 """
+
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("hta_lite._fastjson", ["hta_lite/_fastjson.c"], optional=True, extra_compile_args=["-O2"])])
+setup(
+    ext_modules=[
+        Extension(
+            "hta_lite._fastjson",
+            ["hta_lite/_fastjson.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        )
+    ]
+)

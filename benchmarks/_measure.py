@@ -4,6 +4,7 @@ Usage: python _measure.py JOB PATH   (JOB: ours | ours_warm | reference | floor 
 ``ours`` runs with the cache off; ``ours_warm`` with the cache in $HTA_LITE_CACHE_DIR (filled by
 the caller beforehand).
 """
+
 from __future__ import annotations
 
 import json
@@ -71,7 +72,9 @@ def suite(analysis, first: int) -> dict:
     return {
         "temporal_breakdown": lambda: analysis.get_temporal_breakdown(visualize=False),
         "comm_comp_overlap": lambda: analysis.get_comm_comp_overlap(visualize=False),
-        "idle_time_breakdown": lambda: analysis.get_idle_time_breakdown(ranks=[first], visualize=False),
+        "idle_time_breakdown": lambda: analysis.get_idle_time_breakdown(
+            ranks=[first], visualize=False
+        ),
         "kernel_breakdown": lambda: analysis.get_gpu_kernel_breakdown(visualize=False),
         "queue_length_summary": lambda: analysis.get_queue_length_summary(ranks=[first]),
         "memory_bw_summary": lambda: analysis.get_memory_bw_summary(ranks=[first]),

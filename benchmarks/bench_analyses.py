@@ -1,7 +1,8 @@
 """Analysis calls after load, hta_lite vs the reference, on one trace folder (best of 3 each).
 
-    python benchmarks/bench_analyses.py --ref-python /path/to/refvenv/bin/python [FOLDER]
+python benchmarks/bench_analyses.py --ref-python /path/to/refvenv/bin/python [FOLDER]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,7 +16,12 @@ DEFAULT = HERE.parent.parent / "shared/traces/hta/diff_control"
 
 
 def run(python: str, job: str, folder: Path) -> dict:
-    out = subprocess.run([python, str(HERE / "_measure.py"), job, str(folder)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [python, str(HERE / "_measure.py"), job, str(folder)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])["calls"]
 
 
@@ -35,7 +41,9 @@ def main() -> None:
             print(f"| {call} | {mine:.4f} | {theirs} | - |")
     both = [c for c in ours if isinstance(ref.get(c), float)]
     mine, theirs = sum(ours[c] for c in both), sum(ref[c] for c in both)
-    print(f"| **whole suite** ({len(both)} calls) | {mine:.4f} | {theirs:.4f} | {theirs / mine:.0f}x |")
+    print(
+        f"| **whole suite** ({len(both)} calls) | {mine:.4f} | {theirs:.4f} | {theirs / mine:.0f}x |"
+    )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ timings on one trace (best of 5 in one process; a fresh process pays more for ne
 
     python benchmarks/bench_decode.py [TRACE.json.gz]
 """
+
 from __future__ import annotations
 
 import gzip
@@ -36,16 +37,38 @@ def main() -> None:
     rows = [
         ("gunzip, zlib (gzip module)", best(lambda: gzip.decompress(packed))),
         ("gunzip, python-isal igzip.decompress", best(lambda: igzip.decompress(packed))),
-        ("gunzip, python-isal, one decompressor object (hta_lite)", best(lambda: decode.gunzip(packed))),
+        (
+            "gunzip, python-isal, one decompressor object (hta_lite)",
+            best(lambda: decode.gunzip(packed)),
+        ),
         ("JSON, orjson.loads (all dicts)", best(lambda: orjson.loads(data))),
         ("JSON, msgspec untyped (all dicts)", best(lambda: msgspec.json.decode(data))),
-        ("JSON, msgspec typed events only", best(lambda: decode._events_decoder.decode(top["traceEvents"]))),
-        ("JSON, top-level scan + typed events", best(lambda: decode._events_decoder.decode(decode.decode_top(data, path)["traceEvents"]))),
+        (
+            "JSON, msgspec typed events only",
+            best(lambda: decode._events_decoder.decode(top["traceEvents"])),
+        ),
+        (
+            "JSON, top-level scan + typed events",
+            best(
+                lambda: decode._events_decoder.decode(decode.decode_top(data, path)["traceEvents"])
+            ),
+        ),
     ]
     if decode._fastjson is not None:
         defaults = (decode._EVENT_DEFAULTS, decode._ARGS_DEFAULTS)
-        rows.append(("JSON, C decoder, events to columns (hta_lite._fastjson)", best(lambda: decode._fastjson.decode_events(top["traceEvents"], *defaults))))
-    rows.append(("JSON, whole document in one pass (hta_lite, " + ("C decoder)" if decode._fastjson else "msgspec)"), best(lambda: decode.decode(data, path))))
+        rows.append(
+            (
+                "JSON, C decoder, events to columns (hta_lite._fastjson)",
+                best(lambda: decode._fastjson.decode_events(top["traceEvents"], *defaults)),
+            )
+        )
+    rows.append(
+        (
+            "JSON, whole document in one pass (hta_lite, "
+            + ("C decoder)" if decode._fastjson else "msgspec)"),
+            best(lambda: decode.decode(data, path)),
+        )
+    )
     print(f"{path.name}: {len(data) / 1e6:.1f} MB JSON")
     print("| step | best of 5, s |\n|---|---|")
     for name, seconds in rows:

@@ -10,6 +10,7 @@ shows medians. Peak RSS is the child's ru_maxrss. *cold* uses the C decoder when
 The reference venv: ``python -m venv refvenv && refvenv/bin/pip install traceinsight "pandas<3"``.
 Traces: every folder of ../shared/traces holding one file of at least ``--min-mb`` MB uncompressed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,9 +18,9 @@ import gzip
 import json
 import os
 import statistics
-import tempfile
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -27,9 +28,18 @@ DEFAULT_TRACES = HERE.parent.parent / "shared" / "traces"
 
 
 def run_once(python: str, job: str, folder: Path, env: dict | None = None) -> dict:
-    target = folder if job != "floor" else next(p for p in folder.iterdir() if p.name.endswith((".json", ".gz")))
-    out = subprocess.run([python, str(HERE / "_measure.py"), job, str(target)], capture_output=True, text=True, check=True,
-                         env={**os.environ, **(env or {})})
+    target = (
+        folder
+        if job != "floor"
+        else next(p for p in folder.iterdir() if p.name.endswith((".json", ".gz")))
+    )
+    out = subprocess.run(
+        [python, str(HERE / "_measure.py"), job, str(target)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **(env or {})},
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -69,11 +79,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     args = parser.parse_args()
-    folders = [f for f in sorted(args.traces.glob("*/*")) if f.is_dir() and len(list(f.iterdir())) == 1]
+    folders = [
+        f for f in sorted(args.traces.glob("*/*")) if f.is_dir() and len(list(f.iterdir())) == 1
+    ]
     folders = [(f, uncompressed_mb(f)) for f in folders]
     folders = [(f, mb) for f, mb in folders if mb >= args.min_mb]
     results = {}
-    print("| trace | MB (json) | hta_lite cold s | no C s | hta_lite warm s | reference s | floor s | cold speedup | no C speedup | warm speedup | cold vs floor | RSS hta_lite MB | RSS ref MB |")
+    print(
+        "| trace | MB (json) | hta_lite cold s | no C s | hta_lite warm s | reference s | floor s | cold speedup | no C speedup | warm speedup | cold vs floor | RSS hta_lite MB | RSS ref MB |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as cache_dir:
         for folder, mb in folders:
@@ -88,7 +102,13 @@ def main() -> None:
             if args.ref_python:
                 jobs["reference"] = (args.ref_python, "reference", None)
             measured = measure_interleaved(jobs, folder, args.repeat)
-            ours, no_c, warm, floor, ref = measured["ours"], measured["no_c"], measured["warm"], measured["floor"], measured.get("reference")
+            ours, no_c, warm, floor, ref = (
+                measured["ours"],
+                measured["no_c"],
+                measured["warm"],
+                measured["floor"],
+                measured.get("reference"),
+            )
             results[folder.name] = {"mb": mb, **measured}
             ref_s = f"{ref['seconds']:.3f}" if ref else "-"
             speedup = f"{ref['seconds'] / ours['seconds']:.1f}x" if ref else "-"

@@ -7,6 +7,7 @@ Generates the folder once (byte-for-byte copies of a real trace with distinct ra
 fresh processes: ``summarize_folder`` cold (cache off), and again with the cache (first run fills
 it, second is warm). Reports wall time, the parent's peak RSS and the largest worker's peak RSS.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,12 @@ print(json.dumps({
 
 
 def run(folder: Path, executor: str, cache: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(folder), executor, cache], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(folder), executor, cache],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -55,12 +61,19 @@ def main() -> None:
     gz_mb = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
     cache_dir = args.workdir / "cache"
     shutil.rmtree(cache_dir, ignore_errors=True)
-    rows = [("cold, cache off", run(folder, args.executor, "off")), ("cold, filling the cache", run(folder, args.executor, str(cache_dir))),
-            ("warm, from the cache", run(folder, args.executor, str(cache_dir)))]
-    print(f"{args.ranks} ranks of {args.template.name} ({gz_mb:.0f} MB gzip), executor={args.executor}")
+    rows = [
+        ("cold, cache off", run(folder, args.executor, "off")),
+        ("cold, filling the cache", run(folder, args.executor, str(cache_dir))),
+        ("warm, from the cache", run(folder, args.executor, str(cache_dir))),
+    ]
+    print(
+        f"{args.ranks} ranks of {args.template.name} ({gz_mb:.0f} MB gzip), executor={args.executor}"
+    )
     print("| run | seconds | parent peak RSS MB | largest worker peak RSS MB |\n|---|---|---|---|")
     for name, r in rows:
-        print(f"| {name} | {r['seconds']:.1f} | {r['parent_peak_rss_mb']:.0f} | {r['worker_peak_rss_mb']:.0f} |")
+        print(
+            f"| {name} | {r['seconds']:.1f} | {r['parent_peak_rss_mb']:.0f} | {r['worker_peak_rss_mb']:.0f} |"
+        )
 
 
 if __name__ == "__main__":

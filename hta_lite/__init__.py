@@ -4,6 +4,7 @@
 >>> analysis = TraceAnalysis(trace_dir="sample_traces/two_ranks")
 >>> analysis.get_temporal_breakdown(visualize=False)
 """
+
 from .analysis import TraceAnalysis
 from .diff import DeviceType, TraceDiff
 from .errors import TraceError

@@ -2,16 +2,27 @@
 each method selects ranks, calls one function of :mod:`hta_lite.analyses` and,
 when asked, shows the matching figure of :mod:`hta_lite.plots`.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import pandas as pd
 
-from . import health
-from . import augment
-from .analyses import annotations, counters, idle, kernels, launches, overlap, sequences, stragglers, temporal, timers
+from . import augment, health
+from .analyses import (
+    annotations,
+    counters,
+    idle,
+    kernels,
+    launches,
+    overlap,
+    sequences,
+    stragglers,
+    temporal,
+    timers,
+)
 from .analyses.common import select
 from .classify import short_name
 from .errors import RankNotFoundError
@@ -62,7 +73,14 @@ class TraceAnalysis:
     ):
         self.trace_dir = None if trace_dir is None else str(trace_dir)
         self.traces, self.skipped_files = load(
-            trace_dir, trace_files, include_last_profiler_step, parallel, max_workers, on_error, progress, use_cache=cache
+            trace_dir,
+            trace_files,
+            include_last_profiler_step,
+            parallel,
+            max_workers,
+            on_error,
+            progress,
+            use_cache=cache,
         )
 
     # ---- data access -------------------------------------------------------
@@ -104,7 +122,12 @@ class TraceAnalysis:
         trace = self.trace(self.ranks[0] if rank is None else rank)
         return trace.steps["step"].tolist()
 
-    def get_step_breakdown(self, ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None, visualize: bool = False) -> pd.DataFrame:
+    def get_step_breakdown(
+        self,
+        ranks: Iterable[int] | None = None,
+        steps: Iterable[int] | None = None,
+        visualize: bool = False,
+    ) -> pd.DataFrame:
         """Per rank and ProfilerStep: step time and the GPU time of the work it launched (µs)."""
         from .analyses import steps as step_analysis
 
@@ -113,7 +136,9 @@ class TraceAnalysis:
             plots.show(plots.plot_step_breakdown(df))
         return df
 
-    def get_temporal_breakdown(self, visualize: bool = True, ranks: Iterable[int] | None = None) -> pd.DataFrame:
+    def get_temporal_breakdown(
+        self, visualize: bool = True, ranks: Iterable[int] | None = None
+    ) -> pd.DataFrame:
         df = temporal.temporal_breakdown(self.traces, ranks)
         if visualize:
             plots.show(plots.plot_temporal_breakdown(df))
@@ -129,12 +154,16 @@ class TraceAnalysis:
         consecutive_kernel_delay: float = 30,
     ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
         """Idle time per (rank, stream) by cause; ``consecutive_kernel_delay`` is in µs."""
-        df, stats = idle.idle_time_breakdown(self.traces, ranks, streams, consecutive_kernel_delay, show_idle_interval_stats)
+        df, stats = idle.idle_time_breakdown(
+            self.traces, ranks, streams, consecutive_kernel_delay, show_idle_interval_stats
+        )
         if visualize:
             plots.show(plots.plot_idle_time_breakdown(df, visualize_pctg))
         return df, stats
 
-    def get_comm_comp_overlap(self, visualize: bool = True, ranks: Iterable[int] | None = None) -> pd.DataFrame:
+    def get_comm_comp_overlap(
+        self, visualize: bool = True, ranks: Iterable[int] | None = None
+    ) -> pd.DataFrame:
         df = overlap.comm_comp_overlap(self.traces, ranks)
         if visualize:
             plots.show(plots.plot_comm_comp_overlap(df))
@@ -148,14 +177,18 @@ class TraceAnalysis:
         include_memory_kernels: bool = True,
         ranks: Iterable[int] | None = None,
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
-        type_df, kernel_df = kernels.gpu_kernel_breakdown(self.traces, ranks, duration_ratio, num_kernels, include_memory_kernels)
+        type_df, kernel_df = kernels.gpu_kernel_breakdown(
+            self.traces, ranks, duration_ratio, num_kernels, include_memory_kernels
+        )
         if visualize:
             plots.show(plots.plot_kernel_type_pie(type_df))
             for fig in plots.plot_kernel_distribution(kernel_df):
                 plots.show(fig)
         return type_df, kernel_df
 
-    def get_gpu_kernels_with_user_annotations(self, rank: int | None = None, shortern_names: bool = False) -> pd.DataFrame:
+    def get_gpu_kernels_with_user_annotations(
+        self, rank: int | None = None, shortern_names: bool = False
+    ) -> pd.DataFrame:
         """GPU events of a rank with the innermost ``gpu_user_annotation`` that covers each;
         ``shortern_names`` (the reference's spelling) drops template and function arguments."""
         trace = self.trace(self.ranks[0] if rank is None else rank)
@@ -165,16 +198,24 @@ class TraceAnalysis:
         return df
 
     def get_gpu_user_annotation_breakdown(
-        self, visualize: bool = True, duration_ratio: float = 0.8, num_kernels: int = 1000, ranks: Iterable[int] | None = None
+        self,
+        visualize: bool = True,
+        duration_ratio: float = 0.8,
+        num_kernels: int = 1000,
+        ranks: Iterable[int] | None = None,
     ) -> pd.DataFrame:
         """Time per ``gpu_user_annotation`` name per rank (µs), top names as in the kernel breakdown."""
-        df = annotations.user_annotation_breakdown(select(self.traces, ranks), duration_ratio, num_kernels)
+        df = annotations.user_annotation_breakdown(
+            select(self.traces, ranks), duration_ratio, num_kernels
+        )
         if visualize:
             plots.show(plots.plot_user_annotation_breakdown(df))
         return df
 
     # ---- counters and launches -------------------------------------------
-    def get_queue_length_time_series(self, ranks: Iterable[int] | None = None) -> dict[int, pd.DataFrame]:
+    def get_queue_length_time_series(
+        self, ranks: Iterable[int] | None = None
+    ) -> dict[int, pd.DataFrame]:
         """``{rank: DataFrame[ts (ns), pid, tid, stream, queue_length]}``, one row per change."""
         return counters.queue_length_time_series(self.traces, ranks)
 
@@ -186,10 +227,16 @@ class TraceAnalysis:
         self, queue_length_dict: dict[int, pd.DataFrame] | None = None, max_queue_length: int = 1024
     ) -> pd.DataFrame:
         """One row per (rank, stream) that reached ``max_queue_length``; durations in µs."""
-        series = queue_length_dict if queue_length_dict is not None else self.get_queue_length_time_series()
+        series = (
+            queue_length_dict
+            if queue_length_dict is not None
+            else self.get_queue_length_time_series()
+        )
         return counters.time_blocked_on_full_queue(self.traces, series, max_queue_length)
 
-    def get_memory_bw_time_series(self, ranks: Iterable[int] | None = None) -> dict[int, pd.DataFrame]:
+    def get_memory_bw_time_series(
+        self, ranks: Iterable[int] | None = None
+    ) -> dict[int, pd.DataFrame]:
         """``{rank: DataFrame[ts (ns), pid, name, memory_bw_gbps]}``, running bandwidth per memcpy kind."""
         return counters.memory_bw_time_series(self.traces, ranks)
 
@@ -205,7 +252,9 @@ class TraceAnalysis:
         output_dir: str | Path | None = None,
     ) -> dict[int, Path]:
         """Write each rank's trace plus queue-length and bandwidth counters; returns the paths."""
-        return augment.generate_trace_with_counters(self.traces, time_series, ranks, output_suffix, output_dir)
+        return augment.generate_trace_with_counters(
+            self.traces, time_series, ranks, output_suffix, output_dir
+        )
 
     def get_cuda_kernel_launch_stats(
         self,
@@ -251,7 +300,11 @@ class TraceAnalysis:
 
     # ---- cross-rank ---------------------------------------------------------
     def get_annotation_timers(
-        self, names: Iterable[str] | None = None, source: str = "cpu", ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None
+        self,
+        names: Iterable[str] | None = None,
+        source: str = "cpu",
+        ranks: Iterable[int] | None = None,
+        steps: Iterable[int] | None = None,
     ) -> pd.DataFrame:
         """Tidy ``rank, step, name, elapsed_ms`` for user annotations and ProfilerStep (``source``
         ``"cpu"`` or ``"gpu"``); nested repeats of a name are counted once."""
@@ -272,24 +325,46 @@ class TraceAnalysis:
         tidy = self.get_annotation_timers(names, source, ranks, steps)
         table = timers.timers_across_ranks(tidy, log_option, normalizer)
         if visualize:
-            plots.show(plots.plot_timers_minmax(timers.timers_across_ranks(tidy, "minmax", normalizer)))
+            plots.show(
+                plots.plot_timers_minmax(timers.timers_across_ranks(tidy, "minmax", normalizer))
+            )
             plots.show(plots.plot_timer_heatmap(tidy))
         return table
 
-    def timers_text(self, names: Iterable[str] | None = None, source: str = "cpu", log_option: str = "minmax",
-                    normalizer: float = 1.0, ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None) -> str:
+    def timers_text(
+        self,
+        names: Iterable[str] | None = None,
+        source: str = "cpu",
+        log_option: str = "minmax",
+        normalizer: float = 1.0,
+        ranks: Iterable[int] | None = None,
+        steps: Iterable[int] | None = None,
+    ) -> str:
         """The timers in Megatron-LM's log format (``(min, max) time across ranks (ms):`` ...)."""
         table = self.get_timers_across_ranks(names, source, log_option, normalizer, ranks, steps)
         return timers.megatron_text(table, log_option)
 
-    def get_potential_stragglers(self, profiler_steps: Iterable[int] | None = None, num_candidates: int = 2, visualize: bool = False) -> list[int]:
+    def get_potential_stragglers(
+        self,
+        profiler_steps: Iterable[int] | None = None,
+        num_candidates: int = 2,
+        visualize: bool = False,
+    ) -> list[int]:
         """Reference method: ranks whose long communication kernels start latest, most frequent first."""
         found = stragglers.potential_stragglers(self.traces, profiler_steps, num_candidates)
         if visualize:
-            plots.show(plots.plot_rank_lateness(stragglers.rank_skew(stragglers.collective_skew(self.traces, steps=profiler_steps))))
+            plots.show(
+                plots.plot_rank_lateness(
+                    stragglers.rank_skew(
+                        stragglers.collective_skew(self.traces, steps=profiler_steps)
+                    )
+                )
+            )
         return found
 
-    def get_straggler_report(self, steps: Iterable[int] | None = None, factor: float = 3.0) -> stragglers.StragglerReport:
+    def get_straggler_report(
+        self, steps: Iterable[int] | None = None, factor: float = 3.0
+    ) -> stragglers.StragglerReport:
         """Collectives matched across ranks, per-rank lateness, the stragglers and why (tables and text)."""
         skew = stragglers.collective_skew(self.traces, steps=steps)
         lateness = stragglers.rank_skew(skew)

@@ -1,8 +1,9 @@
 """Augmented trace files: the original events plus hta_lite's results, for Perfetto / chrome://tracing."""
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import msgspec
 import pandas as pd
@@ -19,11 +20,34 @@ def counter_events(queue: pd.DataFrame | None, bandwidth: pd.DataFrame | None) -
     """``Queue Length (stream S)`` per stream and ``Memory Bandwidth (KIND)`` per memcpy kind."""
     events = []
     if queue is not None:
-        for ts, pid, stream, value in zip(queue["ts"].tolist(), queue["pid"].tolist(), queue["stream"].tolist(), queue["queue_length"].tolist()):
-            events.append(counter_event(f"Queue Length (stream {stream})", pid, stream, ts, "queue_length", int(value)))
+        for ts, pid, stream, value in zip(
+            queue["ts"].tolist(),
+            queue["pid"].tolist(),
+            queue["stream"].tolist(),
+            queue["queue_length"].tolist(),
+        ):
+            events.append(
+                counter_event(
+                    f"Queue Length (stream {stream})", pid, stream, ts, "queue_length", int(value)
+                )
+            )
     if bandwidth is not None:
-        for ts, pid, name, value in zip(bandwidth["ts"].tolist(), bandwidth["pid"].tolist(), bandwidth["name"].tolist(), bandwidth["memory_bw_gbps"].tolist()):
-            events.append(counter_event(f"Memory Bandwidth ({name})", pid, 0, ts, "memory_bw_gbps", round(max(value, 0.0), 6)))
+        for ts, pid, name, value in zip(
+            bandwidth["ts"].tolist(),
+            bandwidth["pid"].tolist(),
+            bandwidth["name"].tolist(),
+            bandwidth["memory_bw_gbps"].tolist(),
+        ):
+            events.append(
+                counter_event(
+                    f"Memory Bandwidth ({name})",
+                    pid,
+                    0,
+                    ts,
+                    "memory_bw_gbps",
+                    round(max(value, 0.0), 6),
+                )
+            )
     return events
 
 
@@ -44,20 +68,30 @@ def generate_trace_with_counters(
     if not selected:
         return {}
     series = dict(time_series or {})
-    queue = series.get("queue_length") or counters.queue_length_time_series(traces, [t.rank for t in selected])
-    bandwidth = series.get("memory_bw") or counters.memory_bw_time_series(traces, [t.rank for t in selected])
+    queue = series.get("queue_length") or counters.queue_length_time_series(
+        traces, [t.rank for t in selected]
+    )
+    bandwidth = series.get("memory_bw") or counters.memory_bw_time_series(
+        traces, [t.rank for t in selected]
+    )
     if output_dir is None:
         folder = Path(selected[0].path).parent
         output_dir = folder.parent / (folder.name + output_suffix)
     written = {}
     for trace in selected:
         dst = output_path(Path(trace.path), Path(output_dir), output_suffix)
-        written[trace.rank] = write_trace(trace.path, dst, counter_events(queue.get(trace.rank), bandwidth.get(trace.rank)))
+        written[trace.rank] = write_trace(
+            trace.path, dst, counter_events(queue.get(trace.rank), bandwidth.get(trace.rank))
+        )
     return written
 
 
 def overlay_patterns(
-    trace: RankTrace, patterns: pd.DataFrame, top_k: int, output_dir: str | Path, compress_other_kernels: bool = True
+    trace: RankTrace,
+    patterns: pd.DataFrame,
+    top_k: int,
+    output_dir: str | Path,
+    compress_other_kernels: bool = True,
 ) -> Path:
     """The trace plus one GPU range per occurrence of each of the ``top_k`` patterns.
 
@@ -76,8 +110,18 @@ def overlay_patterns(
         for start in range(0, len(occurrence), max(n, 1)):
             part = occurrence.iloc[start : start + n]
             begin, end = int(part["ts"].min()), int((part["ts"] + part["dur"]).max())
-            head = msgspec.json.encode({"ph": "X", "cat": "gpu_user_annotation", "name": label, "pid": int(part["pid"].iloc[0]), "tid": int(part["tid"].iloc[0])})
-            extra.append(head[:-1] + b',"ts":' + us_text(begin) + b',"dur":' + us_text(end - begin) + b"}")
+            head = msgspec.json.encode(
+                {
+                    "ph": "X",
+                    "cat": "gpu_user_annotation",
+                    "name": label,
+                    "pid": int(part["pid"].iloc[0]),
+                    "tid": int(part["tid"].iloc[0]),
+                }
+            )
+            extra.append(
+                head[:-1] + b',"ts":' + us_text(begin) + b',"dur":' + us_text(end - begin) + b"}"
+            )
 
     def compress(raw: msgspec.Raw) -> bytes:
         fields = _event_fields.decode(raw)

@@ -7,6 +7,7 @@ Executors: ``"serial"`` (this process), ``"process"`` (local process pool, the d
 (the current ``dask.distributed`` client, or a new local one) or a ``dask.distributed.Client``.
 All give the same tables.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,15 @@ from .errors import TraceError
 from .health import health_summary
 from .loader import _assign_ranks, _parse_job, discover, process_pool
 
-SUMMARY_TABLES = ("temporal_breakdown", "comm_comp_overlap", "idle_time_breakdown", "kernel_type_breakdown",
-                  "queue_length_summary", "step_breakdown", "health_summary")
+SUMMARY_TABLES = (
+    "temporal_breakdown",
+    "comm_comp_overlap",
+    "idle_time_breakdown",
+    "kernel_type_breakdown",
+    "queue_length_summary",
+    "step_breakdown",
+    "health_summary",
+)
 
 
 def summarize_rank(trace) -> dict[str, pd.DataFrame]:
@@ -99,7 +107,9 @@ def _dask_client(executor: Any):
     try:
         from dask.distributed import Client, default_client
     except ImportError as exc:  # pragma: no cover - exercised without the extra
-        raise ImportError("executor='dask' needs the optional extra: pip install 'hta_lite[dask]'") from exc
+        raise ImportError(
+            "executor='dask' needs the optional extra: pip install 'hta_lite[dask]'"
+        ) from exc
     if executor == "dask":
         try:
             return default_client()
@@ -108,5 +118,3 @@ def _dask_client(executor: Any):
     if isinstance(executor, Client):
         return executor
     raise ValueError("executor must be 'serial', 'process', 'dask' or a dask.distributed.Client")
-
-

@@ -10,6 +10,7 @@ Location: ``cache_dir=`` argument, else ``$HTA_LITE_CACHE_DIR``, else the user c
 (``$XDG_CACHE_HOME/hta_lite`` or ``~/.cache/hta_lite``), so read-only trace folders work.
 ``HTA_LITE_CACHE=off`` (or ``0``/``false``/``no``) or ``cache=False`` turns it off.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -52,7 +53,9 @@ def cache_dir(cache: bool | str | Path | None = None) -> Path:
 def entry_key(path: Path, include_last_profiler_step: bool) -> str:
     st = path.stat()
     digest = hashlib.blake2b(digest_size=20)
-    digest.update(f"{FORMAT_VERSION}:{include_last_profiler_step}:{st.st_size}:{st.st_mtime_ns}".encode())
+    digest.update(
+        f"{FORMAT_VERSION}:{include_last_profiler_step}:{st.st_size}:{st.st_mtime_ns}".encode()
+    )
     with open(path, "rb") as f:
         digest.update(f.read(_SAMPLE))
         if st.st_size > _SAMPLE:
@@ -78,10 +81,20 @@ def load(root: Path, key: str) -> RankTrace | None:
         meta = msgspec.json.decode((folder / "meta.json").read_bytes(), type=_Meta)
         if meta.version != FORMAT_VERSION or meta.key != key:
             return None
-        tables = {name: _text_categories(pq.ParquetFile(folder / f"{name}.parquet").read().to_pandas()) for name in TABLES}
+        tables = {
+            name: _text_categories(pq.ParquetFile(folder / f"{name}.parquet").read().to_pandas())
+            for name in TABLES
+        }
     except (OSError, msgspec.MsgspecError, pa.ArrowException, ValueError, KeyError):
         return None
-    return RankTrace(rank=meta.rank, path=meta.path, metadata=meta.metadata, events_read=meta.events_read, health=meta.health, **tables)
+    return RankTrace(
+        rank=meta.rank,
+        path=meta.path,
+        metadata=meta.metadata,
+        events_read=meta.events_read,
+        health=meta.health,
+        **tables,
+    )
 
 
 def _text_categories(df):
@@ -90,7 +103,9 @@ def _text_categories(df):
         col = df[name]
         if isinstance(col.dtype, pd.CategoricalDtype) and col.cat.categories.dtype != TEXT_DTYPE:
             dtype = pd.CategoricalDtype(pd.Index(col.cat.categories, dtype=TEXT))
-            df[name] = pd.Categorical.from_codes(col.cat.codes, dtype=dtype)  # 10x cheaper than set_categories
+            df[name] = pd.Categorical.from_codes(
+                col.cat.codes, dtype=dtype
+            )  # 10x cheaper than set_categories
     return df
 
 
@@ -100,7 +115,9 @@ def _arrow(df: pd.DataFrame) -> pa.Table:
     table = pa.Table.from_pandas(df, preserve_index=False)
     for i, field in enumerate(table.schema):
         if pa.types.is_dictionary(field.type) and pa.types.is_null(field.type.value_type):
-            empty = pa.DictionaryArray.from_arrays(pa.nulls(len(table), pa.int32()), pa.array([], pa.string()))
+            empty = pa.DictionaryArray.from_arrays(
+                pa.nulls(len(table), pa.int32()), pa.array([], pa.string())
+            )
             table = table.set_column(i, field.name, empty)
     return table
 
@@ -112,8 +129,18 @@ def store(root: Path, key: str, trace: RankTrace) -> None:
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
         for name in TABLES:
-            pq.write_table(_arrow(getattr(trace, name)), tmp / f"{name}.parquet", compression="zstd")
-        meta = _Meta(FORMAT_VERSION, key, trace.rank, trace.path, trace.metadata, trace.events_read, trace.health)
+            pq.write_table(
+                _arrow(getattr(trace, name)), tmp / f"{name}.parquet", compression="zstd"
+            )
+        meta = _Meta(
+            FORMAT_VERSION,
+            key,
+            trace.rank,
+            trace.path,
+            trace.metadata,
+            trace.events_read,
+            trace.health,
+        )
         (tmp / "meta.json").write_bytes(msgspec.json.encode(meta))
         target = root / key
         if target.exists():

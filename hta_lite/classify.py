@@ -8,6 +8,7 @@ OTHER          names the reference treats as neither: GPU-side syncs (``Sync``
                runtime names.
 COMPUTATION    everything else.
 """
+
 from __future__ import annotations
 
 import re
@@ -42,9 +43,15 @@ def kernel_type(name: str) -> str:
 def kernel_types(names: pd.Series) -> pd.Categorical:
     """Vectorized over a categorical name column: each distinct name is classified once."""
     names = names.astype("category")
-    per_name = np.array([KERNEL_TYPES.index(kernel_type(str(n))) for n in names.cat.categories], dtype=np.int8)
+    per_name = np.array(
+        [KERNEL_TYPES.index(kernel_type(str(n))) for n in names.cat.categories], dtype=np.int8
+    )
     codes = names.cat.codes.to_numpy()
-    type_codes = np.where(codes >= 0, per_name[np.maximum(codes, 0)] if len(per_name) else 0, KERNEL_TYPES.index(OTHER))
+    type_codes = np.where(
+        codes >= 0,
+        per_name[np.maximum(codes, 0)] if len(per_name) else 0,
+        KERNEL_TYPES.index(OTHER),
+    )
     return pd.Categorical.from_codes(type_codes, categories=list(KERNEL_TYPES))
 
 

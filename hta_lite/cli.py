@@ -4,6 +4,7 @@
 Exit codes: 0 ok, 1 regression (with ``--fail-on-regression``), 2 usage or input error
 (one-line message; ``--debug`` shows the traceback).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,15 +15,17 @@ import pandas as pd
 
 from .errors import TraceError
 
-
 FORMATS = ("table", "json", "csv", "parquet")
 
 
 def _version() -> str:
-    from . import __version__
-    from . import decode
+    from . import __version__, decode
 
-    decoder = "C decoder" if decode._fastjson is not None else "pure-Python decoder: C decoder not built or HTA_LITE_NO_C set"
+    decoder = (
+        "C decoder"
+        if decode._fastjson is not None
+        else "pure-Python decoder: C decoder not built or HTA_LITE_NO_C set"
+    )
     return f"hta-lite {__version__} ({decoder})"
 
 
@@ -33,25 +36,44 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 regression or analysis failure, 2 usage or input error. Docs: docs/cli.md",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    parser.add_argument("--version", action="version", version=_version(), help="version, and whether the C decoder is in use")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=_version(),
+        help="version, and whether the C decoder is in use",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    summarize = sub.add_parser("summarize", help="per-rank summary tables; with -o also CSV/Parquet files and report.html")
+    summarize = sub.add_parser(
+        "summarize", help="per-rank summary tables; with -o also CSV/Parquet files and report.html"
+    )
     summarize.add_argument("trace_dir", help="folder with one trace file per rank")
     summarize.add_argument("-o", "--out-dir", help="write the tables and report.html here")
-    summarize.add_argument("--format", choices=FORMATS, default="table",
-                           help="stdout: table (default) or json; files in --out-dir: csv (default) or parquet")
+    summarize.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="stdout: table (default) or json; files in --out-dir: csv (default) or parquet",
+    )
     _common(summarize)
 
     report = sub.add_parser("report", help="write one self-contained HTML report (works offline)")
     report.add_argument("trace_dir")
-    report.add_argument("-o", "--output", default="report.html", help="HTML file to write (default: report.html)")
+    report.add_argument(
+        "-o", "--output", default="report.html", help="HTML file to write (default: report.html)"
+    )
     report.add_argument("--title", help="page title")
     _common(report)
 
-    counters = sub.add_parser("counters", help="write each rank's trace plus queue-length and bandwidth counters")
+    counters = sub.add_parser(
+        "counters", help="write each rank's trace plus queue-length and bandwidth counters"
+    )
     counters.add_argument("trace_dir")
-    counters.add_argument("-o", "--out-dir", help="folder for the augmented traces (default: <trace_dir>_with_counters)")
+    counters.add_argument(
+        "-o",
+        "--out-dir",
+        help="folder for the augmented traces (default: <trace_dir>_with_counters)",
+    )
     counters.add_argument("--suffix", default="_with_counters", help="added to each file name")
     _common(counters)
 
@@ -63,32 +85,57 @@ def _parser() -> argparse.ArgumentParser:
     )
     diff.add_argument("control", help="baseline trace folder")
     diff.add_argument("test", help="new trace folder")
-    diff.add_argument("--rank", type=int, help="rank to compare in both (default: the first rank of each)")
+    diff.add_argument(
+        "--rank", type=int, help="rank to compare in both (default: the first rank of each)"
+    )
     diff.add_argument("--control-rank", type=int)
     diff.add_argument("--test-rank", type=int)
-    diff.add_argument("--threshold", default="5%", help="allowed increase of the gate metric, e.g. 5%% or 0.05")
-    diff.add_argument("--fail-on-regression", action="store_true", help="exit 1 when the gate metric regresses")
-    diff.add_argument("--json", metavar="FILE", help="write the machine-readable result here ('-' for stdout)")
-    diff.add_argument("--top", type=int, default=10, help="kernels to list in the top-changes table")
+    diff.add_argument(
+        "--threshold", default="5%", help="allowed increase of the gate metric, e.g. 5%% or 0.05"
+    )
+    diff.add_argument(
+        "--fail-on-regression", action="store_true", help="exit 1 when the gate metric regresses"
+    )
+    diff.add_argument(
+        "--json", metavar="FILE", help="write the machine-readable result here ('-' for stdout)"
+    )
+    diff.add_argument(
+        "--top", type=int, default=10, help="kernels to list in the top-changes table"
+    )
     return parser
 
 
 def _common(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--ranks", type=int, nargs="+", help="ranks to load (default: all)")
-    cmd.add_argument("--serial", action="store_true", help="parse ranks in this process (no worker processes)")
-    cmd.add_argument("--include-last-profiler-step", action="store_true", help="keep the last ProfilerStep")
-    cmd.add_argument("--on-error", choices=("raise", "skip", "warn"), default="raise", help="what to do with unreadable files")
+    cmd.add_argument(
+        "--serial", action="store_true", help="parse ranks in this process (no worker processes)"
+    )
+    cmd.add_argument(
+        "--include-last-profiler-step", action="store_true", help="keep the last ProfilerStep"
+    )
+    cmd.add_argument(
+        "--on-error",
+        choices=("raise", "skip", "warn"),
+        default="raise",
+        help="what to do with unreadable files",
+    )
 
 
 def _load(args: argparse.Namespace):
     from .analysis import TraceAnalysis
 
-    kwargs = dict(parallel=not args.serial, include_last_profiler_step=args.include_last_profiler_step, on_error=args.on_error)
+    kwargs = dict(
+        parallel=not args.serial,
+        include_last_profiler_step=args.include_last_profiler_step,
+        on_error=args.on_error,
+    )
     analysis = TraceAnalysis(trace_dir=args.trace_dir, **kwargs)
     if args.ranks:
         missing = sorted(set(args.ranks) - set(analysis.ranks))
         if missing:
-            raise TraceError(args.trace_dir, f"rank(s) {missing} not in the folder; ranks: {analysis.ranks}")
+            raise TraceError(
+                args.trace_dir, f"rank(s) {missing} not in the folder; ranks: {analysis.ranks}"
+            )
         analysis.traces = {r: analysis.traces[r] for r in sorted(set(args.ranks))}
     return analysis
 
@@ -120,9 +167,15 @@ def summarize(args: argparse.Namespace) -> int:
     analysis = _load(args)
     tables = summary_tables(analysis)
     if args.format == "json":
-        print(json.dumps({k: json.loads(v.to_json(orient="records")) for k, v in tables.items()}, indent=1))
+        print(
+            json.dumps(
+                {k: json.loads(v.to_json(orient="records")) for k, v in tables.items()}, indent=1
+            )
+        )
     else:
-        with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60):
+        with pd.option_context(
+            "display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60
+        ):
             print(f"Loaded ranks {analysis.ranks} from {args.trace_dir}\n")
             titles = {
                 "temporal_breakdown": "Temporal breakdown (µs, % of GPU span)",
@@ -163,7 +216,9 @@ def report(args: argparse.Namespace) -> int:
 
 
 def counters(args: argparse.Namespace) -> int:
-    written = _load(args).generate_trace_with_counters(output_suffix=args.suffix, output_dir=args.out_dir)
+    written = _load(args).generate_trace_with_counters(
+        output_suffix=args.suffix, output_dir=args.out_dir
+    )
     for rank, path in written.items():
         print(f"rank {rank}: {path}")
     return 0
@@ -181,7 +236,9 @@ def run_diff(args: argparse.Namespace) -> int:
 
     control_rank = args.control_rank if args.control_rank is not None else args.rank
     test_rank = args.test_rank if args.test_rank is not None else args.rank
-    result = TraceDiff.compare(args.control, args.test, control_rank, test_rank, parse_threshold(args.threshold), args.top)
+    result = TraceDiff.compare(
+        args.control, args.test, control_rank, test_rank, parse_threshold(args.threshold), args.top
+    )
     with pd.option_context("display.width", 200, "display.max_colwidth", 70):
         print(result.summary, "\n")
         print("Temporal breakdown (µs / %)")
@@ -194,8 +251,11 @@ def run_diff(args: argparse.Namespace) -> int:
         print("Largest kernel time changes (µs)")
         print(result.top_kernels.rename(index=lambda n: n[:70]).to_string())
     if args.json:
+
         def records(df: pd.DataFrame, key: str) -> list:
-            return json.loads(df.reset_index(names=key).to_json(orient="records")) if len(df) else []  # NaN -> null
+            return (
+                json.loads(df.reset_index(names=key).to_json(orient="records")) if len(df) else []
+            )  # NaN -> null
 
         payload = {
             "ranks": result.ranks,
@@ -228,7 +288,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # an analysis failed on this input: say so in one line
         if args.debug:
             raise
-        print(f"hta-lite: analysis failed: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", file=sys.stderr)
+        print(
+            f"hta-lite: analysis failed: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -4,10 +4,11 @@ Each helper takes the fast path (one C-level conversion of the whole list) and
 falls back to per-value coercion only when the list holds unexpected types; the
 number of values it could not use is returned so the caller can report it.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import count
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -65,9 +66,13 @@ def factorize(values: Sequence) -> tuple[np.ndarray, list]:
     """Dense codes and distinct values in first-seen order (values must be hashable)."""
     first_seen: dict = {}
     # each distinct value keeps the position where it first appeared: one dict lookup per value
-    first = np.fromiter(map(first_seen.setdefault, values, count()), dtype=np.int64, count=len(values))
+    first = np.fromiter(
+        map(first_seen.setdefault, values, count()), dtype=np.int64, count=len(values)
+    )
     is_first = first == np.arange(len(values))
-    code_at = np.cumsum(is_first) - 1  # at a first occurrence: the number of distinct values before it
+    code_at = (
+        np.cumsum(is_first) - 1
+    )  # at a first occurrence: the number of distinct values before it
     return code_at[first], [values[i] for i in np.flatnonzero(is_first).tolist()]
 
 
@@ -83,7 +88,9 @@ TEXT = "str"  # category dtype of every text column (pandas' string dtype)
 
 def empty_category(n: int) -> pd.Categorical:
     """``n`` missing values of a text categorical (keeps its type through Parquet)."""
-    return pd.Categorical.from_codes(np.full(n, -1, np.int8), dtype=pd.CategoricalDtype(pd.Index([], dtype=TEXT)))
+    return pd.Categorical.from_codes(
+        np.full(n, -1, np.int8), dtype=pd.CategoricalDtype(pd.Index([], dtype=TEXT))
+    )
 
 
 def first_seen(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -111,10 +118,14 @@ def category_from_codes(codes: np.ndarray, categories: list) -> pd.Categorical:
         none_code = categories.index(None)
         codes = np.where(codes == none_code, -1, codes - (codes > none_code))
         del categories[none_code]
-    if not all(isinstance(c, str) for c in categories):  # e.g. grid / block tuples: text once per distinct value
+    if not all(
+        isinstance(c, str) for c in categories
+    ):  # e.g. grid / block tuples: text once per distinct value
         merged, categories = factorize([_text(c) for c in categories])
         codes = np.where(codes >= 0, merged[codes], -1)
-    return pd.Categorical.from_codes(codes.astype(np.int32), dtype=pd.CategoricalDtype(pd.Index(categories, dtype=TEXT)))
+    return pd.Categorical.from_codes(
+        codes.astype(np.int32), dtype=pd.CategoricalDtype(pd.Index(categories, dtype=TEXT))
+    )
 
 
 def _lists_as_text(values: Sequence) -> pa.Array:

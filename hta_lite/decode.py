@@ -6,6 +6,7 @@ that no digit is lost (see :mod:`hta_lite.timestamps`).  When a file has events
 of unexpected shape the slow path decodes event by event, keeps every event it
 can and counts the rest in ``skipped``.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -15,7 +16,7 @@ import stat
 import zlib
 from collections import Counter
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 import msgspec
 
@@ -45,21 +46,23 @@ class Args(msgspec.Struct, gc=False):
     C; a trace whose values have other types takes the lenient path.
     """
 
-    stream: Union[int, str] = -1
-    device: Union[int, str] = -1
-    correlation: Union[int, str] = -1
-    external_id: Union[int, str] = msgspec.field(default=-1, name="External id")
-    bytes: Union[int, str] = -1
-    memory_bw_gbps: Union[float, str] = msgspec.field(default=float("nan"), name="memory bandwidth (GB/s)")
-    grid: Union[tuple[int, ...], str, None] = None  # tuples can be grouped, lists cannot
-    block: Union[tuple[int, ...], str, None] = None
-    collective_name: Optional[str] = msgspec.field(default=None, name="Collective name")
-    in_msg_nelems: Union[int, str] = msgspec.field(default=-1, name="In msg nelems")
-    out_msg_nelems: Union[int, str] = msgspec.field(default=-1, name="Out msg nelems")
-    group_size: Union[int, str] = msgspec.field(default=-1, name="Group size")
-    dtype: Optional[str] = None
-    pg_name: Optional[str] = msgspec.field(default=None, name="Process Group Name")
-    pg_desc: Optional[str] = msgspec.field(default=None, name="Process Group Description")
+    stream: int | str = -1
+    device: int | str = -1
+    correlation: int | str = -1
+    external_id: int | str = msgspec.field(default=-1, name="External id")
+    bytes: int | str = -1
+    memory_bw_gbps: float | str = msgspec.field(
+        default=float("nan"), name="memory bandwidth (GB/s)"
+    )
+    grid: tuple[int, ...] | str | None = None  # tuples can be grouped, lists cannot
+    block: tuple[int, ...] | str | None = None
+    collective_name: str | None = msgspec.field(default=None, name="Collective name")
+    in_msg_nelems: int | str = msgspec.field(default=-1, name="In msg nelems")
+    out_msg_nelems: int | str = msgspec.field(default=-1, name="Out msg nelems")
+    group_size: int | str = msgspec.field(default=-1, name="Group size")
+    dtype: str | None = None
+    pg_name: str | None = msgspec.field(default=None, name="Process Group Name")
+    pg_desc: str | None = msgspec.field(default=None, name="Process Group Description")
     pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
     # metadata ("M") events
     name: Any = None
@@ -94,8 +97,34 @@ class LenientArgs(msgspec.Struct, gc=False):
 # every phase of the Chrome trace format; as a Literal the decoder returns one shared string
 # per phase (12% faster decoding, 2.5x faster grouping); any other value takes the lenient path
 Phase = Literal[
-    "", "X", "B", "E", "i", "I", "C", "b", "n", "e", "S", "T", "p", "F",
-    "s", "t", "f", "P", "N", "O", "D", "M", "V", "v", "R", "c", "(", ")",
+    "",
+    "X",
+    "B",
+    "E",
+    "i",
+    "I",
+    "C",
+    "b",
+    "n",
+    "e",
+    "S",
+    "T",
+    "p",
+    "F",
+    "s",
+    "t",
+    "f",
+    "P",
+    "N",
+    "O",
+    "D",
+    "M",
+    "V",
+    "v",
+    "R",
+    "c",
+    "(",
+    ")",
 ]
 
 
@@ -103,15 +132,15 @@ class Event(msgspec.Struct, gc=False):
     """One Chrome-trace event; ``ts``/``dur`` are the raw JSON text of the number."""
 
     ph: Phase = ""
-    cat: Optional[str] = None
-    name: Optional[str] = None
-    pid: Union[int, str, None] = None
-    tid: Union[int, str, None] = None
+    cat: str | None = None
+    name: str | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
     ts: msgspec.Raw = EMPTY_RAW
     dur: msgspec.Raw = EMPTY_RAW
     id: Any = None
-    s: Optional[str] = None
-    args: Optional[Args] = None  # LenientArgs on the slow path
+    s: str | None = None
+    args: Args | None = None  # LenientArgs on the slow path
 
 
 class CounterEvent(msgspec.Struct, gc=False):
@@ -147,7 +176,9 @@ class Decoded(msgspec.Struct):
     events: EventColumns | EventList
     metadata: dict[str, Any]
     skipped: Counter
-    raw_events: Any  # the events' JSON text (msgspec.Raw or memoryview), kept to decode counters on demand
+    raw_events: (
+        Any  # the events' JSON text (msgspec.Raw or memoryview), kept to decode counters on demand
+    )
 
 
 def read_bytes(path: Path) -> bytes:
@@ -301,7 +332,9 @@ def decode_top(data: bytes, path: Path) -> dict[str, msgspec.Raw]:
         return _top_decoder.decode(data)
     except msgspec.ValidationError:
         kind = type(_safe_generic(data)).__name__
-        raise TraceFormatError(path, f"top level is a JSON {kind}, expected an object with 'traceEvents'") from None
+        raise TraceFormatError(
+            path, f"top level is a JSON {kind}, expected an object with 'traceEvents'"
+        ) from None
     except msgspec.DecodeError as exc:
         raise TraceDecodeError(path, f"invalid JSON ({_explain(exc)})") from None
 

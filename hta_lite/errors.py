@@ -3,6 +3,7 @@
 Every message names the file (or folder) and what is wrong with it, so a user
 looking at a folder of hundreds of rank traces knows which one to fix.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

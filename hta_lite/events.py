@@ -13,6 +13,7 @@ default where the key was absent), ``times(name)`` gives ``(ns, valid, n_subns)`
 :func:`hta_lite.timestamps.raw_us_to_ns` does, and ``args()`` the ``args`` keys as another
 container with the same rows.
 """
+
 from __future__ import annotations
 
 from operator import attrgetter
@@ -64,26 +65,52 @@ class EventList:
 class EventColumns:
     """Events as one list per field (the C decoder's output), viewed through a row index."""
 
-    def __init__(self, n: int, fields: dict[str, list], defaults: dict[str, Any], times: dict, args: EventColumns | None = None,
-                 index: np.ndarray | None = None, arrays: dict | None = None, coded: dict | None = None):
+    def __init__(
+        self,
+        n: int,
+        fields: dict[str, list],
+        defaults: dict[str, Any],
+        times: dict,
+        args: EventColumns | None = None,
+        index: np.ndarray | None = None,
+        arrays: dict | None = None,
+        coded: dict | None = None,
+    ):
         self._n = n
         self._fields = fields
-        self._coded = {} if coded is None else coded  # name -> (codes of every row, distinct values), text and pid / tid
+        self._coded = (
+            {} if coded is None else coded
+        )  # name -> (codes of every row, distinct values), text and pid / tid
         self._defaults = defaults
         self._times = times  # name -> (int64 ns, uint8 state: 0 invalid, 1 valid, 2 valid with sub-ns digits dropped)
         self._args = args
         self._index = index
-        self._arrays = {} if arrays is None else arrays  # name -> object ndarray of the field, made at the first take
+        self._arrays = (
+            {} if arrays is None else arrays
+        )  # name -> object ndarray of the field, made at the first take
 
     @classmethod
     def from_decoder(cls, out: dict, event_defaults: dict, args_defaults: dict) -> EventColumns:
         n = out["n"]
         times = {
-            name: (np.frombuffer(out[name], np.int64), np.frombuffer(out[f"{name}_valid"], np.uint8))
+            name: (
+                np.frombuffer(out[name], np.int64),
+                np.frombuffer(out[f"{name}_valid"], np.uint8),
+            )
             for name in ("ts", "dur")
         }
-        coded = {name: _merge_equal(np.frombuffer(codes, np.int32), distinct) for name, (codes, distinct) in out["coded"].items()}
-        return cls(n, out["fields"], event_defaults, times, cls(n, out["args"], args_defaults, {}), coded=coded)
+        coded = {
+            name: _merge_equal(np.frombuffer(codes, np.int32), distinct)
+            for name, (codes, distinct) in out["coded"].items()
+        }
+        return cls(
+            n,
+            out["fields"],
+            event_defaults,
+            times,
+            cls(n, out["args"], args_defaults, {}),
+            coded=coded,
+        )
 
     def __len__(self) -> int:
         return self._n if self._index is None else len(self._index)
@@ -115,13 +142,19 @@ class EventColumns:
     def combinations(self, names: tuple) -> tuple[np.ndarray, list[tuple]]:
         """As :meth:`EventList.combinations`, from each field's codes combined in numpy."""
         fields = [self.factorized(name) for name in names]
-        if np.prod([float(len(values)) for _, values in fields]) >= 2.0**62:  # the key would overflow
+        if (
+            np.prod([float(len(values)) for _, values in fields]) >= 2.0**62
+        ):  # the key would overflow
             return factorize(list(zip(*(self.field(name) for name in names))))
         key = np.zeros(len(self), np.int64)
         for codes, values in fields:
             key = key * len(values) + codes
         codes, rows = first_seen(key)
-        return codes, list(zip(*([values[c] for c in field_codes[rows].tolist()] for field_codes, values in fields)))
+        return codes, list(
+            zip(
+                *([values[c] for c in field_codes[rows].tolist()] for field_codes, values in fields)
+            )
+        )
 
     def times(self, name: str) -> tuple[np.ndarray, np.ndarray, int]:
         ns, state = self._times[name]
@@ -134,7 +167,16 @@ class EventColumns:
     def take(self, index: np.ndarray) -> EventColumns:
         rows = index if self._index is None else self._index[index]
         args = None if self._args is None else self._args.take(index)
-        return EventColumns(self._n, self._fields, self._defaults, self._times, args, rows, self._arrays, self._coded)
+        return EventColumns(
+            self._n,
+            self._fields,
+            self._defaults,
+            self._times,
+            args,
+            rows,
+            self._arrays,
+            self._coded,
+        )
 
     def args(self) -> EventColumns:
         return self._args

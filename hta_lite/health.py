@@ -4,9 +4,10 @@
 has one row per rank with the facts a user checks first. docs/health.md explains
 every item.
 """
+
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -14,17 +15,30 @@ import pandas as pd
 from .rank_trace import RankTrace
 
 # items that describe the trace rather than a problem in it
-INFO_PREFIXES = ("events read", "GPU events kept", "CPU events kept", "ProfilerSteps", "rank taken", "rank assigned", "text pid", "text tid")
+INFO_PREFIXES = (
+    "events read",
+    "GPU events kept",
+    "CPU events kept",
+    "ProfilerSteps",
+    "rank taken",
+    "rank assigned",
+    "text pid",
+    "text tid",
+)
 
 
-def health_table(traces: Mapping[int, RankTrace], skipped_files: Mapping[str, str] | None = None) -> pd.DataFrame:
+def health_table(
+    traces: Mapping[int, RankTrace], skipped_files: Mapping[str, str] | None = None
+) -> pd.DataFrame:
     """Long table ``rank, file, item, count``: events read by phase and category, then every
     counted problem. Files that could not be loaded appear with rank -1 and the error as ``item``."""
     rows = []
     for rank, trace in sorted(traces.items()):
         for key, count in sorted(trace.events_read.items()):
             phase, _, category = key.partition("/")
-            item = f"events read, phase {phase!r}" + (f", category {category!r}" if category else "")
+            item = f"events read, phase {phase!r}" + (
+                f", category {category!r}" if category else ""
+            )
             rows.append((rank, trace.path, item, count))
         rows.append((rank, trace.path, "GPU events kept", len(trace.gpu)))
         rows.append((rank, trace.path, "CPU events kept", len(trace.cpu)))
@@ -76,7 +90,11 @@ def health_summary(traces: Mapping[int, RankTrace]) -> pd.DataFrame:
     rows = []
     for rank, trace in sorted(traces.items()):
         props = trace.metadata.get("deviceProperties") or []
-        gpu_name = props[0].get("name") if isinstance(props, list) and props and isinstance(props[0], dict) else None
+        gpu_name = (
+            props[0].get("name")
+            if isinstance(props, list) and props and isinstance(props[0], dict)
+            else None
+        )
         rows.append(
             {
                 "rank": rank,
@@ -89,8 +107,12 @@ def health_summary(traces: Mapping[int, RankTrace]) -> pd.DataFrame:
                 "profiler_steps": len(trace.steps),
                 "gpu_events": len(trace.gpu),
                 "cpu_events": len(trace.cpu),
-                "clock_offset_us": np.nan if firsts[rank] is None else (firsts[rank] - origin) / 1000.0,
-                "excluded_outside_steps": sum(n for item, n in trace.health.items() if "(excluded)" in item),
+                "clock_offset_us": np.nan
+                if firsts[rank] is None
+                else (firsts[rank] - origin) / 1000.0,
+                "excluded_outside_steps": sum(
+                    n for item, n in trace.health.items() if "(excluded)" in item
+                ),
                 "problems": sum(n for item, n in trace.health.items() if is_problem(item)),
             }
         )

@@ -1,4 +1,5 @@
 """Interval math on int64 nanosecond arrays: merge, total length, coverage by combination."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -80,7 +81,9 @@ def count_overlaps_by_group(group: np.ndarray, ts: np.ndarray, end: np.ndarray) 
     return int((~first[1:] & (ts[order][1:] < reach[:-1])).sum()) if len(order) > 1 else 0
 
 
-def union_length_by_group(group: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def union_length_by_group(
+    group: np.ndarray, ts: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Length of the union of each group's intervals: ``(groups, lengths)``, groups sorted."""
     if len(group) == 0:
         return group[:0], np.zeros(0, np.int64)

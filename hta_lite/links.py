@@ -11,6 +11,7 @@ Columns added:
 - ``cpu.parent_row``: the enclosing event one level up on the same (pid, tid), -1 if none.
 - ``cpu.depth``: nesting depth of the event on its (pid, tid), 0 for outermost.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,7 +32,9 @@ def profiler_steps(cpu: pd.DataFrame) -> pd.DataFrame:
         names = pd.Categorical(names)
     categories = names.categories
     step_of_code = np.full(len(categories) + 1, -1, np.int64)  # last slot: missing names (code -1)
-    for code in np.flatnonzero(np.asarray(categories.str.startswith("ProfilerStep#"), bool)).tolist():
+    for code in np.flatnonzero(
+        np.asarray(categories.str.startswith("ProfilerStep#"), bool)
+    ).tolist():
         match = _STEP.match(categories[code])
         if match:
             step_of_code[code] = int(match.group(1))
@@ -41,7 +44,14 @@ def profiler_steps(cpu: pd.DataFrame) -> pd.DataFrame:
     order = rows[np.lexsort((-dur[rows], ts[rows]))]  # by start, longest first
     _, first = np.unique(step[order], return_index=True)
     keep = order[np.sort(first)]  # the first of each step, still by start
-    return pd.DataFrame({"step": step[keep], "ts": ts[keep], "dur": dur[keep], "name": np.asarray(names[keep]).astype(str)})
+    return pd.DataFrame(
+        {
+            "step": step[keep],
+            "ts": ts[keep],
+            "dur": dur[keep],
+            "name": np.asarray(names[keep]).astype(str),
+        }
+    )
 
 
 def iteration_of(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
@@ -65,7 +75,9 @@ def first_row_by_key(keys: np.ndarray, candidates: np.ndarray) -> tuple[pd.Index
 def gather(values: np.ndarray, rows: np.ndarray, fill) -> np.ndarray:
     """``values[rows]`` where ``rows >= 0``, ``fill`` elsewhere (safe on empty ``values``)."""
     if len(values) == 0:
-        return np.full(len(rows), fill, dtype=np.result_type(values.dtype, np.min_scalar_type(fill)))
+        return np.full(
+            len(rows), fill, dtype=np.result_type(values.dtype, np.min_scalar_type(fill))
+        )
     return np.where(rows >= 0, values[np.maximum(rows, 0)], fill)
 
 

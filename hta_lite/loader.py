@@ -6,19 +6,27 @@ file's rank is ``distributedInfo.rank``; when absent, a number in the file name
 rank, assigned in file-name order, with a warning. Two files with one rank are
 an error naming both.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
 import re
 import warnings
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Literal, Mapping
+from typing import Literal
 
 from . import cache
-from .errors import DuplicateRankError, NoTraceFilesError, TraceError, TraceNotFoundError, TraceReadError
+from .errors import (
+    DuplicateRankError,
+    NoTraceFilesError,
+    TraceError,
+    TraceNotFoundError,
+    TraceReadError,
+)
 from .rank_trace import RankTrace, parse_file
 
 OnError = Literal["raise", "skip", "warn"]
@@ -32,12 +40,18 @@ def discover(trace_dir: str | Path) -> list[Path]:
     if not folder.exists():
         raise TraceNotFoundError(folder, "trace folder does not exist")
     if not folder.is_dir():
-        raise TraceNotFoundError(folder, "not a folder (pass trace_files={rank: path} for single files)")
+        raise TraceNotFoundError(
+            folder, "not a folder (pass trace_files={rank: path} for single files)"
+        )
     try:
         entries = sorted(folder.iterdir())
     except OSError as exc:
         raise TraceNotFoundError(folder, f"cannot list folder: {exc.strerror or exc}") from None
-    files = [p for p in entries if p.name.endswith(TRACE_SUFFIXES) and not p.name.startswith(".") and not p.is_dir()]
+    files = [
+        p
+        for p in entries
+        if p.name.endswith(TRACE_SUFFIXES) and not p.name.startswith(".") and not p.is_dir()
+    ]
     if not files:
         raise NoTraceFilesError(folder, "no *.json or *.json.gz trace files in folder")
     return files
@@ -143,7 +157,9 @@ def load(
     else:
         raise TypeError("give trace_dir=... or trace_files={rank: path}")
     cache_root = cache.cache_dir(use_cache) if cache.enabled(use_cache) else None
-    results = parse_many(jobs, include_last_profiler_step, parallel, max_workers, progress, cache_root)
+    results = parse_many(
+        jobs, include_last_profiler_step, parallel, max_workers, progress, cache_root
+    )
     skipped: dict[str, str] = {}
     loaded: list[RankTrace] = []
     for (path, _), result in zip(jobs, results):
@@ -171,7 +187,10 @@ def _assign_ranks(loaded: list[RankTrace], warn: Callable[[str], None]) -> dict[
             unranked.append(trace)
             continue
         if trace.rank in by_rank:
-            raise DuplicateRankError(trace.path, f"claims rank {trace.rank}, already claimed by {by_rank[trace.rank].path}")
+            raise DuplicateRankError(
+                trace.path,
+                f"claims rank {trace.rank}, already claimed by {by_rank[trace.rank].path}",
+            )
         by_rank[trace.rank] = trace
     next_rank = 0
     for trace in unranked:
@@ -180,6 +199,8 @@ def _assign_ranks(loaded: list[RankTrace], warn: Callable[[str], None]) -> dict[
         trace.rank = next_rank
         trace.health["rank assigned by file order (no distributedInfo.rank, no rank in name)"] = 1
         if len(loaded) > 1:
-            warn(f"{trace.path}: no distributedInfo.rank and no rank in the file name; assigned rank {next_rank}")
+            warn(
+                f"{trace.path}: no distributedInfo.rank and no rank in the file name; assigned rank {next_rank}"
+            )
         by_rank[next_rank] = trace
     return dict(sorted(by_rank.items()))

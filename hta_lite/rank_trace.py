@@ -1,4 +1,5 @@
 """One rank's trace: its tables, metadata and health counters, parsed from one file."""
+
 from __future__ import annotations
 
 import gc
@@ -13,15 +14,33 @@ import pandas as pd
 from . import decode as dec
 from .classify import kernel_types
 from .intervals import count_overlaps_by_group
-from .links import first_row_by_key, gather, iteration_of, lookup, nearest_ancestor, nesting, profiler_steps
+from .links import (
+    first_row_by_key,
+    gather,
+    iteration_of,
+    lookup,
+    nearest_ancestor,
+    nesting,
+    profiler_steps,
+)
 from .tables import build_tables
 
 RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "hip_runtime", "mtia_runtime", "runtime")
 # runtime / driver calls that put one GPU event on a stream
 LAUNCH_NAMES = (
-    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync",
-    "cudaMemsetAsync", "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel",
-    "hipMemcpyAsync", "hipMemsetAsync", "hipMemcpyWithStream", "runFunction - job_prep_and_submit_for_execution",
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cudaMemcpyAsync",
+    "cudaMemsetAsync",
+    "hipLaunchKernel",
+    "hipExtModuleLaunchKernel",
+    "hipModuleLaunchKernel",
+    "hipMemcpyAsync",
+    "hipMemsetAsync",
+    "hipMemcpyWithStream",
+    "runFunction - job_prep_and_submit_for_execution",
 )
 GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")  # one call releases many GPU events
 OVERLAP_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset")
@@ -70,7 +89,9 @@ def rank_from_metadata(metadata: dict[str, Any]) -> int | None:
     return None
 
 
-def parse_file(path: str | Path, rank: int | None = None, include_last_profiler_step: bool = False) -> RankTrace:
+def parse_file(
+    path: str | Path, rank: int | None = None, include_last_profiler_step: bool = False
+) -> RankTrace:
     """Read, decode and link one trace file (runs inside a worker process)."""
     path = Path(path)
     gc_was_enabled = gc.isenabled()
@@ -84,7 +105,9 @@ def parse_file(path: str | Path, rank: int | None = None, include_last_profiler_
             gc.enable()
     cpu, gpu = tables["cpu"], tables["gpu"]
     steps = profiler_steps(cpu)
-    cpu, gpu, annotations = _apply_step_window(cpu, gpu, tables["gpu_annotations"], steps, include_last_profiler_step, health)
+    cpu, gpu, annotations = _apply_step_window(
+        cpu, gpu, tables["gpu_annotations"], steps, include_last_profiler_step, health
+    )
     _link(cpu, gpu, steps, health)
     gpu["kernel_type"] = kernel_types(gpu["name"])
     annotations["iteration"] = iteration_of(annotations["ts"].to_numpy(), steps)
@@ -117,7 +140,9 @@ def _launch_rows(cpu: pd.DataFrame, gpu: pd.DataFrame, health: Counter | None) -
     corr = cpu["correlation"].to_numpy()
     index, rows = first_row_by_key(corr, runtime)
     if health is not None and len(runtime) > len(rows):
-        health["runtime calls sharing a correlation id (first kept for linking)"] += len(runtime) - len(rows)
+        health["runtime calls sharing a correlation id (first kept for linking)"] += len(
+            runtime
+        ) - len(rows)
     return lookup(index, rows, gpu["correlation"].to_numpy())
 
 
@@ -140,12 +165,22 @@ def _apply_step_window(cpu, gpu, annotations, steps, include_last, health):
     keep_anno = annotations["ts"].to_numpy() < cutoff + (1 if include_last else 0)
     dropped_gpu_no_launch = int((launch < 0).sum())
     if dropped_gpu_no_launch:
-        health["GPU events without a launching call (outside the profiled steps, excluded)"] += dropped_gpu_no_launch
+        health["GPU events without a launching call (outside the profiled steps, excluded)"] += (
+            dropped_gpu_no_launch
+        )
     if (~keep_cpu).sum():
-        health["CPU events in the last ProfilerStep (excluded)" if not include_last else "CPU events after the last ProfilerStep (excluded)"] += int((~keep_cpu).sum())
+        health[
+            "CPU events in the last ProfilerStep (excluded)"
+            if not include_last
+            else "CPU events after the last ProfilerStep (excluded)"
+        ] += int((~keep_cpu).sum())
     late_gpu = int(((launch >= 0) & ~keep_gpu).sum())
     if late_gpu:
-        health["GPU events launched in the last ProfilerStep (excluded)" if not include_last else "GPU events launched after the last ProfilerStep (excluded)"] += late_gpu
+        health[
+            "GPU events launched in the last ProfilerStep (excluded)"
+            if not include_last
+            else "GPU events launched after the last ProfilerStep (excluded)"
+        ] += late_gpu
     if (~keep_anno).sum():
         health["GPU annotations outside the profiled steps (excluded)"] += int((~keep_anno).sum())
     return (
@@ -169,16 +204,24 @@ def _link(cpu: pd.DataFrame, gpu: pd.DataFrame, steps: pd.DataFrame, health: Cou
     launched_at = gather(cpu["ts"].to_numpy(), launch, np.iinfo(np.int64).min)
     early = int((gpu["ts"].to_numpy() < launched_at).sum())
     if early:
-        health["GPU events starting before their launch call (clock skew; queued at GPU start)"] += early
+        health[
+            "GPU events starting before their launch call (clock skew; queued at GPU start)"
+        ] += early
     launches = np.asarray(cpu["name"].isin(LAUNCH_NAMES)) & (cpu["correlation"].to_numpy() != -1)
-    orphan_launches = launches & ~np.isin(cpu["correlation"].to_numpy(), gpu["correlation"].to_numpy())
+    orphan_launches = launches & ~np.isin(
+        cpu["correlation"].to_numpy(), gpu["correlation"].to_numpy()
+    )
     if orphan_launches.any():
         health["launch calls without a GPU event in the trace"] += int(orphan_launches.sum())
     on_streams = np.asarray(gpu["cat"].isin(OVERLAP_CATEGORIES))
     ts = gpu["ts"].to_numpy()[on_streams]
-    overlaps = count_overlaps_by_group(gpu["stream"].to_numpy()[on_streams], ts, ts + gpu["dur"].to_numpy()[on_streams])
+    overlaps = count_overlaps_by_group(
+        gpu["stream"].to_numpy()[on_streams], ts, ts + gpu["dur"].to_numpy()[on_streams]
+    )
     if overlaps:
         health["GPU events overlapping an earlier event on the same stream"] += overlaps
     cpu["op_row"] = -1
     runtime = _runtime_rows(cpu)
-    cpu.loc[runtime, "op_row"] = nearest_ancestor(parent, np.asarray(cpu["cat"] == "cpu_op"), runtime)
+    cpu.loc[runtime, "op_row"] = nearest_ancestor(
+        parent, np.asarray(cpu["cat"] == "cpu_op"), runtime
+    )

@@ -3,6 +3,7 @@
 plotly.js is inlined once (no CDN); figures are embedded as JSON (plotly escapes ``<`` there)
 and every name in tables and text is HTML-escaped, so kernel names are data, never markup.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -32,7 +33,9 @@ pre{background:#f4f6f8;padding:10px;overflow-x:auto;font-size:12.5px}
 def _table(df: pd.DataFrame | None, max_rows: int = 60, index: bool = False) -> str:
     if df is None or len(df) == 0:
         return "<p class='note'>No data.</p>"
-    return df.head(max_rows).to_html(index=index, escape=True, float_format=lambda v: f"{v:,.2f}", border=0, na_rep="–")
+    return df.head(max_rows).to_html(
+        index=index, escape=True, float_format=lambda v: f"{v:,.2f}", border=0, na_rep="–"
+    )
 
 
 class Report:
@@ -48,12 +51,17 @@ class Report:
 
     def chart(self, fig: go.Figure, height: int = 420) -> str:
         self.n_charts += 1
-        fig.update_layout(height=fig.layout.height or height, margin={"l": 60, "r": 30, "t": 60, "b": 60})
+        fig.update_layout(
+            height=fig.layout.height or height, margin={"l": 60, "r": 30, "t": 60, "b": 60}
+        )
         return f"<div class='chart'>{fig.to_html(full_html=False, include_plotlyjs=False, div_id=f'chart-{self.n_charts}', config={'displaylogo': False})}</div>"
 
     def html(self) -> str:
         nav = "".join(f"<a href='#{a}'>{html.escape(h)}</a>" for a, h, _ in self.sections)
-        body = "".join(f"<section id='{a}'><h2>{html.escape(h)}</h2>{content}</section>" for a, h, content in self.sections)
+        body = "".join(
+            f"<section id='{a}'><h2>{html.escape(h)}</h2>{content}</section>"
+            for a, h, content in self.sections
+        )
         stamp = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
         return (
             "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
@@ -68,35 +76,86 @@ def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
     """The HTML page for a loaded ``TraceAnalysis``."""
     report = Report(title or f"GPU trace report: {analysis.trace_dir or 'traces'}")
     summary = analysis.health_summary()
-    overview = summary[["rank", "device_type", "gpu_name", "profiler_steps", "gpu_events", "cpu_events", "clock_offset_us", "problems"]]
-    report.section("overview", "Overview", f"<p>{len(analysis.ranks)} rank(s) loaded from <code>{html.escape(str(analysis.trace_dir))}</code>.</p>", _table(overview))
+    overview = summary[
+        [
+            "rank",
+            "device_type",
+            "gpu_name",
+            "profiler_steps",
+            "gpu_events",
+            "cpu_events",
+            "clock_offset_us",
+            "problems",
+        ]
+    ]
+    report.section(
+        "overview",
+        "Overview",
+        f"<p>{len(analysis.ranks)} rank(s) loaded from <code>{html.escape(str(analysis.trace_dir))}</code>.</p>",
+        _table(overview),
+    )
 
     temporal = analysis.get_temporal_breakdown(visualize=False)
     gpu_ranks = temporal.dropna()
     if len(gpu_ranks):
-        report.section("temporal", "Temporal breakdown", "<p class='note'>Share of each rank's GPU span that was idle, computing, or only communicating / copying.</p>",
-                       _table(temporal), report.chart(plots.plot_temporal_breakdown(gpu_ranks)))
+        report.section(
+            "temporal",
+            "Temporal breakdown",
+            "<p class='note'>Share of each rank's GPU span that was idle, computing, or only communicating / copying.</p>",
+            _table(temporal),
+            report.chart(plots.plot_temporal_breakdown(gpu_ranks)),
+        )
         idle, _ = analysis.get_idle_time_breakdown(visualize=False)
-        report.section("idle", "Idle time by cause", "<p class='note'>host_wait: the CPU launched too late; kernel_wait: launch overhead below 30 µs; other: waiting on other streams or syncs.</p>",
-                       report.chart(plots.plot_idle_time_breakdown(idle)), _table(idle))
+        report.section(
+            "idle",
+            "Idle time by cause",
+            "<p class='note'>host_wait: the CPU launched too late; kernel_wait: launch overhead below 30 µs; other: waiting on other streams or syncs.</p>",
+            report.chart(plots.plot_idle_time_breakdown(idle)),
+            _table(idle),
+        )
         overlap = analysis.get_comm_comp_overlap(visualize=False)
-        report.section("overlap", "Communication hidden by computation", _table(overlap), report.chart(plots.plot_comm_comp_overlap(overlap)))
+        report.section(
+            "overlap",
+            "Communication hidden by computation",
+            _table(overlap),
+            report.chart(plots.plot_comm_comp_overlap(overlap)),
+        )
         type_df, kernel_df = analysis.get_gpu_kernel_breakdown(visualize=False)
         top = kernel_df.sort_values("sum (us)", ascending=False)
-        report.section("kernels", "Kernel breakdown", report.chart(plots.plot_kernel_type_pie(type_df)), _table(type_df),
-                       "<h3>Top kernels</h3>", _table(top, 25), *[report.chart(f) for f in plots.plot_kernel_distribution(kernel_df)])
+        report.section(
+            "kernels",
+            "Kernel breakdown",
+            report.chart(plots.plot_kernel_type_pie(type_df)),
+            _table(type_df),
+            "<h3>Top kernels</h3>",
+            _table(top, 25),
+            *[report.chart(f) for f in plots.plot_kernel_distribution(kernel_df)],
+        )
         steps = analysis.get_step_breakdown()
         if len(steps):
-            report.section("steps", "Per-step breakdown", report.chart(plots.plot_step_breakdown(steps)), _table(steps))
+            report.section(
+                "steps",
+                "Per-step breakdown",
+                report.chart(plots.plot_step_breakdown(steps)),
+                _table(steps),
+            )
         _counters_section(report, analysis)
         _launch_section(report, analysis)
     else:
-        report.section("temporal", "GPU analyses", "<p>No GPU events: these traces are CPU-only.</p>")
+        report.section(
+            "temporal", "GPU analyses", "<p>No GPU events: these traces are CPU-only.</p>"
+        )
     _cross_rank_section(report, analysis)
     health = analysis.health()
     problems = health[health["item"].map(is_problem)]
-    report.section("health", "Trace health", "<p class='note'>Events skipped, clamped or not linked while loading (see docs/health.md).</p>",
-                   _table(problems, 200), "<h3>Per rank</h3>", _table(summary))
+    report.section(
+        "health",
+        "Trace health",
+        "<p class='note'>Events skipped, clamped or not linked while loading (see docs/health.md).</p>",
+        _table(problems, 200),
+        "<h3>Per rank</h3>",
+        _table(summary),
+    )
     return report.html()
 
 
@@ -106,9 +165,15 @@ def _counters_section(report: Report, analysis: TraceAnalysis) -> None:
     bandwidth = analysis.get_memory_bw_time_series([first]).get(first)
     parts = []
     if queue is not None:
-        parts += [report.chart(plots.plot_queue_length(queue, first)), _table(analysis.get_queue_length_summary(), index=True)]
+        parts += [
+            report.chart(plots.plot_queue_length(queue, first)),
+            _table(analysis.get_queue_length_summary(), index=True),
+        ]
     if bandwidth is not None:
-        parts += [report.chart(plots.plot_memory_bw(bandwidth, first)), _table(analysis.get_memory_bw_summary(), index=True)]
+        parts += [
+            report.chart(plots.plot_memory_bw(bandwidth, first)),
+            _table(analysis.get_memory_bw_summary(), index=True),
+        ]
     if parts:
         report.section("counters", f"Launch queue and memory bandwidth (rank {first})", *parts)
 
@@ -117,8 +182,12 @@ def _launch_section(report: Report, analysis: TraceAnalysis) -> None:
     first = analysis.ranks[0]
     stats = analysis.get_cuda_kernel_launch_stats(ranks=[first], visualize=False)[first]
     if len(stats):
-        report.section("launches", f"Kernel launches (rank {first})", _table(stats.describe().T, index=True),
-                       *[report.chart(f) for f in plots.plot_launch_stats(stats, first)])
+        report.section(
+            "launches",
+            f"Kernel launches (rank {first})",
+            _table(stats.describe().T, index=True),
+            *[report.chart(f) for f in plots.plot_launch_stats(stats, first)],
+        )
 
 
 def _cross_rank_section(report: Report, analysis: TraceAnalysis) -> None:
@@ -126,11 +195,19 @@ def _cross_rank_section(report: Report, analysis: TraceAnalysis) -> None:
     parts = []
     if len(tidy):
         minmax = analysis.get_timers_across_ranks(log_option="minmax")
-        parts += [f"<pre>{html.escape(analysis.timers_text())}</pre>", report.chart(plots.plot_timers_minmax(minmax)), report.chart(plots.plot_timer_heatmap(tidy))]
+        parts += [
+            f"<pre>{html.escape(analysis.timers_text())}</pre>",
+            report.chart(plots.plot_timers_minmax(minmax)),
+            report.chart(plots.plot_timer_heatmap(tidy)),
+        ]
     if len(analysis.ranks) > 1:
         straggler = analysis.get_straggler_report()
         if len(straggler.ranks):
-            parts += [f"<p>{html.escape(str(straggler))}</p>", report.chart(plots.plot_rank_lateness(straggler.ranks)), _table(straggler.causes)]
+            parts += [
+                f"<p>{html.escape(str(straggler))}</p>",
+                report.chart(plots.plot_rank_lateness(straggler.ranks)),
+                _table(straggler.causes),
+            ]
     if parts:
         report.section("cross-rank", "Cross-rank timers and stragglers", *parts)
 

@@ -13,6 +13,7 @@ Every other rank's collective kernel lasts ``delay_us`` longer (it waits), and e
 the collective is ``delay_us`` later on every rank, as in a real job. The straggler and the cause
 are the known answer for tests and benchmarks (the scale issue reuses this for large folders).
 """
+
 from __future__ import annotations
 
 import copy
@@ -34,12 +35,20 @@ def _load(path: Path) -> dict:
 
 def injection_points(events: list[dict], min_dur_us: float = 100.0) -> list[float]:
     """Start of the last long communication kernel launched in each ProfilerStep (µs)."""
-    steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") == "user_annotation")
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("ph") == "X"
+        and str(e.get("name", "")).startswith("ProfilerStep#")
+        and e.get("cat") == "user_annotation"
+    )
     launches = _launch_ts(events)
     comm = sorted(
         (launches.get(e["args"].get("correlation"), e["ts"]), e["ts"])
         for e in events
-        if e.get("cat") == "kernel" and kernel_type(e["name"]) == COMMUNICATION and e.get("dur", 0) >= min_dur_us
+        if e.get("cat") == "kernel"
+        and kernel_type(e["name"]) == COMMUNICATION
+        and e.get("dur", 0) >= min_dur_us
     )
     points = []
     for start, end in steps:
@@ -50,10 +59,23 @@ def injection_points(events: list[dict], min_dur_us: float = 100.0) -> list[floa
 
 
 def _launch_ts(events: list[dict]) -> dict:
-    return {e["args"]["correlation"]: e["ts"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    return {
+        e["args"]["correlation"]: e["ts"]
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
 
 
-def make_rank(template: dict, rank: int, world: int, points: list[float], straggler: int, cause: str, delay_us: float, clock_offset_us: float) -> dict:
+def make_rank(
+    template: dict,
+    rank: int,
+    world: int,
+    points: list[float],
+    straggler: int,
+    cause: str,
+    delay_us: float,
+    clock_offset_us: float,
+) -> dict:
     doc = copy.deepcopy(template)
     doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
     events = doc["traceEvents"]
@@ -63,7 +85,11 @@ def make_rank(template: dict, rank: int, world: int, points: list[float], stragg
     ts = np.array([float(e.get("ts", 0)) for e in events])
     shift = np.zeros(len(events))
     for p in points:
-        collective = next(i for i, e in enumerate(events) if is_gpu[i] and e["ts"] == p and kernel_type(e["name"]) == COMMUNICATION)
+        collective = next(
+            i
+            for i, e in enumerate(events)
+            if is_gpu[i] and e["ts"] == p and kernel_type(e["name"]) == COMMUNICATION
+        )
         launched = launches.get(events[collective]["args"].get("correlation"), p)
         # host cause: the CPU issues the collective only delay_us after the GPU reached it
         delay = delay_us if cause == "compute" else delay_us + (p - launched)
@@ -73,7 +99,11 @@ def make_rank(template: dict, rank: int, world: int, points: list[float], stragg
         if rank != straggler:
             events[collective]["dur"] += delay  # waits for the straggler
         elif cause == "compute":
-            before = [i for i, e in enumerate(events) if is_gpu[i] and e["ts"] + e["dur"] <= p and kernel_type(e["name"]) == COMPUTATION]
+            before = [
+                i
+                for i, e in enumerate(events)
+                if is_gpu[i] and e["ts"] + e["dur"] <= p and kernel_type(e["name"]) == COMPUTATION
+            ]
             events[max(before, key=lambda i: events[i]["ts"] + events[i]["dur"])]["dur"] += delay
     for i, e in enumerate(events):
         if has_ts[i]:
@@ -81,27 +111,41 @@ def make_rank(template: dict, rank: int, world: int, points: list[float], stragg
     return doc
 
 
-def make_straggler_folder(template: str | Path, out_dir: str | Path, n_ranks: int, straggler: int, cause: str = "compute",
-                          delay_us: float = 5000.0, seed: int = 0, gz: bool = True) -> Path:
+def make_straggler_folder(
+    template: str | Path,
+    out_dir: str | Path,
+    n_ranks: int,
+    straggler: int,
+    cause: str = "compute",
+    delay_us: float = 5000.0,
+    seed: int = 0,
+    gz: bool = True,
+) -> Path:
     """Write ``n_ranks`` trace files (``rank-N.json[.gz]``) into ``out_dir``; returns the folder."""
     if cause not in ("compute", "host"):
         raise ValueError("cause must be 'compute' or 'host'")
     doc = _load(Path(template))
     points = injection_points(doc["traceEvents"])
     if not points:
-        raise ValueError(f"{template}: no long communication kernel inside a ProfilerStep to inject at")
+        raise ValueError(
+            f"{template}: no long communication kernel inside a ProfilerStep to inject at"
+        )
     rng = np.random.default_rng(seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for rank in range(n_ranks):
-        rank_doc = make_rank(doc, rank, n_ranks, points, straggler, cause, delay_us, float(rng.uniform(0, 20)))
+        rank_doc = make_rank(
+            doc, rank, n_ranks, points, straggler, cause, delay_us, float(rng.uniform(0, 20))
+        )
         data = json.dumps(rank_doc).encode()
         name = f"rank-{rank}.json" + (".gz" if gz else "")
         (out / name).write_bytes(gzip.compress(data, 1) if gz else data)
     return out
 
 
-def replicate_trace(template: str | Path, out_dir: str | Path, n_ranks: int, gz: bool = True) -> Path:
+def replicate_trace(
+    template: str | Path, out_dir: str | Path, n_ranks: int, gz: bool = True
+) -> Path:
     """``n_ranks`` byte-for-byte copies of a real trace, each with its own ``distributedInfo.rank``
     (for scale benchmarks: the events are untouched, so every rank parses exactly like the template)."""
     import msgspec
@@ -114,7 +158,12 @@ def replicate_trace(template: str | Path, out_dir: str | Path, n_ranks: int, gz:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for rank in range(n_ranks):
-        meta = dict(top, distributedInfo=msgspec.Raw(msgspec.json.encode({"backend": "nccl", "rank": rank, "world_size": n_ranks})))
+        meta = dict(
+            top,
+            distributedInfo=msgspec.Raw(
+                msgspec.json.encode({"backend": "nccl", "rank": rank, "world_size": n_ranks})
+            ),
+        )
         parts = [msgspec.json.encode(k) + b":" + bytes(v) for k, v in meta.items()]
         document = b"{" + b",".join(parts + [b'"traceEvents":' + bytes(events)]) + b"}"
         name = f"rank-{rank}.json" + (".gz" if gz else "")

@@ -12,6 +12,7 @@ categories as categoricals, absent integer ids as -1):
 
 Linking (correlation, iteration, depth) happens later in :mod:`hta_lite.links`.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -20,11 +21,28 @@ import numpy as np
 import pandas as pd
 
 from . import decode as dec
-from .columns import MISSING_INT, empty_category, float_column, int_column, to_category, to_float, to_int
+from .columns import (
+    MISSING_INT,
+    empty_category,
+    float_column,
+    int_column,
+    to_category,
+    to_float,
+    to_int,
+)
 from .events import EventColumns, EventList
 from .timestamps import raw_us_to_ns
 
-GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events", "Kernel", "Memcpy", "Memset")
+GPU_CATEGORIES = (
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "cuda_sync",
+    "mtia_ccp_events",
+    "Kernel",
+    "Memcpy",
+    "Memset",
+)
 GPU_ANNOTATION_CATEGORY = "gpu_user_annotation"
 SUPPORTED_PHASES = ("X", "i", "I", "s", "f", "t", "C", "M")
 IMPLAUSIBLE_DUR_FLOOR_NS = 60 * 10**9  # a minute: never flag a duration below that
@@ -54,28 +72,38 @@ def _few_distinct_columns(codes: np.ndarray, combos: list, names: tuple, health:
         values = [combo[i] for combo in combos]
         if name in ("pid", "tid"):
             converted, _ = to_int(values)
-            unusable = [v is not None and c == MISSING_INT and v != MISSING_INT for v, c in zip(values, converted.tolist())]
+            unusable = [
+                v is not None and c == MISSING_INT and v != MISSING_INT
+                for v, c in zip(values, converted.tolist())
+            ]
             bad = int(weights[np.array(unusable, bool)].sum())
             if bad:
                 health[f"text {name} (stored as -1)"] += bad
             out[name] = converted[codes]
         else:
             per_combo = to_category(values)
-            out[name] = pd.Categorical.from_codes(np.asarray(per_combo.codes)[codes], dtype=per_combo.dtype)
+            out[name] = pd.Categorical.from_codes(
+                np.asarray(per_combo.codes)[codes], dtype=per_combo.dtype
+            )
     return out
 
 
 def _base(events: Events, health: Counter) -> dict:
     """name, cat, pid, tid columns shared by every family."""
     names = ("cat", "pid", "tid")
-    return {"name": events.category("name"), **_few_distinct_columns(*events.combinations(names), names, health)}
+    return {
+        "name": events.category("name"),
+        **_few_distinct_columns(*events.combinations(names), names, health),
+    }
 
 
 def _subset(columns: dict, idx: np.ndarray) -> dict:
     out = {}
     for key, col in columns.items():
         if isinstance(col, pd.Categorical):
-            out[key] = pd.Categorical.from_codes(col.codes[idx], categories=col.categories).remove_unused_categories()
+            out[key] = pd.Categorical.from_codes(
+                col.codes[idx], categories=col.categories
+            ).remove_unused_categories()
         else:
             out[key] = col[idx]
     return out
@@ -105,7 +133,9 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
         span = int(ts[ts_ok].max() - ts[ts_ok].min())
         implausible = ts_ok & (dur > max(10 * span, IMPLAUSIBLE_DUR_FLOOR_NS))
         if implausible.any():
-            health["complete event with implausible dur (> 10x the trace span; dropped)"] += int(implausible.sum())
+            health["complete event with implausible dur (> 10x the trace span; dropped)"] += int(
+                implausible.sum()
+            )
             ts_ok = ts_ok & ~implausible
     keep = np.flatnonzero(ts_ok)
     if len(keep) != len(events):
@@ -123,7 +153,11 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
     is_gpu = np.asarray(cats.isin(GPU_CATEGORIES))
     is_anno = np.asarray(cats == GPU_ANNOTATION_CATEGORY)
     out = {}
-    for family, mask in (("gpu", is_gpu), ("gpu_annotations", is_anno), ("cpu", ~(is_gpu | is_anno))):
+    for family, mask in (
+        ("gpu", is_gpu),
+        ("gpu_annotations", is_anno),
+        ("cpu", ~(is_gpu | is_anno)),
+    ):
         idx = np.flatnonzero(mask)
         cols = _subset(shared, idx)
         if family == "gpu":
@@ -137,9 +171,15 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
             cols["block"] = to_category(fam_args.field("block"))
             has_collectives = any(fam_args.field("collective_name"))
             for name in _COLLECTIVE_INTS:
-                cols[name] = _ints(fam_args, name, health) if has_collectives else np.full(len(idx), -1)
+                cols[name] = (
+                    _ints(fam_args, name, health) if has_collectives else np.full(len(idx), -1)
+                )
             for name in _TEXT_ARGS:
-                cols[name] = to_category(fam_args.field(name)) if has_collectives else empty_category(len(idx))
+                cols[name] = (
+                    to_category(fam_args.field(name))
+                    if has_collectives
+                    else empty_category(len(idx))
+                )
         elif family == "gpu_annotations":
             cols["device"] = _ints(args.take(idx), "device", health)
         out[family] = pd.DataFrame(cols)
@@ -172,14 +212,28 @@ def _flows(events: Events, health: Counter) -> pd.DataFrame:
     flow_id, text_ids = int_column(ids)
     if text_ids:  # Chrome traces allow string ids
         flow_id = to_category([None if v is None else str(v) for v in ids])
-    return pd.DataFrame({"ts": ts, "ph": few["ph"], "id": flow_id, "cat": few["cat"], "pid": few["pid"], "tid": few["tid"]})
+    return pd.DataFrame(
+        {
+            "ts": ts,
+            "ph": few["ph"],
+            "id": flow_id,
+            "cat": few["cat"],
+            "pid": few["pid"],
+            "tid": few["tid"],
+        }
+    )
 
 
 def _meta_events(events: Events, health: Counter) -> pd.DataFrame:
     args = events.args()
     fields = zip(args.field("name"), args.field("labels"), args.field("sort_index"))
-    value = [name if name is not None else labels if labels is not None else index for name, labels, index in fields]
-    return pd.DataFrame({**_base(events, Counter()), "value": to_category(value)}).drop(columns="cat")
+    value = [
+        name if name is not None else labels if labels is not None else index
+        for name, labels, index in fields
+    ]
+    return pd.DataFrame({**_base(events, Counter()), "value": to_category(value)}).drop(
+        columns="cat"
+    )
 
 
 def _counters(raw_events, health: Counter) -> pd.DataFrame:
@@ -220,7 +274,9 @@ def build_tables(decoded: dec.Decoded) -> tuple[dict[str, pd.DataFrame], Counter
     by_phase = Counter({str(p): int(n) for p, n in zip(phases, counts) if p != ""})
     groups = {"X": ("X",), "instants": ("i", "I"), "flows": ("s", "f", "t"), "M": ("M",)}
     selected = {
-        key: events.take(np.flatnonzero(np.isin(phase_codes, [i for i, p in enumerate(phases) if p in values])))
+        key: events.take(
+            np.flatnonzero(np.isin(phase_codes, [i for i, p in enumerate(phases) if p in values]))
+        )
         for key, values in groups.items()
     }
     for phase, count in by_phase.items():
@@ -232,7 +288,9 @@ def build_tables(decoded: dec.Decoded) -> tuple[dict[str, pd.DataFrame], Counter
     tables["instants"] = _instants(selected["instants"], health)
     tables["flows"] = _flows(selected["flows"], health)
     tables["meta_events"] = _meta_events(selected["M"], health)
-    tables["counters"] = _counters(decoded.raw_events, health) if by_phase.get("C") else _counters_empty()
+    tables["counters"] = (
+        _counters(decoded.raw_events, health) if by_phase.get("C") else _counters_empty()
+    )
     return tables, by_phase, health
 
 

@@ -5,10 +5,11 @@ absolute epoch values such as ``1712195495519689.047``.  A float64 holds that
 only to ~0.25 us, so the number text is parsed as a decimal by Arrow's CSV
 reader (vectorized C++), and the scaled 128-bit decimal is read as int64.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from operator import attrgetter
-from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -19,7 +20,9 @@ _NUMBER = r"^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$"
 _EXACT = pa.decimal128(38, 3)  # 3 decimals of a microsecond = whole nanoseconds
 _FINE = pa.decimal128(38, 12)
 _READ = pcsv.ReadOptions(column_names=["v"], autogenerate_column_names=False)
-_PARSE = pcsv.ParseOptions(quote_char=False, escape_char=False, delimiter="\x01", ignore_empty_lines=False)
+_PARSE = pcsv.ParseOptions(
+    quote_char=False, escape_char=False, delimiter="\x01", ignore_empty_lines=False
+)
 _NULLS = {"strings_can_be_null": True, "null_values": [""]}
 _MAX_US = (2**63 - 1) // 1000  # larger microsecond values do not fit int64 nanoseconds
 
@@ -37,7 +40,9 @@ def raw_us_to_ns(raws: Sequence, field: str) -> tuple[np.ndarray, np.ndarray, in
         return np.zeros(0, np.int64), np.zeros(0, bool), 0
     text = b"\n".join(list(map(attrgetter(field), raws))) + b"\n"
     if b'"' not in text and b"e" not in text and b"E" not in text:
-        exact = _read_column(text, pa.int64() if b"." not in text else _EXACT)  # one C++ pass, no strings
+        exact = _read_column(
+            text, pa.int64() if b"." not in text else _EXACT
+        )  # one C++ pass, no strings
         if exact is not None:
             return (*_to_ns(exact, n), 0)
     col = _read_column(text, pa.string())
@@ -59,7 +64,12 @@ def raw_us_to_ns(raws: Sequence, field: str) -> tuple[np.ndarray, np.ndarray, in
 def _read_column(text: bytes, kind: pa.DataType) -> pa.Array | None:
     """One value per line, as ``kind`` (empty lines are null); None when a value does not fit."""
     try:
-        table = pcsv.read_csv(pa.py_buffer(text), _READ, _PARSE, pcsv.ConvertOptions(column_types={"v": kind}, **_NULLS))
+        table = pcsv.read_csv(
+            pa.py_buffer(text),
+            _READ,
+            _PARSE,
+            pcsv.ConvertOptions(column_types={"v": kind}, **_NULLS),
+        )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         if kind == pa.string():
             raise

@@ -4,12 +4,13 @@ Used by ``generate_trace_with_counters`` and the frequent-kernel-sequence overla
 The output is valid Chrome-trace JSON (gzip when the input was), written to a temporary
 file in the output folder and renamed into place, never over the input.
 """
+
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 import msgspec
 
@@ -76,4 +77,3 @@ def counter_event(name: str, pid: int, tid: int, ts_ns: int, series: str, value:
     """One ``"ph": "C"`` event at an exact timestamp."""
     head = _encode({"ph": "C", "cat": "hta_lite", "name": name, "pid": int(pid), "tid": int(tid)})
     return head[:-1] + b',"ts":' + us_text(ts_ns) + b',"args":' + _encode({series: value}) + b"}"
-

@@ -5,6 +5,7 @@
 Each case is ``(writer, expected)``: ``writer(folder)`` creates the folder's files; ``expected``
 is an error class with a message fragment, or the health counters the load must report.
 """
+
 from __future__ import annotations
 
 import copy
@@ -16,7 +17,12 @@ from pathlib import Path
 
 from hta_lite.errors import DuplicateRankError, TraceDecodeError, TraceFormatError, TraceReadError
 
-SOURCE = Path(__file__).resolve().parents[1] / "sample_traces" / "h100_bert_small" / "gaunernst_bert-small-uncased__1016001.json.gz"
+SOURCE = (
+    Path(__file__).resolve().parents[1]
+    / "sample_traces"
+    / "h100_bert_small"
+    / "gaunernst_bert-small-uncased__1016001.json.gz"
+)
 
 
 def source_document() -> dict:
@@ -69,7 +75,11 @@ def _raw_replace(old: bytes, new: bytes, count: int):
 
 
 def _duplicate_correlation(doc):
-    runtime = [e for e in doc["traceEvents"] if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})]
+    runtime = [
+        e
+        for e in doc["traceEvents"]
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    ]
     clone = copy.deepcopy(runtime[0])
     clone["ts"] += 1
     doc["traceEvents"].append(clone)
@@ -117,26 +127,80 @@ def _non_utf8(folder: Path) -> None:
 
 
 CASES = {
-    "truncated_gzip": (lambda f: (f / "rank0.json.gz").write_bytes(SOURCE.read_bytes()[:20000]), (TraceReadError, "gzip")),
-    "truncated_json": (lambda f: _write(f, json.dumps(source_document()).encode()[:50000]), (TraceDecodeError, "truncated")),
+    "truncated_gzip": (
+        lambda f: (f / "rank0.json.gz").write_bytes(SOURCE.read_bytes()[:20000]),
+        (TraceReadError, "gzip"),
+    ),
+    "truncated_json": (
+        lambda f: _write(f, json.dumps(source_document()).encode()[:50000]),
+        (TraceDecodeError, "truncated"),
+    ),
     "empty_file": (lambda f: _write(f, b""), (TraceDecodeError, "empty")),
     "json_list": (lambda f: _write(f, [1, 2, 3]), (TraceFormatError, "JSON list")),
-    "json_object_not_a_trace": (lambda f: _write(f, {"hello": "world"}), (TraceFormatError, "no 'traceEvents'")),
-    "trace_events_not_a_list": (lambda f: _write(f, {"traceEvents": {"a": 1}}), (TraceFormatError, "not a JSON list")),
-    "missing_ts": (_edit(_set_on_kernels(3, "ts", _DELETE)), {"complete event without a valid ts (dropped)": 3}),
-    "null_ts": (_edit(_set_on_kernels(2, "ts", None)), {"complete event without a valid ts (dropped)": 2}),
-    "nan_ts": (_raw_replace(b'"ts": 1', b'"ts": NaN, "x": 1', 4), {"NaN/Infinity literals (read as null)": 4, "complete event without a valid ts (dropped)": 4}),
-    "string_ts": (_edit(_set_on_kernels(2, "ts", "not a number")), {"complete event without a valid ts (dropped)": 2}),
+    "json_object_not_a_trace": (
+        lambda f: _write(f, {"hello": "world"}),
+        (TraceFormatError, "no 'traceEvents'"),
+    ),
+    "trace_events_not_a_list": (
+        lambda f: _write(f, {"traceEvents": {"a": 1}}),
+        (TraceFormatError, "not a JSON list"),
+    ),
+    "missing_ts": (
+        _edit(_set_on_kernels(3, "ts", _DELETE)),
+        {"complete event without a valid ts (dropped)": 3},
+    ),
+    "null_ts": (
+        _edit(_set_on_kernels(2, "ts", None)),
+        {"complete event without a valid ts (dropped)": 2},
+    ),
+    "nan_ts": (
+        _raw_replace(b'"ts": 1', b'"ts": NaN, "x": 1', 4),
+        {
+            "NaN/Infinity literals (read as null)": 4,
+            "complete event without a valid ts (dropped)": 4,
+        },
+    ),
+    "string_ts": (
+        _edit(_set_on_kernels(2, "ts", "not a number")),
+        {"complete event without a valid ts (dropped)": 2},
+    ),
     "negative_dur": (_edit(_set_on_kernels(5, "dur", -3.5)), {"negative dur (clamped to 0)": 5}),
-    "missing_dur": (_edit(_set_on_kernels(2, "dur", _DELETE)), {"complete event without a valid dur (dur set to 0)": 2}),
-    "huge_dur": (_edit(_set_on_kernels(1, "dur", 1.8e13)), {"complete event with implausible dur (> 10x the trace span; dropped)": 1}),
-    "non_numeric_stream": (_edit(_set_on_kernels(4, "stream", "seven", in_args=True)), {"non-numeric args.stream (stored as -1)": 4}),
-    "unknown_phase": (_edit(lambda d: d["traceEvents"].extend([{"ph": "Z", "name": "?", "ts": 1}] * 3)), {"unsupported phase 'Z' (ignored)": 3}),
-    "event_not_an_object": (_edit(lambda d: d["traceEvents"].extend([7, "x"])), {"event is not a JSON object": 2}),
-    "duplicate_correlation": (_edit(_duplicate_correlation), {"runtime calls sharing a correlation id (first kept for linking)": 1}),
-    "kernel_without_launch": (_edit(_kernel_without_launch), {"GPU events without a launching call in the trace": 1}),
-    "launch_without_kernel": (_edit(_launch_without_kernel), {"launch calls without a GPU event in the trace": 23}),
-    "overlap_on_one_stream": (_edit(_overlap_on_stream), {"GPU events overlapping an earlier event on the same stream": 1}),
+    "missing_dur": (
+        _edit(_set_on_kernels(2, "dur", _DELETE)),
+        {"complete event without a valid dur (dur set to 0)": 2},
+    ),
+    "huge_dur": (
+        _edit(_set_on_kernels(1, "dur", 1.8e13)),
+        {"complete event with implausible dur (> 10x the trace span; dropped)": 1},
+    ),
+    "non_numeric_stream": (
+        _edit(_set_on_kernels(4, "stream", "seven", in_args=True)),
+        {"non-numeric args.stream (stored as -1)": 4},
+    ),
+    "unknown_phase": (
+        _edit(lambda d: d["traceEvents"].extend([{"ph": "Z", "name": "?", "ts": 1}] * 3)),
+        {"unsupported phase 'Z' (ignored)": 3},
+    ),
+    "event_not_an_object": (
+        _edit(lambda d: d["traceEvents"].extend([7, "x"])),
+        {"event is not a JSON object": 2},
+    ),
+    "duplicate_correlation": (
+        _edit(_duplicate_correlation),
+        {"runtime calls sharing a correlation id (first kept for linking)": 1},
+    ),
+    "kernel_without_launch": (
+        _edit(_kernel_without_launch),
+        {"GPU events without a launching call in the trace": 1},
+    ),
+    "launch_without_kernel": (
+        _edit(_launch_without_kernel),
+        {"launch calls without a GPU event in the trace": 23},
+    ),
+    "overlap_on_one_stream": (
+        _edit(_overlap_on_stream),
+        {"GPU events overlapping an earlier event on the same stream": 1},
+    ),
     "non_utf8_bytes": (_non_utf8, {"invalid UTF-8 bytes (replaced by U+FFFD)": 2}),
     "symlink_loop": (_symlink_loop, (TraceReadError, "loop.json")),
     "dangling_symlink": (_dangling, (TraceReadError, "rank1.json")),

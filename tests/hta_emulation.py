@@ -7,6 +7,7 @@ the analysis formulas:
    events shorter than their rounding shrink to zero (the reference: negative) length;
 2. CPU operators that carry an ``args.stream`` (Triton launches) counted as GPU events.
 """
+
 from __future__ import annotations
 
 import copy
@@ -25,7 +26,9 @@ def emulate_reference(trace):
         extra = cpu_with_stream[["ts", "dur", "name", "cat", "stream", "correlation"]].assign(
             launch_row=-1, kernel_type=kernel_types(cpu_with_stream["name"]).astype(str)
         )
-        gpu = pd.concat([gpu.assign(kernel_type=gpu["kernel_type"].astype(str)), extra], ignore_index=True)
+        gpu = pd.concat(
+            [gpu.assign(kernel_type=gpu["kernel_type"].astype(str)), extra], ignore_index=True
+        )
         gpu["kernel_type"] = gpu["kernel_type"].astype("category")
     fractional = (trace.gpu["ts"] % 1000 != 0).any() or (trace.cpu["ts"] % 1000 != 0).any()
     if not fractional:  # the reference rounds only when some ts in the file is fractional
@@ -39,4 +42,6 @@ def emulate_reference(trace):
 def _round_to_us(table: pd.DataFrame) -> pd.DataFrame:
     ts = np.ceil(table["ts"].to_numpy() / 1000.0)
     end = np.floor((table["ts"].to_numpy() + table["dur"].to_numpy()) / 1000.0)
-    return table.assign(ts=(ts * 1000).astype(np.int64), dur=np.maximum(end - ts, 0).astype(np.int64) * 1000)
+    return table.assign(
+        ts=(ts * 1000).astype(np.int64), dur=np.maximum(end - ts, 0).astype(np.int64) * 1000
+    )

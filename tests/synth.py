@@ -1,4 +1,5 @@
 """Build small Kineto-format traces whose right answers are known by construction."""
+
 from __future__ import annotations
 
 import gzip
@@ -13,29 +14,83 @@ class TraceBuilder:
         self.events: list[dict] = []
         self.meta: dict = {"schemaVersion": 1, "deviceProperties": []}
         if rank is not None:
-            self.meta["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world_size}
+            self.meta["distributedInfo"] = {
+                "backend": "nccl",
+                "rank": rank,
+                "world_size": world_size,
+            }
         self._corr = 1000
 
     def cpu_op(self, name, ts, dur, tid=1, cat="cpu_op", **args):
-        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": 10, "tid": tid, "ts": ts, "dur": dur, "args": args})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": 10,
+                "tid": tid,
+                "ts": ts,
+                "dur": dur,
+                "args": args,
+            }
+        )
         return self
 
     def step(self, n, ts, dur):
         return self.cpu_op(f"ProfilerStep#{n}", ts, dur, cat="user_annotation")
 
-    def kernel(self, name, ts, dur, stream=7, launch_ts=None, launch_dur=1, cat="kernel", launch_name=None, correlation=None, **args):
+    def kernel(
+        self,
+        name,
+        ts,
+        dur,
+        stream=7,
+        launch_ts=None,
+        launch_dur=1,
+        cat="kernel",
+        launch_name=None,
+        correlation=None,
+        **args,
+    ):
         """A GPU event; with ``launch_ts`` also its launching runtime call (cudaLaunchKernel by
         default). Events given one ``correlation`` share a launch (a graph launch)."""
         if correlation is None:
             self._corr += 1
             correlation = self._corr
-        gpu_args = {"stream": stream, "device": 0, "correlation": correlation, "External id": correlation, **args}
-        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": gpu_args})
+        gpu_args = {
+            "stream": stream,
+            "device": 0,
+            "correlation": correlation,
+            "External id": correlation,
+            **args,
+        }
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": 0,
+                "tid": stream,
+                "ts": ts,
+                "dur": dur,
+                "args": gpu_args,
+            }
+        )
         if launch_ts is not None:
-            runtime = launch_name or ("cudaMemcpyAsync" if cat == "gpu_memcpy" else "cudaLaunchKernel")
+            runtime = launch_name or (
+                "cudaMemcpyAsync" if cat == "gpu_memcpy" else "cudaLaunchKernel"
+            )
             self.events.append(
-                {"ph": "X", "cat": "cuda_runtime", "name": runtime, "pid": 10, "tid": 1, "ts": launch_ts, "dur": launch_dur,
-                 "args": {"correlation": correlation, "External id": correlation}}
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": runtime,
+                    "pid": 10,
+                    "tid": 1,
+                    "ts": launch_ts,
+                    "dur": launch_dur,
+                    "args": {"correlation": correlation, "External id": correlation},
+                }
             )
         return self
 

@@ -1,4 +1,5 @@
 """The batch CLI: summarize / report / counters, formats, exit codes."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,14 @@ def test_summarize_prints_and_writes(tmp_path, capsys):
 
 
 def test_summarize_parquet_and_json(tmp_path, capsys):
-    assert main(["summarize", str(SAMPLES / "amd_mi250"), "-o", str(tmp_path), "--format", "parquet"]) == 0
-    assert pd.read_parquet(tmp_path / "kernel_type_breakdown.parquet")["kernel_type"].tolist() == ["COMPUTATION", "MEMORY"]
+    assert (
+        main(["summarize", str(SAMPLES / "amd_mi250"), "-o", str(tmp_path), "--format", "parquet"])
+        == 0
+    )
+    assert pd.read_parquet(tmp_path / "kernel_type_breakdown.parquet")["kernel_type"].tolist() == [
+        "COMPUTATION",
+        "MEMORY",
+    ]
     capsys.readouterr()
     assert main(["summarize", str(SAMPLES / "amd_mi250"), "--format", "json"]) == 0
     payload = json.loads(capsys.readouterr().out)
@@ -29,12 +36,29 @@ def test_summarize_parquet_and_json(tmp_path, capsys):
 
 
 def test_report_and_counters(tmp_path):
-    assert main(["report", str(SAMPLES / "h100_bert_small"), "-o", str(tmp_path / "r.html"), "--title", "H100 <bert>"]) == 0
+    assert (
+        main(
+            [
+                "report",
+                str(SAMPLES / "h100_bert_small"),
+                "-o",
+                str(tmp_path / "r.html"),
+                "--title",
+                "H100 <bert>",
+            ]
+        )
+        == 0
+    )
     text = (tmp_path / "r.html").read_text()
     assert "<title>H100 &lt;bert&gt;</title>" in text
-    assert "<script src=" not in text and "<link " not in text  # nothing loaded from outside the file
+    assert (
+        "<script src=" not in text and "<link " not in text
+    )  # nothing loaded from outside the file
     assert main(["counters", str(SAMPLES / "two_ranks"), "-o", str(tmp_path / "c")]) == 0
-    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["sampled_rank-0_with_counters.json.gz", "sampled_rank-1_with_counters.json.gz"]
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == [
+        "sampled_rank-0_with_counters.json.gz",
+        "sampled_rank-1_with_counters.json.gz",
+    ]
 
 
 def test_exit_codes_and_messages(tmp_path, capsys):
@@ -55,7 +79,10 @@ def test_exit_codes_and_messages(tmp_path, capsys):
 def test_version_says_which_decoder(capsys, monkeypatch):
     from hta_lite import __version__, decode
 
-    for fast, expected in ((object(), "(C decoder)"), (None, "(pure-Python decoder: C decoder not built or HTA_LITE_NO_C set)")):
+    for fast, expected in (
+        (object(), "(C decoder)"),
+        (None, "(pure-Python decoder: C decoder not built or HTA_LITE_NO_C set)"),
+    ):
         monkeypatch.setattr(decode, "_fastjson", fast)
         with pytest.raises(SystemExit) as done:
             main(["--version"])
@@ -67,5 +94,7 @@ def test_module_entry_point():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "hta_lite", "--help"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "hta_lite", "--help"], capture_output=True, text=True
+    )
     assert out.returncode == 0 and "summarize" in out.stdout

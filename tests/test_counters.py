@@ -1,4 +1,5 @@
 """Queue length, memory bandwidth, augmented traces, launch stats, ATen op kernels, kernel sequences."""
+
 from __future__ import annotations
 
 import gzip
@@ -31,9 +32,13 @@ def analyze(tmp_path, builder, name="rank0.json"):
     return TraceAnalysis(trace_dir=tmp_path, parallel=False)
 
 
-@pytest.fixture(scope="module", params=sorted(c for c in CASES if REFERENCE[c].get("queue_length_summary")))
+@pytest.fixture(
+    scope="module", params=sorted(c for c in CASES if REFERENCE[c].get("queue_length_summary"))
+)
 def case(request):
-    return request.param, TraceAnalysis(trace_dir=CASES[request.param], parallel=False, progress=False)
+    return request.param, TraceAnalysis(
+        trace_dir=CASES[request.param], parallel=False, progress=False
+    )
 
 
 def test_queue_length_summary_matches_reference(case):
@@ -52,9 +57,13 @@ def test_queue_length_summary_matches_reference(case):
         assert mine["mean"] == pytest.approx(row["queue_length|mean"], rel=0.01, abs=0.01)
 
 
-@pytest.fixture(scope="module", params=sorted(c for c in CASES if REFERENCE[c].get("memory_bw_summary")))
+@pytest.fixture(
+    scope="module", params=sorted(c for c in CASES if REFERENCE[c].get("memory_bw_summary"))
+)
 def bw_case(request):
-    return request.param, TraceAnalysis(trace_dir=CASES[request.param], parallel=False, progress=False)
+    return request.param, TraceAnalysis(
+        trace_dir=CASES[request.param], parallel=False, progress=False
+    )
 
 
 def test_memory_bw_summary_matches_reference(bw_case):
@@ -65,13 +74,18 @@ def test_memory_bw_summary_matches_reference(bw_case):
     name, analysis = bw_case
     got = analysis.get_memory_bw_summary()["memory_bw_gbps"]
     ref = REFERENCE[name]["memory_bw_summary"]
-    assert sorted(set(got.index)) == sorted((r["rank|"], r["name|"]) for r in ref if r["memory_bw_gbps|max"] > 1e-6)
+    assert sorted(set(got.index)) == sorted(
+        (r["rank|"], r["name|"]) for r in ref if r["memory_bw_gbps|max"] > 1e-6
+    )
     for row in ref:
         if row["memory_bw_gbps|max"] <= 1e-6:
             continue
         mine = got.loc[(row["rank|"], row["name|"])]
         if row["memory_bw_gbps|min"] < 1e-6:
-            assert mine["count"] <= row["memory_bw_gbps|count"] and mine["max"] <= row["memory_bw_gbps|max"] + 1e-9
+            assert (
+                mine["count"] <= row["memory_bw_gbps|count"]
+                and mine["max"] <= row["memory_bw_gbps|max"] + 1e-9
+            )
             continue
         assert mine["count"] == pytest.approx(row["memory_bw_gbps|count"], rel=0.01)
         assert mine["max"] == pytest.approx(row["memory_bw_gbps|max"], rel=1e-6)
@@ -98,21 +112,55 @@ def test_queue_length_known_by_construction(tmp_path):
 def test_graph_launch_counts_each_kernel_and_skew_never_goes_negative(tmp_path):
     b = TraceBuilder()
     for i in range(3):
-        b.kernel(f"g{i}", 10 + i * 10, 5, launch_ts=0 if i == 0 else None, launch_name="cudaGraphLaunch", correlation=77)
+        b.kernel(
+            f"g{i}",
+            10 + i * 10,
+            5,
+            launch_ts=0 if i == 0 else None,
+            launch_name="cudaGraphLaunch",
+            correlation=77,
+        )
     b.kernel("early", 100, 5, stream=9, launch_ts=101)  # GPU start before its launch: clock skew
     a = analyze(tmp_path, b)
     series = a.get_queue_length_time_series()[0]
-    assert series[series["stream"] == 7]["queue_length"].tolist() == [1, 2, 3, 2, 1, 0]  # +3 at the graph launch
+    assert series[series["stream"] == 7]["queue_length"].tolist() == [
+        1,
+        2,
+        3,
+        2,
+        1,
+        0,
+    ]  # +3 at the graph launch
     assert (series["queue_length"] >= 0).all()
-    assert a.traces[0].health["GPU events starting before their launch call (clock skew; queued at GPU start)"] == 1
+    assert (
+        a.traces[0].health[
+            "GPU events starting before their launch call (clock skew; queued at GPU start)"
+        ]
+        == 1
+    )
 
 
 def test_memory_bandwidth_known_by_construction(tmp_path):
     b = (
         TraceBuilder()
-        .kernel("Memcpy HtoD (Pageable -> Device)", 0, 10, cat="gpu_memcpy", **{"memory bandwidth (GB/s)": 5.0, "bytes": 50000})
-        .kernel("Memcpy HtoD (Pinned -> Device)", 5, 10, stream=8, cat="gpu_memcpy", **{"memory bandwidth (GB/s)": 3.0})
-        .kernel("Memcpy DtoH (Device -> Pinned)", 40, 1, cat="gpu_memcpy", bytes=1000)  # no bw arg: 1000 B / 1 µs
+        .kernel(
+            "Memcpy HtoD (Pageable -> Device)",
+            0,
+            10,
+            cat="gpu_memcpy",
+            **{"memory bandwidth (GB/s)": 5.0, "bytes": 50000},
+        )
+        .kernel(
+            "Memcpy HtoD (Pinned -> Device)",
+            5,
+            10,
+            stream=8,
+            cat="gpu_memcpy",
+            **{"memory bandwidth (GB/s)": 3.0},
+        )
+        .kernel(
+            "Memcpy DtoH (Device -> Pinned)", 40, 1, cat="gpu_memcpy", bytes=1000
+        )  # no bw arg: 1000 B / 1 µs
     )
     a = analyze(tmp_path, b)
     series = a.get_memory_bw_time_series()[0]
@@ -142,7 +190,9 @@ def test_trace_with_counters_roundtrip(tmp_path, gz):
     before = json.loads(gzip.decompress(original), parse_float=Decimal)
     n = len(before["traceEvents"])
     assert doc["traceEvents"][:n] == before["traceEvents"]
-    assert {k: v for k, v in doc.items() if k != "traceEvents"} == {k: v for k, v in before.items() if k != "traceEvents"}
+    assert {k: v for k, v in doc.items() if k != "traceEvents"} == {
+        k: v for k, v in before.items() if k != "traceEvents"
+    }
     counters = doc["traceEvents"][n:]
     queue = a.get_queue_length_time_series()[0]
     q7 = [e for e in counters if e["name"] == "Queue Length (stream 7)"]
@@ -166,18 +216,28 @@ def test_launch_stats_known_delays(tmp_path):
         TraceBuilder()
         .kernel("k", 20, 3, launch_ts=0, launch_dur=5)  # delay 20 - 5 = 15
         .kernel("k2", 21, 3, launch_ts=19, launch_dur=4)  # GPU starts before the call ends: 0
-        .kernel("Memcpy DtoD (Device -> Device)", 40, 2, cat="gpu_memcpy", launch_ts=30, launch_dur=2)  # 8
+        .kernel(
+            "Memcpy DtoD (Device -> Device)", 40, 2, cat="gpu_memcpy", launch_ts=30, launch_dur=2
+        )  # 8
         .kernel("h", 60, 2, launch_ts=50, launch_name="hipLaunchKernel")  # 9
     )
     a = analyze(tmp_path, b)
     stats = a.get_cuda_kernel_launch_stats(visualize=False)[0].set_index("kernel_name")
-    assert stats["launch_delay"].to_dict() == {"k": 15.0, "k2": 0.0, "Memcpy DtoD (Device -> Device)": 8.0, "h": 9.0}
+    assert stats["launch_delay"].to_dict() == {
+        "k": 15.0,
+        "k2": 0.0,
+        "Memcpy DtoD (Device -> Device)": 8.0,
+        "h": 9.0,
+    }
     assert stats.loc["k", "cpu_duration"] == 5.0 and stats.loc["k", "gpu_duration"] == 3.0
     no_mem = a.get_cuda_kernel_launch_stats(visualize=False, include_memory_events=False)[0]
     assert "Memcpy DtoD (Device -> Device)" not in set(no_mem["kernel_name"])
 
 
-@pytest.mark.parametrize("folder, launch", [(SAMPLES / "two_ranks", "cudaLaunchKernel"), (SAMPLES / "amd_mi250", "hipLaunchKernel")])
+@pytest.mark.parametrize(
+    "folder, launch",
+    [(SAMPLES / "two_ranks", "cudaLaunchKernel"), (SAMPLES / "amd_mi250", "hipLaunchKernel")],
+)
 def test_launch_stats_on_real_traces(folder, launch):
     a = TraceAnalysis(trace_dir=folder, parallel=False)
     for rank, stats in a.get_cuda_kernel_launch_stats(visualize=False).items():
@@ -194,7 +254,9 @@ def test_launch_stats_on_real_traces(folder, launch):
 def plots_for(analysis):
     from hta_lite import plots
 
-    return plots.plot_launch_stats(analysis.get_cuda_kernel_launch_stats(visualize=False)[analysis.ranks[0]], analysis.ranks[0])
+    return plots.plot_launch_stats(
+        analysis.get_cuda_kernel_launch_stats(visualize=False)[analysis.ranks[0]], analysis.ranks[0]
+    )
 
 
 def _op_with_kernels(b: TraceBuilder, op: str, start: float, kernels: list[str]) -> None:
@@ -208,7 +270,9 @@ def test_aten_op_kernels_and_delay(tmp_path):
     _op_with_kernels(b, "aten::mm", 0, ["gemm"])
     _op_with_kernels(b, "aten::mm", 1000, ["gemm"])
     _op_with_kernels(b, "aten::add", 2000, ["add_kernel", "copy_kernel"])
-    b.cpu_op("aten::other_thread", -100, 10_000, tid=2)  # covers every launch, but on another thread
+    b.cpu_op(
+        "aten::other_thread", -100, 10_000, tid=2
+    )  # covers every launch, but on another thread
     out = analyze(tmp_path, b).get_aten_op_kernels_and_delay()[0].set_index("aten_op_name")
     assert "aten::other_thread" not in out.index
     assert out.loc["aten::mm", "occurrence_count"] == 2

@@ -1,4 +1,5 @@
 """Cross-rank views: Megatron-style timers, per-step breakdown, stragglers and their causes."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,12 +23,23 @@ def timer_folder(tmp_path, n_ranks=4, n_steps=3):
             b.step(step, base, 90_000)
             fwd = (10 + r) * 1000
             b.cpu_op("forward-compute", base + 100, fwd, cat="user_annotation")
-            b.cpu_op("forward-compute", base + 200, fwd // 2, cat="user_annotation")  # nested repeat
+            b.cpu_op(
+                "forward-compute", base + 200, fwd // 2, cat="user_annotation"
+            )  # nested repeat
             if r < 2:
                 b.cpu_op("optimizer", base + 50_000, 2000, cat="user_annotation")
             b.kernel("gemm", base + 1000, 500, launch_ts=base + 150)
-            b.events.append({"ph": "X", "cat": "gpu_user_annotation", "name": "forward-compute", "pid": 0, "tid": 7,
-                             "ts": base + 1000, "dur": (1 + r) * 1000})
+            b.events.append(
+                {
+                    "ph": "X",
+                    "cat": "gpu_user_annotation",
+                    "name": "forward-compute",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": base + 1000,
+                    "dur": (1 + r) * 1000,
+                }
+            )
         b.write(tmp_path / f"rank{r}.json")
     return TraceAnalysis(trace_dir=tmp_path, parallel=False)
 
@@ -46,9 +58,15 @@ def test_timers_per_rank_and_step(tmp_path):
 def test_log_options_and_normalizer(tmp_path):
     a = timer_folder(tmp_path)
     minmax = a.get_timers_across_ranks(log_option="minmax")
-    assert minmax.loc["forward-compute", ["min_ms", "max_ms"]].tolist() == [30.0, 39.0]  # 3 steps summed
+    assert minmax.loc["forward-compute", ["min_ms", "max_ms"]].tolist() == [
+        30.0,
+        39.0,
+    ]  # 3 steps summed
     assert minmax.loc["forward-compute", ["fastest_rank", "slowest_rank"]].tolist() == [0, 3]
-    assert minmax.loc["optimizer", ["min_ms", "max_ms"]].tolist() == [6.0, 6.0]  # ranks 2, 3 left out
+    assert minmax.loc["optimizer", ["min_ms", "max_ms"]].tolist() == [
+        6.0,
+        6.0,
+    ]  # ranks 2, 3 left out
     per_step = a.get_timers_across_ranks(log_option="max", normalizer=3)
     assert per_step.loc["forward-compute", "max_ms"] == 13.0
     everyone = a.get_timers_across_ranks(log_option="all", normalizer=3)
@@ -93,10 +111,22 @@ def test_step_breakdown_known(tmp_path):
     assert df["step"].tolist() == [1, 2]
     row = df.iloc[0]
     assert (row["step_time"], row["gpu_span"], row["gpu_busy"], row["gpu_idle"]) == (800, 80, 80, 0)
-    assert (row["compute"], row["communication"], row["comm_overlapped"], row["comp_comm_overlap_pctg"]) == (50, 60, 30, 50.0)
+    assert (
+        row["compute"],
+        row["communication"],
+        row["comm_overlapped"],
+        row["comp_comm_overlap_pctg"],
+    ) == (50, 60, 30, 50.0)
 
 
-CASES = [(8, "compute", 0), (8, "host", 1), (16, "compute", 2), (16, "host", 3), (8, "compute", 4), (8, "host", 5)]
+CASES = [
+    (8, "compute", 0),
+    (8, "host", 1),
+    (16, "compute", 2),
+    (16, "host", 3),
+    (8, "compute", 4),
+    (8, "host", 5),
+]
 
 
 @pytest.mark.parametrize("n_ranks, cause, seed", CASES)
@@ -134,7 +164,9 @@ def test_recorded_gloo_run_timers_and_straggler():
     a = TraceAnalysis(trace_dir=SAMPLES / "gloo_4ranks", parallel=False)
     assert a.ranks == [0, 1, 2, 3]
     table = a.get_timers_across_ranks(names=["data-loading", "backward-compute"], normalizer=3)
-    assert table.loc["data-loading", "slowest_rank"] == 2 and table.loc["data-loading", "max_ms"] > 20
+    assert (
+        table.loc["data-loading", "slowest_rank"] == 2 and table.loc["data-loading", "max_ms"] > 20
+    )
     assert table.loc["backward-compute", "fastest_rank"] == 2  # the others wait in all-reduce
     line = a.timers_text(names=["data-loading"], normalizer=3).splitlines()[1]
     assert line.startswith("    data-loading ...................................: (")

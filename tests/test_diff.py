@@ -1,5 +1,6 @@
 """TraceDiff: reference columns checked against an independent count from the raw JSON, generated
 pairs with known changes, the regression gate through the CLI."""
+
 from __future__ import annotations
 
 import gzip
@@ -25,10 +26,22 @@ def raw_step_ops(folder, step_name):
     complete = [e for e in events if e.get("ph") == "X"]
     step = next(e for e in complete if e.get("name") == step_name)
     start, end = step["ts"], step["ts"] + step["dur"]
-    cpu = [e for e in complete if e.get("cat") not in GPU_CATEGORIES and e.get("cat") != "gpu_user_annotation"]
+    cpu = [
+        e
+        for e in complete
+        if e.get("cat") not in GPU_CATEGORIES and e.get("cat") != "gpu_user_annotation"
+    ]
     in_step = [e for e in cpu if start <= e["ts"] < end]
-    runtime_corr = {e["args"]["correlation"] for e in in_step if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-    gpu = [e for e in complete if e.get("cat") in GPU_CATEGORIES and e.get("args", {}).get("correlation") in runtime_corr]
+    runtime_corr = {
+        e["args"]["correlation"]
+        for e in in_step
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    gpu = [
+        e
+        for e in complete
+        if e.get("cat") in GPU_CATEGORIES and e.get("args", {}).get("correlation") in runtime_corr
+    ]
     counts, total = Counter(), defaultdict(Decimal)
     for e in in_step + gpu:
         counts[e["name"]] += 1
@@ -48,8 +61,13 @@ def test_compare_traces_columns_match_raw_json(control_test):
     control, test = control_test
     df = TraceDiff.compare_traces(control, test)
     assert df.columns.tolist() == [
-        "Control_counts", "Control_total_duration", "Test_counts", "Test_total_duration",
-        "diff_counts", "diff_duration", "counts_change_categories",
+        "Control_counts",
+        "Control_total_duration",
+        "Test_counts",
+        "Test_total_duration",
+        "diff_counts",
+        "diff_duration",
+        "counts_change_categories",
     ]
     c_counts, c_total = raw_step_ops(CASES["diff_control"], "ProfilerStep#1009")
     t_counts, t_total = raw_step_ops(CASES["diff_test"], "ProfilerStep#1009")
@@ -61,7 +79,13 @@ def test_compare_traces_columns_match_raw_json(control_test):
         assert row["Control_total_duration"] == pytest.approx(float(c_total[name]), abs=1e-6)
         assert row["Test_total_duration"] == pytest.approx(float(t_total[name]), abs=1e-6)
         assert row["diff_counts"] == t_counts[name] - c_counts[name]
-        expected = "+" if t_counts[name] > c_counts[name] else "-" if t_counts[name] < c_counts[name] else "="
+        expected = (
+            "+"
+            if t_counts[name] > c_counts[name]
+            else "-"
+            if t_counts[name] < c_counts[name]
+            else "="
+        )
         assert row["counts_change_categories"] == expected
     sets = TraceDiff.ops_diff(control, test)
     assert set(sets["added"]) == {n for n in names if c_counts[n] == 0}
@@ -104,8 +128,16 @@ def test_generated_pair_known_changes(tmp_path):
     assert df.loc["gemm", "diff_duration"] == 100.0 and df.loc["gemm", "diff_counts"] == 0
     assert df.loc["relu", "diff_counts"] == 1
     sets = TraceDiff.ops_diff(str(control), str(test), device_type=DeviceType.GPU)
-    assert sets == {"added": ["only_in_test"], "deleted": ["only_in_control"], "increased": ["relu"], "decreased": [], "unchanged": ["gemm"]}
-    cpu = TraceDiff.compare_traces(str(control), str(test), device_type=DeviceType.CPU, control_iteration=2, test_iteration=2)
+    assert sets == {
+        "added": ["only_in_test"],
+        "deleted": ["only_in_control"],
+        "increased": ["relu"],
+        "decreased": [],
+        "unchanged": ["gemm"],
+    }
+    cpu = TraceDiff.compare_traces(
+        str(control), str(test), device_type=DeviceType.CPU, control_iteration=2, test_iteration=2
+    )
     assert "gemm" not in cpu.index and cpu.loc["aten::mm", "diff_counts"] == 0
     fig = TraceDiff.visualize_duration_diff(df)
     assert fig.data[0].y[0] == "gemm"
@@ -113,10 +145,16 @@ def test_generated_pair_known_changes(tmp_path):
 
 
 def test_short_names():
-    df_names = ["void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, float)", "Memcpy HtoD (Pageable -> Device)"]
+    df_names = [
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, float)",
+        "Memcpy HtoD (Pageable -> Device)",
+    ]
     from hta_lite.classify import short_name
 
-    assert [short_name(n) for n in df_names] == ["at::native::vectorized_elementwise_kernel", "Memcpy HtoD (Pageable -> Device)"]
+    assert [short_name(n) for n in df_names] == [
+        "at::native::vectorized_elementwise_kernel",
+        "Memcpy HtoD (Pageable -> Device)",
+    ]
 
 
 def test_gate_exit_codes(tmp_path, capsys):
@@ -124,20 +162,26 @@ def test_gate_exit_codes(tmp_path, capsys):
     out = tmp_path / "result.json"
     assert main(["diff", str(control), str(test), "--fail-on-regression", "--json", str(out)]) == 1
     payload = json.loads(out.read_text())
-    assert payload["gate"]["regression"] is True and payload["gate"]["control_steps"] == 2  # last step left out
+    assert (
+        payload["gate"]["regression"] is True and payload["gate"]["control_steps"] == 2
+    )  # last step left out
     # GPU busy per step, median of steps 1 and 2: control (115, 110) -> 112.5; test: gemm now hides
     # relu (200+5+10, 200) -> 207.5
     assert (payload["gate"]["control"], payload["gate"]["test"]) == (112.5, 207.5)
     assert payload["gate"]["change_pct"] == pytest.approx(100 * (207.5 - 112.5) / 112.5, abs=0.01)
     assert main(["diff", str(control), str(test)]) == 0  # without the flag: report only
     assert main(["diff", str(control), str(control), "--fail-on-regression"]) == 0
-    assert main(["diff", str(control), str(test), "--fail-on-regression", "--threshold", "100%"]) == 0
+    assert (
+        main(["diff", str(control), str(test), "--fail-on-regression", "--threshold", "100%"]) == 0
+    )
     assert main(["diff", str(tmp_path / "missing"), str(test)]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 
 def test_cpu_only_and_different_rank_counts():
-    cpu = TraceDiff.compare_traces(CASES["cpu_only"], CASES["no_distributed_info"], device_type=DeviceType.CPU)
+    cpu = TraceDiff.compare_traces(
+        CASES["cpu_only"], CASES["no_distributed_info"], device_type=DeviceType.CPU
+    )
     assert cpu["Control_counts"].sum() > 0 and cpu["Test_counts"].sum() > 0
     result = TraceDiff.compare(SAMPLES / "two_ranks", CASES["ns_resolution"], control_rank=1)
     assert result.ranks == "control rank 1 of [0, 1] vs test rank 0 of [0]"

@@ -1,5 +1,6 @@
 """The optional C decoder (``hta_lite._fastjson``) gives exactly what the msgspec path gives, or
 declines (returns None) and leaves the trace to the msgspec path. Skipped when it is not built."""
+
 from __future__ import annotations
 
 import json
@@ -9,15 +10,17 @@ import msgspec
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import shared_cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import shared_cases
 from hta_lite import decode as dec
 from hta_lite import rank_trace
 from hta_lite.events import EventColumns, EventList
 
-fastjson = pytest.importorskip("hta_lite._fastjson", reason="the C decoder is not built (no C compiler at install)")
+fastjson = pytest.importorskip(
+    "hta_lite._fastjson", reason="the C decoder is not built (no C compiler at install)"
+)
 if dec._fastjson is None:
     pytest.skip("HTA_LITE_NO_C is set", allow_module_level=True)
 
@@ -27,7 +30,11 @@ EVENT_FIELDS = ("ph", "cat", "name", "pid", "tid", "id", "s")
 
 def _c(text: bytes) -> EventColumns | None:
     out = fastjson.decode_events(text, dec._EVENT_DEFAULTS, dec._ARGS_DEFAULTS)
-    return None if out is None else EventColumns.from_decoder(out, dec._EVENT_DEFAULTS, dec._ARGS_DEFAULTS)
+    return (
+        None
+        if out is None
+        else EventColumns.from_decoder(out, dec._EVENT_DEFAULTS, dec._ARGS_DEFAULTS)
+    )
 
 
 def _msgspec(text: bytes) -> EventList:
@@ -75,17 +82,62 @@ def _assert_same_as_msgspec(text: bytes) -> None:
 
 
 ACCEPTED = {
-    "escapes in kept strings": [{"ph": "X", "name": 'a"b\\c/\b\f\n\r\t\u00e9\U0001F600', "cat": "ü☃"}],
+    "escapes in kept strings": [
+        {"ph": "X", "name": 'a"b\\c/\b\f\n\r\t\u00e9\U0001f600', "cat": "ü☃"}
+    ],
     "repeated keys: the last wins": '[{"ph": "X", "name": "a", "name": "b", "ts": 1, "ts": 2.5, "args": {"stream": 7}, "args": null}]',
     "empty events": [{}, {"ph": ""}],
-    "times": [{"ph": "X", "ts": t, "dur": d} for t, d in (("-5.5", "0"), ("-0", "1.25"), ("1712195495519689.047", "null"), ("0.001", "12"))],
-    "times below a nanosecond": [{"ph": "X", "ts": t, "dur": d} for t, d in (("1.0001", "0.123456789012"), ("-2.0005", "7.1230"), ("3.000000000001", "1"))],
-    "any-typed values": [{"ph": "M", "id": [1, {"a": [True, False, None, 1.5e3, "x"]}], "args": {"name": "n", "labels": "l", "sort_index": 3}},
-                         {"ph": "s", "id": -3}, {"ph": "f", "id": "abc"}, {"ph": "t", "id": 12345678901234567}],
-    "typed args": [{"ph": "X", "cat": "kernel", "args": {"memory bandwidth (GB/s)": 3, "grid": [1, 2, 3], "block": "x", "Process Group Ranks": [0, 1],
-                                                        "stream": "7", "Collective name": "allreduce", "External id": -2, "dtype": None}},
-                   {"ph": "X", "args": {"memory bandwidth (GB/s)": 2.5, "grid": None, "block": [], "Group size": 8}}],
-    "unknown keys of any shape": [{"ph": "X", "Input Dims": [[1, 2], []], "x": {"y": [1, "]", {"z": None}], "w": -1.5e-3}, "args": {"Input type": ["float", ""]}}],
+    "times": [
+        {"ph": "X", "ts": t, "dur": d}
+        for t, d in (
+            ("-5.5", "0"),
+            ("-0", "1.25"),
+            ("1712195495519689.047", "null"),
+            ("0.001", "12"),
+        )
+    ],
+    "times below a nanosecond": [
+        {"ph": "X", "ts": t, "dur": d}
+        for t, d in (("1.0001", "0.123456789012"), ("-2.0005", "7.1230"), ("3.000000000001", "1"))
+    ],
+    "any-typed values": [
+        {
+            "ph": "M",
+            "id": [1, {"a": [True, False, None, 1.5e3, "x"]}],
+            "args": {"name": "n", "labels": "l", "sort_index": 3},
+        },
+        {"ph": "s", "id": -3},
+        {"ph": "f", "id": "abc"},
+        {"ph": "t", "id": 12345678901234567},
+    ],
+    "typed args": [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "args": {
+                "memory bandwidth (GB/s)": 3,
+                "grid": [1, 2, 3],
+                "block": "x",
+                "Process Group Ranks": [0, 1],
+                "stream": "7",
+                "Collective name": "allreduce",
+                "External id": -2,
+                "dtype": None,
+            },
+        },
+        {
+            "ph": "X",
+            "args": {"memory bandwidth (GB/s)": 2.5, "grid": None, "block": [], "Group size": 8},
+        },
+    ],
+    "unknown keys of any shape": [
+        {
+            "ph": "X",
+            "Input Dims": [[1, 2], []],
+            "x": {"y": [1, "]", {"z": None}], "w": -1.5e-3},
+            "args": {"Input type": ["float", ""]},
+        }
+    ],
     "pids as text": [{"ph": "X", "pid": "Spans", "tid": None}, {"ph": "X", "pid": 3, "tid": "t"}],
     "equal values held by distinct objects": '[{"ph": "X", "name": "AB", "pid": 1000}, {"ph": "X", "name": "\\u0041B", "pid": 2024}, {"ph": "X", "name": "AB", "pid": 1000}]',
 }
@@ -96,7 +148,13 @@ def _text(case) -> bytes:
 
 
 def _times_text(events: list) -> bytes:
-    parts = [", ".join(f'"{k}": {v}' if k in ("ts", "dur") else f'"{k}": {json.dumps(v)}' for k, v in ev.items()) for ev in events]
+    parts = [
+        ", ".join(
+            f'"{k}": {v}' if k in ("ts", "dur") else f'"{k}": {json.dumps(v)}'
+            for k, v in ev.items()
+        )
+        for ev in events
+    ]
     return ("[" + ", ".join("{" + p + "}" for p in parts) + "]").encode()
 
 
@@ -105,7 +163,9 @@ def test_accepted_cases_decode_like_msgspec(case):
     events = ACCEPTED[case]
     text = _times_text(events) if case.startswith("times") else _text(events)
     _assert_same_as_msgspec(text)
-    _assert_same_as_msgspec(json.dumps(json.loads(text), indent=2).encode())  # whitespace everywhere
+    _assert_same_as_msgspec(
+        json.dumps(json.loads(text), indent=2).encode()
+    )  # whitespace everywhere
 
 
 DECLINED = {
@@ -143,7 +203,9 @@ def test_declines_what_it_does_not_handle(case):
 
 
 def test_declined_trace_still_loads_through_msgspec(tmp_path):
-    (tmp_path / "rank0.json").write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1e3, "dur": 5}]}')
+    (tmp_path / "rank0.json").write_text(
+        '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1e3, "dur": 5}]}'
+    )
     decoded = dec.read_and_decode(tmp_path / "rank0.json")
     assert isinstance(decoded.events, EventList)
     assert rank_trace.parse_file(tmp_path / "rank0.json").cpu["ts"].tolist() == [1_000_000]
@@ -152,24 +214,55 @@ def test_declined_trace_still_loads_through_msgspec(tmp_path):
 @pytest.mark.parametrize("case", sorted(shared_cases()))
 def test_shared_traces_give_the_same_tables_on_both_paths(case, monkeypatch):
     for path in sorted(shared_cases()[case].iterdir()):
-        assert isinstance(dec.read_and_decode(path).events, EventColumns), "the C decoder declined a real trace"
+        assert isinstance(dec.read_and_decode(path).events, EventColumns), (
+            "the C decoder declined a real trace"
+        )
         fast = rank_trace.parse_file(path)
         monkeypatch.setattr(dec, "_fastjson", None)
         slow = rank_trace.parse_file(path)
         monkeypatch.undo()
-        for name in ("gpu", "cpu", "gpu_annotations", "steps", "instants", "flows", "counters", "meta_events"):
-            pd.testing.assert_frame_equal(getattr(fast, name), getattr(slow, name), check_exact=True, obj=name)
+        for name in (
+            "gpu",
+            "cpu",
+            "gpu_annotations",
+            "steps",
+            "instants",
+            "flows",
+            "counters",
+            "meta_events",
+        ):
+            pd.testing.assert_frame_equal(
+                getattr(fast, name), getattr(slow, name), check_exact=True, obj=name
+            )
         assert fast.health == slow.health and fast.events_read == slow.events_read
 
 
 SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70), st.floats(allow_nan=False, allow_infinity=False),
-    st.text(max_size=6), st.sampled_from(["Spans", "X", "s", "kernel", "\\", '"', "\u2603", "\ud83d", "\udc00", "\ud83d\ude00"]),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=6),
+    st.sampled_from(
+        ["Spans", "X", "s", "kernel", "\\", '"', "\u2603", "\ud83d", "\udc00", "\ud83d\ude00"]
+    ),
 )
-VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=6)
-STRS = st.none() | st.text(max_size=6) | st.sampled_from(["\\", '"', "\u2603", "\ud83d", "\x00", "\n"])
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+STRS = (
+    st.none() | st.text(max_size=6) | st.sampled_from(["\\", '"', "\u2603", "\ud83d", "\x00", "\n"])
+)
 INTS = st.integers(-(2**70), 2**70)
-NUMBERS = INTS | st.floats(allow_nan=False, allow_infinity=False) | st.decimals(-(10**17), 10**17, allow_nan=False, allow_infinity=False, places=4).map(float)
+NUMBERS = (
+    INTS
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.decimals(-(10**17), 10**17, allow_nan=False, allow_infinity=False, places=4).map(float)
+)
 
 
 def _mostly(right):
@@ -178,17 +271,40 @@ def _mostly(right):
 
 
 ARGS_VALUES = {field.encode_name: VALUES for field in msgspec.structs.fields(dec.Args)} | {
-    "stream": INTS | STRS, "correlation": INTS | STRS, "External id": INTS, "memory bandwidth (GB/s)": NUMBERS | STRS,
-    "grid": st.lists(INTS, max_size=3) | STRS, "Collective name": STRS, "Process Group Ranks": VALUES, "zz": VALUES,
+    "stream": INTS | STRS,
+    "correlation": INTS | STRS,
+    "External id": INTS,
+    "memory bandwidth (GB/s)": NUMBERS | STRS,
+    "grid": st.lists(INTS, max_size=3) | STRS,
+    "Collective name": STRS,
+    "Process Group Ranks": VALUES,
+    "zz": VALUES,
 }
-ANY_EVENT = st.fixed_dictionaries({}, optional={
-    "ph": _mostly(st.sampled_from(["X", "s", "f", "M", "", "i"])), "cat": _mostly(STRS), "name": _mostly(STRS), "s": _mostly(STRS),
-    "pid": _mostly(INTS | STRS), "tid": _mostly(INTS | STRS), "ts": _mostly(NUMBERS), "dur": _mostly(NUMBERS), "id": VALUES, "zz": VALUES,
-    "args": _mostly(st.fixed_dictionaries({}, optional={key: _mostly(value) for key, value in ARGS_VALUES.items()})),
-})
+ANY_EVENT = st.fixed_dictionaries(
+    {},
+    optional={
+        "ph": _mostly(st.sampled_from(["X", "s", "f", "M", "", "i"])),
+        "cat": _mostly(STRS),
+        "name": _mostly(STRS),
+        "s": _mostly(STRS),
+        "pid": _mostly(INTS | STRS),
+        "tid": _mostly(INTS | STRS),
+        "ts": _mostly(NUMBERS),
+        "dur": _mostly(NUMBERS),
+        "id": VALUES,
+        "zz": VALUES,
+        "args": _mostly(
+            st.fixed_dictionaries(
+                {}, optional={key: _mostly(value) for key, value in ARGS_VALUES.items()}
+            )
+        ),
+    },
+)
 
 
-@settings(max_examples=600, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=600, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(events=st.lists(ANY_EVENT, max_size=3), ascii_only=st.booleans())
 def test_random_events_decode_like_msgspec_or_decline(events, ascii_only):
     """Never accepts what msgspec rejects; whatever it accepts equals msgspec's result."""
@@ -206,36 +322,75 @@ def test_random_events_decode_like_msgspec_or_decline(events, ascii_only):
 
 
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=8)  # no lone surrogates
-PLAIN_TIME = st.integers(-(10**15), 10**15) | st.decimals(-(10**12), 10**12, places=3).map(lambda d: f"{d:f}") | st.floats(-1e6, 1e6).map(lambda f: f"{f:.7f}")  # float-written, below a ns
+PLAIN_TIME = (
+    st.integers(-(10**15), 10**15)
+    | st.decimals(-(10**12), 10**12, places=3).map(lambda d: f"{d:f}")
+    | st.floats(-1e6, 1e6).map(lambda f: f"{f:.7f}")
+)  # float-written, below a ns
+
+
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(value=VALUES, ascii_only=st.booleans(), key=st.sampled_from(["zz", "id"]))
 def test_any_value_is_skipped_or_built_like_msgspec(value, ascii_only, key):
     """An unknown key's value (validated, dropped) or an any-typed one (built), alone in an event."""
-    text = json.dumps([{"ph": "X", key: value}], ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    text = json.dumps([{"ph": "X", key: value}], ensure_ascii=ascii_only).encode(
+        "utf-8", "surrogatepass"
+    )
     try:
         _msgspec(text)
     except msgspec.MsgspecError:
         assert _c(text) is None
         return
-    if _c(text) is not None or key == "zz":  # dropped values are never declined when msgspec takes them
+    if (
+        _c(text) is not None or key == "zz"
+    ):  # dropped values are never declined when msgspec takes them
         _assert_same_as_msgspec(text)
 
 
-PLAIN_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | TEXT,
-                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3), max_leaves=6)
+PLAIN_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+    max_leaves=6,
+)
 PLAIN_EVENT = st.fixed_dictionaries(
     {"ph": st.sampled_from(list("XisfMC") + [""])},
     optional={
-        "cat": st.none() | TEXT, "name": st.none() | TEXT, "pid": st.none() | st.integers(-(10**18) + 1, 10**18 - 1) | TEXT,
-        "tid": st.integers(0, 10**6), "ts": PLAIN_TIME, "dur": PLAIN_TIME, "id": st.integers(0, 10**12) | TEXT, "s": st.sampled_from(["t", "p", "g"]),
-        "args": st.none() | st.fixed_dictionaries({}, optional={"stream": st.integers(-1, 99), "correlation": st.integers(0, 10**9), "grid": st.lists(st.integers(0, 65535), max_size=3),
-                                                                "memory bandwidth (GB/s)": st.floats(0, 1e4), "Collective name": TEXT, "Input Dims": PLAIN_VALUES}),
+        "cat": st.none() | TEXT,
+        "name": st.none() | TEXT,
+        "pid": st.none() | st.integers(-(10**18) + 1, 10**18 - 1) | TEXT,
+        "tid": st.integers(0, 10**6),
+        "ts": PLAIN_TIME,
+        "dur": PLAIN_TIME,
+        "id": st.integers(0, 10**12) | TEXT,
+        "s": st.sampled_from(["t", "p", "g"]),
+        "args": st.none()
+        | st.fixed_dictionaries(
+            {},
+            optional={
+                "stream": st.integers(-1, 99),
+                "correlation": st.integers(0, 10**9),
+                "grid": st.lists(st.integers(0, 65535), max_size=3),
+                "memory bandwidth (GB/s)": st.floats(0, 1e4),
+                "Collective name": TEXT,
+                "Input Dims": PLAIN_VALUES,
+            },
+        ),
     },
 )
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(events=st.lists(PLAIN_EVENT, max_size=6), indent=st.sampled_from([None, 1]), ascii_only=st.booleans())
+@settings(
+    max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(
+    events=st.lists(PLAIN_EVENT, max_size=6),
+    indent=st.sampled_from([None, 1]),
+    ascii_only=st.booleans(),
+)
 def test_plain_kineto_events_take_the_c_path(events, indent, ascii_only):
     """Events of the shapes real traces have are never declined (decimal ts / dur written as JSON numbers)."""
     decimals = {}
@@ -251,12 +406,20 @@ def test_plain_kineto_events_take_the_c_path(events, indent, ascii_only):
 
 
 def test_times_are_exact_nanoseconds():
-    fast = _c(b'[{"ts": 1712195495519689.047, "dur": 0.5}, {"ts": -2.25}, {"dur": null}, {"ts": -0.0019, "dur": 1.0010}]')
+    fast = _c(
+        b'[{"ts": 1712195495519689.047, "dur": 0.5}, {"ts": -2.25}, {"dur": null}, {"ts": -0.0019, "dur": 1.0010}]'
+    )
     ns, valid, n_subns = fast.times("ts")
-    assert ns[valid].tolist() == [1712195495519689047, -2250, -1] and n_subns == 1  # truncated toward zero
+    assert (
+        ns[valid].tolist() == [1712195495519689047, -2250, -1] and n_subns == 1
+    )  # truncated toward zero
     fast = _c(b'[{"ts": 1712195495519689.047, "dur": 0.5}, {"ts": -2.25}, {"dur": null}]')
     ns, valid, n_subns = fast.times("ts")
-    assert ns[valid].tolist() == [1712195495519689047, -2250] and valid.tolist() == [True, True, False] and n_subns == 0
+    assert (
+        ns[valid].tolist() == [1712195495519689047, -2250]
+        and valid.tolist() == [True, True, False]
+        and n_subns == 0
+    )
     dur, valid, _ = fast.times("dur")
     assert dur[valid].tolist() == [500] and valid.tolist() == [True, False, False]
     assert np.asarray(fast.field("ph")).tolist() == ["", "", ""]

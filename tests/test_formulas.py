@@ -1,4 +1,5 @@
 """Each analysis formula pinned on generated traces whose answer is known by construction."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,16 +17,30 @@ def analyze(tmp_path, builder: TraceBuilder) -> TraceAnalysis:
 
 
 def test_two_overlapping_kernels_on_two_streams(tmp_path):
-    a = analyze(tmp_path, TraceBuilder().kernel("gemm_a", 0, 10, stream=7).kernel("gemm_b", 5, 15, stream=8))
+    a = analyze(
+        tmp_path, TraceBuilder().kernel("gemm_a", 0, 10, stream=7).kernel("gemm_b", 5, 15, stream=8)
+    )
     row = a.get_temporal_breakdown(visualize=False).iloc[0]
-    assert row["kernel_time(us)"] == 20 and row["idle_time(us)"] == 0 and row["compute_time(us)"] == 20
+    assert (
+        row["kernel_time(us)"] == 20 and row["idle_time(us)"] == 0 and row["compute_time(us)"] == 20
+    )
     assert row["compute_time_pctg"] == 100.0
 
 
 def test_comm_half_under_compute(tmp_path):
-    a = analyze(tmp_path, TraceBuilder().kernel("gemm", 0, 10, stream=7).kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 5, 10, stream=20))
+    a = analyze(
+        tmp_path,
+        TraceBuilder()
+        .kernel("gemm", 0, 10, stream=7)
+        .kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 5, 10, stream=20),
+    )
     row = a.get_temporal_breakdown(visualize=False).iloc[0]
-    assert (row["kernel_time(us)"], row["compute_time(us)"], row["non_compute_time(us)"], row["idle_time(us)"]) == (15, 10, 5, 0)
+    assert (
+        row["kernel_time(us)"],
+        row["compute_time(us)"],
+        row["non_compute_time(us)"],
+        row["idle_time(us)"],
+    ) == (15, 10, 5, 0)
     assert a.get_comm_comp_overlap(visualize=False)["comp_comm_overlap_pctg"].iloc[0] == 50.0
 
 
@@ -37,33 +52,67 @@ def test_idle_gap_causes(tmp_path):
         .kernel("k3", 35, 5, launch_ts=21)  # queued in time, gap 5 < 30: kernel_wait 5
         .kernel("k4", 100, 10, launch_ts=22)  # queued in time, gap 60 >= 30: other 60
     )
-    idle, stats = analyze(tmp_path, b).get_idle_time_breakdown(visualize=False, show_idle_interval_stats=True)
+    idle, stats = analyze(tmp_path, b).get_idle_time_breakdown(
+        visualize=False, show_idle_interval_stats=True
+    )
     got = idle.set_index("idle_category")["idle_time"].to_dict()
     assert got == {"host_wait": 15.0, "kernel_wait": 5.0, "other": 60.0}
     assert idle.set_index("idle_category")["idle_time_ratio"]["other"] == 0.75
-    assert stats.set_index("idle_category")["count"].to_dict() == {"host_wait": 1, "kernel_wait": 1, "other": 1}
+    assert stats.set_index("idle_category")["count"].to_dict() == {
+        "host_wait": 1,
+        "kernel_wait": 1,
+        "other": 1,
+    }
 
 
 def test_overlap_on_one_stream_never_makes_negative_idle(tmp_path):
     """B runs inside A on the same stream; C starts 20 µs after A ends. The reference measures C's
     gap from B's end (60 µs, 'other') and B's as -50 µs; the stream was idle 20 µs."""
-    b = TraceBuilder().kernel("A", 0, 100, launch_ts=-10).kernel("B", 50, 10, launch_ts=-9).kernel("C", 120, 5, launch_ts=-8)
-    idle = analyze(tmp_path, b).get_idle_time_breakdown(visualize=False)[0].set_index("idle_category")["idle_time"]
+    b = (
+        TraceBuilder()
+        .kernel("A", 0, 100, launch_ts=-10)
+        .kernel("B", 50, 10, launch_ts=-9)
+        .kernel("C", 120, 5, launch_ts=-8)
+    )
+    idle = (
+        analyze(tmp_path, b)
+        .get_idle_time_breakdown(visualize=False)[0]
+        .set_index("idle_category")["idle_time"]
+    )
     assert idle.to_dict() == {"host_wait": 0.0, "kernel_wait": 20.0, "other": 0.0}
 
 
 def test_consecutive_kernel_delay_is_in_microseconds(tmp_path):
-    a = analyze(tmp_path, TraceBuilder().kernel("k1", 0, 10, launch_ts=-5).kernel("k2", 50, 5, launch_ts=1))
-    assert a.get_idle_time_breakdown(visualize=False)[0].set_index("idle_category")["idle_time"]["other"] == 40
+    a = analyze(
+        tmp_path, TraceBuilder().kernel("k1", 0, 10, launch_ts=-5).kernel("k2", 50, 5, launch_ts=1)
+    )
+    assert (
+        a.get_idle_time_breakdown(visualize=False)[0].set_index("idle_category")["idle_time"][
+            "other"
+        ]
+        == 40
+    )
     idle = a.get_idle_time_breakdown(visualize=False, consecutive_kernel_delay=41)[0]
     assert idle.set_index("idle_category")["idle_time"]["kernel_wait"] == 40
 
 
 def test_memory_only_gap_is_non_compute(tmp_path):
-    b = TraceBuilder().kernel("Memcpy HtoD (Pageable -> Device)", 0, 10, cat="gpu_memcpy").kernel("gemm", 20, 10)
+    b = (
+        TraceBuilder()
+        .kernel("Memcpy HtoD (Pageable -> Device)", 0, 10, cat="gpu_memcpy")
+        .kernel("gemm", 20, 10)
+    )
     row = analyze(tmp_path, b).get_temporal_breakdown(visualize=False).iloc[0]
-    assert (row["idle_time(us)"], row["compute_time(us)"], row["non_compute_time(us)"]) == (10, 10, 10)
-    assert row[["idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"]].tolist() == [33.33, 33.33, 33.33]
+    assert (row["idle_time(us)"], row["compute_time(us)"], row["non_compute_time(us)"]) == (
+        10,
+        10,
+        10,
+    )
+    assert row[["idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"]].tolist() == [
+        33.33,
+        33.33,
+        33.33,
+    ]
 
 
 def test_kernel_type_overlap_combinations(tmp_path):
@@ -83,8 +132,14 @@ def test_kernel_type_overlap_combinations(tmp_path):
         "MEMORY": 5.0,
     }
     assert type_df["percentage"].sum() == pytest.approx(100.0, abs=0.2)
-    no_mem, _ = analyze(tmp_path, b).get_gpu_kernel_breakdown(visualize=False, include_memory_kernels=False)
-    assert set(no_mem["kernel_type"]) == {"COMPUTATION", "COMPUTATION overlapping COMMUNICATION", "COMMUNICATION"}
+    no_mem, _ = analyze(tmp_path, b).get_gpu_kernel_breakdown(
+        visualize=False, include_memory_kernels=False
+    )
+    assert set(no_mem["kernel_type"]) == {
+        "COMPUTATION",
+        "COMPUTATION overlapping COMMUNICATION",
+        "COMMUNICATION",
+    }
 
 
 def test_kernel_stats_are_true_per_kernel_statistics(tmp_path):
@@ -96,7 +151,13 @@ def test_kernel_stats_are_true_per_kernel_statistics(tmp_path):
     b.kernel("gemm_b", t, 1)
     _, kernel_df = analyze(tmp_path, b).get_gpu_kernel_breakdown(visualize=False)
     row = kernel_df.set_index("name").loc["gemm_a"]
-    assert (row["sum (us)"], row["max (us)"], row["min (us)"], row["mean (us)"], row["stddev"]) == (12, 6, 2, 4, 2)
+    assert (row["sum (us)"], row["max (us)"], row["min (us)"], row["mean (us)"], row["stddev"]) == (
+        12,
+        6,
+        2,
+        4,
+        2,
+    )
     assert kernel_df.set_index("name").loc["gemm_b", "stddev"] == 0
 
 
@@ -107,7 +168,9 @@ def test_small_kernels_pooled_as_others_with_true_stats(tmp_path):
         for _ in range(2):
             b.kernel(f"k{i:02d}", t, 100 - 5 * i)
             t += 200
-    _, kernel_df = analyze(tmp_path, b).get_gpu_kernel_breakdown(visualize=False, num_kernels=3, duration_ratio=1.0)
+    _, kernel_df = analyze(tmp_path, b).get_gpu_kernel_breakdown(
+        visualize=False, num_kernels=3, duration_ratio=1.0
+    )
     names = set(kernel_df["name"])
     assert names == {"k00", "k01", "k02", "others"}
     others = kernel_df.set_index("name").loc["others"]
@@ -120,15 +183,35 @@ def test_small_kernels_pooled_as_others_with_true_stats(tmp_path):
 def test_gpu_kernels_with_user_annotations_innermost(tmp_path):
     b = TraceBuilder().kernel("k_in", 12, 2).kernel("k_outer_only", 30, 2).kernel("k_none", 60, 2)
     b.events += [
-        {"ph": "X", "cat": "gpu_user_annotation", "name": "outer", "pid": 0, "tid": 7, "ts": 10, "dur": 40},
-        {"ph": "X", "cat": "gpu_user_annotation", "name": "inner", "pid": 0, "tid": 7, "ts": 11, "dur": 5},
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "outer",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10,
+            "dur": 40,
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "inner",
+            "pid": 0,
+            "tid": 7,
+            "ts": 11,
+            "dur": 5,
+        },
     ]
     a = analyze(tmp_path, b)
-    got = a.get_gpu_kernels_with_user_annotations(0).set_index(a.gpu_events(0)["name"].astype(str))["user_annotation"]
+    got = a.get_gpu_kernels_with_user_annotations(0).set_index(a.gpu_events(0)["name"].astype(str))[
+        "user_annotation"
+    ]
     assert got["k_in"] == "inner" and got["k_outer_only"] == "outer" and pd.isna(got["k_none"])
     b2 = TraceBuilder().kernel("void gemm<float, 4>(int)", 12, 2)
     b2.write(tmp_path / "short" / "rank0.json")
-    short = TraceAnalysis(trace_dir=tmp_path / "short").get_gpu_kernels_with_user_annotations(0, shortern_names=True)
+    short = TraceAnalysis(trace_dir=tmp_path / "short").get_gpu_kernels_with_user_annotations(
+        0, shortern_names=True
+    )
     assert short["name"].tolist() == ["gemm"]
     breakdown = a.get_gpu_user_annotation_breakdown(visualize=False)
     assert breakdown.set_index("name")["sum (us)"].to_dict() == {"outer": 40, "inner": 5}

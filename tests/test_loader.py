@@ -1,4 +1,5 @@
 """Loader: every real trace loads, counts match the raw JSON, times are exact, ranks are right."""
+
 from __future__ import annotations
 
 import gzip
@@ -63,7 +64,9 @@ def test_excluded_gpu_events_are_accounted(case):
     for trace in analysis.traces.values():
         _, events = raw_events(Path(trace.path))
         gpu_raw = sum(1 for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES)
-        excluded = sum(v for k, v in trace.health.items() if k.startswith("GPU events") and "excluded" in k)
+        excluded = sum(
+            v for k, v in trace.health.items() if k.startswith("GPU events") and "excluded" in k
+        )
         assert len(trace.gpu) + excluded == gpu_raw
 
 
@@ -118,13 +121,17 @@ def test_sample_metadata_and_links(two_ranks):
 
 
 def test_include_last_profiler_step_keeps_it():
-    a = TraceAnalysis(trace_dir=SAMPLES / "two_ranks", include_last_profiler_step=True, parallel=False)
+    a = TraceAnalysis(
+        trace_dir=SAMPLES / "two_ranks", include_last_profiler_step=True, parallel=False
+    )
     assert set(a.gpu_events(0)["iteration"].unique()) == {551, 552}
 
 
 def test_parallel_and_serial_give_the_same_tables():
     serial = TraceAnalysis(trace_dir=SAMPLES / "two_ranks", parallel=False)
-    parallel = TraceAnalysis(trace_dir=SAMPLES / "two_ranks", parallel=True, max_workers=2, progress=False)
+    parallel = TraceAnalysis(
+        trace_dir=SAMPLES / "two_ranks", parallel=True, max_workers=2, progress=False
+    )
     for rank in serial.ranks:
         pd.testing.assert_frame_equal(serial.gpu_events(rank), parallel.gpu_events(rank))
         pd.testing.assert_frame_equal(serial.cpu_events(rank), parallel.cpu_events(rank))
@@ -155,7 +162,10 @@ def test_rank_assigned_deterministically_with_warning(tmp_path):
     _unranked(tmp_path / "a.json")
     with pytest.warns(UserWarning) as record:
         a = TraceAnalysis(trace_dir=tmp_path, parallel=False)
-    assert [str(w.message).split("; ")[-1] for w in record] == ["assigned rank 1", "assigned rank 2"]
+    assert [str(w.message).split("; ")[-1] for w in record] == [
+        "assigned rank 1",
+        "assigned rank 2",
+    ]
     assert a.ranks == [0, 1, 2]
     assert Path(a.traces[1].path).name == "a.json" and Path(a.traces[2].path).name == "c.json"
 
@@ -215,15 +225,53 @@ def test_skip_keeps_good_ranks_and_lists_bad_files(tmp_path):
 
 
 def test_errors_are_one_family():
-    assert all(issubclass(e, TraceError) for e in (DuplicateRankError, TraceReadError, TraceDecodeError, TraceFormatError))
+    assert all(
+        issubclass(e, TraceError)
+        for e in (DuplicateRankError, TraceReadError, TraceDecodeError, TraceFormatError)
+    )
 
 
 def test_bad_event_fields_are_counted_not_fatal(tmp_path):
     events = [
-        {"ph": "X", "cat": "kernel", "name": "ok", "pid": 0, "tid": 7, "ts": 10, "dur": 5, "args": {"stream": 7}},
-        {"ph": "X", "cat": "kernel", "name": "nots", "pid": 0, "tid": 7, "dur": 5, "args": {"stream": 7}},
-        {"ph": "X", "cat": "kernel", "name": "neg", "pid": 0, "tid": 7, "ts": 20, "dur": -5, "args": {"stream": 7}},
-        {"ph": "X", "cat": "kernel", "name": "strts", "pid": 0, "tid": 7, "ts": "30", "dur": 1, "args": "oops"},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "ok",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10,
+            "dur": 5,
+            "args": {"stream": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "nots",
+            "pid": 0,
+            "tid": 7,
+            "dur": 5,
+            "args": {"stream": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "neg",
+            "pid": 0,
+            "tid": 7,
+            "ts": 20,
+            "dur": -5,
+            "args": {"stream": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "strts",
+            "pid": 0,
+            "tid": 7,
+            "ts": "30",
+            "dur": 1,
+            "args": "oops",
+        },
         {"ph": "B", "name": "begin", "pid": 0, "tid": 7, "ts": 1},
         42,
     ]
@@ -242,7 +290,12 @@ def test_bad_event_fields_are_counted_not_fatal(tmp_path):
     "texts, expected_ns, expected_valid, subns",
     [
         # whole microseconds: one int64 parse; beyond int64 nanoseconds -> invalid
-        ([b"1661203462598738", b"-5", b"", b"9223372036854776", b"-9223372036854775808"], [1661203462598738000, -5000, 0, 0, 0], [1, 1, 0, 0, 0], 0),
+        (
+            [b"1661203462598738", b"-5", b"", b"9223372036854776", b"-9223372036854775808"],
+            [1661203462598738000, -5000, 0, 0, 0],
+            [1, 1, 0, 0, 0],
+            0,
+        ),
         # fractional: exact decimal, never through float64
         ([b"1712195495519689.047", b"2.08", b"null"], [1712195495519689047, 2080, 0], [1, 1, 0], 0),
         # quoted, exponent, and sub-nanosecond digits (truncated toward zero, counted)
@@ -260,12 +313,26 @@ def test_raw_us_to_ns_paths(texts, expected_ns, expected_valid, subns):
     assert n_subns == subns
 
 
-_EVENT = {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {"Input Dims": [[], [1]], "l": [{"a": "}]"}]}}
+_EVENT = {
+    "ph": "X",
+    "cat": "cpu_op",
+    "name": "op",
+    "pid": 1,
+    "tid": 1,
+    "ts": 1,
+    "dur": 2,
+    "args": {"Input Dims": [[], [1]], "l": [{"a": "}]"}]},
+}
 _LAYOUTS = {
     "events last": {"schemaVersion": 1, "traceEvents": [_EVENT, _EVENT]},
-    "metadata arrays after events": {"traceEvents": [_EVENT], "deviceProperties": [{"id": 0}], "logs": ["[x] ]", "}]"], "traceName": "t"},
+    "metadata arrays after events": {
+        "traceEvents": [_EVENT],
+        "deviceProperties": [{"id": 0}],
+        "logs": ["[x] ]", "}]"],
+        "traceName": "t",
+    },
     "no events": {"a": [1], "traceEvents": [], "b": {"c": []}},
-    "key text earlier": {"note": "\"traceEvents\": [ is a key", "traceEvents": [_EVENT], "z": "]"},
+    "key text earlier": {"note": '"traceEvents": [ is a key', "traceEvents": [_EVENT], "z": "]"},
     "metadata longer than the search window": {"traceEvents": [_EVENT], "logs": ["x" * 1000] * 300},
 }
 
@@ -279,7 +346,9 @@ def test_document_layouts_decode_like_json(layout):
         assert decoded.metadata == {k: v for k, v in doc.items() if k != "traceEvents"}
         events = decoded.events
         ts, valid, _ = events.times("ts")
-        assert list(zip(events.field("ph"), events.field("name"), ts.tolist(), valid.tolist())) == [("X", "op", 1000, True)] * len(doc["traceEvents"])
+        assert list(zip(events.field("ph"), events.field("name"), ts.tolist(), valid.tolist())) == [
+            ("X", "op", 1000, True)
+        ] * len(doc["traceEvents"])
         assert json.loads(bytes(decoded.raw_events)) == doc["traceEvents"]
         one_pass = dec._decode_plain_layout(text.encode(), Path("x.json"), Counter())
         assert (one_pass is None) == (layout == "metadata longer than the search window")

@@ -1,4 +1,5 @@
 """The notebooks run top to bottom (outputs are stripped in git, so they can only rot loudly here)."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,11 @@ def test_notebooks_are_stored_without_outputs():
     assert len(NOTEBOOKS) == 3
     for path in NOTEBOOKS:
         cells = json.loads(path.read_text())["cells"]
-        assert all(not c.get("outputs") and c.get("execution_count") is None for c in cells if c["cell_type"] == "code"), path.name
+        assert all(
+            not c.get("outputs") and c.get("execution_count") is None
+            for c in cells
+            if c["cell_type"] == "code"
+        ), path.name
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -21,7 +26,18 @@ def test_notebook_executes(path, tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     notebook = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     client.execute()
-    errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = [
+        o
+        for c in notebook.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
     assert errors == []

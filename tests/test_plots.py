@@ -1,4 +1,5 @@
 """Figures: every chart builds from the analysis tables, with titles, axis labels and names."""
+
 from __future__ import annotations
 
 import plotly.graph_objects as go

@@ -1,5 +1,6 @@
 """Property-based tests: random, adversarial event lists never raise anything but TraceError,
 and the analysis invariants always hold. Fixed, bounded budget (derandomized)."""
+
 from __future__ import annotations
 
 import json
@@ -15,27 +16,73 @@ from hta_lite import TraceAnalysis
 from hta_lite.errors import TraceError
 
 NAMES = st.sampled_from(
-    ["gemm", "ncclDevKernel_AllReduce", "ncclKernel_SendRecv", "Memcpy HtoD (Pageable -> Device)", "Memset (Device)",
-     "cudaLaunchKernel", "aten::mm", "ProfilerStep#1", "ProfilerStep#2", "Context Sync", "<img src=x onerror=alert(1)>", "ü\u2603"]
+    [
+        "gemm",
+        "ncclDevKernel_AllReduce",
+        "ncclKernel_SendRecv",
+        "Memcpy HtoD (Pageable -> Device)",
+        "Memset (Device)",
+        "cudaLaunchKernel",
+        "aten::mm",
+        "ProfilerStep#1",
+        "ProfilerStep#2",
+        "Context Sync",
+        "<img src=x onerror=alert(1)>",
+        "ü\u2603",
+    ]
 )
-CATS = st.sampled_from(["kernel", "gpu_memcpy", "gpu_memset", "cpu_op", "cuda_runtime", "user_annotation", "gpu_user_annotation", "cuda_sync", None, "weird"])
+CATS = st.sampled_from(
+    [
+        "kernel",
+        "gpu_memcpy",
+        "gpu_memset",
+        "cpu_op",
+        "cuda_runtime",
+        "user_annotation",
+        "gpu_user_annotation",
+        "cuda_sync",
+        None,
+        "weird",
+    ]
+)
 NUMBERS = st.one_of(
     st.integers(min_value=0, max_value=2000),
     st.floats(min_value=-10, max_value=2000, allow_nan=False),
     st.integers(min_value=1_700_000_000_000_000, max_value=1_700_000_000_002_000),
     st.sampled_from([None, "12", "abc", -5, 1e30, float("nan"), float("inf"), [1], {"a": 1}]),
 )
-IDS = st.one_of(st.integers(min_value=-1, max_value=20), st.sampled_from([None, "0x1", "seven", 2**70, 1.5]))
+IDS = st.one_of(
+    st.integers(min_value=-1, max_value=20), st.sampled_from([None, "0x1", "seven", 2**70, 1.5])
+)
 ARGS = st.one_of(
     st.none(),
     st.sampled_from(["oops", 3, []]),
-    st.fixed_dictionaries({}, optional={"stream": IDS, "correlation": IDS, "External id": IDS, "device": IDS, "bytes": NUMBERS,
-                                         "memory bandwidth (GB/s)": NUMBERS, "grid": st.sampled_from([[1, 2, 3], "x", None])}),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "stream": IDS,
+            "correlation": IDS,
+            "External id": IDS,
+            "device": IDS,
+            "bytes": NUMBERS,
+            "memory bandwidth (GB/s)": NUMBERS,
+            "grid": st.sampled_from([[1, 2, 3], "x", None]),
+        },
+    ),
 )
 EVENT = st.one_of(
     st.fixed_dictionaries(
         {"ph": st.sampled_from(["X", "X", "X", "i", "s", "f", "M", "C", "B", "Q"])},
-        optional={"cat": CATS, "name": NAMES, "pid": IDS, "tid": IDS, "ts": NUMBERS, "dur": NUMBERS, "args": ARGS, "id": IDS},
+        optional={
+            "cat": CATS,
+            "name": NAMES,
+            "pid": IDS,
+            "tid": IDS,
+            "ts": NUMBERS,
+            "dur": NUMBERS,
+            "args": ARGS,
+            "id": IDS,
+        },
     ),
     st.sampled_from([1, "event", None, []]),
 )
@@ -50,7 +97,9 @@ def _load(events: list) -> TraceAnalysis | None:
         return None
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(st.lists(EVENT, max_size=30))
 def test_random_traces_load_or_raise_trace_error_and_invariants_hold(events):
     analysis = _load(events)
@@ -63,7 +112,9 @@ def test_random_traces_load_or_raise_trace_error_and_invariants_hold(events):
         parts = row["idle_time(us)"] + row["compute_time(us)"] + row["non_compute_time(us)"]
         assert math.isclose(parts, row["kernel_time(us)"], abs_tol=1e-6)
         for col in ("idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"):
-            assert 0 <= row[col] <= 100 if row["kernel_time(us)"] > 0 else math.isnan(row[col])  # no span: undefined
+            assert (
+                0 <= row[col] <= 100 if row["kernel_time(us)"] > 0 else math.isnan(row[col])
+            )  # no span: undefined
         assert min(row["idle_time(us)"], row["compute_time(us)"], row["non_compute_time(us)"]) >= 0
     overlap = analysis.get_comm_comp_overlap(visualize=False)["comp_comm_overlap_pctg"].dropna()
     assert ((overlap >= 0) & (overlap <= 100)).all()
@@ -92,11 +143,31 @@ def test_random_bytes_never_raise_raw_errors(data):
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 300), st.sampled_from(["gemm", "ncclKernel_x", "Memcpy DtoD"]), st.integers(1, 3)), min_size=1, max_size=25))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 1000),
+            st.integers(0, 300),
+            st.sampled_from(["gemm", "ncclKernel_x", "Memcpy DtoD"]),
+            st.integers(1, 3),
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
 def test_temporal_matches_brute_force(kernels):
     """Idle / compute on a 1-ns grid equals the interval math."""
     events = [
-        {"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": s, "ts": t / 1000, "dur": d / 1000, "args": {"stream": s}}
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": n,
+            "pid": 0,
+            "tid": s,
+            "ts": t / 1000,
+            "dur": d / 1000,
+            "args": {"stream": s},
+        }
         for t, d, n, s in kernels
     ]
     analysis = _load(events)
@@ -117,15 +188,21 @@ def test_temporal_matches_brute_force(kernels):
 JSON_TEXT = st.text(alphabet=st.sampled_from(list('ab]}[{,:" \\\n\u00e9')), max_size=8)
 METADATA_VALUE = st.recursive(
     st.one_of(st.none(), st.integers(-5, 5), JSON_TEXT),
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(JSON_TEXT, inner, max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(JSON_TEXT, inner, max_size=3)
+    ),
     max_leaves=8,
 )
 
 
 @settings(max_examples=80, deadline=None, derandomize=True)
 @given(
-    before=st.dictionaries(JSON_TEXT.filter(lambda k: k != "traceEvents"), METADATA_VALUE, max_size=3),
-    after=st.dictionaries(JSON_TEXT.filter(lambda k: k != "traceEvents"), METADATA_VALUE, max_size=3),
+    before=st.dictionaries(
+        JSON_TEXT.filter(lambda k: k != "traceEvents"), METADATA_VALUE, max_size=3
+    ),
+    after=st.dictionaries(
+        JSON_TEXT.filter(lambda k: k != "traceEvents"), METADATA_VALUE, max_size=3
+    ),
     names=st.lists(JSON_TEXT, max_size=4),
     indent=st.sampled_from([None, 1, 4]),
 )
@@ -144,4 +221,6 @@ def test_document_decode_matches_json_whatever_the_layout(before, after, names, 
     assert decoded.events.field("name") == names
     assert json.loads(bytes(decoded.raw_events)) == events
     one_pass = dec._decode_plain_layout(text, Path("x.json"), Counter())
-    assert one_pass is not None and one_pass.metadata == decoded.metadata  # this layout always takes the fast path
+    assert (
+        one_pass is not None and one_pass.metadata == decoded.metadata
+    )  # this layout always takes the fast path

@@ -6,6 +6,7 @@ those exactly). Where timestamps are fractional the reference rounds them to who
 exactly those defects (tests/hta_emulation.py) reproduces the reference, and check
 separately that our own value differs only by that rounding.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,10 @@ def load(case, emulate):
 
 
 def whole_us(analysis) -> bool:
-    return all((t.gpu["ts"] % 1000 == 0).all() and (t.cpu["ts"] % 1000 == 0).all() for t in analysis.traces.values())
+    return all(
+        (t.gpu["ts"] % 1000 == 0).all() and (t.cpu["ts"] % 1000 == 0).all()
+        for t in analysis.traces.values()
+    )
 
 
 @pytest.fixture(scope="module", params=ANSWERED)
@@ -52,7 +56,9 @@ def test_temporal_breakdown(case):
 def test_comm_comp_overlap(case):
     name, mine, emulated = case
     for analysis in (emulated, mine) if whole_us(mine) else (emulated,):
-        got = analysis.get_comm_comp_overlap(visualize=False).set_index("rank")["comp_comm_overlap_pctg"]
+        got = analysis.get_comm_comp_overlap(visualize=False).set_index("rank")[
+            "comp_comm_overlap_pctg"
+        ]
         for row in REFERENCE[name]["comm_comp_overlap"]:
             if row["comp_comm_overlap_pctg"] is None:
                 assert np.isnan(got[row["rank"]])
@@ -67,7 +73,9 @@ def test_kernel_type_sums(case):
         ref = {r["kernel_type"]: r["sum"] for r in REFERENCE[name]["kernel_type_breakdown"]}
         total = sum(ref.values())
         for kernel_type, value in ref.items():
-            assert abs(got.get(kernel_type, 0.0) - value) <= max(0.001 * value, 0.001 * total, 1.0), kernel_type
+            assert abs(got.get(kernel_type, 0.0) - value) <= max(
+                0.001 * value, 0.001 * total, 1.0
+            ), kernel_type
 
 
 def test_idle_time_breakdown_rank0(case):
@@ -113,9 +121,9 @@ def test_sub_us_kernels_keep_their_time():
     """mi210: the reference's ceil/floor rounding drops ~0.5 µs from each short kernel."""
     got = load("mi210_gpu_only", emulate=False)
     gpu = got.traces[0].gpu
-    assert got.get_gpu_kernel_breakdown(visualize=False)[0].set_index("kernel_type")["sum"]["COMPUTATION"] == pytest.approx(
-        gpu["dur"].sum() / 1000.0, rel=0.02
-    )
+    assert got.get_gpu_kernel_breakdown(visualize=False)[0].set_index("kernel_type")["sum"][
+        "COMPUTATION"
+    ] == pytest.approx(gpu["dur"].sum() / 1000.0, rel=0.02)
     ref = {r["kernel_type"]: r["sum"] for r in REFERENCE["mi210_gpu_only"]["kernel_type_breakdown"]}
     assert ref["COMPUTATION"] < 0.92 * gpu["dur"].sum() / 1000.0
 

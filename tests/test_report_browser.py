@@ -3,6 +3,7 @@
 Needs Chromium (Debian package ``chromium``; ``.ci/run`` installs it) and playwright (test extra).
 Screenshots go to ``test-artifacts/``.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,7 +17,9 @@ from synth import TraceBuilder
 from hta_lite import TraceAnalysis
 from hta_lite.report import write_report
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+CHROMIUM = (
+    shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+)
 ARTIFACTS = ROOT / "test-artifacts"
 if CHROMIUM is None and os.environ.get("CI"):
     raise RuntimeError("CI must provide Chromium for the browser tests (apt-get install chromium)")
@@ -33,10 +36,17 @@ def open_page(path: Path, screenshot: str | None = None) -> dict:
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-        page.route("**/*", lambda route: route.abort() if not route.request.url.startswith("file:") else route.continue_())
+        page.route(
+            "**/*",
+            lambda route: (
+                route.abort() if not route.request.url.startswith("file:") else route.continue_()
+            ),
+        )
         page.goto(path.resolve().as_uri())
         rendered = "Array.from(document.querySelectorAll('div.chart')).filter(d => d.querySelector('svg.main-svg')).length"
-        page.wait_for_function(f"document.querySelectorAll('div.chart').length == {rendered}", timeout=30000)
+        page.wait_for_function(
+            f"document.querySelectorAll('div.chart').length == {rendered}", timeout=30000
+        )
         result = page.evaluate(
             """() => ({
                 charts: document.querySelectorAll('div.chart').length,
@@ -54,7 +64,9 @@ def open_page(path: Path, screenshot: str | None = None) -> dict:
 
 
 def test_report_renders_every_chart_offline(tmp_path):
-    path = write_report(TraceAnalysis(trace_dir=SAMPLES / "two_ranks", parallel=False), tmp_path / "report.html")
+    path = write_report(
+        TraceAnalysis(trace_dir=SAMPLES / "two_ranks", parallel=False), tmp_path / "report.html"
+    )
     result = open_page(path, "report-two_ranks.png")
     assert result["errors"] == []
     assert result["charts"] >= 12 and result["rendered"] == result["charts"]
@@ -62,7 +74,11 @@ def test_report_renders_every_chart_offline(tmp_path):
 
 
 def test_malicious_names_never_execute(tmp_path):
-    payloads = ["<img src=x onerror=alert(1);window.__pwned=true>", "</script><script>window.__pwned=true;alert(2)</script>", "\"><svg onload=alert(3)>"]
+    payloads = [
+        "<img src=x onerror=alert(1);window.__pwned=true>",
+        "</script><script>window.__pwned=true;alert(2)</script>",
+        '"><svg onload=alert(3)>',
+    ]
     b = TraceBuilder(rank=0)
     for i, name in enumerate(payloads):
         b.kernel(name, 100 * i, 50, launch_ts=100 * i - 5)
@@ -70,7 +86,9 @@ def test_malicious_names_never_execute(tmp_path):
     b.kernel("ncclKernel_AllReduce", 400, 50, stream=20, launch_ts=390)
     folder = tmp_path / "evil"
     b.write(folder / "rank0.json")
-    path = write_report(TraceAnalysis(trace_dir=folder, parallel=False), tmp_path / "evil.html", title=payloads[0])
+    path = write_report(
+        TraceAnalysis(trace_dir=folder, parallel=False), tmp_path / "evil.html", title=payloads[0]
+    )
     result = open_page(path, "report-malicious-names.png")
     assert result["dialogs"] == [] and not result["pwned"]
     assert result["images"] == 0

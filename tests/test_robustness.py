@@ -1,4 +1,5 @@
 """Bad input: every corpus case has its exact outcome; nothing but TraceError escapes."""
+
 from __future__ import annotations
 
 import json
@@ -38,12 +39,15 @@ def test_corpus_case(case, tmp_path):
 def test_source_trace_has_only_the_known_items(tmp_path):
     (tmp_path / "rank0.json").write_text(json.dumps(source_document()))
     health = TraceAnalysis(trace_dir=tmp_path, parallel=False).traces[0].health
-    assert health == {
-        "launch calls without a GPU event in the trace": BASELINE_LAUNCHES_WITHOUT_KERNEL,  # cuLaunchKernel rows
-        "text pid (stored as -1)": 3,  # the "Spans" rows Kineto writes
-        "text tid (stored as -1)": 3,
-        "rank taken from the file name (no distributedInfo.rank)": 1,
-    }
+    assert (
+        health
+        == {
+            "launch calls without a GPU event in the trace": BASELINE_LAUNCHES_WITHOUT_KERNEL,  # cuLaunchKernel rows
+            "text pid (stored as -1)": 3,  # the "Spans" rows Kineto writes
+            "text tid (stored as -1)": 3,
+            "rank taken from the file name (no distributedInfo.rank)": 1,
+        }
+    )
 
 
 @pytest.mark.parametrize("case", ["truncated_json", "empty_file", "json_list", "dangling_symlink"])
@@ -84,8 +88,13 @@ def test_gzip_members_padding_and_trailing_bytes(tmp_path):
 
     text = json.dumps(source_document()).encode()
     half = len(text) // 2
-    whole = TraceAnalysis(trace_files={0: _gz(tmp_path / "one.json.gz", gzip.compress(text))}, parallel=False)
-    members = _gz(tmp_path / "two.json.gz", gzip.compress(text[:half]) + gzip.compress(text[half:]) + b"\0" * 8)
+    whole = TraceAnalysis(
+        trace_files={0: _gz(tmp_path / "one.json.gz", gzip.compress(text))}, parallel=False
+    )
+    members = _gz(
+        tmp_path / "two.json.gz",
+        gzip.compress(text[:half]) + gzip.compress(text[half:]) + b"\0" * 8,
+    )
     split = TraceAnalysis(trace_files={0: members}, parallel=False)
     assert len(split.gpu_events(0)) == len(whole.gpu_events(0)) > 0
     garbage = _gz(tmp_path / "bad.json.gz", gzip.compress(text) + b"not gzip")

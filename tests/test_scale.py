@@ -1,4 +1,5 @@
 """Parquet cache (hit, miss, invalidation, corruption, environment) and executor equivalence."""
+
 from __future__ import annotations
 
 import gzip
@@ -32,10 +33,15 @@ def test_cache_hit_gives_identical_tables(folder, tmp_path):
     second = TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
     for rank in first.ranks:
         for name in cache_mod.TABLES:
-            pd.testing.assert_frame_equal(getattr(first.traces[rank], name), getattr(second.traces[rank], name))
+            pd.testing.assert_frame_equal(
+                getattr(first.traces[rank], name), getattr(second.traces[rank], name)
+            )
         assert first.traces[rank].health == second.traces[rank].health
         assert first.metadata(rank) == second.metadata(rank)
-    pd.testing.assert_frame_equal(first.get_temporal_breakdown(visualize=False), second.get_temporal_breakdown(visualize=False))
+    pd.testing.assert_frame_equal(
+        first.get_temporal_breakdown(visualize=False),
+        second.get_temporal_breakdown(visualize=False),
+    )
     # plain Parquet, readable without hta_lite
     assert pq.read_table(entries(root)[0] / "gpu.parquet").num_rows > 0
 
@@ -44,7 +50,9 @@ def test_changed_file_is_never_served_stale(folder, tmp_path):
     root = tmp_path / "cache"
     TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
     target = folder / "sampled_rank-1.json.gz"
-    data = gzip.decompress(target.read_bytes()).replace(b'"ncclKernel_SendRecv', b'"ncclKernel_Renamed', 1)
+    data = gzip.decompress(target.read_bytes()).replace(
+        b'"ncclKernel_SendRecv', b'"ncclKernel_Renamed', 1
+    )
     target.write_bytes(gzip.compress(data))
     reloaded = TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
     assert (reloaded.gpu_events(1)["name"].astype(str).str.startswith("ncclKernel_Renamed")).any()
@@ -89,7 +97,9 @@ def test_executors_agree(folder, tmp_path):
         pd.testing.assert_frame_equal(serial[name], process[name])
     assert serial["temporal_breakdown"]["idle_time_pctg"].tolist() == [53.56, 54.72]
     distributed = pytest.importorskip("dask.distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
         with distributed.Client(cluster) as client:
             via_dask = summarize_folder(folder, executor=client, use_cache=tmp_path / "dask-cache")
     for name in SUMMARY_TABLES:
@@ -99,5 +109,7 @@ def test_executors_agree(folder, tmp_path):
 def test_summaries_match_full_analysis(folder):
     summary = summarize_folder(folder, executor="serial", use_cache=False)
     full = TraceAnalysis(trace_dir=folder, parallel=False, cache=False)
-    pd.testing.assert_frame_equal(summary["temporal_breakdown"], full.get_temporal_breakdown(visualize=False))
+    pd.testing.assert_frame_equal(
+        summary["temporal_breakdown"], full.get_temporal_breakdown(visualize=False)
+    )
     pd.testing.assert_frame_equal(summary["step_breakdown"], full.get_step_breakdown())

@@ -1,4 +1,5 @@
 """GPU user annotations (``gpu_user_annotation``: record_function / NVTX ranges on the GPU timeline)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,17 +27,30 @@ def kernels_with_user_annotations(trace: RankTrace) -> pd.DataFrame:
             inside = (idx >= 0) & (ts < ends[np.maximum(idx, 0)])
             found = np.where(inside, rows[np.maximum(idx, 0)], found)
     names = anno["name"].astype(str).to_numpy() if len(anno) else np.array([], dtype=object)
-    gpu["user_annotation"] = pd.Categorical(np.where(found >= 0, names[np.maximum(found, 0)] if len(names) else None, None))
+    gpu["user_annotation"] = pd.Categorical(
+        np.where(found >= 0, names[np.maximum(found, 0)] if len(names) else None, None)
+    )
     return gpu
 
 
-def user_annotation_breakdown(traces: list[RankTrace], duration_ratio: float = 0.8, num_kernels: int = 1000) -> pd.DataFrame:
+def user_annotation_breakdown(
+    traces: list[RankTrace], duration_ratio: float = 0.8, num_kernels: int = 1000
+) -> pd.DataFrame:
     """Per rank and annotation name: ``sum/max/min/mean (us)``, ``stddev`` of the annotation ranges."""
     parts = [
-        duration_stats(t.gpu_annotations["name"].array, t.gpu_annotations["dur"].to_numpy(), num_kernels, duration_ratio).assign(rank=t.rank)
+        duration_stats(
+            t.gpu_annotations["name"].array,
+            t.gpu_annotations["dur"].to_numpy(),
+            num_kernels,
+            duration_ratio,
+        ).assign(rank=t.rank)
         for t in traces
         if len(t.gpu_annotations)
     ]
     if not parts:
-        return pd.DataFrame(columns=["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank"])
-    return pd.concat(parts, ignore_index=True).sort_values(["rank", "sum (us)"], ascending=[True, False], ignore_index=True)
+        return pd.DataFrame(
+            columns=["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank"]
+        )
+    return pd.concat(parts, ignore_index=True).sort_values(
+        ["rank", "sum (us)"], ascending=[True, False], ignore_index=True
+    )

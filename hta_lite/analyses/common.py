@@ -1,8 +1,9 @@
 """Shared helpers of the analyses."""
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 import numpy as np
 
@@ -25,7 +26,9 @@ def select(traces: Mapping[int, RankTrace], ranks: Iterable[int] | int | None) -
         ranks = [int(ranks)]
     missing = [r for r in ranks if r not in traces]
     if missing:
-        raise RankNotFoundError(None, f"rank(s) {missing} not loaded; loaded ranks: {sorted(traces)}")
+        raise RankNotFoundError(
+            None, f"rank(s) {missing} not loaded; loaded ranks: {sorted(traces)}"
+        )
     return [traces[r] for r in sorted(set(ranks))]
 
 
@@ -38,7 +41,7 @@ class GpuIntervals:
     kernel_type: np.ndarray  # object array of type names
 
     @classmethod
-    def of(cls, trace: RankTrace, rows: np.ndarray | None = None) -> "GpuIntervals":
+    def of(cls, trace: RankTrace, rows: np.ndarray | None = None) -> GpuIntervals:
         gpu = trace.gpu
         ts = gpu["ts"].to_numpy()
         end = ts + gpu["dur"].to_numpy()

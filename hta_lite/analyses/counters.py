@@ -12,9 +12,10 @@ and removes it at its end; the series is the running sum per kind (``Memcpy HtoD
 ``Memcpy DtoH``, ``Memcpy DtoD``, ``Memcpy PtoP``, ``Memset``, ``Memcpy Unknown``).
 The bandwidth is Kineto's ``memory bandwidth (GB/s)`` arg or, where absent, bytes / duration.
 """
+
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -23,6 +24,7 @@ from ..classify import MEMORY
 from ..links import gather
 from ..rank_trace import GRAPH_LAUNCH_NAMES, LAUNCH_NAMES, RankTrace
 from .common import select, us
+
 
 def _group_starts(sorted_groups: np.ndarray) -> np.ndarray:
     first = np.ones(len(sorted_groups), bool)
@@ -40,8 +42,14 @@ def _cumsum_by_group(values: np.ndarray, first: np.ndarray) -> np.ndarray:
 def queue_length_series(trace: RankTrace) -> pd.DataFrame:
     gpu, cpu = trace.gpu, trace.cpu
     launch = gpu["launch_row"].to_numpy()
-    launch_names = gather(np.asarray(cpu["name"].astype(object)), launch, None) if len(cpu) else np.full(len(gpu), None)
-    queued = np.flatnonzero((launch >= 0) & np.isin(launch_names.astype(object), LAUNCH_NAMES + GRAPH_LAUNCH_NAMES))
+    launch_names = (
+        gather(np.asarray(cpu["name"].astype(object)), launch, None)
+        if len(cpu)
+        else np.full(len(gpu), None)
+    )
+    queued = np.flatnonzero(
+        (launch >= 0) & np.isin(launch_names.astype(object), LAUNCH_NAMES + GRAPH_LAUNCH_NAMES)
+    )
     start = gpu["ts"].to_numpy()[queued]
     enqueue = np.minimum(cpu["ts"].to_numpy()[launch[queued]], start)
     stream = np.concatenate([gpu["stream"].to_numpy()[queued]] * 2)
@@ -72,7 +80,9 @@ def _series_by_rank(traces: Mapping[int, RankTrace], ranks, build) -> dict[int, 
     return out
 
 
-def _describe(series_by_rank: Mapping[int, pd.DataFrame], key: str, value: str, positive_only: bool = False) -> pd.DataFrame | None:
+def _describe(
+    series_by_rank: Mapping[int, pd.DataFrame], key: str, value: str, positive_only: bool = False
+) -> pd.DataFrame | None:
     """``describe()`` of ``value`` per (rank, key), the reference's shape; None without data."""
     parts = [s.assign(rank=r)[["rank", key, value]] for r, s in series_by_rank.items()]
     if not parts:
@@ -83,7 +93,9 @@ def _describe(series_by_rank: Mapping[int, pd.DataFrame], key: str, value: str, 
     return data.groupby(["rank", key]).describe()
 
 
-def queue_length_time_series(traces: Mapping[int, RankTrace], ranks: Iterable[int] | None = None) -> dict[int, pd.DataFrame]:
+def queue_length_time_series(
+    traces: Mapping[int, RankTrace], ranks: Iterable[int] | None = None
+) -> dict[int, pd.DataFrame]:
     """``{rank: series}`` for the ranks that launch work (CPU-only ranks are absent)."""
     return _series_by_rank(traces, ranks, queue_length_series)
 
@@ -95,7 +107,9 @@ def queue_length_summary(series_by_rank: Mapping[int, pd.DataFrame]) -> pd.DataF
 
 
 def time_blocked_on_full_queue(
-    traces: Mapping[int, RankTrace], series_by_rank: Mapping[int, pd.DataFrame], max_queue_length: int = 1024
+    traces: Mapping[int, RankTrace],
+    series_by_rank: Mapping[int, pd.DataFrame],
+    max_queue_length: int = 1024,
 ) -> pd.DataFrame:
     """One row per (rank, stream) that reached ``max_queue_length``: ``duration_at_max_queue_length``
     (µs spent at or above it) and ``relative_duration_at_max_queue_length`` (share of the rank's
@@ -111,7 +125,15 @@ def time_blocked_on_full_queue(
         for s in np.unique(stream[full]):
             blocked = int(held[full & (stream == s)].sum())
             rows.append((rank, int(s), us(blocked), blocked / span if span else np.nan))
-    return pd.DataFrame(rows, columns=["rank", "stream", "duration_at_max_queue_length", "relative_duration_at_max_queue_length"])
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "rank",
+            "stream",
+            "duration_at_max_queue_length",
+            "relative_duration_at_max_queue_length",
+        ],
+    )
 
 
 def trace_span_ns(trace: RankTrace) -> int:
@@ -127,15 +149,21 @@ def memcpy_kind(name: str) -> str:
         return "Memset"
     if name.startswith("Memcpy") and len(name) >= 11:
         return name[:11]
-    direction = name[len("hipMemcpy"):][:4] if name.startswith("hipMemcpy") else ""
-    return f"Memcpy {direction}" if direction in ("HtoD", "DtoH", "DtoD", "PtoP") else "Memcpy Unknown"
+    direction = name[len("hipMemcpy") :][:4] if name.startswith("hipMemcpy") else ""
+    return (
+        f"Memcpy {direction}" if direction in ("HtoD", "DtoH", "DtoD", "PtoP") else "Memcpy Unknown"
+    )
 
 
 def memory_bw_series(trace: RankTrace) -> pd.DataFrame:
     gpu = trace.gpu
     rows = np.flatnonzero(np.asarray(gpu["kernel_type"] == MEMORY))
     names = pd.Categorical(gpu["name"].array[rows])  # classify each distinct name once
-    kind = np.array([memcpy_kind(str(n)) for n in names.categories], dtype=object)[names.codes] if len(rows) else np.array([], object)
+    kind = (
+        np.array([memcpy_kind(str(n)) for n in names.categories], dtype=object)[names.codes]
+        if len(rows)
+        else np.array([], object)
+    )
     ts = gpu["ts"].to_numpy()[rows]
     dur = np.maximum(gpu["dur"].to_numpy()[rows], 1)  # a 0-ns copy still moved its bytes
     bw = gpu["memory_bw_gbps"].to_numpy()[rows]
@@ -143,7 +171,13 @@ def memory_bw_series(trace: RankTrace) -> pd.DataFrame:
     derived = np.isnan(bw) & (nbytes >= 0)
     bw = np.where(derived, nbytes / dur, bw)  # bytes per ns = GB/s
     keep = ~np.isnan(bw)
-    ts, dur, bw, kind, pid = ts[keep], dur[keep], bw[keep], kind[keep], gpu["pid"].to_numpy()[rows][keep]
+    ts, dur, bw, kind, pid = (
+        ts[keep],
+        dur[keep],
+        bw[keep],
+        kind[keep],
+        gpu["pid"].to_numpy()[rows][keep],
+    )
     all_ts = np.concatenate([ts, ts + dur])
     delta = np.concatenate([bw, -bw])
     all_kind = np.concatenate([kind, kind])
@@ -160,7 +194,9 @@ def memory_bw_series(trace: RankTrace) -> pd.DataFrame:
     )
 
 
-def memory_bw_time_series(traces: Mapping[int, RankTrace], ranks: Iterable[int] | None = None) -> dict[int, pd.DataFrame]:
+def memory_bw_time_series(
+    traces: Mapping[int, RankTrace], ranks: Iterable[int] | None = None
+) -> dict[int, pd.DataFrame]:
     return _series_by_rank(traces, ranks, memory_bw_series)
 
 

@@ -11,9 +11,10 @@ stream's idle time.  Gaps are measured from the latest end seen so far on the
 stream, so an event overlapping its predecessor adds no idle time (the reference
 can count negative gaps there).
 """
+
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -24,7 +25,15 @@ from ..rank_trace import RankTrace
 from .common import select, us
 
 IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")
-EVENT_CATEGORIES = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy", "mtia_ccp_events")
+EVENT_CATEGORIES = (
+    "kernel",
+    "Kernel",
+    "gpu_memset",
+    "Memset",
+    "gpu_memcpy",
+    "Memcpy",
+    "mtia_ccp_events",
+)
 
 
 def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.DataFrame:
@@ -37,7 +46,9 @@ def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.D
     stream = gpu["stream"].to_numpy()[order]
     ts = gpu["ts"].to_numpy()[order]
     end = ts + gpu["dur"].to_numpy()[order]
-    runtime_ts = gather(trace.cpu["ts"].to_numpy(), gpu["launch_row"].to_numpy()[order], np.iinfo(np.int64).min)
+    runtime_ts = gather(
+        trace.cpu["ts"].to_numpy(), gpu["launch_row"].to_numpy()[order], np.iinfo(np.int64).min
+    )
     reach = running_max_by_group(end, first)  # latest end among the stream's events so far
     prev_end = np.empty_like(reach)
     prev_end[1:] = reach[:-1]
@@ -61,9 +72,16 @@ def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.D
 def stream_breakdown(gaps: pd.DataFrame, rank: int, streams: np.ndarray) -> pd.DataFrame:
     """Rows ``rank, stream, idle_category, idle_time, idle_time_ratio`` for the given streams."""
     index = np.searchsorted(streams, gaps["stream"].to_numpy())
-    found = (index < len(streams)) & (streams[np.minimum(index, len(streams) - 1)] == gaps["stream"].to_numpy()) if len(streams) else np.zeros(len(gaps), bool)
+    found = (
+        (index < len(streams))
+        & (streams[np.minimum(index, len(streams) - 1)] == gaps["stream"].to_numpy())
+        if len(streams)
+        else np.zeros(len(gaps), bool)
+    )
     key = index[found] * 3 + gaps["idle_category"].cat.codes.to_numpy()[found]
-    sums = np.bincount(key, weights=gaps["idle_interval"].to_numpy()[found], minlength=3 * len(streams)).reshape(-1, 3)
+    sums = np.bincount(
+        key, weights=gaps["idle_interval"].to_numpy()[found], minlength=3 * len(streams)
+    ).reshape(-1, 3)
     totals = sums.sum(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = np.where(totals > 0, sums / totals, np.nan)
@@ -94,17 +112,28 @@ def idle_time_breakdown(
     parts, all_gaps = [], []
     for trace in select(traces, ranks):
         gaps = idle_gaps(trace, consecutive_kernel_delay)
-        rank_streams = np.unique(trace.gpu.loc[trace.gpu["cat"].isin(EVENT_CATEGORIES), "stream"].to_numpy())
+        rank_streams = np.unique(
+            trace.gpu.loc[trace.gpu["cat"].isin(EVENT_CATEGORIES), "stream"].to_numpy()
+        )
         if wanted is not None:
             rank_streams = np.intersect1d(rank_streams, wanted)
             gaps = gaps[gaps["stream"].isin(rank_streams)]
         parts.append(stream_breakdown(gaps, trace.rank, rank_streams))
         all_gaps.append(gaps)
-    result = pd.concat(parts, ignore_index=True) if parts else stream_breakdown(idle_gaps_empty(), 0, np.zeros(0, np.int64))
+    result = (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else stream_breakdown(idle_gaps_empty(), 0, np.zeros(0, np.int64))
+    )
     stats = None
     if show_idle_interval_stats:
         gaps = pd.concat(all_gaps, ignore_index=True) if all_gaps else idle_gaps_empty()
-        stats = gaps.groupby(["rank", "stream", "idle_category"], observed=True)["idle_interval"].describe().round(2).reset_index()
+        stats = (
+            gaps.groupby(["rank", "stream", "idle_category"], observed=True)["idle_interval"]
+            .describe()
+            .round(2)
+            .reset_index()
+        )
         stats["idle_category"] = stats["idle_category"].astype(str)
     return result, stats
 

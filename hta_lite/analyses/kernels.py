@@ -11,9 +11,10 @@ names, names past the ``duration_ratio`` quantile of the cumulative time or past
 the top ``num_kernels`` are pooled as ``others``; the statistics are always
 computed over the individual events (the reference collapses them to the sum).
 """
+
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -23,7 +24,16 @@ from ..classify import COMMUNICATION, COMPUTATION, MEMORY
 from ..rank_trace import RankTrace
 from .common import GpuIntervals, select, us
 
-KERNEL_DF_COLUMNS = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "kernel_type", "rank"]
+KERNEL_DF_COLUMNS = [
+    "name",
+    "sum (us)",
+    "max (us)",
+    "min (us)",
+    "stddev",
+    "mean (us)",
+    "kernel_type",
+    "rank",
+]
 
 
 def _types(include_memory_kernels: bool) -> list[str]:
@@ -33,7 +43,10 @@ def _types(include_memory_kernels: bool) -> list[str]:
 def kernel_type_time_ns(gpu: GpuIntervals, types: list[str]) -> dict[str, int]:
     """ns during which each combination of ``types`` was running (names as the reference)."""
     coverage = intervals.coverage_by_combination([gpu.of_type(t) for t in types])
-    return {" overlapping ".join(t for i, t in enumerate(types) if mask & (1 << i)): ns for mask, ns in coverage.items()}
+    return {
+        " overlapping ".join(t for i, t in enumerate(types) if mask & (1 << i)): ns
+        for mask, ns in coverage.items()
+    }
 
 
 def pooled_names(sums: np.ndarray, num_kernels: int, duration_ratio: float) -> np.ndarray:
@@ -45,16 +58,24 @@ def pooled_names(sums: np.ndarray, num_kernels: int, duration_ratio: float) -> n
         return pooled
     order = np.argsort(-sums, kind="stable")
     cumsum = np.cumsum(sums[order])
-    pooled[order] = (cumsum > np.quantile(cumsum, duration_ratio)) | (np.arange(len(sums)) >= num_kernels)
+    pooled[order] = (cumsum > np.quantile(cumsum, duration_ratio)) | (
+        np.arange(len(sums)) >= num_kernels
+    )
     return pooled
 
 
-def duration_stats(names: pd.Categorical, dur_ns: np.ndarray, num_kernels: int, duration_ratio: float) -> pd.DataFrame:
+def duration_stats(
+    names: pd.Categorical, dur_ns: np.ndarray, num_kernels: int, duration_ratio: float
+) -> pd.DataFrame:
     """Per-name statistics of event durations (µs), small names pooled as "others"."""
     names = pd.Categorical(names).remove_unused_categories()
     codes = names.codes.astype(np.int64)
     dur = us(dur_ns)
-    pooled = pooled_names(np.bincount(codes, weights=dur, minlength=len(names.categories)), num_kernels, duration_ratio)
+    pooled = pooled_names(
+        np.bincount(codes, weights=dur, minlength=len(names.categories)),
+        num_kernels,
+        duration_ratio,
+    )
     labels = np.append(np.asarray(names.categories, dtype=object), "others")
     group = np.where(pooled[codes], len(labels) - 1, codes)
     stats = pd.Series(dur).groupby(group).agg(["sum", "max", "min", "std", "mean"])
@@ -84,12 +105,25 @@ def gpu_kernel_breakdown(
             rows = np.flatnonzero(gpu.kernel_type == kernel_type)
             if len(rows) == 0:
                 continue
-            stats = duration_stats(trace.gpu["name"].array[rows], trace.gpu["dur"].to_numpy()[rows], num_kernels, duration_ratio)
+            stats = duration_stats(
+                trace.gpu["name"].array[rows],
+                trace.gpu["dur"].to_numpy()[rows],
+                num_kernels,
+                duration_ratio,
+            )
             per_kernel.append(stats.assign(kernel_type=kernel_type, rank=trace.rank))
     type_df = pd.DataFrame({"kernel_type": list(totals), "sum": [us(v) for v in totals.values()]})
     type_df = type_df.sort_values("sum", ascending=False, ignore_index=True)
     grand = type_df["sum"].sum()
-    type_df["percentage"] = (100.0 * type_df["sum"] / grand).round(1) if grand else pd.Series(dtype=float)
-    kernel_df = pd.concat(per_kernel, ignore_index=True) if per_kernel else pd.DataFrame(columns=KERNEL_DF_COLUMNS)
-    kernel_df = kernel_df[KERNEL_DF_COLUMNS].sort_values(["kernel_type", "name", "rank"], ignore_index=True)
+    type_df["percentage"] = (
+        (100.0 * type_df["sum"] / grand).round(1) if grand else pd.Series(dtype=float)
+    )
+    kernel_df = (
+        pd.concat(per_kernel, ignore_index=True)
+        if per_kernel
+        else pd.DataFrame(columns=KERNEL_DF_COLUMNS)
+    )
+    kernel_df = kernel_df[KERNEL_DF_COLUMNS].sort_values(
+        ["kernel_type", "name", "rank"], ignore_index=True
+    )
     return type_df, kernel_df

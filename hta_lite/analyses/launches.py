@@ -13,9 +13,10 @@ nested under it on its thread); grouped by operator name and kernel sequence wit
 occurrence count, the mean delay from operator start to its first launch call and from that
 call to the GPU start (µs).
 """
+
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -25,11 +26,30 @@ from ..rank_trace import RankTrace
 from .common import select, us
 
 KERNEL_LAUNCHES = (
-    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "hipLaunchKernel",
-    "hipExtModuleLaunchKernel", "hipModuleLaunchKernel", "runFunction - job_prep_and_submit_for_execution",
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "hipLaunchKernel",
+    "hipExtModuleLaunchKernel",
+    "hipModuleLaunchKernel",
+    "runFunction - job_prep_and_submit_for_execution",
 )
-MEMORY_LAUNCHES = ("cudaMemcpyAsync", "cudaMemsetAsync", "hipMemcpyAsync", "hipMemsetAsync", "hipMemcpyWithStream")
-STATS_COLUMNS = ["correlation", "cpu_duration", "gpu_duration", "launch_delay", "launch_name", "kernel_name"]
+MEMORY_LAUNCHES = (
+    "cudaMemcpyAsync",
+    "cudaMemsetAsync",
+    "hipMemcpyAsync",
+    "hipMemsetAsync",
+    "hipMemcpyWithStream",
+)
+STATS_COLUMNS = [
+    "correlation",
+    "cpu_duration",
+    "gpu_duration",
+    "launch_delay",
+    "launch_name",
+    "kernel_name",
+]
 
 
 def _launched(trace: RankTrace, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -60,16 +80,28 @@ def launch_stats(trace: RankTrace, include_memory_events: bool = True) -> pd.Dat
 
 
 def cuda_kernel_launch_stats(
-    traces: Mapping[int, RankTrace], ranks: Iterable[int] | None = None, include_memory_events: bool = True
+    traces: Mapping[int, RankTrace],
+    ranks: Iterable[int] | None = None,
+    include_memory_events: bool = True,
 ) -> dict[int, pd.DataFrame]:
     return {t.rank: launch_stats(t, include_memory_events) for t in select(traces, ranks)}
 
 
 def aten_op_kernels(trace: RankTrace) -> pd.DataFrame:
-    columns = ["aten_op_name", "kernel_sequence", "occurrence_count", "avg_aten_op_launch_delay", "avg_runtime_delay"]
+    columns = [
+        "aten_op_name",
+        "kernel_sequence",
+        "occurrence_count",
+        "avg_aten_op_launch_delay",
+        "avg_runtime_delay",
+    ]
     cpu = trace.cpu
     gpu_rows, cpu_rows = _launched(trace, KERNEL_LAUNCHES + MEMORY_LAUNCHES)
-    is_aten = np.asarray(cpu["name"].astype(str).str.startswith("aten::")) if len(cpu) else np.zeros(0, bool)
+    is_aten = (
+        np.asarray(cpu["name"].astype(str).str.startswith("aten::"))
+        if len(cpu)
+        else np.zeros(0, bool)
+    )
     op_rows = nearest_ancestor(cpu["parent_row"].to_numpy(), is_aten, cpu_rows)
     keep = op_rows >= 0
     if not keep.any():
@@ -83,7 +115,9 @@ def aten_op_kernels(trace: RankTrace) -> pd.DataFrame:
         }
     ).sort_values(["op", "launch_ts"], kind="stable")
     per_op = launches.groupby("op", sort=False).agg(
-        kernel_sequence=("kernel", " -> ".join), first_launch=("launch_ts", "first"), first_gpu=("gpu_ts", "first")
+        kernel_sequence=("kernel", " -> ".join),
+        first_launch=("launch_ts", "first"),
+        first_gpu=("gpu_ts", "first"),
     )
     op_index = per_op.index.to_numpy()
     per_op["aten_op_name"] = cpu["name"].array[op_index].astype(str)
@@ -103,7 +137,12 @@ def aten_op_kernels(trace: RankTrace) -> pd.DataFrame:
 
 
 def aten_op_kernels_and_delay(
-    traces: Mapping[int, RankTrace], ranks: Iterable[int] | None = None, sort_by: list[str] | None = None
+    traces: Mapping[int, RankTrace],
+    ranks: Iterable[int] | None = None,
+    sort_by: list[str] | None = None,
 ) -> dict[int, pd.DataFrame]:
     sort_by = sort_by or ["occurrence_count"]
-    return {t.rank: aten_op_kernels(t).sort_values(sort_by, ascending=False, ignore_index=True) for t in select(traces, ranks)}
+    return {
+        t.rank: aten_op_kernels(t).sort_values(sort_by, ascending=False, ignore_index=True)
+        for t in select(traces, ranks)
+    }

@@ -6,6 +6,7 @@ launched from inside it (runtime calls among its descendants), in GPU start orde
 with fewer than ``min_pattern_len`` GPU events are ignored. Patterns are counted with the
 total GPU time of their events and CPU time of their roots (µs).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,14 +16,24 @@ from ..links import nearest_ancestor
 from ..rank_trace import RankTrace
 from .common import us
 
-COLUMNS = ["pattern", "count", "GPU kernel duration (us)", "CPU op duration (us)", "pattern_indices"]
+COLUMNS = [
+    "pattern",
+    "count",
+    "GPU kernel duration (us)",
+    "CPU op duration (us)",
+    "pattern_indices",
+]
 
 
 def kernels_under_roots(trace: RankTrace, operator_name: str) -> pd.DataFrame:
     """One row per GPU event launched under a root: ``root`` (cpu row), ``gpu_row``, ``name``, ``ts``, ``dur``."""
     cpu, gpu = trace.cpu, trace.gpu
     names = cpu["name"].astype(str)
-    candidates = np.asarray(names.str.contains(operator_name, regex=False)) if len(cpu) else np.zeros(0, bool)
+    candidates = (
+        np.asarray(names.str.contains(operator_name, regex=False))
+        if len(cpu)
+        else np.zeros(0, bool)
+    )
     if not candidates.any():
         return pd.DataFrame(columns=["root", "gpu_row", "name", "ts", "dur"])
     depth = cpu["depth"].to_numpy()
@@ -42,13 +53,18 @@ def kernels_under_roots(trace: RankTrace, operator_name: str) -> pd.DataFrame:
     ).sort_values(["root", "ts"], kind="stable")
 
 
-def frequent_sequences(trace: RankTrace, operator_name: str, min_pattern_len: int = 3) -> pd.DataFrame:
+def frequent_sequences(
+    trace: RankTrace, operator_name: str, min_pattern_len: int = 3
+) -> pd.DataFrame:
     """Patterns sorted by count (desc) then pattern; ``pattern_indices`` lists the GPU rows."""
     launched = kernels_under_roots(trace, operator_name)
     if launched.empty:
         return pd.DataFrame(columns=COLUMNS)
     per_root = launched.groupby("root", sort=False).agg(
-        kernels=("name", "|".join), n=("name", "size"), gpu_dur=("dur", "sum"), rows=("gpu_row", list)
+        kernels=("name", "|".join),
+        n=("name", "size"),
+        gpu_dur=("dur", "sum"),
+        rows=("gpu_row", list),
     )
     per_root = per_root[per_root["n"] >= min_pattern_len]
     if per_root.empty:
@@ -57,9 +73,14 @@ def frequent_sequences(trace: RankTrace, operator_name: str, min_pattern_len: in
     per_root["pattern"] = trace.cpu["name"].array[root_rows].astype(str) + "|" + per_root["kernels"]
     per_root["cpu_dur"] = trace.cpu["dur"].to_numpy()[root_rows]
     out = per_root.groupby("pattern").agg(
-        count=("n", "size"), gpu=("gpu_dur", "sum"), cpu=("cpu_dur", "sum"), pattern_indices=("rows", lambda r: sorted(sum(r, [])))
+        count=("n", "size"),
+        gpu=("gpu_dur", "sum"),
+        cpu=("cpu_dur", "sum"),
+        pattern_indices=("rows", lambda r: sorted(sum(r, []))),
     )
     out = out.reset_index()
     out["GPU kernel duration (us)"] = us(out.pop("gpu").to_numpy())
     out["CPU op duration (us)"] = us(out.pop("cpu").to_numpy())
-    return out[COLUMNS].sort_values(["count", "pattern"], ascending=[False, True], ignore_index=True)
+    return out[COLUMNS].sort_values(
+        ["count", "pattern"], ascending=[False, True], ignore_index=True
+    )

@@ -6,9 +6,10 @@ the step's GPU events), ``gpu_busy`` (union of those events), ``gpu_idle`` (span
 ``compute``, ``communication``, ``memory`` (union per kernel type), ``comm_overlapped``
 (communication under computation) and ``comp_comm_overlap_pctg`` (NaN without communication).
 """
+
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -19,8 +20,17 @@ from ..rank_trace import RankTrace
 from .common import GpuIntervals, select, us
 
 COLUMNS = [
-    "rank", "step", "step_time", "gpu_span", "gpu_busy", "gpu_idle", "compute", "communication", "memory",
-    "comm_overlapped", "comp_comm_overlap_pctg",
+    "rank",
+    "step",
+    "step_time",
+    "gpu_span",
+    "gpu_busy",
+    "gpu_idle",
+    "compute",
+    "communication",
+    "memory",
+    "comm_overlapped",
+    "comp_comm_overlap_pctg",
 ]
 
 
@@ -44,14 +54,32 @@ def step_rows(trace: RankTrace, steps: Iterable[int] | None = None) -> list[list
         comm = part.of_type(COMMUNICATION)
         comm_time = intervals.total(*comm)
         overlapped = intervals.overlap(comm, part.of_type(COMPUTATION))
-        rows.append([
-            trace.rank, int(step.step), us(int(step.dur)), us(span), us(busy), us(span - busy),
-            us(intervals.total(*part.of_type(COMPUTATION))), us(comm_time), us(intervals.total(*part.of_type(MEMORY))),
-            us(overlapped), round(100.0 * overlapped / comm_time, 2) if comm_time else np.nan,
-        ])
+        rows.append(
+            [
+                trace.rank,
+                int(step.step),
+                us(int(step.dur)),
+                us(span),
+                us(busy),
+                us(span - busy),
+                us(intervals.total(*part.of_type(COMPUTATION))),
+                us(comm_time),
+                us(intervals.total(*part.of_type(MEMORY))),
+                us(overlapped),
+                round(100.0 * overlapped / comm_time, 2) if comm_time else np.nan,
+            ]
+        )
     return rows
 
 
-def step_breakdown(traces: Mapping[int, RankTrace], ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None) -> pd.DataFrame:
-    rows = [row for trace in select(traces, ranks) for row in step_rows(trace, None if steps is None else set(steps))]
+def step_breakdown(
+    traces: Mapping[int, RankTrace],
+    ranks: Iterable[int] | None = None,
+    steps: Iterable[int] | None = None,
+) -> pd.DataFrame:
+    rows = [
+        row
+        for trace in select(traces, ranks)
+        for row in step_rows(trace, None if steps is None else set(steps))
+    ]
     return pd.DataFrame(rows, columns=COLUMNS).astype({"rank": "int64", "step": "int64"})

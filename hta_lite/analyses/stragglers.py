@@ -16,10 +16,11 @@ median rank's; ``explain`` compares each with the median of the other ranks over
 extra compute kernel time means compute-bound, extra GPU idle waiting for the host means
 host-bound, otherwise it was itself waiting (on communication or other ranks).
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -30,22 +31,28 @@ from .common import select, us
 from .idle import idle_gaps
 from .steps import step_breakdown
 
-
 CPU_COLLECTIVE = r"^(gloo|nccl|ucc|mpi|xccl):"  # c10d's record_function around each collective
 
 
-def comm_kernels(traces: Mapping[int, RankTrace], ranks=None, steps: Iterable[int] | None = None) -> pd.DataFrame:
+def comm_kernels(
+    traces: Mapping[int, RankTrace], ranks=None, steps: Iterable[int] | None = None
+) -> pd.DataFrame:
     """Collectives of every rank: ``rank, step, stream, name, ts, dur, occurrence``.
 
     GPU communication kernels; for a rank without any (CPU-only jobs, e.g. gloo), the CPU ranges
     c10d records around each collective (``gloo:all_reduce``, ...), with stream -1."""
     parts = []
     for trace in select(traces, ranks):
-        rows = trace.gpu[(trace.gpu["kernel_type"] == COMMUNICATION) & (trace.gpu["iteration"] >= 0)]
+        rows = trace.gpu[
+            (trace.gpu["kernel_type"] == COMMUNICATION) & (trace.gpu["iteration"] >= 0)
+        ]
         stream = rows["stream"].to_numpy()
         if rows.empty:
             names = trace.cpu["name"].astype(str)
-            rows = trace.cpu[names.str.match(CPU_COLLECTIVE).to_numpy() & (trace.cpu["iteration"] >= 0).to_numpy()]
+            rows = trace.cpu[
+                names.str.match(CPU_COLLECTIVE).to_numpy()
+                & (trace.cpu["iteration"] >= 0).to_numpy()
+            ]
             stream = np.full(len(rows), -1)
         if steps is not None:
             keep = rows["iteration"].isin(list(steps)).to_numpy()
@@ -62,13 +69,21 @@ def comm_kernels(traces: Mapping[int, RankTrace], ranks=None, steps: Iterable[in
                 }
             )
         )
-    data = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["rank", "step", "stream", "name", "ts", "dur"])
+    data = (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame(columns=["rank", "step", "stream", "name", "ts", "dur"])
+    )
     data = data.sort_values(["rank", "step", "name", "ts"], kind="stable", ignore_index=True)
     data["occurrence"] = data.groupby(["rank", "step", "name"]).cumcount()
     return data
 
 
-def potential_stragglers(traces: Mapping[int, RankTrace], profiler_steps: Iterable[int] | None = None, num_candidates: int = 2) -> list[int]:
+def potential_stragglers(
+    traces: Mapping[int, RankTrace],
+    profiler_steps: Iterable[int] | None = None,
+    num_candidates: int = 2,
+) -> list[int]:
     kernels = comm_kernels(traces, steps=profiler_steps)
     if kernels.empty or kernels["rank"].nunique() < 2:
         return []
@@ -77,7 +92,11 @@ def potential_stragglers(traces: Mapping[int, RankTrace], profiler_steps: Iterab
     mean_step = ((kernels["ts"] + kernels["dur"]).max() - t_min) / n_steps
     long = kernels[kernels["dur"] >= 0.01 * mean_step]
     last = long.groupby(["rank", "stream", "step", "name"], as_index=False).last()
-    spread = last.assign(duration=last["dur"] / mean_step).groupby(["stream", "step", "name"])["duration"].std()
+    spread = (
+        last.assign(duration=last["dur"] / mean_step)
+        .groupby(["stream", "step", "name"])["duration"]
+        .std()
+    )
     stream, name = spread.groupby(level=["stream", "name"]).mean().idxmax()
     probe = last[(last["stream"] == stream) & (last["name"] == name)]
     votes = pd.Series(0, index=sorted(probe["rank"].unique()))
@@ -89,15 +108,21 @@ def potential_stragglers(traces: Mapping[int, RankTrace], profiler_steps: Iterab
     return [int(r) for r in votes.index]
 
 
-def collective_skew(traces: Mapping[int, RankTrace], ranks=None, steps: Iterable[int] | None = None) -> pd.DataFrame:
+def collective_skew(
+    traces: Mapping[int, RankTrace], ranks=None, steps: Iterable[int] | None = None
+) -> pd.DataFrame:
     """Per matched collective and rank: ``step, name, occurrence, rank, start_us`` (relative to
     the earliest rank), ``skew_us`` (arrival after the first rank), ``wait_us`` (kernel duration,
     mostly waiting for the last rank)."""
     kernels = comm_kernels(traces, ranks, steps)
     if kernels.empty:
-        return pd.DataFrame(columns=["step", "name", "occurrence", "rank", "start_us", "skew_us", "wait_us"])
+        return pd.DataFrame(
+            columns=["step", "name", "occurrence", "rank", "start_us", "skew_us", "wait_us"]
+        )
     n_ranks = kernels["rank"].nunique()
-    matched = kernels.groupby(["step", "name", "occurrence"])["rank"].transform("nunique") == n_ranks
+    matched = (
+        kernels.groupby(["step", "name", "occurrence"])["rank"].transform("nunique") == n_ranks
+    )
     kernels = kernels[matched]
     first = kernels.groupby(["step", "name", "occurrence"])["ts"].transform("min")
     return pd.DataFrame(
@@ -120,11 +145,23 @@ def rank_skew(skew: pd.DataFrame) -> pd.DataFrame:
     columns = ["rank", "lateness_us", "max_skew_us", "last_arrivals", "collectives"]
     if skew.empty:
         return pd.DataFrame(columns=columns)
-    last = skew.groupby(["step", "name", "occurrence"])["skew_us"].transform("max") == skew["skew_us"]
+    last = (
+        skew.groupby(["step", "name", "occurrence"])["skew_us"].transform("max") == skew["skew_us"]
+    )
     lateness = skew.groupby(["rank", "step"])["skew_us"].sum().groupby(level="rank").mean()
-    table = skew.assign(last=last).groupby("rank").agg(max_skew_us=("skew_us", "max"), last_arrivals=("last", "sum"), collectives=("skew_us", "size"))
+    table = (
+        skew.assign(last=last)
+        .groupby("rank")
+        .agg(
+            max_skew_us=("skew_us", "max"),
+            last_arrivals=("last", "sum"),
+            collectives=("skew_us", "size"),
+        )
+    )
     table.insert(0, "lateness_us", lateness)
-    return table.sort_values(["lateness_us", "last_arrivals"], ascending=False).reset_index()[columns]
+    return table.sort_values(["lateness_us", "last_arrivals"], ascending=False).reset_index()[
+        columns
+    ]
 
 
 def find_stragglers(skew_by_rank: pd.DataFrame, factor: float = 3.0) -> list[int]:
@@ -143,7 +180,12 @@ def _host_wait_us(trace: RankTrace, steps: set[int]) -> float:
     return float(gaps.loc[chosen, "idle_interval"].sum())
 
 
-def explain(traces: Mapping[int, RankTrace], lateness: pd.DataFrame, stragglers: list[int], steps: Iterable[int] | None = None) -> tuple[pd.DataFrame, dict[int, str]]:
+def explain(
+    traces: Mapping[int, RankTrace],
+    lateness: pd.DataFrame,
+    stragglers: list[int],
+    steps: Iterable[int] | None = None,
+) -> tuple[pd.DataFrame, dict[int, str]]:
     """For each straggler: extra compute, host wait, communication and CPU step time per step
     (µs) against the median of the other ranks, the cause and a paragraph.
 
@@ -154,27 +196,46 @@ def explain(traces: Mapping[int, RankTrace], lateness: pd.DataFrame, stragglers:
     if per_step.empty or per_step["gpu_busy"].sum() == 0:
         return _explain_cpu(traces, lateness, stragglers, steps)
     chosen = set(per_step["step"])
-    per_rank = per_step.groupby("rank")[["step_time", "compute", "communication", "gpu_busy"]].mean()
+    per_rank = per_step.groupby("rank")[
+        ["step_time", "compute", "communication", "gpu_busy"]
+    ].mean()
     n_steps = per_step.groupby("rank")["step"].nunique()
     per_rank["host_wait"] = [_host_wait_us(traces[r], chosen) / n_steps[r] for r in per_rank.index]
-    late_by_rank = lateness.set_index("rank")["lateness_us"] if len(lateness) else pd.Series(dtype=float)
+    late_by_rank = (
+        lateness.set_index("rank")["lateness_us"] if len(lateness) else pd.Series(dtype=float)
+    )
     rows, texts = [], {}
     for rank in stragglers:
         if rank not in per_rank.index or len(per_rank) < 2:
             continue
         me, typical = per_rank.loc[rank], per_rank.drop(index=rank).median()
-        extra = {k: float(me[k] - typical[k]) for k in ("compute", "host_wait", "communication", "step_time")}
+        extra = {
+            k: float(me[k] - typical[k])
+            for k in ("compute", "host_wait", "communication", "step_time")
+        }
         late = float(late_by_rank.get(rank, 0.0))
         if extra["compute"] >= 0.5 * late and extra["compute"] >= extra["host_wait"]:
-            cause, why = "compute-bound", f"its GPU compute takes {extra['compute']:.0f} µs more per step than the median rank"
+            cause, why = (
+                "compute-bound",
+                f"its GPU compute takes {extra['compute']:.0f} µs more per step than the median rank",
+            )
         elif extra["host_wait"] >= 0.5 * late:
             cause = "host-bound"
-            why = (f"its GPU waits {extra['host_wait']:.0f} µs more per step for the CPU to launch work (host_wait idle) than "
-                   "the median rank: look at data loading, CPU operators and synchronizations on this rank")
+            why = (
+                f"its GPU waits {extra['host_wait']:.0f} µs more per step for the CPU to launch work (host_wait idle) than "
+                "the median rank: look at data loading, CPU operators and synchronizations on this rank"
+            )
         else:
             cause = "waiting on others"
             why = "neither its compute nor its host launch time accounts for the delay; it is likely held up by communication or another rank"
-        rows.append({"rank": rank, "lateness_us": round(late, 1), "cause": cause, **{f"extra_{k}_us": round(v, 1) for k, v in extra.items()}})
+        rows.append(
+            {
+                "rank": rank,
+                "lateness_us": round(late, 1),
+                "cause": cause,
+                **{f"extra_{k}_us": round(v, 1) for k, v in extra.items()},
+            }
+        )
         texts[rank] = (
             f"Rank {rank} reaches its collectives {late:.0f} µs per step after the others, who wait for it. It is {cause}: {why}. "
             f"Per step it spends {me['compute']:.0f} µs in compute kernels (median rank {typical['compute']:.0f}), "
@@ -185,7 +246,9 @@ def explain(traces: Mapping[int, RankTrace], lateness: pd.DataFrame, stragglers:
     return pd.DataFrame(rows), texts
 
 
-def _explain_cpu(traces, lateness: pd.DataFrame, stragglers: list[int], steps) -> tuple[pd.DataFrame, dict[int, str]]:
+def _explain_cpu(
+    traces, lateness: pd.DataFrame, stragglers: list[int], steps
+) -> tuple[pd.DataFrame, dict[int, str]]:
     """CPU-only jobs: the user annotation (timer) whose time per step exceeds the median rank's
     the most; host-bound when it accounts for at least half of the lateness."""
     from .timers import STEP_TIMER, annotation_timers
@@ -194,8 +257,12 @@ def _explain_cpu(traces, lateness: pd.DataFrame, stragglers: list[int], steps) -
     timers = timers[(timers["name"] != STEP_TIMER) & ~timers["name"].str.match(CPU_COLLECTIVE)]
     if timers.empty:
         return pd.DataFrame(), {}
-    per_rank = timers.groupby(["name", "rank"])["elapsed_ms"].mean().unstack("rank").fillna(0.0) * 1000.0  # µs per step
-    late_by_rank = lateness.set_index("rank")["lateness_us"] if len(lateness) else pd.Series(dtype=float)
+    per_rank = (
+        timers.groupby(["name", "rank"])["elapsed_ms"].mean().unstack("rank").fillna(0.0) * 1000.0
+    )  # µs per step
+    late_by_rank = (
+        lateness.set_index("rank")["lateness_us"] if len(lateness) else pd.Series(dtype=float)
+    )
     rows, texts = [], {}
     for rank in stragglers:
         if rank not in per_rank.columns or per_rank.shape[1] < 2:
@@ -204,7 +271,15 @@ def _explain_cpu(traces, lateness: pd.DataFrame, stragglers: list[int], steps) -
         region, excess = extra.idxmax(), float(extra.max())
         late = float(late_by_rank.get(rank, 0.0))
         cause = "host-bound" if excess >= 0.5 * late else "waiting on others"
-        rows.append({"rank": rank, "lateness_us": round(late, 1), "cause": cause, "region": region, "extra_region_us": round(excess, 1)})
+        rows.append(
+            {
+                "rank": rank,
+                "lateness_us": round(late, 1),
+                "cause": cause,
+                "region": region,
+                "extra_region_us": round(excess, 1),
+            }
+        )
         texts[rank] = (
             f"Rank {rank} reaches its collectives {late:.0f} µs per step after the others, who wait for it. It is {cause}: "
             f"its '{region}' region takes {excess:.0f} µs more per step than the median rank "
@@ -227,5 +302,7 @@ class StragglerReport:
 
     def __str__(self) -> str:
         if not self.stragglers:
-            return "No straggler: no rank arrives at its collectives markedly later than the others."
+            return (
+                "No straggler: no rank arrives at its collectives markedly later than the others."
+            )
         return "\n\n".join(self.texts[r] for r in self.stragglers if r in self.texts)

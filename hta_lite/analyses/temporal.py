@@ -6,9 +6,10 @@ GPU event; ``compute_time`` the union of COMPUTATION events (communication or
 memory work hidden under compute counts as compute); ``non_compute_time`` the
 rest. All times in µs; percentages of ``kernel_time``, rounded to 2 decimals.
 """
+
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -42,7 +43,9 @@ def temporal_times_ns(gpu: GpuIntervals) -> tuple[int, int, int, int]:
     return idle, compute, span - compute - idle, span
 
 
-def temporal_breakdown(traces: Mapping[int, RankTrace], ranks: Iterable[int] | None = None) -> pd.DataFrame:
+def temporal_breakdown(
+    traces: Mapping[int, RankTrace], ranks: Iterable[int] | None = None
+) -> pd.DataFrame:
     """One row per rank (columns in ``COLUMNS``); a CPU-only rank has NaN values."""
     rows = []
     for trace in select(traces, ranks):

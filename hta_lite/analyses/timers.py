@@ -10,9 +10,11 @@ Across ranks, as Megatron's ``Timers.log``: ``log_option="max"`` (the slowest ra
 is left out of min/max; ``normalizer`` divides the sum over steps (per-step values when it is
 the number of steps).
 """
+
 from __future__ import annotations
 
-from typing import Iterable, Literal, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -39,7 +41,14 @@ def _annotation_rows(trace: RankTrace, source: str) -> pd.DataFrame:
         raise ValueError("source must be 'cpu' or 'gpu'")
     names = anno["name"].astype(str)
     names = names.where(~names.str.match(r"^ProfilerStep#\d+$"), STEP_TIMER)
-    return pd.DataFrame({"name": names.to_numpy(), "ts": anno["ts"].to_numpy(), "dur": anno["dur"].to_numpy(), "step": step})
+    return pd.DataFrame(
+        {
+            "name": names.to_numpy(),
+            "ts": anno["ts"].to_numpy(),
+            "dur": anno["dur"].to_numpy(),
+            "step": step,
+        }
+    )
 
 
 def annotation_timers(
@@ -60,7 +69,11 @@ def annotation_timers(
         if rows.empty:
             continue
         key = pd.MultiIndex.from_arrays([rows["step"].to_numpy(), rows["name"].to_numpy()])
-        groups, lengths = union_length_by_group(key.codes[0].astype(np.int64) * len(key.levels[1]) + key.codes[1], rows["ts"].to_numpy(), rows["ts"].to_numpy() + rows["dur"].to_numpy())
+        groups, lengths = union_length_by_group(
+            key.codes[0].astype(np.int64) * len(key.levels[1]) + key.codes[1],
+            rows["ts"].to_numpy(),
+            rows["ts"].to_numpy() + rows["dur"].to_numpy(),
+        )
         step_codes, name_codes = np.divmod(groups, len(key.levels[1]))
         parts.append(
             pd.DataFrame(
@@ -73,11 +86,22 @@ def annotation_timers(
             )
         )
     if not parts:
-        return pd.DataFrame({"rank": pd.Series(dtype="int64"), "step": pd.Series(dtype="int64"), "name": pd.Series(dtype=object), "elapsed_ms": pd.Series(dtype=float)})
-    return pd.concat(parts, ignore_index=True).sort_values(["name", "rank", "step"], ignore_index=True)
+        return pd.DataFrame(
+            {
+                "rank": pd.Series(dtype="int64"),
+                "step": pd.Series(dtype="int64"),
+                "name": pd.Series(dtype=object),
+                "elapsed_ms": pd.Series(dtype=float),
+            }
+        )
+    return pd.concat(parts, ignore_index=True).sort_values(
+        ["name", "rank", "step"], ignore_index=True
+    )
 
 
-def timers_across_ranks(timers: pd.DataFrame, log_option: LogOption = "minmax", normalizer: float = 1.0) -> pd.DataFrame:
+def timers_across_ranks(
+    timers: pd.DataFrame, log_option: LogOption = "minmax", normalizer: float = 1.0
+) -> pd.DataFrame:
     """Per timer: ``min_ms``/``max_ms`` (``"minmax"``), ``max_ms`` (``"max"``) or one column per rank
     (``"all"``, NaN where a rank did not record it). Values: sum over steps / ``normalizer``."""
     if normalizer <= 0:
@@ -110,12 +134,20 @@ def megatron_text(table: pd.DataFrame, log_option: LogOption = "minmax") -> str:
             values = row.dropna()
             if len(values):
                 lines.append(f"  {name}:")
-                lines += [f"     rank {int(rank):2d}: {value:.2f}" for rank, value in values.items()]
+                lines += [
+                    f"     rank {int(rank):2d}: {value:.2f}" for rank, value in values.items()
+                ]
         return "\n".join(lines)
     if log_option == "max":
         lines = ["max time across ranks (ms):"]
-        lines += [f"    {(name + ' ').ljust(48, '.')}: {row['max_ms']:.2f}" for name, row in table.iterrows()]
+        lines += [
+            f"    {(name + ' ').ljust(48, '.')}: {row['max_ms']:.2f}"
+            for name, row in table.iterrows()
+        ]
         return "\n".join(lines)
     lines = ["(min, max) time across ranks (ms):"]
-    lines += [f"    {(name + ' ').ljust(48, '.')}: ({row['min_ms']:.2f}, {row['max_ms']:.2f})" for name, row in table.iterrows()]
+    lines += [
+        f"    {(name + ' ').ljust(48, '.')}: ({row['min_ms']:.2f}, {row['max_ms']:.2f})"
+        for name, row in table.iterrows()
+    ]
     return "\n".join(lines)

@@ -4,6 +4,7 @@ Rank 2 is made a host-bound straggler on purpose: its data loading sleeps 20 ms 
 Every step is annotated like Megatron's timers (data-loading, forward-compute, backward-compute,
 optimizer). Run: ``python record.py OUT_DIR`` (needs torch; CPU build is enough).
 """
+
 from __future__ import annotations
 
 import os
@@ -25,13 +26,19 @@ def work(rank: int, out_dir: str) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)))
+    model = DistributedDataParallel(
+        torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def on_trace_ready(prof):
         prof.export_chrome_trace(os.path.join(out_dir, f"rank-{rank}.json.gz"))
 
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=4), on_trace_ready=on_trace_ready) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=1, warmup=1, active=4),
+        on_trace_ready=on_trace_ready,
+    ) as prof:
         for _ in range(6):
             with record_function("data-loading"):
                 batch = torch.randn(64, 256)
