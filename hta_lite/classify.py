@@ -11,10 +11,10 @@ COMPUTATION    everything else.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
+
+from .kineto import COMMUNICATION_KERNEL, MEMORY_KERNEL, NOT_COMPUTE_KERNEL
 
 COMMUNICATION = "COMMUNICATION"
 MEMORY = "MEMORY"
@@ -22,20 +22,13 @@ COMPUTATION = "COMPUTATION"
 OTHER = "OTHER"
 KERNEL_TYPES = (COMPUTATION, COMMUNICATION, MEMORY, OTHER)
 
-_COMM = re.compile(r"^(nccl|rccl|hccl)|ncclKernel|ncclDevKernel")
-_MEMORY = re.compile(r"^(hip)?Memcpy|^(hip)?Memset|^dma")
-_NOT_COMPUTE = re.compile(
-    r"Memcpy|Memset|dma|Sync|^Stream Wait Event|^cuda.*LaunchKernel|^runFunction|^hip"
-    r"|^job_exe|^packet|^pe_exe|^cpum_exe_subgraph|^collective_subgraph_execution"
-)
-
 
 def kernel_type(name: str) -> str:
-    if _COMM.search(name):
+    if COMMUNICATION_KERNEL.search(name):
         return COMMUNICATION
-    if _MEMORY.search(name):
+    if MEMORY_KERNEL.search(name):
         return MEMORY
-    if _NOT_COMPUTE.search(name):
+    if NOT_COMPUTE_KERNEL.search(name):
         return OTHER
     return COMPUTATION
 

@@ -14,13 +14,10 @@ Columns added:
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
-STEP_PATTERN = r"^ProfilerStep#(\d+)$"
-_STEP = re.compile(STEP_PATTERN)
+from .kineto import STEP_PATTERN, STEP_PREFIX
 
 
 def profiler_steps(cpu: pd.DataFrame) -> pd.DataFrame:
@@ -32,10 +29,8 @@ def profiler_steps(cpu: pd.DataFrame) -> pd.DataFrame:
         names = pd.Categorical(names)
     categories = names.categories
     step_of_code = np.full(len(categories) + 1, -1, np.int64)  # last slot: missing names (code -1)
-    for code in np.flatnonzero(
-        np.asarray(categories.str.startswith("ProfilerStep#"), bool)
-    ).tolist():
-        match = _STEP.match(categories[code])
+    for code in np.flatnonzero(np.asarray(categories.str.startswith(STEP_PREFIX), bool)).tolist():
+        match = STEP_PATTERN.match(categories[code])
         if match:
             step_of_code[code] = int(match.group(1))
     step = step_of_code[names.codes]

@@ -14,6 +14,7 @@ import pandas as pd
 from . import decode as dec
 from .classify import kernel_types
 from .intervals import count_overlaps_by_group
+from .kineto import CPU_OP_CATEGORY, GPU_WORK_CATEGORIES, LAUNCH_NAMES, RUNTIME_CATEGORIES
 from .links import (
     first_row_by_key,
     gather,
@@ -24,26 +25,6 @@ from .links import (
     profiler_steps,
 )
 from .tables import build_tables
-
-RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "hip_runtime", "mtia_runtime", "runtime")
-# runtime / driver calls that put one GPU event on a stream
-LAUNCH_NAMES = (
-    "cudaLaunchKernel",
-    "cudaLaunchKernelExC",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "cudaMemcpyAsync",
-    "cudaMemsetAsync",
-    "hipLaunchKernel",
-    "hipExtModuleLaunchKernel",
-    "hipModuleLaunchKernel",
-    "hipMemcpyAsync",
-    "hipMemsetAsync",
-    "hipMemcpyWithStream",
-    "runFunction - job_prep_and_submit_for_execution",
-)
-GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")  # one call releases many GPU events
-OVERLAP_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset")
 
 
 @dataclass
@@ -213,7 +194,7 @@ def _link(cpu: pd.DataFrame, gpu: pd.DataFrame, steps: pd.DataFrame, health: Cou
     )
     if orphan_launches.any():
         health["launch calls without a GPU event in the trace"] += int(orphan_launches.sum())
-    on_streams = np.asarray(gpu["cat"].isin(OVERLAP_CATEGORIES))
+    on_streams = np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES))
     ts = gpu["ts"].to_numpy()[on_streams]
     overlaps = count_overlaps_by_group(
         gpu["stream"].to_numpy()[on_streams], ts, ts + gpu["dur"].to_numpy()[on_streams]
@@ -223,5 +204,5 @@ def _link(cpu: pd.DataFrame, gpu: pd.DataFrame, steps: pd.DataFrame, health: Cou
     cpu["op_row"] = -1
     runtime = _runtime_rows(cpu)
     cpu.loc[runtime, "op_row"] = nearest_ancestor(
-        parent, np.asarray(cpu["cat"] == "cpu_op"), runtime
+        parent, np.asarray(cpu["cat"] == CPU_OP_CATEGORY), runtime
     )

@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from .classify import COMMUNICATION, COMPUTATION, kernel_type
+from .kineto import GPU_WORK_CATEGORIES, RUNTIME_CATEGORIES
 
-GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def _load(path: Path) -> dict:
@@ -62,7 +62,7 @@ def _launch_ts(events: list[dict]) -> dict:
     return {
         e["args"]["correlation"]: e["ts"]
         for e in events
-        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+        if e.get("cat") in RUNTIME_CATEGORIES and "correlation" in e.get("args", {})
     }
 
 
@@ -80,7 +80,7 @@ def make_rank(
     doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
     events = doc["traceEvents"]
     launches = _launch_ts(events)
-    is_gpu = np.array([e.get("ph") == "X" and e.get("cat") in GPU_CATS for e in events])
+    is_gpu = np.array([e.get("ph") == "X" and e.get("cat") in GPU_WORK_CATEGORIES for e in events])
     has_ts = np.array(["ts" in e for e in events])
     ts = np.array([float(e.get("ts", 0)) for e in events])
     shift = np.zeros(len(events))

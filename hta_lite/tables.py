@@ -31,19 +31,9 @@ from .columns import (
     to_int,
 )
 from .events import EventColumns, EventList
+from .kineto import GPU_ANNOTATION_CATEGORY, GPU_CATEGORIES
 from .timestamps import raw_us_to_ns
 
-GPU_CATEGORIES = (
-    "kernel",
-    "gpu_memcpy",
-    "gpu_memset",
-    "cuda_sync",
-    "mtia_ccp_events",
-    "Kernel",
-    "Memcpy",
-    "Memset",
-)
-GPU_ANNOTATION_CATEGORY = "gpu_user_annotation"
 SUPPORTED_PHASES = ("X", "i", "I", "s", "f", "t", "C", "M")
 IMPLAUSIBLE_DUR_FLOOR_NS = 60 * 10**9  # a minute: never flag a duration below that
 

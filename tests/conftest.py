@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_TRACES = ROOT.parent / "shared" / "traces"
-SHARED_REFERENCE = ROOT.parent / "shared" / "reference" / "traceinsight-0.6.1.json"
+SHARED = ROOT.parent / "shared"  # present in the project's workspace, absent in a plain clone
+SHARED_TRACES = SHARED / "traces"
+SHARED_REFERENCE = SHARED / "reference" / "traceinsight-0.6.1.json"
 SAMPLES = ROOT / "sample_traces"
 sys.path.insert(0, str(Path(__file__).parent))
 

@@ -5,7 +5,9 @@ difference comes from these defects (docs/differences-from-hta.md), not from
 the analysis formulas:
 1. when any ts is fractional, timestamps rounded to whole µs: ``ts`` up (ceil), ``ts + dur`` down (floor);
    events shorter than their rounding shrink to zero (the reference: negative) length;
-2. CPU operators that carry an ``args.stream`` (Triton launches) counted as GPU events.
+2. CPU operators that carry an ``args.stream`` (Triton launches) counted as GPU events;
+3. in the temporal breakdown only (:func:`syncs_as_work`), GPU-side synchronizations
+   (``cuda_sync``) on a stream other than -1 counted as GPU work.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ def emulate_reference(trace):
     cpu_with_stream = trace.cpu[(trace.cpu["stream"] >= 0) & (trace.cpu["cat"] == "cpu_op")]
     if len(cpu_with_stream):
         extra = cpu_with_stream[["ts", "dur", "name", "cat", "stream", "correlation"]].assign(
-            launch_row=-1, kernel_type=kernel_types(cpu_with_stream["name"]).astype(str)
+            launch_row=-1,
+            kernel_type=kernel_types(cpu_with_stream["name"]).astype(str),
+            cat="kernel",  # counted as GPU work
         )
         gpu = pd.concat(
             [gpu.assign(kernel_type=gpu["kernel_type"].astype(str)), extra], ignore_index=True
@@ -45,3 +49,17 @@ def _round_to_us(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(
         ts=(ts * 1000).astype(np.int64), dur=np.maximum(end - ts, 0).astype(np.int64) * 1000
     )
+
+
+def syncs_as_work(analysis):
+    """A shallow copy of ``analysis`` whose GPU-side syncs on a stream count as GPU work (defect 3)."""
+    out = copy.copy(analysis)
+    out.traces = {}
+    for rank, trace in analysis.traces.items():
+        gpu = trace.gpu
+        synced = (gpu["cat"] == "cuda_sync") & (gpu["stream"] != -1)
+        out.traces[rank] = copy.copy(trace)
+        out.traces[rank].gpu = gpu.assign(
+            cat=gpu["cat"].astype(str).where(~synced, "kernel").astype("category")
+        )
+    return out

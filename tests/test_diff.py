@@ -14,7 +14,7 @@ from synth import TraceBuilder
 
 from hta_lite import DeviceType, TraceAnalysis, TraceDiff
 from hta_lite.cli import main
-from hta_lite.tables import GPU_CATEGORIES
+from hta_lite.kineto import GPU_CATEGORIES
 
 CASES = shared_cases()
 

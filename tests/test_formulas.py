@@ -252,3 +252,37 @@ def test_breakdown_invariants_on_samples(two_ranks):
     assert np.allclose(total, t["kernel_time(us)"])
     pct = t[["idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"]]
     assert ((pct >= 0) & (pct <= 100)).all().all()
+
+
+def test_gpu_side_syncs_are_not_gpu_work(tmp_path):
+    """A sync is the device waiting: not busy time, not a gap-closing event, not a kernel."""
+    b = (
+        TraceBuilder()
+        .kernel("gemm", 0, 10)
+        .kernel("Stream Sync", 10, 10, cat="cuda_sync")  # on stream 7, between the kernels
+        .kernel("Context Sync", 35, 5, cat="cuda_sync", stream=4294967295)  # after them
+        .kernel("gemm", 20, 10)
+    )
+    a = analyze(tmp_path, b)
+    row = a.get_temporal_breakdown(visualize=False).iloc[0]
+    assert (row["kernel_time(us)"], row["idle_time(us)"], row["compute_time(us)"]) == (30, 10, 20)
+    assert row["non_compute_time(us)"] == 0
+    types = a.get_gpu_kernel_breakdown(visualize=False)[0]
+    assert types["kernel_type"].tolist() == ["COMPUTATION"] and types["sum"].tolist() == [20.0]
+    idle = a.get_idle_time_breakdown(visualize=False)[0]
+    assert idle["idle_time"].sum() == 10 and set(idle["stream"]) == {7}
+    assert a.get_step_breakdown(visualize=False).empty  # no ProfilerStep: nothing per step
+
+
+def test_queue_changes_at_one_instant(tmp_path):
+    """At one instant a queued op starts before a new one is enqueued (never a zero-length state
+    above the true length), and an op enqueued as it starts is enqueued first (never below 0)."""
+    b = (
+        TraceBuilder()
+        .kernel("a", 10, 5, launch_ts=0)  # queued 0 -> 10
+        .kernel("b", 20, 5, launch_ts=10)  # enqueued at 10, when a starts
+        .kernel("c", 30, 5, launch_ts=30)  # enqueued as it starts
+    )
+    series = analyze(tmp_path, b).get_queue_length_time_series()[0]
+    assert series["queue_length"].tolist() == [1, 0, 1, 0, 1, 0]
+    assert (series["ts"] // 1000).tolist() == [0, 10, 10, 20, 30, 30]

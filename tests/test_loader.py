@@ -25,7 +25,8 @@ from hta_lite.errors import (
     TraceNotFoundError,
     TraceReadError,
 )
-from hta_lite.tables import GPU_CATEGORIES, build_tables
+from hta_lite.kineto import GPU_CATEGORIES
+from hta_lite.tables import build_tables
 
 CASES = shared_cases()
 
@@ -352,3 +353,22 @@ def test_document_layouts_decode_like_json(layout):
         assert json.loads(bytes(decoded.raw_events)) == doc["traceEvents"]
         one_pass = dec._decode_plain_layout(text.encode(), Path("x.json"), Counter())
         assert (one_pass is None) == (layout == "metadata longer than the search window")
+
+
+def test_last_step_is_cut_at_its_cpu_start(tmp_path):
+    """The step window uses the CPU ProfilerStep#N; the GPU-side copy of the annotation (which
+    starts later when the GPU runs behind) does not move the cut (the reference takes the latest
+    start of any event of that name and so keeps part of the last step)."""
+    b = TraceBuilder()
+    for n, ts in ((1, 0), (2, 100), (3, 200)):
+        b.step(n, ts, 100)
+        b.events.append(
+            {"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{n}", "pid": 0,
+             "tid": 7, "ts": ts + 60, "dur": 100, "args": {"device": 0}}
+        )  # fmt: skip
+    b.kernel("in_step_2", 190, 5, launch_ts=150)
+    b.kernel("in_step_3", 230, 5, launch_ts=210)  # launched after step 3 started on the CPU
+    b.write(tmp_path / "rank0.json")
+    gpu = TraceAnalysis(trace_dir=tmp_path, parallel=False, cache=False).gpu_events(0)
+    assert gpu["name"].tolist() == ["in_step_2"]
+    assert gpu["iteration"].tolist() == [2]

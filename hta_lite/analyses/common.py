@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import RankNotFoundError
+from ..kineto import GPU_WORK_CATEGORIES
 from ..rank_trace import RankTrace
 
 NS_PER_US = 1000.0
@@ -34,21 +35,25 @@ def select(traces: Mapping[int, RankTrace], ranks: Iterable[int] | int | None) -
 
 @dataclass(frozen=True)
 class GpuIntervals:
-    """Start/end (ns) and kernel type of every GPU event of a rank, as numpy arrays."""
+    """Start/end (ns) and kernel type of the GPU *work* of a rank (kernels, copies, sets) as
+    numpy arrays; ``rows`` are their positions in ``trace.gpu``. GPU-side synchronizations
+    (``cuda_sync``: the device waiting, not working) are left out."""
 
     ts: np.ndarray
     end: np.ndarray
     kernel_type: np.ndarray  # object array of type names
+    rows: np.ndarray
 
     @classmethod
-    def of(cls, trace: RankTrace, rows: np.ndarray | None = None) -> GpuIntervals:
+    def of(cls, trace: RankTrace) -> GpuIntervals:
         gpu = trace.gpu
-        ts = gpu["ts"].to_numpy()
-        end = ts + gpu["dur"].to_numpy()
-        kinds = gpu["kernel_type"].to_numpy(dtype=object)
-        if rows is not None:
-            return cls(ts[rows], end[rows], kinds[rows])
-        return cls(ts, end, kinds)
+        rows = np.flatnonzero(np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES)))
+        ts = gpu["ts"].to_numpy()[rows]
+        end = ts + gpu["dur"].to_numpy()[rows]
+        return cls(ts, end, gpu["kernel_type"].to_numpy(dtype=object)[rows], rows)
+
+    def subset(self, mask: np.ndarray) -> GpuIntervals:
+        return GpuIntervals(self.ts[mask], self.end[mask], self.kernel_type[mask], self.rows[mask])
 
     def of_type(self, kernel_type: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         if kernel_type is None:

@@ -5,7 +5,9 @@ Queue length, per (rank, stream): +1 when a runtime/driver call enqueues a GPU e
 event starts. The series has one row per change: ``ts`` (ns), ``pid``/``tid`` of the
 GPU event (device, stream), ``stream``, ``queue_length`` (outstanding operations).
 A GPU event that starts before its launch (clock skew) is queued at its start, so the
-length never goes negative; the health table counts such events.
+length never goes negative; the health table counts such events. Changes at one instant are
+ordered: starts of operations already queued, then enqueues, then starts of operations enqueued
+at that instant (the reference orders them arbitrarily: docs/differences-from-hta.md).
 
 Memory bandwidth, per (rank, kind): each MEMORY event adds its bandwidth (GB/s) at its start
 and removes it at its end; the series is the running sum per kind (``Memcpy HtoD``,
@@ -21,8 +23,9 @@ import numpy as np
 import pandas as pd
 
 from ..classify import MEMORY
+from ..kineto import GRAPH_LAUNCH_NAMES, LAUNCH_NAMES, memcpy_kind
 from ..links import gather
-from ..rank_trace import GRAPH_LAUNCH_NAMES, LAUNCH_NAMES, RankTrace
+from ..rank_trace import RankTrace
 from .common import select, us
 
 
@@ -57,7 +60,10 @@ def queue_length_series(trace: RankTrace) -> pd.DataFrame:
     delta = np.concatenate([np.ones(len(queued), np.int64), -np.ones(len(queued), np.int64)])
     pid = np.concatenate([gpu["pid"].to_numpy()[queued]] * 2)
     tid = np.concatenate([gpu["tid"].to_numpy()[queued]] * 2)
-    order = np.lexsort((-delta, ts, stream))  # on ties, enqueue before dequeue
+    # at one instant: ops already waiting start, then new ones arrive, then those that start as
+    # they arrive; so no zero-length state above the true length is reported (max, full queue)
+    tie_rank = np.concatenate([np.ones(len(queued)), np.where(enqueue < start, 0, 2)])
+    order = np.lexsort((tie_rank, ts, stream))
     first = _group_starts(stream[order])
     return pd.DataFrame(
         {
@@ -80,16 +86,22 @@ def _series_by_rank(traces: Mapping[int, RankTrace], ranks, build) -> dict[int, 
     return out
 
 
+DESCRIBE_STATS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
+
+
 def _describe(
     series_by_rank: Mapping[int, pd.DataFrame], key: str, value: str, positive_only: bool = False
-) -> pd.DataFrame | None:
-    """``describe()`` of ``value`` per (rank, key), the reference's shape; None without data."""
+) -> pd.DataFrame:
+    """``describe()`` of ``value`` per (rank, key), the reference's shape: index (rank, key),
+    columns ``(value, stat)``; no rows (same columns) without data."""
     parts = [s.assign(rank=r)[["rank", key, value]] for r, s in series_by_rank.items()]
-    if not parts:
-        return None
-    data = pd.concat(parts)
+    data = pd.concat(parts) if parts else pd.DataFrame({"rank": [], key: [], value: []})
     if positive_only:
         data = data[data[value] > 1e-9]  # running sums return to ~0, not exactly 0
+    if data.empty:
+        index = pd.MultiIndex.from_arrays([[], []], names=["rank", key])
+        columns = pd.MultiIndex.from_product([[value], DESCRIBE_STATS])
+        return pd.DataFrame(index=index, columns=columns, dtype="float64")
     return data.groupby(["rank", key]).describe()
 
 
@@ -100,9 +112,10 @@ def queue_length_time_series(
     return _series_by_rank(traces, ranks, queue_length_series)
 
 
-def queue_length_summary(series_by_rank: Mapping[int, pd.DataFrame]) -> pd.DataFrame | None:
+def queue_length_summary(series_by_rank: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     """``describe()`` of the queue length per (rank, stream), like the reference
-    (MultiIndex columns ``('queue_length', 'count'|'mean'|...)``); None when there is no launch."""
+    (MultiIndex columns ``('queue_length', 'count'|'mean'|...)``); no rows when nothing is
+    launched."""
     return _describe(series_by_rank, "stream", "queue_length")
 
 
@@ -141,18 +154,6 @@ def trace_span_ns(trace: RankTrace) -> int:
     starts = [t["ts"].min() for t in (trace.cpu, trace.gpu) if len(t)]
     ends = [(t["ts"] + t["dur"]).max() for t in (trace.cpu, trace.gpu) if len(t)]
     return int(max(ends) - min(starts)) if starts else 0
-
-
-def memcpy_kind(name: str) -> str:
-    """``Memcpy HtoD`` ... from the event name (``Memset`` for every memset)."""
-    if name.startswith(("Memset", "hipMemset")):
-        return "Memset"
-    if name.startswith("Memcpy") and len(name) >= 11:
-        return name[:11]
-    direction = name[len("hipMemcpy") :][:4] if name.startswith("hipMemcpy") else ""
-    return (
-        f"Memcpy {direction}" if direction in ("HtoD", "DtoH", "DtoD", "PtoP") else "Memcpy Unknown"
-    )
 
 
 def memory_bw_series(trace: RankTrace) -> pd.DataFrame:
@@ -200,6 +201,6 @@ def memory_bw_time_series(
     return _series_by_rank(traces, ranks, memory_bw_series)
 
 
-def memory_bw_summary(series_by_rank: Mapping[int, pd.DataFrame]) -> pd.DataFrame | None:
+def memory_bw_summary(series_by_rank: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     """``describe()`` of the bandwidth while copies run (values > 0), per (rank, name)."""
     return _describe(series_by_rank, "name", "memory_bw_gbps", positive_only=True)

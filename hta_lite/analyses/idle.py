@@ -20,27 +20,19 @@ import numpy as np
 import pandas as pd
 
 from ..intervals import running_max_by_group, sorted_by_group
+from ..kineto import GPU_WORK_CATEGORIES
 from ..links import gather
 from ..rank_trace import RankTrace
 from .common import select, us
 
 IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")
-EVENT_CATEGORIES = (
-    "kernel",
-    "Kernel",
-    "gpu_memset",
-    "Memset",
-    "gpu_memcpy",
-    "Memcpy",
-    "mtia_ccp_events",
-)
 
 
 def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.DataFrame:
     """One row per gap: ``rank, stream, idle_category, idle_interval`` (µs), ``ts`` (ns, gap end)
     and ``step`` (iteration of the event after the gap)."""
     gpu = trace.gpu
-    rows = np.flatnonzero(np.asarray(gpu["cat"].isin(EVENT_CATEGORIES)))
+    rows = np.flatnonzero(np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES)))
     order, first = sorted_by_group(gpu["stream"].to_numpy()[rows], gpu["ts"].to_numpy()[rows])
     order = rows[order]
     stream = gpu["stream"].to_numpy()[order]
@@ -113,7 +105,7 @@ def idle_time_breakdown(
     for trace in select(traces, ranks):
         gaps = idle_gaps(trace, consecutive_kernel_delay)
         rank_streams = np.unique(
-            trace.gpu.loc[trace.gpu["cat"].isin(EVENT_CATEGORIES), "stream"].to_numpy()
+            trace.gpu.loc[trace.gpu["cat"].isin(GPU_WORK_CATEGORIES), "stream"].to_numpy()
         )
         if wanted is not None:
             rank_streams = np.intersect1d(rank_streams, wanted)

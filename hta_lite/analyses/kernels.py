@@ -102,7 +102,7 @@ def gpu_kernel_breakdown(
         for name, ns in kernel_type_time_ns(gpu, types).items():
             totals[name] = totals.get(name, 0) + ns
         for kernel_type in types:
-            rows = np.flatnonzero(gpu.kernel_type == kernel_type)
+            rows = gpu.rows[gpu.kernel_type == kernel_type]
             if len(rows) == 0:
                 continue
             stats = duration_stats(

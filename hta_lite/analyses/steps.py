@@ -42,13 +42,13 @@ def profiled_steps(trace: RankTrace) -> pd.DataFrame:
 
 def step_rows(trace: RankTrace, steps: Iterable[int] | None = None) -> list[list]:
     gpu = GpuIntervals.of(trace)
-    iteration = trace.gpu["iteration"].to_numpy()
+    iteration = trace.gpu["iteration"].to_numpy()[gpu.rows]
     rows = []
     for step in profiled_steps(trace).itertuples(index=False):
         if steps is not None and step.step not in steps:
             continue
         mask = iteration == step.step
-        part = GpuIntervals(gpu.ts[mask], gpu.end[mask], gpu.kernel_type[mask])
+        part = gpu.subset(mask)
         span = int(part.end.max() - part.ts.min()) if mask.any() else 0
         busy = intervals.total(*part.of_type())
         comm = part.of_type(COMMUNICATION)

@@ -26,12 +26,11 @@ import numpy as np
 import pandas as pd
 
 from ..classify import COMMUNICATION
+from ..kineto import CPU_COLLECTIVE
 from ..rank_trace import RankTrace
 from .common import select, us
 from .idle import idle_gaps
 from .steps import step_breakdown
-
-CPU_COLLECTIVE = r"^(gloo|nccl|ucc|mpi|xccl):"  # c10d's record_function around each collective
 
 
 def comm_kernels(

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..intervals import union_length_by_group
+from ..kineto import CPU_ANNOTATION_CATEGORY
 from ..links import iteration_of, profiler_steps
 from ..rank_trace import RankTrace
 from .common import select
@@ -35,7 +36,7 @@ def _annotation_rows(trace: RankTrace, source: str) -> pd.DataFrame:
         gpu_steps = profiler_steps(anno.assign(cat="gpu_user_annotation"))
         step = iteration_of(anno["ts"].to_numpy(), gpu_steps if len(gpu_steps) else trace.steps)
     elif source == "cpu":
-        anno = trace.cpu[trace.cpu["cat"] == "user_annotation"]
+        anno = trace.cpu[trace.cpu["cat"] == CPU_ANNOTATION_CATEGORY]
         step = anno["iteration"].to_numpy()
     else:
         raise ValueError("source must be 'cpu' or 'gpu'")

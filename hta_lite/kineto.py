@@ -1,0 +1,91 @@
+"""The Kineto vocabulary: every event category, call name and name pattern hta_lite reads.
+
+One place for it, so that a new launch call, GPU category or collective kernel is added once and
+every analysis sees it. Names are as the PyTorch profiler (Kineto, with CUPTI / roctracer / MTIA)
+writes them; the older capitalised categories (``Kernel``, ``Memcpy``, ``Memset``) come from traces
+written before PyTorch 1.11.
+"""
+
+from __future__ import annotations
+
+import re
+
+# ---- event categories (``cat``) ---------------------------------------------------------------
+#: GPU work: occupies an engine of the device; what busy, idle and overlap are made of
+GPU_WORK_CATEGORIES = (
+    "kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events", "Kernel", "Memcpy", "Memset",
+)  # fmt: skip
+#: GPU-side synchronization (``Stream Sync``, ``Event Sync``, ``Context Sync``,
+#: ``Stream Wait Event``): the device waits; it is not work and never counts as busy time
+GPU_SYNC_CATEGORY = "cuda_sync"
+#: every category that goes to the ``gpu`` table
+GPU_CATEGORIES = GPU_WORK_CATEGORIES + (GPU_SYNC_CATEGORY,)
+#: record_function / NVTX ranges as the GPU ran them (``gpu_annotations`` table)
+GPU_ANNOTATION_CATEGORY = "gpu_user_annotation"
+#: the same ranges on the CPU
+CPU_ANNOTATION_CATEGORY = "user_annotation"
+#: ATen operators (the op tree)
+CPU_OP_CATEGORY = "cpu_op"
+#: host-side runtime and driver calls (launches, copies, synchronizations)
+RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "hip_runtime", "mtia_runtime", "runtime")
+
+# ---- runtime / driver calls -------------------------------------------------------------------
+#: calls that put one GPU event on a stream (each correlated with that event)
+LAUNCH_NAMES = (
+    # CUDA runtime and driver
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
+    "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
+    "cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpyPeerAsync", "cudaMemcpy", "cudaMemcpy2D",
+    "cudaMemsetAsync", "cudaMemset",
+    # ROCm (HIP); hipExtLaunchKernel launches the RCCL kernels
+    "hipLaunchKernel", "hipExtLaunchKernel", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel",
+    "hipLaunchCooperativeKernel",
+    "hipMemcpyAsync", "hipMemcpyWithStream", "hipMemcpy", "hipMemcpyDtoDAsync",
+    "hipMemcpyDtoHAsync", "hipMemcpyHtoDAsync", "hipMemsetAsync", "hipMemset",
+    # MTIA
+    "runFunction - job_prep_and_submit_for_execution",
+    "enqueueCommand memcpyDtoHAsync", "enqueueCommand memcpyHtoDAsync",
+)  # fmt: skip
+#: calls that release many GPU events at once (a captured graph)
+GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")
+#: calls correlated with a GPU-side event that enqueue no work: the host waits for the device,
+#: or a stream waits for an event (GPU events of category ``cuda_sync`` or markers)
+NON_ENQUEUING_NAMES = (
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaEventQuery",
+    "cudaStreamWaitEvent", "cudaEventRecord", "cudaEventRecordWithFlags",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipEventQuery",
+    "hipStreamWaitEvent", "hipEventRecord",
+    "enqueueCommand waitOnEvent", "recordEvent",
+)  # fmt: skip
+
+# ---- ProfilerStep ------------------------------------------------------------------------------
+STEP_PREFIX = "ProfilerStep#"
+STEP_PATTERN = re.compile(r"^ProfilerStep#(\d+)$")
+
+# ---- GPU event names --------------------------------------------------------------------------
+#: NCCL / RCCL / HCCL collective kernels (``ncclKernel_*``, ``ncclDevKernel_*``, ``rccl*``)
+COMMUNICATION_KERNEL = re.compile(r"^(nccl|rccl|hccl)|ncclKernel|ncclDevKernel")
+#: copies and sets (CUDA, HIP, MTIA DMA)
+MEMORY_KERNEL = re.compile(r"^(hip)?Memcpy|^(hip)?Memset|^dma")
+#: GPU events that are neither computation nor one of the above (syncs, runtime names, MTIA
+#: runtime stages): kernel type OTHER
+NOT_COMPUTE_KERNEL = re.compile(
+    r"Memcpy|Memset|dma|Sync|^Stream Wait Event|^cuda.*LaunchKernel|^runFunction|^hip"
+    r"|^job_exe|^packet|^pe_exe|^cpum_exe_subgraph|^collective_subgraph_execution"
+)
+#: memcpy / memset kinds of the bandwidth series (name prefix -> kind)
+MEMCPY_KINDS = ("Memcpy HtoD", "Memcpy DtoH", "Memcpy DtoD", "Memcpy PtoP", "Memset")
+#: CPU-side range c10d records around each collective (``gloo:all_reduce``, ``nccl:all_reduce``)
+CPU_COLLECTIVE = re.compile(r"^(gloo|nccl|ucc|mpi|xccl):")
+
+
+def memcpy_kind(name: str) -> str:
+    """``Memcpy HtoD`` ... from a copy's event name (``Memset`` for every memset,
+    ``Memcpy Unknown`` when the direction is not written)."""
+    if name.startswith(("Memset", "hipMemset")):
+        return "Memset"
+    if name.startswith("Memcpy") and name[:11] in MEMCPY_KINDS:
+        return name[:11]
+    direction = name[len("hipMemcpy") :][:4] if name.startswith("hipMemcpy") else ""
+    kind = f"Memcpy {direction}"
+    return kind if kind in MEMCPY_KINDS else "Memcpy Unknown"
