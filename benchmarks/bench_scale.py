@@ -25,7 +25,7 @@ import json, os, resource, sys, time
 from hta_lite.batch import summarize_folder
 folder, executor, cache = sys.argv[1], sys.argv[2], sys.argv[3]
 t = time.perf_counter()
-out = summarize_folder(folder, executor=executor, use_cache=False if cache == "off" else cache)
+out = summarize_folder(folder, executor=executor, cache=False if cache == "off" else cache)
 seconds = time.perf_counter() - t
 print(json.dumps({
     "seconds": seconds,

@@ -26,7 +26,7 @@ from .analyses import (
 from .analyses.common import select
 from .classify import short_name
 from .errors import RankNotFoundError
-from .loader import OnError, load
+from .loader import LoadOptions, OnError, load
 from .rank_trace import RankTrace
 
 
@@ -47,41 +47,40 @@ class TraceAnalysis:
     """Load a folder of per-rank Kineto traces and analyze where the GPU time went.
 
     Args:
+        trace_files: ``{rank: path}`` of single files (the reference's first argument); a folder
+            given here is taken as ``trace_dir``.
         trace_dir: folder with one ``*.json`` / ``*.json.gz`` file per rank.
-        trace_files: ``{rank: path}`` instead of a folder.
-        include_last_profiler_step: keep the last ProfilerStep (dropped by default,
-            as in the reference, because it is usually cut short by the profiler).
-        parallel: parse ranks in worker processes (default when there are several files).
-        max_workers: cap on worker processes (default: CPU count).
-        on_error: ``"raise"`` (default), ``"skip"`` or ``"warn"`` for unreadable files;
-            skipped files are listed in ``skipped_files``.
-        progress: show a progress bar (default: when there is more than one file).
-        cache: Parquet cache of parsed ranks (:mod:`hta_lite.cache`): on by default (unless
-            ``HTA_LITE_CACHE=off``), ``False`` to turn it off, or a folder to keep it in.
+        include_last_profiler_step: keep the last ProfilerStep (dropped by default, as in the
+            reference, because it is usually cut short by the profiler).
+        parallel, max_workers, on_error, progress, cache: keyword-only loader options, see
+            :class:`hta_lite.loader.LoadOptions` (or pass ``options=LoadOptions(...)``).
+            With ``on_error="skip"`` the files not loaded are in ``skipped_files``
+            (``{path: problem}``) and in :meth:`health`.
+
+    Raises:
+        TraceError: a file cannot be loaded (``on_error="raise"``), or no file can.
     """
 
     def __init__(
         self,
+        trace_files: Mapping[int, str | Path] | str | Path | None = None,
         trace_dir: str | Path | None = None,
-        trace_files: Mapping[int, str | Path] | None = None,
         include_last_profiler_step: bool = False,
+        *,
         parallel: bool = True,
         max_workers: int | None = None,
         on_error: OnError = "raise",
         progress: bool | None = None,
         cache: bool | str | Path | None = None,
+        options: LoadOptions | None = None,
     ):
+        if isinstance(trace_files, (str, Path)):  # TraceAnalysis("traces/")
+            trace_files, trace_dir = None, trace_files
         self.trace_dir = None if trace_dir is None else str(trace_dir)
-        self.traces, self.skipped_files = load(
-            trace_dir,
-            trace_files,
-            include_last_profiler_step,
-            parallel,
-            max_workers,
-            on_error,
-            progress,
-            use_cache=cache,
+        self.options = options or LoadOptions(
+            include_last_profiler_step, parallel, max_workers, on_error, progress, cache
         )
+        self.traces, self.skipped_files = load(trace_dir, trace_files, self.options)
 
     # ---- data access -------------------------------------------------------
     @property

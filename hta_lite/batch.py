@@ -10,17 +10,18 @@ All give the same tables.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from . import cache
 from .analyses import counters, idle, kernels, overlap, steps, temporal
 from .errors import TraceError
 from .health import health_summary
-from .loader import _assign_ranks, _parse_job, discover, process_pool
+from .loader import LoadOptions, assign_ranks, collect, discover, load_file, map_in_processes
+from .rank_trace import RankTrace
 
 SUMMARY_TABLES = (
     "temporal_breakdown",
@@ -43,20 +44,22 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "comm_comp_overlap": overlap.comm_comp_overlap(one),
         "idle_time_breakdown": idle.idle_time_breakdown(one)[0],
         "kernel_type_breakdown": type_df.assign(rank=trace.rank),
-        "queue_length_summary": queue.reset_index() if queue is not None else pd.DataFrame(),
+        "queue_length_summary": queue.reset_index(),
         "step_breakdown": steps.step_breakdown(one),
         "health_summary": health_summary(one),
     }
 
 
-def _job(args: tuple) -> tuple[Any, Any]:
-    """Parse + summarize one file; returns ``(rank_trace_stub, tables)`` or ``(error, None)``."""
-    result = _parse_job(args)
+def _summarize_job(job: tuple[Path, int | None], options: LoadOptions):
+    """Load + summarize one file where it is loaded; returns ``(stub, tables)`` or
+    ``(error, None)``. The stub is the rank trace emptied of its tables (rank assignment needs
+    only its rank, path and health); the tables stay in the worker."""
+    path, rank = job
+    result = load_file(path, rank, options.include_last_profiler_step, options.cache_root)
     if isinstance(result, TraceError):
         return result, None
     tables = summarize_rank(result)
-    # keep only what rank assignment needs; the tables stay in the worker
-    for name in ("gpu", "cpu", "gpu_annotations", "instants", "flows", "counters", "meta_events"):
+    for name in RankTrace.TABLES:
         setattr(result, name, getattr(result, name).iloc[:0])
     return result, tables
 
@@ -64,22 +67,32 @@ def _job(args: tuple) -> tuple[Any, Any]:
 def summarize_folder(
     trace_dir: str | Path,
     executor: Any = "process",
-    max_workers: int | None = None,
-    include_last_profiler_step: bool = False,
-    use_cache: bool | str | Path | None = None,
-) -> dict[str, pd.DataFrame]:
-    """Summary tables of every rank of ``trace_dir`` (see ``SUMMARY_TABLES``), ranks in order."""
-    paths = discover(trace_dir)
-    root = cache.cache_dir(use_cache) if cache.enabled(use_cache) else None
-    tasks = [(p, None, include_last_profiler_step, root) for p in paths]
-    results = _run(tasks, executor, max_workers)
-    errors = [r for r, _ in results if isinstance(r, TraceError)]
-    if errors:
-        raise errors[0]
-    stubs = [r for r, _ in results]
-    by_path = {s.path: tables for (s, tables) in results}
-    ranked = _assign_ranks(stubs, lambda msg: None)
-    out = {}
+    options: LoadOptions | None = None,
+    **option_kwargs,
+) -> Summary:
+    """Summary tables of every rank of ``trace_dir`` (``SUMMARY_TABLES``), ranks in order.
+
+    Args:
+        trace_dir: folder with one trace file per rank.
+        executor: ``"process"`` (default), ``"serial"``, ``"dask"`` or a ``dask.distributed.Client``.
+        options: :class:`hta_lite.loader.LoadOptions` (``max_workers``, ``on_error``, ``cache``,
+            ``include_last_profiler_step``; ``parallel`` and ``progress`` are not used), or the
+            same as keyword arguments.
+
+    Returns:
+        :class:`Summary`: a dict ``{table name: DataFrame}`` (all ranks, a ``rank`` column each)
+        whose ``skipped_files`` lists ``{path: problem}`` of files not loaded with
+        ``on_error="skip"`` / ``"warn"``.
+    """
+    options = options or LoadOptions(**option_kwargs)
+    jobs = [(p, None) for p in discover(trace_dir)]
+    results = run_jobs(functools.partial(_summarize_job, options=options), jobs, executor, options)
+    loaded, skipped = collect(
+        [p for p, _ in jobs], [stub for stub, _ in results], options.on_error, where=trace_dir
+    )
+    by_path = {stub.path: tables for stub, tables in results if tables is not None}
+    ranked = assign_ranks(loaded, lambda msg: None)
+    out = Summary(skipped_files=skipped)
     for name in SUMMARY_TABLES:
         parts = []
         for rank, stub in ranked.items():
@@ -87,20 +100,27 @@ def summarize_folder(
             if "rank" in table.columns:
                 table = table.assign(rank=rank)
             parts.append(table)
-        out[name] = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+        out[name] = pd.concat(parts, ignore_index=True)
     return out
 
 
-def _run(tasks: list[tuple], executor: Any, max_workers: int | None) -> list[tuple]:
-    if executor == "serial" or len(tasks) <= 1 and executor == "process":
-        return [_job(t) for t in tasks]
+class Summary(dict):
+    """``{table name: DataFrame}`` plus ``skipped_files`` (``{path: problem}``)."""
+
+    def __init__(self, skipped_files: dict[str, str]):
+        super().__init__()
+        self.skipped_files = skipped_files
+
+
+def run_jobs(work, jobs: list, executor: Any, options: LoadOptions) -> list:
+    """``[work(job) for job in jobs]`` on the executor; ``work`` returns errors, never raises."""
+    if executor == "serial" or len(jobs) <= 1 and executor == "process":
+        return [work(job) for job in jobs]
     if executor == "process":
-        workers = min(len(tasks), max_workers or os.cpu_count() or 1)
-        with process_pool(workers) as pool:
-            return list(pool.map(_job, tasks))
+        workers = min(len(jobs), options.max_workers or os.cpu_count() or 1)
+        return list(map_in_processes(work, jobs, workers))
     client = _dask_client(executor)
-    futures = client.map(_job, tasks, pure=False)
-    return client.gather(futures)
+    return client.gather(client.map(work, jobs, pure=False))
 
 
 def _dask_client(executor: Any):

@@ -30,7 +30,7 @@ from .rank_trace import RankTrace
 TEXT_DTYPE = pd.Index([], dtype=TEXT).dtype
 
 FORMAT_VERSION = 1
-TABLES = ("gpu", "cpu", "gpu_annotations", "steps", "instants", "flows", "counters", "meta_events")
+TABLES = RankTrace.TABLES
 _SAMPLE = 1 << 20
 
 

@@ -1,8 +1,9 @@
 """Command line: ``hta-lite summarize TRACE_DIR`` (per-rank summary tables) and
 ``hta-lite diff CONTROL TEST`` (comparison and regression gate).
 
-Exit codes: 0 ok, 1 regression (with ``--fail-on-regression``), 2 usage or input error
-(one-line message; ``--debug`` shows the traceback).
+Exit codes: 0 ok; 1 regression found (``diff --fail-on-regression``); 2 could not run: usage or
+input error (one-line message naming the file); 3 could not run: an analysis failed on this input
+(a defect; ``--debug`` shows the traceback).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hta-lite",
         description="Analyze a folder of PyTorch profiler (Kineto) traces: one *.json / *.json.gz file per rank.",
-        epilog="Exit codes: 0 ok, 1 regression or analysis failure, 2 usage or input error. Docs: docs/cli.md",
+        epilog="Exit codes: 0 ok, 1 regression found, 2 usage or input error, 3 analysis failure."
+        " Docs: docs/cli.md",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument(
@@ -117,19 +119,31 @@ def _common(cmd: argparse.ArgumentParser) -> None:
         "--on-error",
         choices=("raise", "skip", "warn"),
         default="raise",
-        help="what to do with unreadable files",
+        help="unreadable files: raise (stop, default), or skip / warn (go on with the good ranks)",
+    )
+    cmd.add_argument(
+        "--no-cache", action="store_true", help="do not read or write the Parquet cache"
+    )
+
+
+def load_options(args: argparse.Namespace):
+    """The loader options the command line asks for."""
+    from .loader import LoadOptions
+
+    return LoadOptions(
+        include_last_profiler_step=args.include_last_profiler_step,
+        parallel=not args.serial,
+        on_error=args.on_error,
+        cache=False if args.no_cache else None,
     )
 
 
 def _load(args: argparse.Namespace):
     from .analysis import TraceAnalysis
 
-    kwargs = dict(
-        parallel=not args.serial,
-        include_last_profiler_step=args.include_last_profiler_step,
-        on_error=args.on_error,
-    )
-    analysis = TraceAnalysis(trace_dir=args.trace_dir, **kwargs)
+    analysis = TraceAnalysis(trace_dir=args.trace_dir, options=load_options(args))
+    for path, problem in analysis.skipped_files.items():
+        print(f"hta-lite: skipped {path}: {problem}", file=sys.stderr)
     if args.ranks:
         missing = sorted(set(args.ranks) - set(analysis.ranks))
         if missing:
@@ -289,10 +303,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(
-            f"hta-lite: analysis failed: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+            f"hta-lite: analysis failed: {type(exc).__name__}: {exc}"
+            " (rerun with --debug for the traceback)",
             file=sys.stderr,
         )
-        return 1
+        return 3
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -223,12 +223,15 @@ def decode(data: bytes, path: Path) -> Decoded:
         raise TraceDecodeError(path, "file is empty")
     skipped: Counter = Counter()
     try:
-        return _decode_document(data, path, skipped)
-    except TraceDecodeError:
-        repaired = _repair(data, skipped)
-        if repaired is None:
-            raise
-        return _decode_document(repaired, path, skipped)
+        try:
+            return _decode_document(data, path, skipped)
+        except TraceDecodeError:
+            repaired = _repair(data, skipped)
+            if repaired is None:
+                raise
+            return _decode_document(repaired, path, skipped)
+    except RecursionError:
+        raise TraceDecodeError(path, "JSON nested too deeply (about 1000 levels or more)") from None
 
 
 def _decode_document(data: bytes, path: Path, skipped: Counter) -> Decoded:

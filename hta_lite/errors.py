@@ -17,6 +17,9 @@ class TraceError(Exception):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}" if self.path else problem)
 
+    def __reduce__(self):  # rebuilt from (path, problem): errors cross process boundaries
+        return type(self), (self.path, self.problem)
+
 
 class TraceNotFoundError(TraceError):
     """The trace folder or file does not exist."""
@@ -36,6 +39,14 @@ class TraceDecodeError(TraceError):
 
 class TraceFormatError(TraceError):
     """Valid JSON, but not a Kineto trace (no ``traceEvents`` list, wrong shape)."""
+
+
+class TraceParseError(TraceError):
+    """Parsing the file failed in an unexpected way (a defect of hta_lite: please report it)."""
+
+
+class NoRanksLoadedError(TraceError):
+    """No file of the folder could be loaded (each file's problem is in the message)."""
 
 
 class DuplicateRankError(TraceError):

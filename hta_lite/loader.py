@@ -5,33 +5,80 @@ file's rank is ``distributedInfo.rank``; when absent, a number in the file name
 (``rank-3``, ``rank_3``, ``rank3``, ``worker3``); otherwise the smallest unused
 rank, assigned in file-name order, with a warning. Two files with one rank are
 an error naming both.
+
+A file that cannot be loaded gives a :class:`~hta_lite.errors.TraceError` naming it, in this
+process or in a worker (errors are rebuilt across processes; a worker that dies is retried alone,
+so the file that killed it is named). ``on_error`` decides what happens next: ``"raise"`` the first
+bad file's error, ``"skip"`` or ``"warn"`` keep the good ranks and list the bad files; a folder
+where no file loads is an error either way.
 """
 
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
 import os
 import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from . import cache
 from .errors import (
     DuplicateRankError,
+    NoRanksLoadedError,
     NoTraceFilesError,
     TraceError,
     TraceNotFoundError,
+    TraceParseError,
     TraceReadError,
 )
 from .rank_trace import RankTrace, parse_file
 
 OnError = Literal["raise", "skip", "warn"]
+ON_ERROR = ("raise", "skip", "warn")
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How trace files are loaded: one set of options for ``TraceAnalysis``, the CLI and
+    :mod:`hta_lite.batch`.
+
+    Args:
+        include_last_profiler_step: keep the last ProfilerStep (dropped by default, as in the
+            reference, because the profiler usually cuts it short).
+        parallel: parse ranks in worker processes when there are several files.
+        max_workers: cap on worker processes (default: the CPU count).
+        on_error: ``"raise"`` (default): the first unreadable file's error; ``"skip"``: keep the
+            good ranks and list the bad files; ``"warn"``: the same, with a warning per file.
+        progress: show a progress bar (default: when there is more than one file).
+        cache: the Parquet cache of parsed ranks (:mod:`hta_lite.cache`): ``None`` (default) lets
+            ``HTA_LITE_CACHE`` decide (on unless ``off``), ``False`` turns it off, ``True`` or a
+            folder turns it on (there).
+    """
+
+    include_last_profiler_step: bool = False
+    parallel: bool = True
+    max_workers: int | None = None
+    on_error: OnError = "raise"
+    progress: bool | None = None
+    cache: bool | str | Path | None = None
+
+    def __post_init__(self):
+        if self.on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be one of {ON_ERROR}, not {self.on_error!r}")
+
+    @property
+    def cache_root(self) -> Path | None:
+        """Folder of the Parquet cache, None when the cache is off."""
+        return cache.cache_dir(self.cache) if cache.enabled(self.cache) else None
 
 
 def discover(trace_dir: str | Path) -> list[Path]:
@@ -62,18 +109,25 @@ def rank_from_filename(path: str | Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _parse_job(args: tuple) -> RankTrace | TraceError:
-    """Parse one file, through the cache when it is on (runs in a worker process)."""
-    path, rank, include_last, cache_root = args
+def load_file(
+    path: str | Path,
+    rank: int | None = None,
+    include_last_profiler_step: bool = False,
+    cache_root: Path | None = None,
+) -> RankTrace | TraceError:
+    """Parse one file, through the cache when ``cache_root`` is given. Returns the error
+    instead of raising it (this runs in worker processes; the caller decides what an error
+    means). An unexpected exception is returned as :class:`TraceParseError` naming the file."""
+    path = Path(path)
     try:
-        key = cache.entry_key(Path(path), include_last) if cache_root is not None else None
+        key = cache.entry_key(path, include_last_profiler_step) if cache_root else None
         if key is not None:
             cached = cache.load(cache_root, key)
             if cached is not None:
                 cached.path = str(path)
                 cached.rank = rank if rank is not None else cached.rank
                 return cached
-        trace = parse_file(path, rank, include_last)
+        trace = parse_file(path, rank, include_last_profiler_step)
         if key is not None:
             cache.store(cache_root, key, trace)
         return trace
@@ -81,24 +135,52 @@ def _parse_job(args: tuple) -> RankTrace | TraceError:
         return exc
     except OSError as exc:
         return TraceReadError(path, f"cannot read file: {exc.strerror or exc}")
+    except Exception as exc:  # a defect of ours on this input: name the file, keep the others
+        return TraceParseError(
+            path, f"unexpected {type(exc).__name__} while parsing: {exc} (please report it)"
+        )
+
+
+def _load_job(job: tuple[Path, int | None], options: LoadOptions) -> RankTrace | TraceError:
+    path, rank = job
+    return load_file(path, rank, options.include_last_profiler_step, options.cache_root)
 
 
 def parse_many(
-    jobs: list[tuple[Path, int | None]],
-    include_last_profiler_step: bool,
-    parallel: bool,
-    max_workers: int | None,
-    progress: bool | None,
-    cache_root: Path | None = None,
+    jobs: list[tuple[Path, int | None]], options: LoadOptions
 ) -> list[RankTrace | TraceError]:
-    """Parse each (path, rank) job, in worker processes when ``parallel`` and there are several."""
-    tasks = [(p, r, include_last_profiler_step, cache_root) for p, r in jobs]
-    show = progress if progress is not None else len(tasks) > 1
-    workers = min(len(tasks), max_workers or os.cpu_count() or 1)
-    if parallel and len(tasks) > 1 and workers > 1:
+    """``load_file`` for each (path, rank) job, in worker processes when ``options.parallel``
+    and there are several files; results in job order."""
+    work = functools.partial(_load_job, options=options)
+    show = options.progress if options.progress is not None else len(jobs) > 1
+    workers = min(len(jobs), options.max_workers or os.cpu_count() or 1)
+    if options.parallel and len(jobs) > 1 and workers > 1:
+        return list(_progress(map_in_processes(work, jobs, workers), len(jobs), show))
+    return list(_progress(map(work, jobs), len(jobs), show))
+
+
+def map_in_processes(work: Callable, jobs: list, workers: int) -> Iterable:
+    """``map(work, jobs)`` in a process pool. ``work`` returns errors rather than raising them;
+    if a worker dies (a crash, the out-of-memory killer), the jobs without a result are run
+    again, each alone in a fresh process, so the one that kills its process is found and
+    reported as a :class:`TraceReadError` naming its file."""
+    results: list = []
+    try:
         with process_pool(workers) as pool:
-            return list(_progress(pool.map(_parse_job, tasks), len(tasks), show))
-    return list(_progress(map(_parse_job, tasks), len(tasks), show))
+            for result in pool.map(work, jobs):
+                results.append(result)
+                yield result
+    except BrokenProcessPool:
+        for job in jobs[len(results) :]:
+            yield _alone(work, job)
+
+
+def _alone(work: Callable, job: tuple):
+    try:
+        with process_pool(1) as pool:
+            return pool.submit(work, job).result()
+    except BrokenProcessPool:
+        return TraceReadError(job[0], "the worker process parsing this file died")
 
 
 def _context():
@@ -128,53 +210,69 @@ def _progress(results: Iterable, total: int, show: bool) -> Iterable:
     return tqdm(results, total=total, desc="loading ranks", unit="rank")
 
 
-def load(
-    trace_dir: str | Path | None = None,
-    trace_files: Mapping[int, str | Path] | None = None,
-    include_last_profiler_step: bool = False,
-    parallel: bool = True,
-    max_workers: int | None = None,
-    on_error: OnError = "raise",
-    progress: bool | None = None,
-    warn: Callable[[str], None] | None = None,
-    use_cache: bool | str | Path | None = None,
-) -> tuple[dict[int, RankTrace], dict[str, str]]:
-    """Load every rank; returns ``(traces_by_rank, skipped_files)``.
-
-    ``skipped_files`` maps a path to the reason it was not loaded (only with
-    ``on_error="skip"`` or ``"warn"``; with ``"raise"`` the first bad file raises).
-    """
-    if on_error not in ("raise", "skip", "warn"):
-        raise ValueError("on_error must be 'raise', 'skip' or 'warn'")
-    warn = warn or (lambda msg: warnings.warn(msg, stacklevel=3))
+def jobs_for(
+    trace_dir: str | Path | None, trace_files: Mapping[int, str | Path] | None
+) -> list[tuple[Path, int | None]]:
+    """(path, rank) of every file to load: the files of ``trace_dir`` (rank from the file) or
+    the ``{rank: path}`` mapping."""
     if trace_files is not None:
         jobs = [(Path(p).expanduser(), int(r)) for r, p in sorted(trace_files.items())]
         for path, _ in jobs:
             if not path.is_file():
                 raise TraceNotFoundError(path, "trace file does not exist")
-    elif trace_dir is not None:
-        jobs = [(p, None) for p in discover(trace_dir)]
-    else:
-        raise TypeError("give trace_dir=... or trace_files={rank: path}")
-    cache_root = cache.cache_dir(use_cache) if cache.enabled(use_cache) else None
-    results = parse_many(
-        jobs, include_last_profiler_step, parallel, max_workers, progress, cache_root
-    )
-    skipped: dict[str, str] = {}
-    loaded: list[RankTrace] = []
-    for (path, _), result in zip(jobs, results):
-        if isinstance(result, TraceError):
-            if on_error == "raise":
-                raise result
-            skipped[str(path)] = str(result)
-            if on_error == "warn":
-                warn(f"skipped {result}")
-        else:
+        return jobs
+    if trace_dir is not None:
+        return [(p, None) for p in discover(trace_dir)]
+    raise TypeError("give trace_dir=... or trace_files={rank: path}")
+
+
+def collect(
+    paths: list[Path],
+    results: list,
+    on_error: OnError,
+    warn: Callable[[str], None] | None = None,
+    where: str | Path | None = None,
+) -> tuple[list, dict[str, str]]:
+    """Split results (one per path) into the loaded ones and ``{path: problem}`` of the others,
+    as ``on_error`` says: the first error raises with ``"raise"``; ``"warn"`` also warns per
+    file. No loaded file is a :class:`NoRanksLoadedError` (``where``: the folder) either way."""
+    warn = warn or (lambda msg: warnings.warn(msg, stacklevel=4))
+    loaded, skipped = [], {}
+    for path, result in zip(paths, results):
+        if not isinstance(result, TraceError):
             loaded.append(result)
-    return _assign_ranks(loaded, warn), skipped
+            continue
+        if on_error == "raise":
+            raise result
+        skipped[str(path)] = result.problem
+        if on_error == "warn":
+            warn(f"skipped {result}")
+    if not loaded:
+        problems = "; ".join(f"{Path(p).name}: {why}" for p, why in skipped.items())
+        raise NoRanksLoadedError(where, f"no trace file could be loaded ({problems})")
+    return loaded, skipped
 
 
-def _assign_ranks(loaded: list[RankTrace], warn: Callable[[str], None]) -> dict[int, RankTrace]:
+def load(
+    trace_dir: str | Path | None = None,
+    trace_files: Mapping[int, str | Path] | None = None,
+    options: LoadOptions | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> tuple[dict[int, RankTrace], dict[str, str]]:
+    """Load every rank; returns ``(traces_by_rank, skipped_files)`` (``{path: problem}`` of the
+    files not loaded, with ``on_error="skip"`` or ``"warn"``)."""
+    options = options or LoadOptions()
+    warn = warn or (lambda msg: warnings.warn(msg, stacklevel=3))
+    jobs = jobs_for(trace_dir, trace_files)
+    results = parse_many(jobs, options)
+    loaded, skipped = collect([p for p, _ in jobs], results, options.on_error, warn, trace_dir)
+    return assign_ranks(loaded, warn), skipped
+
+
+def assign_ranks(loaded: list[RankTrace], warn: Callable[[str], None]) -> dict[int, RankTrace]:
+    """``{rank: trace}`` in rank order: ``distributedInfo.rank``, else the rank in the file name,
+    else the smallest unused rank in file-name order (with a warning when there are several
+    files). Two files with one rank raise :class:`DuplicateRankError` naming both."""
     by_rank: dict[int, RankTrace] = {}
     unranked = []
     for trace in loaded:
@@ -188,8 +286,7 @@ def _assign_ranks(loaded: list[RankTrace], warn: Callable[[str], None]) -> dict[
             continue
         if trace.rank in by_rank:
             raise DuplicateRankError(
-                trace.path,
-                f"claims rank {trace.rank}, already claimed by {by_rank[trace.rank].path}",
+                trace.path, f"claims rank {trace.rank}, already claimed by {by_rank[trace.rank].path}"
             )
         by_rank[trace.rank] = trace
     next_rank = 0
@@ -200,7 +297,8 @@ def _assign_ranks(loaded: list[RankTrace], warn: Callable[[str], None]) -> dict[
         trace.health["rank assigned by file order (no distributedInfo.rank, no rank in name)"] = 1
         if len(loaded) > 1:
             warn(
-                f"{trace.path}: no distributedInfo.rank and no rank in the file name; assigned rank {next_rank}"
+                f"{trace.path}: no distributedInfo.rank and no rank in the file name;"
+                f" assigned rank {next_rank}"
             )
         by_rank[next_rank] = trace
     return dict(sorted(by_rank.items()))

@@ -50,6 +50,11 @@ class RankTrace:
     events_read: dict[str, int]
     health: dict[str, int] = field(default_factory=dict)
 
+    #: the tables (DataFrame fields), as stored in the cache
+    TABLES = (
+        "gpu", "cpu", "gpu_annotations", "steps", "instants", "flows", "counters", "meta_events",
+    )  # fmt: skip
+
     @property
     def is_cpu_only(self) -> bool:
         return self.gpu.empty

@@ -27,7 +27,6 @@ from .classify import COMMUNICATION, COMPUTATION, kernel_type
 from .kineto import GPU_WORK_CATEGORIES, RUNTIME_CATEGORIES
 
 
-
 def _load(path: Path) -> dict:
     data = path.read_bytes()
     return json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)

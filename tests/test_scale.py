@@ -91,8 +91,8 @@ def test_read_only_cache_location_still_loads(folder, tmp_path):
 
 
 def test_executors_agree(folder, tmp_path):
-    serial = summarize_folder(folder, executor="serial", use_cache=False)
-    process = summarize_folder(folder, executor="process", use_cache=False)
+    serial = summarize_folder(folder, executor="serial", cache=False)
+    process = summarize_folder(folder, executor="process", cache=False)
     for name in SUMMARY_TABLES:
         pd.testing.assert_frame_equal(serial[name], process[name])
     assert serial["temporal_breakdown"]["idle_time_pctg"].tolist() == [53.56, 54.72]
@@ -101,13 +101,13 @@ def test_executors_agree(folder, tmp_path):
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
     ) as cluster:
         with distributed.Client(cluster) as client:
-            via_dask = summarize_folder(folder, executor=client, use_cache=tmp_path / "dask-cache")
+            via_dask = summarize_folder(folder, executor=client, cache=tmp_path / "dask-cache")
     for name in SUMMARY_TABLES:
         pd.testing.assert_frame_equal(serial[name], via_dask[name])
 
 
 def test_summaries_match_full_analysis(folder):
-    summary = summarize_folder(folder, executor="serial", use_cache=False)
+    summary = summarize_folder(folder, executor="serial", cache=False)
     full = TraceAnalysis(trace_dir=folder, parallel=False, cache=False)
     pd.testing.assert_frame_equal(
         summary["temporal_breakdown"], full.get_temporal_breakdown(visualize=False)
