@@ -1,4 +1,4 @@
-"""Build hook for the optional C accelerator (``hta_lite._fastjson``); all metadata is in pyproject.toml.
+"""Build hook for the optional C accelerator (``hta_lite.load._fastjson``); all metadata is in pyproject.toml.
 
 ``optional=True``: without a C compiler the package still installs and loads traces through the
 pure-Python (msgspec) path, with identical results.
@@ -9,8 +9,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "hta_lite._fastjson",
-            ["hta_lite/_fastjson.c"],
+            "hta_lite.load._fastjson",
+            ["hta_lite/load/_fastjson.c"],
             optional=True,
             extra_compile_args=["-O2"],
         )

@@ -15,7 +15,7 @@ import msgspec
 import orjson
 from isal import igzip
 
-from hta_lite import decode
+from hta_lite.load import decode
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared/traces/hta/diff_control/control.json.gz"
 
@@ -58,7 +58,7 @@ def main() -> None:
         defaults = (decode._EVENT_DEFAULTS, decode._ARGS_DEFAULTS)
         rows.append(
             (
-                "JSON, C decoder, events to columns (hta_lite._fastjson)",
+                "JSON, C decoder, events to columns (hta_lite.load._fastjson)",
                 best(lambda: decode._fastjson.decode_events(top["traceEvents"], *defaults)),
             )
         )

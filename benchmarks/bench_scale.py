@@ -22,7 +22,7 @@ DEFAULT_TEMPLATE = HERE.parent.parent / "shared/traces/hta/diff_control/control.
 
 CHILD = r"""
 import json, os, resource, sys, time
-from hta_lite.batch import summarize_folder
+from hta_lite.tools.batch import summarize_folder
 folder, executor, cache = sys.argv[1], sys.argv[2], sys.argv[3]
 t = time.perf_counter()
 out = summarize_folder(folder, executor=executor, cache=False if cache == "off" else cache)
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--executor", default="process")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/hta_scale"))
     args = parser.parse_args()
-    from hta_lite.synthetic import replicate_trace
+    from hta_lite.tools.synthetic import replicate_trace
 
     folder = args.workdir / f"ranks{args.ranks}"
     if not folder.exists() or len(list(folder.iterdir())) != args.ranks:

@@ -3,11 +3,25 @@
 >>> from hta_lite import TraceAnalysis
 >>> analysis = TraceAnalysis(trace_dir="sample_traces/two_ranks")
 >>> analysis.get_temporal_breakdown(visualize=False)
+
+The package, in the order data flows (each layer imports only the ones before it):
+``kineto`` (vocabulary), ``load`` (files -> typed tables), ``analyses`` (tables -> DataFrames),
+``plots`` (DataFrames -> figures), ``tools`` (writers, batch, synthetic traces), ``facade``
+(``TraceAnalysis``, ``TraceDiff``), ``views`` (CLI, HTML report). docs/architecture.md.
 """
 
-from .analysis import TraceAnalysis
-from .diff import DeviceType, TraceDiff
 from .errors import TraceError
+from .facade import DeviceType, TimeSeriesTypes, TraceAnalysis, TraceDiff
+from .load.loader import LoadOptions
+from .tools.batch import summarize_folder
 
-__all__ = ["TraceAnalysis", "TraceDiff", "DeviceType", "TraceError"]
+__all__ = [
+    "TraceAnalysis",
+    "TraceDiff",
+    "DeviceType",
+    "TimeSeriesTypes",
+    "LoadOptions",
+    "TraceError",
+    "summarize_folder",
+]
 __version__ = "0.1.0"

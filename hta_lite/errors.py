@@ -53,6 +53,16 @@ class DuplicateRankError(TraceError):
     """Two files claim the same rank."""
 
 
+class SelectionError(TraceError, ValueError):
+    """A filter argument (iteration, stream, name, ...) matches nothing in the trace; the message
+    says what the trace has."""
+
+
+class MissingDataError(TraceError, ValueError):
+    """The analysis needs events the trace does not have; the message says which and how to
+    record them."""
+
+
 class RankNotFoundError(TraceError, KeyError):
     """An analysis was asked for a rank that is not loaded."""
 

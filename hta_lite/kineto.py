@@ -24,28 +24,33 @@ GPU_CATEGORIES = GPU_WORK_CATEGORIES + (GPU_SYNC_CATEGORY,)
 GPU_ANNOTATION_CATEGORY = "gpu_user_annotation"
 #: the same ranges on the CPU
 CPU_ANNOTATION_CATEGORY = "user_annotation"
+#: kernels replayed by the CUPTI range profiler, one per kernel launch, with its counters as args
+#: (their times are the profiler's replay, not the timeline's)
+PROFILER_RANGE_CATEGORY = "cuda_profiler_range"
 #: ATen operators (the op tree)
 CPU_OP_CATEGORY = "cpu_op"
 #: host-side runtime and driver calls (launches, copies, synchronizations)
 RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "hip_runtime", "mtia_runtime", "runtime")
 
 # ---- runtime / driver calls -------------------------------------------------------------------
-#: calls that put one GPU event on a stream (each correlated with that event)
-LAUNCH_NAMES = (
-    # CUDA runtime and driver
+#: calls that launch one kernel (each correlated with it); hipExtLaunchKernel launches RCCL kernels
+KERNEL_LAUNCH_NAMES = (
     "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
     "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
-    "cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpyPeerAsync", "cudaMemcpy", "cudaMemcpy2D",
-    "cudaMemsetAsync", "cudaMemset",
-    # ROCm (HIP); hipExtLaunchKernel launches the RCCL kernels
     "hipLaunchKernel", "hipExtLaunchKernel", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel",
     "hipLaunchCooperativeKernel",
+    "runFunction - job_prep_and_submit_for_execution",  # MTIA
+)  # fmt: skip
+#: calls that enqueue one copy or set
+COPY_LAUNCH_NAMES = (
+    "cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpyPeerAsync", "cudaMemcpy", "cudaMemcpy2D",
+    "cudaMemsetAsync", "cudaMemset",
     "hipMemcpyAsync", "hipMemcpyWithStream", "hipMemcpy", "hipMemcpyDtoDAsync",
     "hipMemcpyDtoHAsync", "hipMemcpyHtoDAsync", "hipMemsetAsync", "hipMemset",
-    # MTIA
-    "runFunction - job_prep_and_submit_for_execution",
-    "enqueueCommand memcpyDtoHAsync", "enqueueCommand memcpyHtoDAsync",
+    "enqueueCommand memcpyDtoHAsync", "enqueueCommand memcpyHtoDAsync",  # MTIA
 )  # fmt: skip
+#: calls that put one GPU event on a stream
+LAUNCH_NAMES = KERNEL_LAUNCH_NAMES + COPY_LAUNCH_NAMES
 #: calls that release many GPU events at once (a captured graph)
 GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")
 #: calls correlated with a GPU-side event that enqueue no work: the host waits for the device,

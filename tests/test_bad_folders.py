@@ -18,8 +18,8 @@ import pytest
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis, errors
-from hta_lite.batch import summarize_folder
-from hta_lite.cli import main
+from hta_lite.tools.batch import summarize_folder
+from hta_lite.views.cli import main
 
 
 def truncated_gzip(path):
@@ -139,7 +139,7 @@ def test_dask_raise_skip_warn(tmp_path, dask_client, size, position):
 def test_unexpected_exception_names_the_file(tmp_path, monkeypatch):
     """A defect of ours on one file (any exception) is reported for that file; the rest load."""
     folder, _, _ = make_folder(tmp_path, 4, 99)
-    from hta_lite import loader
+    from hta_lite.load import loader
 
     real = loader.parse_file
 
@@ -149,7 +149,10 @@ def test_unexpected_exception_names_the_file(tmp_path, monkeypatch):
         return real(path, *args)
 
     monkeypatch.setattr(loader, "parse_file", failing)  # forked workers inherit it
-    with pytest.raises(errors.TraceParseError, match="rank02.json: unexpected ZeroDivisionError while parsing: boom"):
+    with pytest.raises(
+        errors.TraceParseError,
+        match="rank02.json: unexpected ZeroDivisionError while parsing: boom",
+    ):
         TraceAnalysis(trace_dir=folder, max_workers=2, progress=False, cache=False)
     skipped = TraceAnalysis(trace_dir=folder, on_error="skip", progress=False, cache=False)
     assert skipped.ranks == [0, 1, 3]
@@ -157,7 +160,7 @@ def test_unexpected_exception_names_the_file(tmp_path, monkeypatch):
 
 def test_a_worker_that_dies_is_named(tmp_path, monkeypatch):
     folder, _, _ = make_folder(tmp_path, 4, 99)
-    from hta_lite import loader
+    from hta_lite.load import loader
 
     real = loader.parse_file
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from conftest import SAMPLES
 
-from hta_lite.cli import main
+from hta_lite.views.cli import main
 
 
 def test_summarize_prints_and_writes(tmp_path, capsys):
@@ -77,7 +77,8 @@ def test_exit_codes_and_messages(tmp_path, capsys):
 
 
 def test_version_says_which_decoder(capsys, monkeypatch):
-    from hta_lite import __version__, decode
+    from hta_lite import __version__
+    from hta_lite.load import decode
 
     for fast, expected in (
         (object(), "(C decoder)"),

@@ -13,7 +13,7 @@ from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
 from hta_lite.errors import TraceError
-from hta_lite.writer import write_trace
+from hta_lite.tools.writer import write_trace
 
 
 def analyze(tmp_path, builder, name="rank0.json"):

@@ -8,7 +8,7 @@ from conftest import SAMPLES
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis, plots
-from hta_lite.synthetic import make_straggler_folder
+from hta_lite.tools.synthetic import make_straggler_folder
 
 TEMPLATE = SAMPLES / "two_ranks" / "sampled_rank-0.json.gz"
 

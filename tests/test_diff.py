@@ -13,8 +13,9 @@ from conftest import SAMPLES, shared_cases
 from synth import TraceBuilder
 
 from hta_lite import DeviceType, TraceAnalysis, TraceDiff
-from hta_lite.cli import main
+from hta_lite.errors import SelectionError
 from hta_lite.kineto import GPU_CATEGORIES
+from hta_lite.views.cli import main
 
 CASES = shared_cases()
 
@@ -187,3 +188,42 @@ def test_cpu_only_and_different_rank_counts():
     assert result.ranks == "control rank 1 of [0, 1] vs test rank 0 of [0]"
     with pytest.raises(KeyError, match="rank\\(s\\) \\[5\\] not loaded"):
         TraceDiff.compare_traces(SAMPLES / "two_ranks", CASES["ns_resolution"], control_rank=5)
+
+
+@pytest.mark.skipif("diff_control" not in CASES, reason="needs ../shared/traces")
+def test_last_step_compared_as_the_reference_does():
+    """Folders are read with every step, so the last one can be compared (traceinsight 0.6.1 on
+    these folders, step 1014: 432 names, 203 '-', 162 '=', 67 '+'; run 2026-11-30)."""
+    control, test = CASES["diff_control"], CASES["diff_test"]
+    df = TraceDiff.compare_traces(control, test, control_iteration=1014, test_iteration=1014)
+    assert len(df) == 432
+    assert df["counts_change_categories"].value_counts().to_dict() == {"-": 203, "=": 162, "+": 67}
+    c_counts, c_total = raw_step_ops(control, "ProfilerStep#1014")
+    for name, count in c_counts.items():
+        assert df.loc[name, "Control_counts"] == count
+        assert df.loc[name, "Control_total_duration"] == pytest.approx(float(c_total[name]))
+    assert TraceDiff.ops_diff(control, test, control_iteration=1014, test_iteration=1014)["added"]
+
+
+def three_steps(path, rank=0):
+    b = TraceBuilder(rank=rank)
+    for n in (1, 2, 3):
+        b.step(n, 100 * n, 100)
+        b.cpu_op(f"op_of_step_{n}", 100 * n + 10, 5)
+        b.kernel(f"kernel_of_step_{n}", 100 * n + 50, 5, launch_ts=100 * n + 20)
+    return b.write(path / "rank0.json")
+
+
+def test_every_step_can_be_compared_and_absent_ones_are_errors(tmp_path):
+    for side in ("c", "t"):
+        three_steps(tmp_path / side)
+    last = TraceDiff.compare_traces(tmp_path / "c", tmp_path / "t", None, None, 3, 3)
+    assert {"op_of_step_3", "kernel_of_step_3", "ProfilerStep#3"} <= set(last.index)
+    assert (last["Control_counts"] > 0).all() and (last["counts_change_categories"] == "=").all()
+    with pytest.raises(SelectionError, match=r"Test: iteration\(s\) \[7\] not in .*\[1, 2, 3\]"):
+        TraceDiff.compare_traces(tmp_path / "c", tmp_path / "t", test_iteration=7)
+    windowed = TraceAnalysis(trace_dir=tmp_path / "c", parallel=False)  # last step left out
+    with pytest.raises(SelectionError, match=r"\[3\] left out at load as the last ProfilerStep"):
+        TraceDiff.compare_traces(windowed, tmp_path / "t", control_iteration=3)
+    with pytest.raises(ValueError):  # the reference raises ValueError: still caught by that
+        TraceDiff.ops_diff(tmp_path / "c", tmp_path / "t", control_iteration=0)

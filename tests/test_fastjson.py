@@ -1,4 +1,4 @@
-"""The optional C decoder (``hta_lite._fastjson``) gives exactly what the msgspec path gives, or
+"""The optional C decoder (``hta_lite.load._fastjson``) gives exactly what the msgspec path gives, or
 declines (returns None) and leaves the trace to the msgspec path. Skipped when it is not built."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from conftest import shared_cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hta_lite import decode as dec
-from hta_lite import rank_trace
-from hta_lite.events import EventColumns, EventList
+from hta_lite.load import decode as dec
+from hta_lite.load import rank_trace
+from hta_lite.load.events import EventColumns, EventList
 
 fastjson = pytest.importorskip(
-    "hta_lite._fastjson", reason="the C decoder is not built (no C compiler at install)"
+    "hta_lite.load._fastjson", reason="the C decoder is not built (no C compiler at install)"
 )
 if dec._fastjson is None:
     pytest.skip("HTA_LITE_NO_C is set", allow_module_level=True)

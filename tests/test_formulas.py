@@ -209,10 +209,15 @@ def test_gpu_kernels_with_user_annotations_innermost(tmp_path):
     assert got["k_in"] == "inner" and got["k_outer_only"] == "outer" and pd.isna(got["k_none"])
     b2 = TraceBuilder().kernel("void gemm<float, 4>(int)", 12, 2)
     b2.write(tmp_path / "short" / "rank0.json")
-    short = TraceAnalysis(trace_dir=tmp_path / "short").get_gpu_kernels_with_user_annotations(
-        0, shortern_names=True
-    )
-    assert short["name"].tolist() == ["gemm"]
+    short_names = TraceAnalysis(trace_dir=tmp_path / "short")
+    short = short_names.get_gpu_kernels_with_user_annotations(0)  # the reference's defaults
+    assert short["s_name"].tolist() == ["gemm"] and short["name"].tolist() == [b2.events[0]["name"]]
+    full = short_names.get_gpu_kernels_with_user_annotations(0, shorten_names=False)
+    assert full["s_name"].tolist() == [b2.events[0]["name"]]
+    with pytest.warns(DeprecationWarning, match="shorten_names"):  # the spelling before HTA 0.6
+        old = short_names.get_gpu_kernels_with_user_annotations(0, shortern_names=False)
+    assert old["s_name"].tolist() == full["s_name"].tolist()
+    assert "s_name" not in short_names.get_gpu_kernels_with_user_annotations(0, expand_names=False)
     breakdown = a.get_gpu_user_annotation_breakdown(visualize=False)
     assert breakdown.set_index("name")["sum (us)"].to_dict() == {"outer": 40, "inner": 5}
 

@@ -15,7 +15,6 @@ from conftest import SAMPLES, shared_cases
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
-from hta_lite import decode as dec
 from hta_lite.errors import (
     DuplicateRankError,
     NoTraceFilesError,
@@ -26,7 +25,8 @@ from hta_lite.errors import (
     TraceReadError,
 )
 from hta_lite.kineto import GPU_CATEGORIES
-from hta_lite.tables import build_tables
+from hta_lite.load import decode as dec
+from hta_lite.load.tables import build_tables
 
 CASES = shared_cases()
 
@@ -54,7 +54,8 @@ def test_every_shared_trace_loads_with_raw_counts(case):
         assert sum(v for k, v in by_phase.items() if "/" not in k) == len(events)
         assert sum(v for k, v in by_phase.items() if k.startswith("X/")) == by_phase.get("X", 0)
         cpu_raw = sum(1 for e in events if e.get("ph") == "X") - len(gpu_raw)
-        assert len(tables["cpu"]) + len(tables["gpu_annotations"]) == cpu_raw
+        others = len(tables["cpu"]) + len(tables["gpu_annotations"])
+        assert others + len(tables["kernel_counters"]) == cpu_raw
     analysis = TraceAnalysis(trace_dir=CASES[case], parallel=False, progress=False)
     assert len(analysis.ranks) == len(files_of(CASES[case]))
 
@@ -118,7 +119,8 @@ def test_sample_metadata_and_links(two_ranks):
     assert (ops >= 0).mean() > 0.9
     assert (cpu.iloc[ops[ops >= 0]]["cat"] == "cpu_op").all()
     assert set(gpu["iteration"].unique()) == {551}  # last step (552) excluded by default
-    assert two_ranks.get_profiler_steps() == [551, 552]
+    assert two_ranks.get_profiler_steps() == [551]  # the steps analyses see, as the reference
+    assert two_ranks.trace(0).steps["step"].tolist() == [551, 552]  # all steps of the file
 
 
 def test_include_last_profiler_step_keeps_it():
@@ -306,7 +308,7 @@ def test_bad_event_fields_are_counted_not_fatal(tmp_path):
 def test_raw_us_to_ns_paths(texts, expected_ns, expected_valid, subns):
     from types import SimpleNamespace
 
-    from hta_lite.timestamps import raw_us_to_ns
+    from hta_lite.load.timestamps import raw_us_to_ns
 
     ns, valid, n_subns = raw_us_to_ns([SimpleNamespace(ts=t) for t in texts], "ts")
     assert ns.tolist() == expected_ns

@@ -211,7 +211,7 @@ def test_document_decode_matches_json_whatever_the_layout(before, after, names, 
     what is decoded: the same metadata and events as json.loads finds."""
     from collections import Counter
 
-    from hta_lite import decode as dec
+    from hta_lite.load import decode as dec
 
     after = {k: v for k, v in after.items() if k not in before}
     events = [{"ph": "X", "name": n, "args": {"l": [{"k": n}]}, "ts": 1} for n in names]

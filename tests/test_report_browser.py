@@ -15,7 +15,7 @@ from conftest import ROOT, SAMPLES
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
-from hta_lite.report import write_report
+from hta_lite.views.report import write_report
 
 CHROMIUM = (
     shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")

@@ -11,8 +11,8 @@ import pytest
 from conftest import SAMPLES
 
 from hta_lite import TraceAnalysis
-from hta_lite import cache as cache_mod
-from hta_lite.batch import SUMMARY_TABLES, summarize_folder
+from hta_lite.load import cache as cache_mod
+from hta_lite.tools.batch import SUMMARY_TABLES, summarize_folder
 
 
 @pytest.fixture()

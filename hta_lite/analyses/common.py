@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import RankNotFoundError
+from ..errors import RankNotFoundError, SelectionError
 from ..kineto import GPU_WORK_CATEGORIES
-from ..rank_trace import RankTrace
+from ..load.rank_trace import RankTrace
 
 NS_PER_US = 1000.0
 
@@ -60,3 +60,19 @@ class GpuIntervals:
             return self.ts, self.end
         mask = self.kernel_type == kernel_type
         return self.ts[mask], self.end[mask]
+
+
+def wanted(asked, present, what: str, where: str | None = None) -> list | None:
+    """The values of a filter argument (``None`` = no filter; one value or an iterable), checked
+    against the values the trace has: any value absent is a :class:`SelectionError` naming it,
+    ``what`` it is and the values there are (a filter never silently matches nothing)."""
+    if asked is None:
+        return None
+    values = [asked] if isinstance(asked, (int, np.integer, str)) else list(asked)
+    have = sorted(set(present), key=str)
+    missing = [v for v in values if v not in set(have)]
+    if missing:
+        shown = have if len(have) <= 20 else [*have[:20], "..."]
+        place = f" in {where}" if where else ""
+        raise SelectionError(None, f"{what} {missing} not found{place}; there are: {shown}")
+    return values

@@ -24,8 +24,8 @@ import pandas as pd
 
 from ..classify import MEMORY
 from ..kineto import GRAPH_LAUNCH_NAMES, LAUNCH_NAMES, memcpy_kind
-from ..links import gather
-from ..rank_trace import RankTrace
+from ..load.links import gather
+from ..load.rank_trace import RankTrace
 from .common import select, us
 
 

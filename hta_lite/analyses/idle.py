@@ -21,9 +21,9 @@ import pandas as pd
 
 from ..intervals import running_max_by_group, sorted_by_group
 from ..kineto import GPU_WORK_CATEGORIES
-from ..links import gather
-from ..rank_trace import RankTrace
-from .common import select, us
+from ..load.links import gather
+from ..load.rank_trace import RankTrace
+from .common import select, us, wanted
 
 IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")
 
@@ -88,6 +88,11 @@ def stream_breakdown(gaps: pd.DataFrame, rank: int, streams: np.ndarray) -> pd.D
     )
 
 
+def work_streams(trace: RankTrace) -> np.ndarray:
+    """Streams of the rank's GPU work (kernels, copies, sets), sorted."""
+    return np.unique(trace.gpu.loc[trace.gpu["cat"].isin(GPU_WORK_CATEGORIES), "stream"].to_numpy())
+
+
 def idle_time_breakdown(
     traces: Mapping[int, RankTrace],
     ranks: Iterable[int] | int | None = None,
@@ -98,17 +103,18 @@ def idle_time_breakdown(
     """``(breakdown, interval_stats)``; every stream gets all three categories (µs).
 
     ``interval_stats`` (with ``show_idle_interval_stats``) describes the gaps per
-    rank, stream and category: count, mean, std, min, quartiles, max (µs).
+    rank, stream and category: count, mean, std, min, quartiles, max (µs). A stream of
+    ``streams`` that none of the ranks has is a :class:`SelectionError`.
     """
-    wanted = None if streams is None else np.array(sorted(set(streams)), dtype=np.int64)
+    selected = select(traces, ranks)
+    streams_of = {t.rank: work_streams(t) for t in selected}
+    asked = wanted(streams, np.concatenate([[], *streams_of.values()]), "stream(s)", "these ranks")
     parts, all_gaps = [], []
-    for trace in select(traces, ranks):
+    for trace in selected:
         gaps = idle_gaps(trace, consecutive_kernel_delay)
-        rank_streams = np.unique(
-            trace.gpu.loc[trace.gpu["cat"].isin(GPU_WORK_CATEGORIES), "stream"].to_numpy()
-        )
-        if wanted is not None:
-            rank_streams = np.intersect1d(rank_streams, wanted)
+        rank_streams = streams_of[trace.rank]
+        if asked is not None:
+            rank_streams = np.intersect1d(rank_streams, np.array(asked, dtype=np.int64))
             gaps = gaps[gaps["stream"].isin(rank_streams)]
         parts.append(stream_breakdown(gaps, trace.rank, rank_streams))
         all_gaps.append(gaps)

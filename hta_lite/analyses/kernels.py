@@ -21,7 +21,7 @@ import pandas as pd
 
 from .. import intervals
 from ..classify import COMMUNICATION, COMPUTATION, MEMORY
-from ..rank_trace import RankTrace
+from ..load.rank_trace import RankTrace
 from .common import GpuIntervals, select, us
 
 KERNEL_DF_COLUMNS = [
@@ -49,10 +49,12 @@ def kernel_type_time_ns(gpu: GpuIntervals, types: list[str]) -> dict[str, int]:
     }
 
 
-def pooled_names(sums: np.ndarray, num_kernels: int, duration_ratio: float) -> np.ndarray:
+def pooled_names(
+    sums: np.ndarray, num_kernels: int, duration_ratio: float, keep: np.ndarray | None = None
+) -> np.ndarray:
     """Which names (given their total times) go to "others", with the reference's rule:
     beyond the top ``num_kernels``, or past the ``duration_ratio`` quantile of the
-    cumulative time of names sorted by time."""
+    cumulative time of names sorted by time; never the names where ``keep`` is True."""
     pooled = np.zeros(len(sums), bool)
     if len(sums) <= num_kernels:
         return pooled
@@ -61,13 +63,18 @@ def pooled_names(sums: np.ndarray, num_kernels: int, duration_ratio: float) -> n
     pooled[order] = (cumsum > np.quantile(cumsum, duration_ratio)) | (
         np.arange(len(sums)) >= num_kernels
     )
-    return pooled
+    return pooled & ~keep if keep is not None else pooled
 
 
 def duration_stats(
-    names: pd.Categorical, dur_ns: np.ndarray, num_kernels: int, duration_ratio: float
+    names: pd.Categorical,
+    dur_ns: np.ndarray,
+    num_kernels: int,
+    duration_ratio: float,
+    keep_names: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """Per-name statistics of event durations (µs), small names pooled as "others"."""
+    """Per-name statistics of event durations (µs), small names pooled as "others" (never
+    those where ``keep_names``, a mask over the used categories, is True)."""
     names = pd.Categorical(names).remove_unused_categories()
     codes = names.codes.astype(np.int64)
     dur = us(dur_ns)
@@ -75,6 +82,7 @@ def duration_stats(
         np.bincount(codes, weights=dur, minlength=len(names.categories)),
         num_kernels,
         duration_ratio,
+        keep_names,
     )
     labels = np.append(np.asarray(names.categories, dtype=object), "others")
     group = np.where(pooled[codes], len(labels) - 1, codes)

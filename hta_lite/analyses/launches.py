@@ -1,10 +1,8 @@
 """Kernel launches: how long each launch took on the CPU and how late the GPU started it.
 
-``launch_stats``: one row per GPU event launched by ``cudaLaunchKernel``,
-``cudaLaunchKernelExC``, ``cuLaunchKernel(Ex)``, ``hipLaunchKernel``,
-``hipExtModuleLaunchKernel``, ``hipModuleLaunchKernel``, the MTIA launch call and, with
-``include_memory_events``, ``cuda/hipMemcpyAsync``, ``cuda/hipMemsetAsync``,
-``hipMemcpyWithStream``: ``correlation``, ``cpu_duration`` (µs of the runtime call),
+``launch_stats``: one row per GPU event launched by a kernel launch call
+(``kineto.KERNEL_LAUNCH_NAMES``) and, with ``include_memory_events``, by a copy or set call
+(``kineto.COPY_LAUNCH_NAMES``): ``correlation``, ``cpu_duration`` (µs of the runtime call),
 ``gpu_duration`` (µs of the GPU event), ``launch_delay`` (µs from the end of the call to the
 start of the GPU event, clipped at 0), plus ``launch_name`` and ``kernel_name``.
 
@@ -21,27 +19,11 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ..links import gather, nearest_ancestor
-from ..rank_trace import RankTrace
-from .common import select, us
+from ..kineto import COPY_LAUNCH_NAMES, KERNEL_LAUNCH_NAMES, LAUNCH_NAMES
+from ..load.links import gather, nearest_ancestor
+from ..load.rank_trace import RankTrace
+from .common import select, us, wanted
 
-KERNEL_LAUNCHES = (
-    "cudaLaunchKernel",
-    "cudaLaunchKernelExC",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "hipLaunchKernel",
-    "hipExtModuleLaunchKernel",
-    "hipModuleLaunchKernel",
-    "runFunction - job_prep_and_submit_for_execution",
-)
-MEMORY_LAUNCHES = (
-    "cudaMemcpyAsync",
-    "cudaMemsetAsync",
-    "hipMemcpyAsync",
-    "hipMemsetAsync",
-    "hipMemcpyWithStream",
-)
 STATS_COLUMNS = [
     "correlation",
     "cpu_duration",
@@ -61,7 +43,7 @@ def _launched(trace: RankTrace, names: tuple[str, ...]) -> tuple[np.ndarray, np.
 
 
 def launch_stats(trace: RankTrace, include_memory_events: bool = True) -> pd.DataFrame:
-    names = KERNEL_LAUNCHES + (MEMORY_LAUNCHES if include_memory_events else ())
+    names = KERNEL_LAUNCH_NAMES + (COPY_LAUNCH_NAMES if include_memory_events else ())
     gpu_rows, cpu_rows = _launched(trace, names)
     cpu_ts = trace.cpu["ts"].to_numpy()[cpu_rows]
     cpu_dur = trace.cpu["dur"].to_numpy()[cpu_rows]
@@ -87,16 +69,19 @@ def cuda_kernel_launch_stats(
     return {t.rank: launch_stats(t, include_memory_events) for t in select(traces, ranks)}
 
 
+ATEN_COLUMNS = [
+    "aten_op_name",
+    "kernel_sequence",
+    "occurrence_count",
+    "avg_aten_op_launch_delay",
+    "avg_runtime_delay",
+]
+
+
 def aten_op_kernels(trace: RankTrace) -> pd.DataFrame:
-    columns = [
-        "aten_op_name",
-        "kernel_sequence",
-        "occurrence_count",
-        "avg_aten_op_launch_delay",
-        "avg_runtime_delay",
-    ]
+    columns = ATEN_COLUMNS
     cpu = trace.cpu
-    gpu_rows, cpu_rows = _launched(trace, KERNEL_LAUNCHES + MEMORY_LAUNCHES)
+    gpu_rows, cpu_rows = _launched(trace, LAUNCH_NAMES)
     is_aten = (
         np.asarray(cpu["name"].astype(str).str.startswith("aten::"))
         if len(cpu)
@@ -141,7 +126,7 @@ def aten_op_kernels_and_delay(
     ranks: Iterable[int] | None = None,
     sort_by: list[str] | None = None,
 ) -> dict[int, pd.DataFrame]:
-    sort_by = sort_by or ["occurrence_count"]
+    sort_by = wanted(sort_by or ["occurrence_count"], ATEN_COLUMNS, "sort_by column(s)")
     return {
         t.rank: aten_op_kernels(t).sort_values(sort_by, ascending=False, ignore_index=True)
         for t in select(traces, ranks)

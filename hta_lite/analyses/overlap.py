@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import intervals
 from ..classify import COMMUNICATION, COMPUTATION
-from ..rank_trace import RankTrace
+from ..load.rank_trace import RankTrace
 from .common import GpuIntervals, select
 
 

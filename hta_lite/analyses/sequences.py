@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..links import nearest_ancestor
-from ..rank_trace import RankTrace
+from ..errors import SelectionError
+from ..load.links import nearest_ancestor
+from ..load.rank_trace import RankTrace
 from .common import us
 
 COLUMNS = [
@@ -35,7 +36,7 @@ def kernels_under_roots(trace: RankTrace, operator_name: str) -> pd.DataFrame:
         else np.zeros(0, bool)
     )
     if not candidates.any():
-        return pd.DataFrame(columns=["root", "gpu_row", "name", "ts", "dur"])
+        raise SelectionError(trace.path, f"no CPU event name contains {operator_name!r}")
     depth = cpu["depth"].to_numpy()
     is_root = candidates & (depth == depth[candidates].min())
     gpu_rows = np.flatnonzero(gpu["launch_row"].to_numpy() >= 0)

@@ -16,8 +16,8 @@ import pandas as pd
 
 from .. import intervals
 from ..classify import COMMUNICATION, COMPUTATION, MEMORY
-from ..rank_trace import RankTrace
-from .common import GpuIntervals, select, us
+from ..load.rank_trace import RankTrace
+from .common import GpuIntervals, select, us, wanted
 
 COLUMNS = [
     "rank",
@@ -77,9 +77,12 @@ def step_breakdown(
     ranks: Iterable[int] | None = None,
     steps: Iterable[int] | None = None,
 ) -> pd.DataFrame:
+    """Rows of ``COLUMNS`` per rank and profiled step (no rows without ProfilerStep); a step of
+    ``steps`` that none of the ranks profiled is a :class:`SelectionError`."""
+    selected = select(traces, ranks)
+    present = [s for t in selected for s in profiled_steps(t)["step"].tolist()]
+    asked = wanted(steps, present, "ProfilerStep(s)", "the profiled steps of these ranks")
     rows = [
-        row
-        for trace in select(traces, ranks)
-        for row in step_rows(trace, None if steps is None else set(steps))
+        row for trace in selected for row in step_rows(trace, None if asked is None else set(asked))
     ]
     return pd.DataFrame(rows, columns=COLUMNS).astype({"rank": "int64", "step": "int64"})

@@ -27,10 +27,10 @@ import pandas as pd
 
 from ..classify import COMMUNICATION
 from ..kineto import CPU_COLLECTIVE
-from ..rank_trace import RankTrace
-from .common import select, us
+from ..load.rank_trace import RankTrace
+from .common import select, us, wanted
 from .idle import idle_gaps
-from .steps import step_breakdown
+from .steps import profiled_steps, step_breakdown
 
 
 def comm_kernels(
@@ -39,9 +39,13 @@ def comm_kernels(
     """Collectives of every rank: ``rank, step, stream, name, ts, dur, occurrence``.
 
     GPU communication kernels; for a rank without any (CPU-only jobs, e.g. gloo), the CPU ranges
-    c10d records around each collective (``gloo:all_reduce``, ...), with stream -1."""
+    c10d records around each collective (``gloo:all_reduce``, ...), with stream -1. A step of
+    ``steps`` that no rank profiled is a :class:`SelectionError`."""
+    selected = select(traces, ranks)
+    present = [s for t in selected for s in profiled_steps(t)["step"].tolist()]
+    steps = wanted(steps, present, "ProfilerStep(s)", "the profiled steps of these ranks")
     parts = []
-    for trace in select(traces, ranks):
+    for trace in selected:
         rows = trace.gpu[
             (trace.gpu["kernel_type"] == COMMUNICATION) & (trace.gpu["iteration"] >= 0)
         ]
@@ -83,6 +87,7 @@ def potential_stragglers(
     profiler_steps: Iterable[int] | None = None,
     num_candidates: int = 2,
 ) -> list[int]:
+    """The reference's straggler finder (module docstring)."""
     kernels = comm_kernels(traces, steps=profiler_steps)
     if kernels.empty or kernels["rank"].nunique() < 2:
         return []

@@ -16,7 +16,7 @@ import pandas as pd
 
 from .. import intervals
 from ..classify import COMPUTATION
-from ..rank_trace import RankTrace
+from ..load.rank_trace import RankTrace
 from .common import GpuIntervals, select, us
 
 COLUMNS = [

@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 
 from ..intervals import union_length_by_group
-from ..kineto import CPU_ANNOTATION_CATEGORY
-from ..links import iteration_of, profiler_steps
-from ..rank_trace import RankTrace
-from .common import select
+from ..kineto import CPU_ANNOTATION_CATEGORY, GPU_ANNOTATION_CATEGORY, STEP_PATTERN
+from ..load.links import iteration_of, profiler_steps
+from ..load.rank_trace import RankTrace
+from .common import select, wanted
 
 LogOption = Literal["max", "minmax", "all"]
 STEP_TIMER = "ProfilerStep"
@@ -33,7 +33,7 @@ def _annotation_rows(trace: RankTrace, source: str) -> pd.DataFrame:
     """Rows ``name, ts, dur, step`` of the annotations of a rank, ProfilerSteps named ``ProfilerStep``."""
     if source == "gpu":
         anno = trace.gpu_annotations
-        gpu_steps = profiler_steps(anno.assign(cat="gpu_user_annotation"))
+        gpu_steps = profiler_steps(anno.assign(cat=GPU_ANNOTATION_CATEGORY))
         step = iteration_of(anno["ts"].to_numpy(), gpu_steps if len(gpu_steps) else trace.steps)
     elif source == "cpu":
         anno = trace.cpu[trace.cpu["cat"] == CPU_ANNOTATION_CATEGORY]
@@ -41,7 +41,7 @@ def _annotation_rows(trace: RankTrace, source: str) -> pd.DataFrame:
     else:
         raise ValueError("source must be 'cpu' or 'gpu'")
     names = anno["name"].astype(str)
-    names = names.where(~names.str.match(r"^ProfilerStep#\d+$"), STEP_TIMER)
+    names = names.where(~names.str.match(STEP_PATTERN), STEP_TIMER)
     return pd.DataFrame(
         {
             "name": names.to_numpy(),
@@ -59,14 +59,21 @@ def annotation_timers(
     ranks: Iterable[int] | None = None,
     steps: Iterable[int] | None = None,
 ) -> pd.DataFrame:
-    """Tidy table ``rank, step, name, elapsed_ms``; annotations outside every step have step -1."""
+    """Tidy table ``rank, step, name, elapsed_ms``; annotations outside every step have step -1.
+    A name of ``names`` or a step of ``steps`` that no selected rank has is a
+    :class:`SelectionError`."""
+    if source not in ("cpu", "gpu"):
+        raise ValueError(f"source must be 'cpu' or 'gpu', not {source!r}")
+    all_rows = {t.rank: _annotation_rows(t, source) for t in select(traces, ranks)}
+    every = pd.concat(all_rows.values()) if all_rows else pd.DataFrame({"name": [], "step": []})
+    names = wanted(names, every["name"].unique(), f"{source} annotation(s)", "these ranks")
+    steps = wanted(steps, every["step"].unique(), "ProfilerStep(s)", "these ranks' annotations")
     parts = []
-    for trace in select(traces, ranks):
-        rows = _annotation_rows(trace, source)
+    for rank, rows in all_rows.items():
         if names is not None:
-            rows = rows[rows["name"].isin(list(names))]
+            rows = rows[rows["name"].isin(names)]
         if steps is not None:
-            rows = rows[rows["step"].isin(list(steps))]
+            rows = rows[rows["step"].isin(steps)]
         if rows.empty:
             continue
         key = pd.MultiIndex.from_arrays([rows["step"].to_numpy(), rows["name"].to_numpy()])
@@ -79,7 +86,7 @@ def annotation_timers(
         parts.append(
             pd.DataFrame(
                 {
-                    "rank": trace.rank,
+                    "rank": rank,
                     "step": key.levels[0].to_numpy()[step_codes],
                     "name": key.levels[1].to_numpy()[name_codes],
                     "elapsed_ms": lengths / 1e6,

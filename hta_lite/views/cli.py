@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import TraceError
+from ..errors import TraceError
 
 FORMATS = ("table", "json", "csv", "parquet")
 
 
 def _version() -> str:
-    from . import __version__, decode
+    from .. import __version__
+    from ..load import decode
 
     decoder = (
         "C decoder"
@@ -128,7 +129,7 @@ def _common(cmd: argparse.ArgumentParser) -> None:
 
 def load_options(args: argparse.Namespace):
     """The loader options the command line asks for."""
-    from .loader import LoadOptions
+    from ..load.loader import LoadOptions
 
     return LoadOptions(
         include_last_profiler_step=args.include_last_profiler_step,
@@ -139,7 +140,7 @@ def load_options(args: argparse.Namespace):
 
 
 def _load(args: argparse.Namespace):
-    from .analysis import TraceAnalysis
+    from ..facade.analysis import TraceAnalysis
 
     analysis = TraceAnalysis(trace_dir=args.trace_dir, options=load_options(args))
     for path, problem in analysis.skipped_files.items():
@@ -166,7 +167,7 @@ def summary_tables(analysis) -> dict[str, pd.DataFrame]:
         "idle_time_breakdown": idle,
         "kernel_type_breakdown": type_df,
         "top_kernels": top.reset_index(drop=True),
-        "step_breakdown": analysis.get_step_breakdown(),
+        "step_breakdown": analysis.get_step_breakdown(visualize=False),
         "health_summary": analysis.health_summary(),
         "health": health,
     }
@@ -175,7 +176,7 @@ def summary_tables(analysis) -> dict[str, pd.DataFrame]:
 def summarize(args: argparse.Namespace) -> int:
     import json
 
-    from .health import is_problem
+    from ..analyses.health import is_problem
     from .report import write_report
 
     analysis = _load(args)
@@ -246,12 +247,17 @@ def parse_threshold(text: str) -> float:
 def run_diff(args: argparse.Namespace) -> int:
     import json
 
-    from .diff import TraceDiff
+    from ..facade.trace_diff import TraceDiff
 
     control_rank = args.control_rank if args.control_rank is not None else args.rank
     test_rank = args.test_rank if args.test_rank is not None else args.rank
     result = TraceDiff.compare(
-        args.control, args.test, control_rank, test_rank, parse_threshold(args.threshold), args.top
+        args.control,
+        args.test,
+        control_rank,
+        test_rank,
+        threshold=parse_threshold(args.threshold),
+        top=args.top,
     )
     with pd.option_context("display.width", 200, "display.max_colwidth", 70):
         print(result.summary, "\n")

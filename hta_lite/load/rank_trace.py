@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..classify import kernel_types
+from ..intervals import count_overlaps_by_group
+from ..kineto import CPU_OP_CATEGORY, GPU_WORK_CATEGORIES, LAUNCH_NAMES, RUNTIME_CATEGORIES
 from . import decode as dec
-from .classify import kernel_types
-from .intervals import count_overlaps_by_group
-from .kineto import CPU_OP_CATEGORY, GPU_WORK_CATEGORIES, LAUNCH_NAMES, RUNTIME_CATEGORIES
 from .links import (
     first_row_by_key,
     gather,
@@ -29,7 +29,7 @@ from .tables import build_tables
 
 @dataclass
 class RankTrace:
-    """Typed tables of one rank (see :mod:`hta_lite.tables` for the columns).
+    """Typed tables of one rank (see :mod:`hta_lite.load.tables` for the columns).
 
     ``ts``/``dur`` are int64 nanoseconds since the epoch of the trace clock,
     exactly as written (µs with 3 decimals -> ns).  ``health`` counts every event
@@ -46,6 +46,7 @@ class RankTrace:
     flows: pd.DataFrame
     counters: pd.DataFrame
     meta_events: pd.DataFrame
+    kernel_counters: pd.DataFrame
     metadata: dict[str, Any]
     events_read: dict[str, int]
     health: dict[str, int] = field(default_factory=dict)
@@ -53,6 +54,7 @@ class RankTrace:
     #: the tables (DataFrame fields), as stored in the cache
     TABLES = (
         "gpu", "cpu", "gpu_annotations", "steps", "instants", "flows", "counters", "meta_events",
+        "kernel_counters",
     )  # fmt: skip
 
     @property
@@ -110,6 +112,7 @@ def parse_file(
         flows=tables["flows"],
         counters=tables["counters"],
         meta_events=tables["meta_events"],
+        kernel_counters=tables["kernel_counters"],
         metadata=decoded.metadata,
         events_read=dict(events_read),
         health=dict(health),

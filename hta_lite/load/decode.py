@@ -2,7 +2,7 @@
 
 The fast path decodes ``traceEvents`` straight into typed structs that keep only
 the fields analyses read; ``ts`` and ``dur`` stay as the raw JSON number text so
-that no digit is lost (see :mod:`hta_lite.timestamps`).  When a file has events
+that no digit is lost (see :mod:`hta_lite.load.timestamps`).  When a file has events
 of unexpected shape the slow path decodes event by event, keeps every event it
 can and counts the rest in ``skipped``.
 """
@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from .errors import TraceDecodeError, TraceFormatError, TraceReadError
+from ..errors import TraceDecodeError, TraceFormatError, TraceReadError
 from .events import EventColumns, EventList
 
 try:  # the optional C accelerator (setup.py); without it every trace takes the msgspec path
@@ -143,6 +143,20 @@ class Event(msgspec.Struct, gc=False):
     args: Args | None = None  # LenientArgs on the slow path
 
 
+class RangeEvent(msgspec.Struct, gc=False):
+    """An event read whole, args included (second pass for the few events whose args are all
+    kept, such as the CUPTI range profiler's kernels)."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: msgspec.Raw = EMPTY_RAW
+    dur: msgspec.Raw = EMPTY_RAW
+    args: Any = None
+
+
 class CounterEvent(msgspec.Struct, gc=False):
     """A counter (``"ph": "C"``) event: each key of ``args`` is one series."""
 
@@ -164,6 +178,7 @@ _raw_dict_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _args_decoder = msgspec.json.Decoder(Args)
 _lenient_args_decoder = msgspec.json.Decoder(LenientArgs)
 _counters_decoder = msgspec.json.Decoder(list[CounterEvent])
+_ranges_decoder = msgspec.json.Decoder(list[RangeEvent])
 _any_decoder = msgspec.json.Decoder()
 
 
@@ -374,16 +389,29 @@ def read_and_decode(path: Path) -> Decoded:
 
 def decode_counters(raw_events: msgspec.Raw) -> list[CounterEvent]:
     """Second pass, run only when the trace has counter events."""
+    return _second_pass(raw_events, _counters_decoder, CounterEvent, lambda e: e.ph == "C")
+
+
+def decode_category(raw_events: msgspec.Raw, category: str) -> list[RangeEvent]:
+    """Second pass: the complete events of ``category``, args whole (run only when the trace
+    has such events)."""
+    return _second_pass(
+        raw_events, _ranges_decoder, RangeEvent, lambda e: e.ph == "X" and e.cat == category
+    )
+
+
+def _second_pass(raw_events, decoder, struct, wanted) -> list:
+    """The events ``wanted`` keeps; events of another shape are passed over one by one."""
     try:
-        return [e for e in _counters_decoder.decode(raw_events) if e.ph == "C"]
+        return [e for e in decoder.decode(raw_events) if wanted(e)]
     except msgspec.ValidationError:
         out = []
         for raw in _raw_list_decoder.decode(raw_events):
             try:
-                ev = msgspec.json.decode(raw, type=CounterEvent)
+                ev = msgspec.json.decode(raw, type=struct)
             except msgspec.ValidationError:
                 continue
-            if ev.ph == "C":
+            if wanted(ev):
                 out.append(ev)
         return out
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import msgspec
 
-from . import decode as dec
-from .errors import TraceError
+from ..errors import TraceError
+from ..load import decode as dec
 
 _raw_list = msgspec.json.Decoder(list[msgspec.Raw])
 _encode = msgspec.json.encode

@@ -17,11 +17,11 @@ from typing import Any
 
 import pandas as pd
 
-from .analyses import counters, idle, kernels, overlap, steps, temporal
-from .errors import TraceError
-from .health import health_summary
-from .loader import LoadOptions, assign_ranks, collect, discover, load_file, map_in_processes
-from .rank_trace import RankTrace
+from ..analyses import counters, idle, kernels, overlap, steps, temporal
+from ..analyses.health import health_summary
+from ..errors import TraceError
+from ..load.loader import LoadOptions, assign_ranks, collect, discover, load_file, map_in_processes
+from ..load.rank_trace import RankTrace
 
 SUMMARY_TABLES = (
     "temporal_breakdown",
@@ -75,7 +75,7 @@ def summarize_folder(
     Args:
         trace_dir: folder with one trace file per rank.
         executor: ``"process"`` (default), ``"serial"``, ``"dask"`` or a ``dask.distributed.Client``.
-        options: :class:`hta_lite.loader.LoadOptions` (``max_workers``, ``on_error``, ``cache``,
+        options: :class:`hta_lite.load.loader.LoadOptions` (``max_workers``, ``on_error``, ``cache``,
             ``include_last_profiler_step``; ``parallel`` and ``progress`` are not used), or the
             same as keyword arguments.
 

@@ -14,9 +14,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from . import __version__, plots
-from .analysis import TraceAnalysis
-from .health import is_problem
+from .. import __version__, plots
+from ..analyses.health import is_problem
+from ..facade.analysis import TraceAnalysis
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
@@ -131,7 +131,7 @@ def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
             _table(top, 25),
             *[report.chart(f) for f in plots.plot_kernel_distribution(kernel_df)],
         )
-        steps = analysis.get_step_breakdown()
+        steps = analysis.get_step_breakdown(visualize=False)
         if len(steps):
             report.section(
                 "steps",

@@ -10,7 +10,7 @@ categories as categoricals, absent integer ids as -1):
 - ``instants`` (``i``/``I``), ``flows`` (``s``/``f``/``t``), ``counters`` (``C``,
   long format: one row per series value) and ``meta_events`` (``M``).
 
-Linking (correlation, iteration, depth) happens later in :mod:`hta_lite.links`.
+Linking (correlation, iteration, depth) happens later in :mod:`hta_lite.load.links`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from ..kineto import GPU_ANNOTATION_CATEGORY, GPU_CATEGORIES, PROFILER_RANGE_CATEGORY
 from . import decode as dec
 from .columns import (
     MISSING_INT,
@@ -27,12 +28,10 @@ from .columns import (
     float_column,
     int_column,
     to_category,
-    to_float,
     to_int,
 )
 from .events import EventColumns, EventList
-from .kineto import GPU_ANNOTATION_CATEGORY, GPU_CATEGORIES
-from .timestamps import raw_us_to_ns
+from .second_pass import counters, kernel_counters
 
 SUPPORTED_PHASES = ("X", "i", "I", "s", "f", "t", "C", "M")
 IMPLAUSIBLE_DUR_FLOOR_NS = 60 * 10**9  # a minute: never flag a duration below that
@@ -142,11 +141,12 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
     cats = shared["cat"]
     is_gpu = np.asarray(cats.isin(GPU_CATEGORIES))
     is_anno = np.asarray(cats == GPU_ANNOTATION_CATEGORY)
+    is_range = np.asarray(cats == PROFILER_RANGE_CATEGORY)  # table of their own (second pass)
     out = {}
     for family, mask in (
         ("gpu", is_gpu),
         ("gpu_annotations", is_anno),
-        ("cpu", ~(is_gpu | is_anno)),
+        ("cpu", ~(is_gpu | is_anno | is_range)),
     ):
         idx = np.flatnonzero(mask)
         cols = _subset(shared, idx)
@@ -226,32 +226,6 @@ def _meta_events(events: Events, health: Counter) -> pd.DataFrame:
     )
 
 
-def _counters(raw_events, health: Counter) -> pd.DataFrame:
-    events = dec.decode_counters(raw_events)
-    rows_ts, rows_name, rows_pid, rows_series, rows_value = [], [], [], [], []
-    ts, ok, _ = raw_us_to_ns(events, "ts")
-    for ev, t, good in zip(events, ts.tolist(), ok.tolist()):
-        if not good or not isinstance(ev.args, dict):
-            health["counter event without valid ts or args (dropped)"] += 1
-            continue
-        for series, value in ev.args.items():
-            rows_ts.append(t)
-            rows_name.append(ev.name)
-            rows_pid.append(ev.pid)
-            rows_series.append(series)
-            rows_value.append(value)
-    pid, _ = to_int(rows_pid)
-    return pd.DataFrame(
-        {
-            "ts": np.array(rows_ts, dtype=np.int64),
-            "name": to_category(rows_name),
-            "pid": pid,
-            "series": to_category(rows_series),
-            "value": to_float(rows_value)[0],
-        }
-    )
-
-
 def build_tables(decoded: dec.Decoded) -> tuple[dict[str, pd.DataFrame], Counter, Counter]:
     """Return ``(tables, events_read, health_counters)`` for one file.
 
@@ -278,19 +252,8 @@ def build_tables(decoded: dec.Decoded) -> tuple[dict[str, pd.DataFrame], Counter
     tables["instants"] = _instants(selected["instants"], health)
     tables["flows"] = _flows(selected["flows"], health)
     tables["meta_events"] = _meta_events(selected["M"], health)
-    tables["counters"] = (
-        _counters(decoded.raw_events, health) if by_phase.get("C") else _counters_empty()
+    tables["counters"] = counters(decoded.raw_events, health, bool(by_phase.get("C")))
+    tables["kernel_counters"] = kernel_counters(
+        decoded.raw_events, health, bool(by_phase.get(f"X/{PROFILER_RANGE_CATEGORY}"))
     )
     return tables, by_phase, health
-
-
-def _counters_empty() -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "ts": np.zeros(0, np.int64),
-            "name": empty_category(0),
-            "pid": np.zeros(0, np.int64),
-            "series": empty_category(0),
-            "value": np.zeros(0),
-        }
-    )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .kineto import STEP_PATTERN, STEP_PREFIX
+from ..kineto import STEP_PATTERN, STEP_PREFIX
 
 
 def profiler_steps(cpu: pd.DataFrame) -> pd.DataFrame:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .rank_trace import RankTrace
+from ..load.rank_trace import RankTrace
 
 # items that describe the trace rather than a problem in it
 INFO_PREFIXES = (

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from . import cache
-from .errors import (
+from ..errors import (
     DuplicateRankError,
     NoRanksLoadedError,
     NoTraceFilesError,
@@ -38,6 +37,7 @@ from .errors import (
     TraceParseError,
     TraceReadError,
 )
+from . import cache
 from .rank_trace import RankTrace, parse_file
 
 OnError = Literal["raise", "skip", "warn"]
@@ -49,7 +49,7 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 @dataclass(frozen=True)
 class LoadOptions:
     """How trace files are loaded: one set of options for ``TraceAnalysis``, the CLI and
-    :mod:`hta_lite.batch`.
+    :mod:`hta_lite.tools.batch`.
 
     Args:
         include_last_profiler_step: keep the last ProfilerStep (dropped by default, as in the
@@ -59,7 +59,7 @@ class LoadOptions:
         on_error: ``"raise"`` (default): the first unreadable file's error; ``"skip"``: keep the
             good ranks and list the bad files; ``"warn"``: the same, with a warning per file.
         progress: show a progress bar (default: when there is more than one file).
-        cache: the Parquet cache of parsed ranks (:mod:`hta_lite.cache`): ``None`` (default) lets
+        cache: the Parquet cache of parsed ranks (:mod:`hta_lite.load.cache`): ``None`` (default) lets
             ``HTA_LITE_CACHE`` decide (on unless ``off``), ``False`` turns it off, ``True`` or a
             folder turns it on (there).
     """
@@ -286,7 +286,8 @@ def assign_ranks(loaded: list[RankTrace], warn: Callable[[str], None]) -> dict[i
             continue
         if trace.rank in by_rank:
             raise DuplicateRankError(
-                trace.path, f"claims rank {trace.rank}, already claimed by {by_rank[trace.rank].path}"
+                trace.path,
+                f"claims rank {trace.rank}, already claimed by {by_rank[trace.rank].path}",
             )
         by_rank[trace.rank] = trace
     next_rank = 0

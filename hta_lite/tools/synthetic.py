@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .classify import COMMUNICATION, COMPUTATION, kernel_type
-from .kineto import GPU_WORK_CATEGORIES, RUNTIME_CATEGORIES
+from ..classify import COMMUNICATION, COMPUTATION, kernel_type
+from ..kineto import GPU_WORK_CATEGORIES, RUNTIME_CATEGORIES
 
 
 def _load(path: Path) -> dict:
@@ -149,7 +149,7 @@ def replicate_trace(
     (for scale benchmarks: the events are untouched, so every rank parses exactly like the template)."""
     import msgspec
 
-    from .decode import read_bytes
+    from ..load.decode import read_bytes
 
     data = read_bytes(Path(template))
     top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])

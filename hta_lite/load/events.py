@@ -1,16 +1,16 @@
 """The decoded events of one file, read field by field.
 
-Two containers with the same interface, so that :mod:`hta_lite.tables` does not care which
+Two containers with the same interface, so that :mod:`hta_lite.load.tables` does not care which
 decoder ran:
 
-- :class:`EventColumns`: one list per field, from the C decoder (``hta_lite._fastjson``); no
+- :class:`EventColumns`: one list per field, from the C decoder (``hta_lite.load._fastjson``); no
   Python object per event, equal strings shared, ``ts`` / ``dur`` already int64 nanoseconds.
-- :class:`EventList`: the msgspec structs of :mod:`hta_lite.decode` (the path taken without the
+- :class:`EventList`: the msgspec structs of :mod:`hta_lite.load.decode` (the path taken without the
   C decoder, or for traces it declines).
 
 Rows are selected with ``take(index)``; ``field(name)`` gives one value per row (the decoder's
 default where the key was absent), ``times(name)`` gives ``(ns, valid, n_subns)`` as
-:func:`hta_lite.timestamps.raw_us_to_ns` does, and ``args()`` the ``args`` keys as another
+:func:`hta_lite.load.timestamps.raw_us_to_ns` does, and ``args()`` the ``args`` keys as another
 container with the same rows.
 """
 
@@ -43,7 +43,7 @@ class EventList:
         return factorize(self.field(name))
 
     def category(self, name: str):
-        """The field as a text categorical (see :func:`hta_lite.columns.to_category`)."""
+        """The field as a text categorical (see :func:`hta_lite.load.columns.to_category`)."""
         return to_category(self.field(name))
 
     def combinations(self, names: tuple) -> tuple[np.ndarray, list[tuple]]:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from enum import Flag, auto
 from pathlib import Path
 
 import msgspec
 import pandas as pd
 
-from .analyses import counters
-from .analyses.common import select
-from .rank_trace import RankTrace
+from ..analyses import counters
+from ..analyses.common import select
+from ..load.rank_trace import RankTrace
 from .writer import counter_event, output_path, us_text, write_trace
 
 _event_fields = msgspec.json.Decoder(dict[str, msgspec.Raw])
@@ -51,28 +52,43 @@ def counter_events(queue: pd.DataFrame | None, bandwidth: pd.DataFrame | None) -
     return events
 
 
+class TimeSeriesTypes(Flag):
+    """Which counters :func:`generate_trace_with_counters` adds (the reference's flag)."""
+
+    QUEUE_LENGTH = auto()
+    MEMCPY_BANDWIDTH = auto()
+
+
+ALL_SERIES = TimeSeriesTypes.QUEUE_LENGTH | TimeSeriesTypes.MEMCPY_BANDWIDTH
+
+
 def generate_trace_with_counters(
     traces: Mapping[int, RankTrace],
-    time_series: Mapping[str, Mapping[int, pd.DataFrame]] | None = None,
+    time_series: TimeSeriesTypes | None = None,
     ranks: Iterable[int] | None = None,
     output_suffix: str = "_with_counters",
     output_dir: str | Path | None = None,
 ) -> dict[int, Path]:
     """Write, per rank, its trace plus counter events; returns ``{rank: written path}``.
 
-    ``time_series`` may hold precomputed ``{"queue_length": {rank: df}, "memory_bw": {rank: df}}``.
-    The default ``output_dir`` is a sibling of the first trace's folder named
-    ``<folder><output_suffix>`` (writing into the trace folder would add a second file per rank).
+    ``time_series``: ``TimeSeriesTypes.QUEUE_LENGTH`` (one ``Queue Length (stream S)`` series
+    per stream), ``TimeSeriesTypes.MEMCPY_BANDWIDTH`` (one ``Memory Bandwidth (KIND)`` per copy
+    kind), or both (``|``, the default). The default ``output_dir`` is a sibling of the first
+    trace's folder named ``<folder><output_suffix>`` (writing into the trace folder would add a
+    second file per rank).
     """
     selected = select(traces, ranks)
-    if not selected:
-        return {}
-    series = dict(time_series or {})
-    queue = series.get("queue_length") or counters.queue_length_time_series(
-        traces, [t.rank for t in selected]
+    wanted = time_series if time_series is not None else ALL_SERIES
+    rank_list = [t.rank for t in selected]
+    queue = (
+        counters.queue_length_time_series(traces, rank_list)
+        if TimeSeriesTypes.QUEUE_LENGTH in wanted
+        else {}
     )
-    bandwidth = series.get("memory_bw") or counters.memory_bw_time_series(
-        traces, [t.rank for t in selected]
+    bandwidth = (
+        counters.memory_bw_time_series(traces, rank_list)
+        if TimeSeriesTypes.MEMCPY_BANDWIDTH in wanted
+        else {}
     )
     if output_dir is None:
         folder = Path(selected[0].path).parent

@@ -1,0 +1,49 @@
+"""``TraceAnalysis``: the facade users open in a notebook, with the reference's method names and
+columns. It holds no algorithm: each method checks its arguments, calls one function of
+:mod:`hta_lite.analyses` and, when asked, shows the matching figure of :mod:`hta_lite.plots`.
+The methods live in one mixin per family (breakdowns, counters, launches, cross-rank); a new
+analysis adds its method to the family it belongs to, or a new mixin here.
+"""
+
+from __future__ import annotations
+
+from ..tools.augment import TimeSeriesTypes
+from .base import TraceSet
+from .breakdowns import Breakdowns
+from .counters import Counters
+from .cross_rank import CrossRank
+from .hta_compat import HtaTrace
+from .launches import Launches
+
+__all__ = ["TraceAnalysis", "TimeSeriesTypes"]
+
+
+class TraceAnalysis(Breakdowns, Counters, Launches, CrossRank, TraceSet):
+    """Load a folder of per-rank Kineto traces and analyze where the GPU time went.
+
+    Args:
+        trace_files: ``{rank: path}`` of single files (the reference's first argument); a
+            folder given here is taken as ``trace_dir``.
+        trace_dir: folder with one ``*.json`` / ``*.json.gz`` file per rank.
+        include_last_profiler_step: keep the last ProfilerStep (dropped by default, as in the
+            reference, because the profiler usually cuts it short).
+        parallel, max_workers, on_error, progress, cache: keyword-only loader options
+            (:class:`hta_lite.LoadOptions`), or ``options=LoadOptions(...)``. With
+            ``on_error="skip"`` the files not loaded are in ``skipped_files`` (``{path:
+            problem}``) and in :meth:`health`.
+
+    Raises:
+        TraceError: a file cannot be loaded (``on_error="raise"``), or no file can; the message
+            names the file and the problem.
+
+    Example:
+        >>> analysis = TraceAnalysis(trace_dir="sample_traces/two_ranks")
+        >>> analysis.get_temporal_breakdown(visualize=False)
+    """
+
+    @property
+    def t(self) -> HtaTrace:
+        """The reference's ``Trace`` object as far as notebooks use it: ``t.get_trace(rank)``
+        (all events of a rank in one frame, names decoded), ``t.get_all_traces()``,
+        ``t.get_ranks()``, ``t.get_iterations()``, ``t.decode_symbol_ids()``."""
+        return HtaTrace(self)

@@ -1,0 +1,127 @@
+"""Across ranks: Megatron-style timers and stragglers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+from ..analyses import stragglers, timers
+from ..analyses.timers import LogOption
+from .base import plots
+
+
+class CrossRank:
+    """Cross-rank methods of :class:`hta_lite.TraceAnalysis`."""
+
+    def get_annotation_timers(
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        source: str = "cpu",
+        ranks: Iterable[int] | None = None,
+        steps: Iterable[int] | None = None,
+    ) -> pd.DataFrame:
+        """Elapsed time of named regions (user annotations, and ``ProfilerStep``) per rank and
+        step, as Megatron's timers measure them (repeated or nested ranges of one name counted
+        once).
+
+        Args:
+            names: annotation names (default: all); ``ProfilerStep`` for the steps.
+            source: ``"cpu"`` (``user_annotation``) or ``"gpu"`` (``gpu_user_annotation``).
+            ranks, steps: restrict (default: all). A name or step no selected rank has is a
+                ``SelectionError``.
+
+        Returns:
+            Tidy ``rank, step, name, elapsed_ms`` (step -1 outside every ProfilerStep).
+        """
+        return timers.annotation_timers(self.traces, names, source, ranks, steps)
+
+    def get_timers_across_ranks(
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        source: str = "cpu",
+        log_option: LogOption = "minmax",
+        normalizer: float = 1.0,
+        ranks: Iterable[int] | None = None,
+        steps: Iterable[int] | None = None,
+        visualize: bool = False,
+    ) -> pd.DataFrame:
+        """Megatron's cross-rank view of :meth:`get_annotation_timers`: per name the sum over
+        steps divided by ``normalizer`` (ms), and ``log_option``: ``"max"`` (slowest rank),
+        ``"minmax"`` (fastest and slowest) or ``"all"`` (every rank); ranks without the timer
+        are left out.
+
+        Returns:
+            Indexed by timer name: ``max_ms, slowest_rank`` (``"max"``), ``min_ms, max_ms,
+            fastest_rank, slowest_rank`` (``"minmax"``), or one column per rank (``"all"``, NaN
+            where a rank did not record the timer).
+        """
+        tidy = self.get_annotation_timers(names, source=source, ranks=ranks, steps=steps)
+        table = timers.timers_across_ranks(tidy, log_option, normalizer)
+        if visualize:
+            minmax = timers.timers_across_ranks(tidy, "minmax", normalizer)
+            plots.show(plots.plot_timers_minmax(minmax))
+            plots.show(plots.plot_timer_heatmap(tidy))
+        return table
+
+    def timers_text(
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        source: str = "cpu",
+        log_option: LogOption = "minmax",
+        normalizer: float = 1.0,
+        ranks: Iterable[int] | None = None,
+        steps: Iterable[int] | None = None,
+    ) -> str:
+        """:meth:`get_timers_across_ranks` in Megatron-LM's log format
+        (``(min, max) time across ranks (ms):`` then one line per timer)."""
+        table = self.get_timers_across_ranks(
+            names,
+            source=source,
+            log_option=log_option,
+            normalizer=normalizer,
+            ranks=ranks,
+            steps=steps,
+        )
+        return timers.megatron_text(table, log_option)
+
+    def get_potential_stragglers(
+        self,
+        profiler_steps: Iterable[int] | None = None,
+        num_candidates: int = 2,
+        visualize: bool = False,
+    ) -> list[int]:
+        """The reference's straggler finder: the ranks whose long communication kernels start
+        latest, most often first (``num_candidates`` per step).
+
+        Args:
+            profiler_steps: steps to use (default: all profiled; absent: ``SelectionError``).
+
+        Returns:
+            Ranks, most frequent candidate first; empty with fewer than two ranks with
+            collectives.
+        """
+        found = stragglers.potential_stragglers(self.traces, profiler_steps, num_candidates)
+        if visualize:
+            skew = stragglers.collective_skew(self.traces, steps=profiler_steps)
+            plots.show(plots.plot_rank_lateness(stragglers.rank_skew(skew)))
+        return found
+
+    def get_straggler_report(
+        self, *, steps: Iterable[int] | None = None, factor: float = 3.0
+    ) -> stragglers.StragglerReport:
+        """Collectives matched across ranks, how late each rank arrives, the stragglers (lateness
+        above ``factor`` x the median rank's) and why (compute, host or waiting).
+
+        Returns:
+            :class:`~hta_lite.analyses.stragglers.StragglerReport` with ``collectives``,
+            ``ranks``, ``stragglers``, ``causes`` (tables) and ``texts``; ``str()`` is the text.
+        """
+        skew = stragglers.collective_skew(self.traces, steps=steps)
+        lateness = stragglers.rank_skew(skew)
+        found = stragglers.find_stragglers(lateness, factor)
+        causes, texts = stragglers.explain(self.traces, lateness, found, steps)
+        return stragglers.StragglerReport(skew, lateness, found, causes, texts)

@@ -1,0 +1,172 @@
+"""``TraceDiff``: what changed between a control run and a test run.
+
+``compare_traces`` / ``ops_diff`` / ``visualize_*`` keep the reference's API and columns (folders
+are read with every ProfilerStep, the last one included, as the reference's diff reads them);
+``compare`` adds the diffs of the temporal breakdown, kernel time by type, top kernels, per-step
+time, the regression gate used by ``hta-lite diff`` and a text summary
+(:mod:`hta_lite.analyses.diff`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..analyses import diff
+from ..analyses.diff import Comparison, DeviceType
+from ..errors import RankNotFoundError
+from .analysis import TraceAnalysis
+from .base import plots
+
+__all__ = ["TraceDiff", "DeviceType", "Comparison"]
+
+
+def as_analysis(trace, every_step: bool = False) -> TraceAnalysis:
+    """A folder path or an already loaded ``TraceAnalysis``; a folder is loaded with every
+    ProfilerStep when ``every_step`` (the last one included, as the reference's diff does)."""
+    if isinstance(trace, TraceAnalysis):
+        return trace
+    return TraceAnalysis(trace_dir=trace, include_last_profiler_step=every_step, progress=False)
+
+
+def _ranks(analysis: TraceAnalysis, rank, label: str) -> list[int]:
+    if rank is None:
+        return analysis.ranks[:1]
+    ranks = [rank] if isinstance(rank, (int, np.integer)) else list(rank)
+    missing = [r for r in ranks if r not in analysis.traces]
+    if missing:
+        raise RankNotFoundError(
+            analysis.trace_dir,
+            f"{label}: rank(s) {missing} not loaded; loaded ranks: {analysis.ranks}",
+        )
+    return ranks
+
+
+class TraceDiff:
+    """Compare a control trace (folder or loaded ``TraceAnalysis``) with a test one."""
+
+    @classmethod
+    def compare_traces(
+        cls,
+        control,
+        test,
+        control_rank: int | list[int] | None = None,
+        test_rank: int | list[int] | None = None,
+        control_iteration: int | list[int] | None = None,
+        test_iteration: int | list[int] | None = None,
+        device_type: DeviceType = DeviceType.ALL,
+        use_short_name: bool = False,
+        *,
+        control_label: str = "Control",
+        test_label: str = "Test",
+    ) -> pd.DataFrame:
+        """Counts and total duration of every operator and kernel name, control vs test.
+
+        Args:
+            control, test: trace folders (read with every ProfilerStep) or ``TraceAnalysis``.
+            control_rank, test_rank: rank(s) of each (default: the first).
+            control_iteration, test_iteration: ProfilerStep(s) of each (default: the first
+                profiled step; the whole trace without steps). An iteration a trace does not
+                have is a ``SelectionError`` (a ``ValueError``) naming the trace and its steps.
+            device_type: ``DeviceType.CPU``, ``GPU`` or ``ALL`` events.
+            use_short_name: group by shortened names (templates and arguments cut).
+            control_label, test_label: column prefixes.
+
+        Returns:
+            Indexed by ``name`` (``short_name``): ``Control_counts``, ``Control_total_duration``
+            (µs), ``Test_counts``, ``Test_total_duration``, ``diff_counts``, ``diff_duration``
+            (test minus control), ``counts_change_categories`` ('+', '-', '=').
+        """
+        sides = []
+        for trace, rank, iteration, label in (
+            (control, control_rank, control_iteration, control_label),
+            (test, test_rank, test_iteration, test_label),
+        ):
+            analysis = as_analysis(trace, every_step=True)
+            ranks = _ranks(analysis, rank, label)
+            steps = diff.selected_iterations(
+                analysis.traces, ranks, iteration, label, analysis.trace_dir
+            )
+            sides.append(
+                diff.ops_summary(analysis.traces, ranks, steps, device_type, use_short_name)
+            )
+        index_name = "short_name" if use_short_name else "name"
+        return diff.compare_ops(*sides, control_label, test_label, index_name)
+
+    @classmethod
+    def ops_diff(
+        cls,
+        control,
+        test,
+        control_rank: int | list[int] | None = None,
+        test_rank: int | list[int] | None = None,
+        control_iteration: int | list[int] | None = None,
+        test_iteration: int | list[int] | None = None,
+        device_type: DeviceType = DeviceType.ALL,
+    ) -> dict[str, list[str]]:
+        """Operator and kernel names by change in count (arguments of :meth:`compare_traces`).
+
+        Returns:
+            ``{"added", "deleted", "increased", "decreased", "unchanged"}`` -> list of names.
+        """
+        comp = cls.compare_traces(
+            control, test, control_rank, test_rank, control_iteration, test_iteration, device_type
+        )
+        return diff.ops_changes(comp, "Control", "Test")
+
+    @classmethod
+    def visualize_counts_diff(
+        cls, df: pd.DataFrame, show_image: bool = True, export_image_path: str | None = None,
+        *, top: int = 30,
+    ):  # fmt: skip
+        """Bar chart of the ``top`` largest count changes of :meth:`compare_traces`; shown
+        with ``show_image`` (in a notebook), written to ``export_image_path`` (.html, or an
+        image format with kaleido). Returns the plotly figure."""
+        title = "Change in count (test - control)"
+        return _diff_figure(df, "diff_counts", title, show_image, export_image_path, top)
+
+    @classmethod
+    def visualize_duration_diff(
+        cls, df: pd.DataFrame, show_image: bool = True, export_image_path: str | None = None,
+        *, top: int = 30,
+    ):  # fmt: skip
+        """Bar chart of the ``top`` largest duration changes (µs), as :meth:`visualize_counts_diff`."""
+        title = "Change in total duration (µs, test - control)"
+        return _diff_figure(df, "diff_duration", title, show_image, export_image_path, top)
+
+    @classmethod
+    def compare(
+        cls,
+        control,
+        test,
+        control_rank: int | None = None,
+        test_rank: int | None = None,
+        *,
+        threshold: float = 0.05,
+        top: int = 10,
+    ) -> Comparison:
+        """Beyond the reference: temporal, kernel-type, top-kernel and per-step diffs of one rank
+        of each trace (the first by default; folders read with the last step left out), the
+        regression gate (median GPU busy time per step up by more than ``threshold``) and a
+        text summary.
+
+        Returns:
+            :class:`~hta_lite.analyses.diff.Comparison` with ``ops``, ``temporal``,
+            ``kernel_types``, ``top_kernels`` (``top`` largest changes), ``steps``, ``gate``
+            (dict) and ``summary`` (text).
+        """
+        c, t = as_analysis(control), as_analysis(test)
+        c_rank, t_rank = _ranks(c, control_rank, "control")[0], _ranks(t, test_rank, "test")[0]
+        note = f"control rank {c_rank} of {c.ranks} vs test rank {t_rank} of {t.ranks}"
+        ops = cls.compare_traces(c, t, c_rank, t_rank)
+        return diff.compare_ranks(c.traces[c_rank], t.traces[t_rank], ops, note, threshold, top)
+
+
+def _diff_figure(df, column, title, show_image, export_image_path, top):
+    fig = plots.plot_diff(df, column, title, top)
+    if show_image:
+        plots.show(fig)
+    if export_image_path:
+        path = str(export_image_path)
+        fig.write_html(path) if path.endswith(".html") else fig.write_image(path)
+    return fig

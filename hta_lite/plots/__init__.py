@@ -1,0 +1,53 @@
+"""Figure builders: DataFrame in, ``plotly.graph_objects.Figure`` out (no computation), one
+module per family of analyses. ``show(fig)`` displays a figure only inside a notebook kernel,
+so ``visualize=True`` never opens a browser or blocks a batch script.
+"""
+
+from .base import in_notebook, label, labels, show
+from .breakdowns import (
+    plot_comm_comp_overlap,
+    plot_idle_time_breakdown,
+    plot_kernel_distribution,
+    plot_kernel_type_pie,
+    plot_kernel_type_pies_per_rank,
+    plot_step_breakdown,
+    plot_temporal_breakdown,
+    plot_user_annotation_breakdown,
+)
+from .counters import (
+    plot_frequent_sequences,
+    plot_launch_stats,
+    plot_memory_bw,
+    plot_queue_length,
+)
+from .cross_rank import (
+    plot_rank_lateness,
+    plot_timer_heatmap,
+    plot_timers_minmax,
+)
+from .diff import (
+    plot_diff,
+)
+
+__all__ = [
+    "in_notebook",
+    "label",
+    "labels",
+    "show",
+    "plot_temporal_breakdown",
+    "plot_idle_time_breakdown",
+    "plot_comm_comp_overlap",
+    "plot_kernel_type_pie",
+    "plot_kernel_type_pies_per_rank",
+    "plot_kernel_distribution",
+    "plot_user_annotation_breakdown",
+    "plot_step_breakdown",
+    "plot_launch_stats",
+    "plot_queue_length",
+    "plot_memory_bw",
+    "plot_frequent_sequences",
+    "plot_timers_minmax",
+    "plot_timer_heatmap",
+    "plot_rank_lateness",
+    "plot_diff",
+]

@@ -1,0 +1,68 @@
+"""Figures across ranks: timers, stragglers."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+
+from .base import label, labels
+
+
+def plot_timers_minmax(table: pd.DataFrame) -> go.Figure:
+    """Per timer, the fastest and slowest rank (ms): the gap is the imbalance."""
+    names = labels(table.index)
+    fig = go.Figure(
+        [
+            go.Bar(
+                x=names,
+                y=table["min_ms"],
+                name="min across ranks",
+                hovertext=[f"rank {r}" for r in table["fastest_rank"]],
+            ),
+            go.Bar(
+                x=names,
+                y=table["max_ms"],
+                name="max across ranks",
+                hovertext=[f"rank {r}" for r in table["slowest_rank"]],
+            ),
+        ]
+    )
+    fig.update_layout(
+        title="Timers: (min, max) across ranks", yaxis_title="Time (ms)", barmode="group"
+    )
+    return fig
+
+
+def plot_timer_heatmap(tidy: pd.DataFrame, name: str | None = None) -> go.Figure:
+    """Rank x step heatmap of one timer (ProfilerStep by default, else the first timer)."""
+    names = tidy["name"].unique().tolist()
+    name = name or ("ProfilerStep" if "ProfilerStep" in names else (names[0] if names else ""))
+    grid = tidy[tidy["name"] == name].pivot_table(
+        index="rank", columns="step", values="elapsed_ms", aggfunc="sum"
+    )
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid.to_numpy(),
+            x=[str(c) for c in grid.columns],
+            y=[str(r) for r in grid.index],
+            colorbar={"title": "ms"},
+            hovertemplate="rank %{y}, step %{x}: %{z:.2f} ms<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=f"{label(name)}: time per rank and step", xaxis_title="Step", yaxis_title="Rank"
+    )
+    return fig
+
+
+def plot_rank_lateness(lateness: pd.DataFrame) -> go.Figure:
+    fig = px.bar(
+        lateness,
+        x=lateness["rank"].astype(str),
+        y="lateness_us",
+        hover_data=["max_skew_us", "last_arrivals", "collectives"],
+        title="How late each rank reaches its collectives",
+        labels={"x": "Rank", "lateness_us": "Lateness per step (µs)"},
+    )
+    return fig
