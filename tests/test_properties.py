@@ -224,3 +224,60 @@ def test_document_decode_matches_json_whatever_the_layout(before, after, names, 
     assert (
         one_pass is not None and one_pass.metadata == decoded.metadata
     )  # this layout always takes the fast path
+
+
+@st.composite
+def nested_intervals(draw):
+    """Well-nested intervals on a few threads, as a call stack makes them: each step opens an
+    event or closes the innermost one, time never going back (equal times, zero-length events
+    and events that touch included). Returns ``(thread, ts, end)`` lists in a shuffled order."""
+    rows = []
+    for thread in range(draw(st.integers(1, 3))):
+        stack, now = [], 0
+        for op in draw(st.lists(st.sampled_from(["open", "close"]), min_size=1, max_size=40)):
+            now += draw(st.sampled_from([0, 0, 1, 3]))
+            if op == "open":
+                stack.append(len(rows))
+                rows.append([thread, now, None])
+            elif stack:
+                rows[stack.pop()][2] = now
+        for i in stack:
+            rows[i][2] = now + 1
+    order = draw(st.permutations(range(len(rows))))
+    return [rows[i] for i in order]
+
+
+def stack_walk(rows):
+    """Reference: per thread, events by (start, longest first, row); pop the events that ended
+    at or before this start; depth = stack size, parent = top."""
+    depth, parent = [0] * len(rows), [-1] * len(rows)
+    for thread in {r[0] for r in rows}:
+        mine = sorted((r[1], -r[2], i) for i, r in enumerate(rows) if r[0] == thread)
+        stack = []
+        for ts, _, i in mine:
+            while stack and rows[stack[-1]][2] <= ts:
+                stack.pop()
+            depth[i], parent[i] = len(stack), stack[-1] if stack else -1
+            stack.append(i)
+    return depth, parent
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(rows=nested_intervals())
+def test_nesting_matches_a_call_stack_walk(rows):
+    import pandas as pd
+
+    from hta_lite.load.links import nesting
+
+    table = pd.DataFrame(
+        {
+            "pid": 1,
+            "tid": [r[0] for r in rows],
+            "ts": np.array([r[1] for r in rows], np.int64),
+            "dur": np.array([r[2] - r[1] for r in rows], np.int64),
+        }
+    )
+    depth, parent = nesting(table)
+    expected_depth, expected_parent = stack_walk(rows)
+    assert depth.tolist() == expected_depth
+    assert parent.tolist() == expected_parent

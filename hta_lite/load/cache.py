@@ -29,7 +29,7 @@ from .rank_trace import RankTrace
 
 TEXT_DTYPE = pd.Index([], dtype=TEXT).dtype
 
-FORMAT_VERSION = 2  # 2: kernel_counters table
+FORMAT_VERSION = 3  # 2: kernel_counters table; 3: nesting of zero-length events fixed
 TABLES = RankTrace.TABLES
 _SAMPLE = 1 << 20
 

@@ -105,6 +105,15 @@ def nesting(cpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     ends_before = np.searchsorted(end_key, start_key[order], side="right") - np.searchsorted(
         end_key, sorted_thread * width, side="left"
     )
+    # zero-length events end where they start: those at my start that sort at or after me (they
+    # sort last among the events starting there) have not ended before me
+    sorted_ts = ts[order]
+    new_start = np.ones(n, bool)
+    new_start[1:] = (sorted_thread[1:] != sorted_thread[:-1]) | (sorted_ts[1:] != sorted_ts[:-1])
+    group = np.cumsum(new_start) - 1
+    group_end = np.append(np.flatnonzero(new_start)[1:], n)
+    zero_length = np.bincount(group, weights=(end == ts)[order], minlength=len(group_end))
+    ends_before -= np.minimum(zero_length[group].astype(np.int64), group_end[group] - np.arange(n))
     sorted_depth = np.maximum(starts_before - ends_before, 0)
     depth = np.empty(n, np.int64)
     depth[order] = sorted_depth
