@@ -10,6 +10,7 @@ SHARED = ROOT.parent / "shared"  # present in the project's workspace, absent in
 SHARED_TRACES = SHARED / "traces"
 SHARED_REFERENCE = SHARED / "reference" / "traceinsight-0.6.1.json"
 SAMPLES = ROOT / "sample_traces"
+DATA = Path(__file__).parent / "data"  # small traces the tests need, vendored (README there)
 sys.path.insert(0, str(Path(__file__).parent))
 
 

@@ -26,6 +26,7 @@ from ..load.rank_trace import RankTrace
 from .common import select, us, wanted
 
 IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")
+STATS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
 
 
 def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.DataFrame:
@@ -126,11 +127,11 @@ def idle_time_breakdown(
     stats = None
     if show_idle_interval_stats:
         gaps = pd.concat(all_gaps, ignore_index=True) if all_gaps else idle_gaps_empty()
+        keys = ["rank", "stream", "idle_category"]
         stats = (
-            gaps.groupby(["rank", "stream", "idle_category"], observed=True)["idle_interval"]
-            .describe()
-            .round(2)
-            .reset_index()
+            gaps.groupby(keys, observed=True)["idle_interval"].describe().round(2).reset_index()
+            if len(gaps)
+            else pd.DataFrame(columns=keys + list(STATS))
         )
         stats["idle_category"] = stats["idle_category"].astype(str)
     return result, stats
