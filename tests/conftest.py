@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,12 +17,33 @@ DATA = Path(__file__).parent / "data"  # small traces the tests need, vendored (
 sys.path.insert(0, str(Path(__file__).parent))
 
 
-def pytest_configure(config):
-    """Keep the tests' Parquet cache out of the user's cache folder."""
-    import os
-    import tempfile
+_CACHE = None
 
-    os.environ.setdefault("HTA_LITE_CACHE_DIR", tempfile.mkdtemp(prefix="hta_lite-test-cache-"))
+
+def pytest_configure(config):
+    """Keep the tests' Parquet cache out of the user's cache folder (removed at the end)."""
+    global _CACHE
+    if "HTA_LITE_CACHE_DIR" not in os.environ:
+        _CACHE = tempfile.mkdtemp(prefix="hta_lite-test-cache-")
+        os.environ["HTA_LITE_CACHE_DIR"] = _CACHE
+
+
+def pytest_unconfigure(config):
+    if _CACHE:
+        shutil.rmtree(_CACHE, ignore_errors=True)
+
+
+needs_shared = pytest.mark.skipif(
+    not SHARED_TRACES.is_dir(),
+    reason="needs ../shared (the workspace's real traces and reference answers), absent in a clone",
+)
+
+
+def shared_reference(path: Path = SHARED_REFERENCE) -> dict:
+    """A reference-answers file of ../shared, {} when absent (its tests are skipped)."""
+    import json
+
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def shared_cases() -> dict[str, Path]:

@@ -89,12 +89,12 @@ EVENT = st.one_of(
 
 
 def _load(events: list) -> TraceAnalysis | None:
-    folder = Path(tempfile.mkdtemp())
-    (folder / "rank0.json").write_text(json.dumps({"traceEvents": events}))
-    try:
-        return TraceAnalysis(trace_dir=folder, parallel=False, progress=False)
-    except TraceError:
-        return None
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "rank0.json").write_text(json.dumps({"traceEvents": events}))
+        try:
+            return TraceAnalysis(trace_dir=folder, parallel=False, progress=False, cache=False)
+        except TraceError:
+            return None
 
 
 @settings(
@@ -134,12 +134,12 @@ def test_random_traces_load_or_raise_trace_error_and_invariants_hold(events):
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(st.binary(max_size=200))
 def test_random_bytes_never_raise_raw_errors(data):
-    folder = Path(tempfile.mkdtemp())
-    (folder / "rank0.json").write_bytes(data)
-    try:
-        TraceAnalysis(trace_dir=folder, parallel=False, progress=False)
-    except TraceError:
-        pass
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "rank0.json").write_bytes(data)
+        try:
+            TraceAnalysis(trace_dir=folder, parallel=False, progress=False, cache=False)
+        except TraceError:
+            pass
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)

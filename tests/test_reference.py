@@ -9,16 +9,15 @@ separately that our own value differs only by that rounding.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
-from conftest import SHARED_REFERENCE, shared_cases
+from conftest import needs_shared, shared_cases, shared_reference
 from hta_emulation import emulate_reference, syncs_as_work
 
 from hta_lite import TraceAnalysis
 
-REFERENCE = json.loads(SHARED_REFERENCE.read_text())
+REFERENCE = shared_reference()
+pytestmark = needs_shared
 CASES = shared_cases()
 ANSWERED = sorted(c for c in CASES if isinstance(REFERENCE[c]["temporal_breakdown"], list))
 PCT = ["idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"]

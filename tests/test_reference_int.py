@@ -11,13 +11,12 @@ show (else the entry is stale and the test says so).
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from conftest import SHARED, shared_cases
+from conftest import SHARED, shared_cases, shared_reference
 
 from hta_lite import TraceAnalysis
 
@@ -66,11 +65,7 @@ def int_root(tmp_path_factory):
     return root
 
 
-REFERENCE = (
-    json.loads((SHARED / "reference" / "traceinsight-0.6.1-int.json").read_text())
-    if (SHARED / "reference" / "traceinsight-0.6.1-int.json").exists()
-    else {}
-)
+REFERENCE = shared_reference(SHARED / "reference" / "traceinsight-0.6.1-int.json")
 CASES = shared_cases()
 
 
