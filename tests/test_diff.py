@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 from decimal import Decimal
 
 import pytest
-from conftest import SAMPLES, shared_cases
+from conftest import SAMPLES, needs_shared, shared_cases
 from synth import TraceBuilder
 
 from hta_lite import DeviceType, TraceAnalysis, TraceDiff
@@ -58,6 +58,7 @@ def control_test():
     )
 
 
+@needs_shared
 def test_compare_traces_columns_match_raw_json(control_test):
     control, test = control_test
     df = TraceDiff.compare_traces(control, test)
@@ -96,6 +97,7 @@ def test_compare_traces_columns_match_raw_json(control_test):
     assert set(sets["unchanged"]) == {n for n in names if t_counts[n] == c_counts[n] > 0}
 
 
+@needs_shared
 def test_compare_beyond_reference(control_test):
     result = TraceDiff.compare(*control_test)
     assert result.ranks == "control rank 3 of [3] vs test rank 1 of [1]"
@@ -179,6 +181,7 @@ def test_gate_exit_codes(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
+@needs_shared
 def test_cpu_only_and_different_rank_counts():
     cpu = TraceDiff.compare_traces(
         CASES["cpu_only"], CASES["no_distributed_info"], device_type=DeviceType.CPU
@@ -190,7 +193,7 @@ def test_cpu_only_and_different_rank_counts():
         TraceDiff.compare_traces(SAMPLES / "two_ranks", CASES["ns_resolution"], control_rank=5)
 
 
-@pytest.mark.skipif("diff_control" not in CASES, reason="needs ../shared/traces")
+@needs_shared
 def test_last_step_compared_as_the_reference_does():
     """Folders are read with every step, so the last one can be compared (traceinsight 0.6.1 on
     these folders, step 1014: 432 names, 203 '-', 162 '=', 67 '+'; run 2026-11-30)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import SAMPLES, shared_cases
+from conftest import DATA, SAMPLES, needs_shared, shared_cases
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
@@ -72,6 +72,7 @@ def test_excluded_gpu_events_are_accounted(case):
         assert len(trace.gpu) + excluded == gpu_raw
 
 
+@needs_shared
 def test_ns_resolution_timestamps_are_exact():
     path = files_of(CASES["ns_resolution"])[0]
     _, events = raw_events(path)
@@ -141,7 +142,7 @@ def test_parallel_and_serial_give_the_same_tables():
 
 
 def test_cpu_only_trace_loads_and_says_so():
-    a = TraceAnalysis(trace_dir=CASES["cpu_only"])
+    a = TraceAnalysis(trace_dir=DATA / "cpu_only")
     assert a.ranks == [34]
     assert a.traces[34].is_cpu_only
     assert a.get_temporal_breakdown(visualize=False)["kernel_time(us)"].isna().all()
