@@ -1,4 +1,5 @@
-"""Build hook for the optional C accelerator (``hta_lite.load._fastjson``); all metadata is in pyproject.toml.
+"""Build hook for the optional C accelerator (``hta_lite.load._fastjson``); all metadata is in
+pyproject.toml.
 
 ``optional=True``: without a C compiler the package still installs and loads traces through the
 pure-Python (msgspec) path, with identical results.

@@ -1,6 +1,7 @@
 """Child process of the benchmarks: run one job, print JSON with seconds and peak RSS.
 
-Usage: python _measure.py JOB PATH   (JOB: ours | ours_warm | reference | floor | analyses_ours | analyses_reference)
+Usage: python _measure.py JOB PATH
+    JOB: ours | ours_warm | reference | floor | analyses_ours | analyses_reference
 ``ours`` runs with the cache off; ``ours_warm`` with the cache in $HTA_LITE_CACHE_DIR (filled by
 the caller beforehand).
 """

@@ -42,7 +42,8 @@ def main() -> None:
     both = [c for c in ours if isinstance(ref.get(c), float)]
     mine, theirs = sum(ours[c] for c in both), sum(ref[c] for c in both)
     print(
-        f"| **whole suite** ({len(both)} calls) | {mine:.4f} | {theirs:.4f} | {theirs / mine:.0f}x |"
+        f"| **whole suite** ({len(both)} calls) | {mine:.4f} | {theirs:.4f}"
+        f" | {theirs / mine:.0f}x |"
     )
 
 

@@ -1,5 +1,5 @@
-"""Why msgspec, python-isal and the C decoder are there, and how hta_lite uses them: decode and gunzip
-timings on one trace (best of 5 in one process; a fresh process pays more for new memory).
+"""Why msgspec, python-isal and the C decoder are there, and how hta_lite uses them: decode and
+gunzip timings on one trace (best of 5 in one process; a fresh process pays more for new memory).
 
     python benchmarks/bench_decode.py [TRACE.json.gz]
 """

@@ -1,4 +1,5 @@
-"""Cold-load benchmark: hta_lite vs the reference (traceinsight) vs the floor (gunzip + orjson.loads).
+"""Cold-load benchmark: hta_lite vs the reference (traceinsight) vs the floor (gunzip +
+orjson.loads).
 
 Each measurement runs in a fresh process (imports excluded from the time); the jobs of one
 trace take turns, ``--repeat`` rounds, so that each sees the same machine load; the table
@@ -86,7 +87,9 @@ def main() -> None:
     folders = [(f, mb) for f, mb in folders if mb >= args.min_mb]
     results = {}
     print(
-        "| trace | MB (json) | hta_lite cold s | no C s | hta_lite warm s | reference s | floor s | cold speedup | no C speedup | warm speedup | cold vs floor | RSS hta_lite MB | RSS ref MB |"
+        "| trace | MB (json) | hta_lite cold s | no C s | hta_lite warm s | reference s | floor s"
+        " | cold speedup | no C speedup | warm speedup | cold vs floor | RSS hta_lite MB"
+        " | RSS ref MB |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as cache_dir:
@@ -116,8 +119,10 @@ def main() -> None:
             warm_speedup = f"{ref['seconds'] / warm['seconds']:.0f}x" if ref else "-"
             ref_rss = f"{ref['peak_rss_mb']:.0f}" if ref else "-"
             print(
-                f"| {folder.name} | {mb:.1f} | {ours['seconds']:.3f} | {no_c['seconds']:.3f} | {warm['seconds']:.3f} | {ref_s} | {floor['seconds']:.3f} | {speedup} | {no_c_speedup} | "
-                f"{warm_speedup} | {ours['seconds'] / floor['seconds']:.2f}x | {ours['peak_rss_mb']:.0f} | {ref_rss} |",
+                f"| {folder.name} | {mb:.1f} | {ours['seconds']:.3f} | {no_c['seconds']:.3f}"
+                f" | {warm['seconds']:.3f} | {ref_s} | {floor['seconds']:.3f} | {speedup}"
+                f" | {no_c_speedup} | {warm_speedup} | {ours['seconds'] / floor['seconds']:.2f}x"
+                f" | {ours['peak_rss_mb']:.0f} | {ref_rss} |",
                 flush=True,
             )
     if args.json:

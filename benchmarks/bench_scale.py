@@ -1,6 +1,7 @@
 """Scale: summarize a generated N-rank folder with bounded memory, and cold vs warm (cache) load.
 
-    python benchmarks/bench_scale.py --ranks 64 [--template ../shared/traces/hta/diff_control/control.json.gz]
+    python benchmarks/bench_scale.py --ranks 64
+        [--template ../shared/traces/hta/diff_control/control.json.gz]
         [--executor process|serial|dask] [--workdir /tmp/hta_scale]
 
 Generates the folder once (byte-for-byte copies of a real trace with distinct ranks), then in
@@ -67,12 +68,14 @@ def main() -> None:
         ("warm, from the cache", run(folder, args.executor, str(cache_dir))),
     ]
     print(
-        f"{args.ranks} ranks of {args.template.name} ({gz_mb:.0f} MB gzip), executor={args.executor}"
+        f"{args.ranks} ranks of {args.template.name} ({gz_mb:.0f} MB gzip),"
+        f" executor={args.executor}"
     )
     print("| run | seconds | parent peak RSS MB | largest worker peak RSS MB |\n|---|---|---|---|")
     for name, r in rows:
         print(
-            f"| {name} | {r['seconds']:.1f} | {r['parent_peak_rss_mb']:.0f} | {r['worker_peak_rss_mb']:.0f} |"
+            f"| {name} | {r['seconds']:.1f} | {r['parent_peak_rss_mb']:.0f}"
+            f" | {r['worker_peak_rss_mb']:.0f} |"
         )
 
 

@@ -3,8 +3,8 @@
 Used only to show that where our numbers differ from traceinsight 0.6.1 the
 difference comes from these defects (docs/differences-from-hta.md), not from
 the analysis formulas:
-1. when any ts is fractional, timestamps rounded to whole µs: ``ts`` up (ceil), ``ts + dur`` down (floor);
-   events shorter than their rounding shrink to zero (the reference: negative) length;
+1. when any ts is fractional, timestamps rounded to whole µs: ``ts`` up (ceil), ``ts + dur``
+   down (floor); events shorter than their rounding shrink to zero (the reference: negative) length;
 2. CPU operators that carry an ``args.stream`` (Triton launches) counted as GPU events;
 3. in the temporal breakdown only (:func:`syncs_as_work`), GPU-side synchronizations
    (``cuda_sync``) on a stream other than -1 counted as GPU work.
@@ -52,7 +52,8 @@ def _round_to_us(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def syncs_as_work(analysis):
-    """A shallow copy of ``analysis`` whose GPU-side syncs on a stream count as GPU work (defect 3)."""
+    """A shallow copy of ``analysis`` whose GPU-side syncs on a stream count as GPU work
+    (defect 3)."""
     out = copy.copy(analysis)
     out.traces = {}
     for rank, trace in analysis.traces.items():

@@ -1,4 +1,5 @@
-"""Queue length, memory bandwidth, augmented traces, launch stats, ATen op kernels, kernel sequences."""
+"""Queue length, memory bandwidth, augmented traces, launch stats, ATen op kernels, kernel
+sequences."""
 
 from __future__ import annotations
 

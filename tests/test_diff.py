@@ -149,7 +149,8 @@ def test_generated_pair_known_changes(tmp_path):
 
 def test_short_names():
     df_names = [
-        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, float)",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"
+        "(int, float)",
         "Memcpy HtoD (Pageable -> Device)",
     ]
     from hta_lite.classify import short_name

@@ -63,24 +63,51 @@ CALLS = {
 }
 # method -> a call whose filter matches nothing, and the error it must raise
 NO_MATCH = {
-    "get_temporal_breakdown": (lambda a: a.get_temporal_breakdown(False, ranks=[999]), RankNotFoundError),
-    "get_idle_time_breakdown": (lambda a: a.get_idle_time_breakdown(streams=[999], visualize=False), SelectionError),
-    "get_step_breakdown": (lambda a: a.get_step_breakdown(steps=[999], visualize=False), SelectionError),
+    "get_temporal_breakdown": (
+        lambda a: a.get_temporal_breakdown(False, ranks=[999]),
+        RankNotFoundError,
+    ),
+    "get_idle_time_breakdown": (
+        lambda a: a.get_idle_time_breakdown(streams=[999], visualize=False),
+        SelectionError,
+    ),
+    "get_step_breakdown": (
+        lambda a: a.get_step_breakdown(steps=[999], visualize=False),
+        SelectionError,
+    ),
     "get_annotation_timers": (lambda a: a.get_annotation_timers(["no such timer"]), SelectionError),
     "get_timers_across_ranks": (lambda a: a.get_timers_across_ranks(steps=[999]), SelectionError),
     "timers_text": (lambda a: a.timers_text(["no such timer"]), SelectionError),
     "get_potential_stragglers": (lambda a: a.get_potential_stragglers([999]), SelectionError),
     "get_straggler_report": (lambda a: a.get_straggler_report(steps=[999]), SelectionError),
-    "get_gpu_user_annotation_breakdown": (lambda a: a.get_gpu_user_annotation_breakdown(False, False, allowlist_patterns=["no such"]), SelectionError),
-    "get_aten_op_kernels_and_delay": (lambda a: a.get_aten_op_kernels_and_delay(sort_by=["no_column"]), SelectionError),
-    "get_frequent_cuda_kernel_sequences": (lambda a: a.get_frequent_cuda_kernel_sequences("no such op", "/tmp"), SelectionError),
-    "get_queue_length_time_series": (lambda a: a.get_queue_length_time_series([999]), RankNotFoundError),
+    "get_gpu_user_annotation_breakdown": (
+        lambda a: a.get_gpu_user_annotation_breakdown(False, False, allowlist_patterns=["no such"]),
+        SelectionError,
+    ),
+    "get_aten_op_kernels_and_delay": (
+        lambda a: a.get_aten_op_kernels_and_delay(sort_by=["no_column"]),
+        SelectionError,
+    ),
+    "get_frequent_cuda_kernel_sequences": (
+        lambda a: a.get_frequent_cuda_kernel_sequences("no such op", "/tmp"),
+        SelectionError,
+    ),
+    "get_queue_length_time_series": (
+        lambda a: a.get_queue_length_time_series([999]),
+        RankNotFoundError,
+    ),
     "get_memory_bw_summary": (lambda a: a.get_memory_bw_summary([999]), RankNotFoundError),
-    "get_cuda_kernel_launch_stats": (lambda a: a.get_cuda_kernel_launch_stats([999], visualize=False), RankNotFoundError),
-    "get_gpu_kernels_with_user_annotations": (lambda a: a.get_gpu_kernels_with_user_annotations(999), RankNotFoundError),
+    "get_cuda_kernel_launch_stats": (
+        lambda a: a.get_cuda_kernel_launch_stats([999], visualize=False),
+        RankNotFoundError,
+    ),
+    "get_gpu_kernels_with_user_annotations": (
+        lambda a: a.get_gpu_kernels_with_user_annotations(999),
+        RankNotFoundError,
+    ),
     "get_profiler_steps": (lambda a: a.get_profiler_steps(rank=999), RankNotFoundError),
     "gpu_events": (lambda a: a.gpu_events(999), RankNotFoundError),
-}  # fmt: skip
+}
 # what a trace without the needed events may answer with instead of an empty frame
 CLEAR_ERRORS = {
     "get_cupti_counter_data_with_operators": MissingDataError,  # no profiler ranges

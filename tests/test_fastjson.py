@@ -1,5 +1,6 @@
-"""The optional C decoder (``hta_lite.load._fastjson``) gives exactly what the msgspec path gives, or
-declines (returns None) and leaves the trace to the msgspec path. Skipped when it is not built."""
+"""The optional C decoder (``hta_lite.load._fastjson``) gives exactly what the msgspec path gives,
+or declines (returns None) and leaves the trace to the msgspec path. Skipped when it is not
+built."""
 
 from __future__ import annotations
 
@@ -85,7 +86,8 @@ ACCEPTED = {
     "escapes in kept strings": [
         {"ph": "X", "name": 'a"b\\c/\b\f\n\r\t\u00e9\U0001f600', "cat": "ü☃"}
     ],
-    "repeated keys: the last wins": '[{"ph": "X", "name": "a", "name": "b", "ts": 1, "ts": 2.5, "args": {"stream": 7}, "args": null}]',
+    "repeated keys: the last wins": '[{"ph": "X", "name": "a", "name": "b", "ts": 1, "ts": 2.5,'
+    ' "args": {"stream": 7}, "args": null}]',
     "empty events": [{}, {"ph": ""}],
     "times": [
         {"ph": "X", "ts": t, "dur": d}
@@ -139,7 +141,8 @@ ACCEPTED = {
         }
     ],
     "pids as text": [{"ph": "X", "pid": "Spans", "tid": None}, {"ph": "X", "pid": 3, "tid": "t"}],
-    "equal values held by distinct objects": '[{"ph": "X", "name": "AB", "pid": 1000}, {"ph": "X", "name": "\\u0041B", "pid": 2024}, {"ph": "X", "name": "AB", "pid": 1000}]',
+    "equal values held by distinct objects": '[{"ph": "X", "name": "AB", "pid": 1000},'
+    ' {"ph": "X", "name": "\\u0041B", "pid": 2024}, {"ph": "X", "name": "AB", "pid": 1000}]',
 }
 
 
@@ -204,7 +207,8 @@ def test_declines_what_it_does_not_handle(case):
 
 def test_declined_trace_still_loads_through_msgspec(tmp_path):
     (tmp_path / "rank0.json").write_text(
-        '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1e3, "dur": 5}]}'
+        '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1,'
+        ' "ts": 1e3, "dur": 5}]}'
     )
     decoded = dec.read_and_decode(tmp_path / "rank0.json")
     assert isinstance(decoded.events, EventList)
@@ -332,7 +336,8 @@ PLAIN_TIME = (
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(value=VALUES, ascii_only=st.booleans(), key=st.sampled_from(["zz", "id"]))
 def test_any_value_is_skipped_or_built_like_msgspec(value, ascii_only, key):
-    """An unknown key's value (validated, dropped) or an any-typed one (built), alone in an event."""
+    """An unknown key's value (validated, dropped) or an any-typed one (built), alone in an
+    event."""
     text = json.dumps([{"ph": "X", key: value}], ensure_ascii=ascii_only).encode(
         "utf-8", "surrogatepass"
     )
@@ -392,7 +397,8 @@ PLAIN_EVENT = st.fixed_dictionaries(
     ascii_only=st.booleans(),
 )
 def test_plain_kineto_events_take_the_c_path(events, indent, ascii_only):
-    """Events of the shapes real traces have are never declined (decimal ts / dur written as JSON numbers)."""
+    """Events of the shapes real traces have are never declined (decimal ts / dur written as
+    JSON numbers)."""
     decimals = {}
     for ev in events:  # decimal texts become placeholders, then bare JSON numbers
         for key in ("ts", "dur"):
@@ -407,7 +413,8 @@ def test_plain_kineto_events_take_the_c_path(events, indent, ascii_only):
 
 def test_times_are_exact_nanoseconds():
     fast = _c(
-        b'[{"ts": 1712195495519689.047, "dur": 0.5}, {"ts": -2.25}, {"dur": null}, {"ts": -0.0019, "dur": 1.0010}]'
+        b'[{"ts": 1712195495519689.047, "dur": 0.5}, {"ts": -2.25}, {"dur": null},'
+        b' {"ts": -0.0019, "dur": 1.0010}]'
     )
     ns, valid, n_subns = fast.times("ts")
     assert (

@@ -90,7 +90,10 @@ def test_ns_resolution_timestamps_are_exact():
 
 
 def test_epoch_timestamp_is_exact(tmp_path):
-    doc = '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1712195495519689.047, "dur": 1.001, "args": {"stream": 7}}]}'
+    doc = (
+        '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,'
+        ' "ts": 1712195495519689.047, "dur": 1.001, "args": {"stream": 7}}]}'
+    )
     (tmp_path / "t.json").write_text(doc)
     gpu = TraceAnalysis(trace_dir=tmp_path).gpu_events(0)
     assert gpu["ts"].iloc[0] == 1712195495519689047
@@ -98,7 +101,10 @@ def test_epoch_timestamp_is_exact(tmp_path):
 
 
 def test_metadata_read_whatever_its_position(tmp_path):
-    doc = b'{"traceEvents": [], "distributedInfo": {"rank": 5}, "displayTimeUnit": "ns", "baseTimeNanoseconds": 17}'
+    doc = (
+        b'{"traceEvents": [], "distributedInfo": {"rank": 5}, "displayTimeUnit": "ns",'
+        b' "baseTimeNanoseconds": 17}'
+    )
     (tmp_path / "a.json").write_bytes(doc)
     analysis = TraceAnalysis(trace_dir=tmp_path)
     assert analysis.ranks == [5]

@@ -1,4 +1,5 @@
-"""The notebooks run top to bottom (outputs are stripped in git, so they can only rot loudly here)."""
+"""The notebooks run top to bottom (outputs are stripped in git, so they can only rot loudly
+here)."""
 
 from __future__ import annotations
 

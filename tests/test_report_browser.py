@@ -1,4 +1,5 @@
-"""The HTML report in a real headless Chromium: no console errors, every chart rendered, names inert.
+"""The HTML report in a real headless Chromium: no console errors, every chart rendered, names
+inert.
 
 Needs Chromium (Debian package ``chromium``; ``.ci/run`` installs it) and playwright (test extra).
 Screenshots go to ``test-artifacts/``.
@@ -43,14 +44,18 @@ def open_page(path: Path, screenshot: str | None = None) -> dict:
             ),
         )
         page.goto(path.resolve().as_uri())
-        rendered = "Array.from(document.querySelectorAll('div.chart')).filter(d => d.querySelector('svg.main-svg')).length"
+        rendered = (
+            "Array.from(document.querySelectorAll('div.chart'))"
+            ".filter(d => d.querySelector('svg.main-svg')).length"
+        )
         page.wait_for_function(
             f"document.querySelectorAll('div.chart').length == {rendered}", timeout=30000
         )
         result = page.evaluate(
             """() => ({
                 charts: document.querySelectorAll('div.chart').length,
-                rendered: Array.from(document.querySelectorAll('div.chart')).filter(d => d.querySelector('svg.main-svg')).length,
+                rendered: Array.from(document.querySelectorAll('div.chart'))
+                    .filter(d => d.querySelector('svg.main-svg')).length,
                 images: document.querySelectorAll('img').length,
                 pwned: window.__pwned === true,
                 title: document.title,

@@ -39,15 +39,13 @@ def test_corpus_case(case, tmp_path):
 def test_source_trace_has_only_the_known_items(tmp_path):
     (tmp_path / "rank0.json").write_text(json.dumps(source_document()))
     health = TraceAnalysis(trace_dir=tmp_path, parallel=False).traces[0].health
-    assert (
-        health
-        == {
-            "launch calls without a GPU event in the trace": BASELINE_LAUNCHES_WITHOUT_KERNEL,  # cuLaunchKernel rows
-            "text pid (stored as -1)": 3,  # the "Spans" rows Kineto writes
-            "text tid (stored as -1)": 3,
-            "rank taken from the file name (no distributedInfo.rank)": 1,
-        }
-    )
+    assert health == {
+        # cuLaunchKernel rows
+        "launch calls without a GPU event in the trace": BASELINE_LAUNCHES_WITHOUT_KERNEL,
+        "text pid (stored as -1)": 3,  # the "Spans" rows Kineto writes
+        "text tid (stored as -1)": 3,
+        "rank taken from the file name (no distributedInfo.rank)": 1,
+    }
 
 
 @pytest.mark.parametrize("case", ["truncated_json", "empty_file", "json_list", "dangling_symlink"])
@@ -81,7 +79,8 @@ def test_errors_never_leak_raw_exceptions(tmp_path):
 
 
 def test_gzip_members_padding_and_trailing_bytes(tmp_path):
-    """Every gzip member is read (as gzip.decompress does); zero padding is fine; other trailing bytes are an error."""
+    """Every gzip member is read (as gzip.decompress does); zero padding is fine; other trailing
+    bytes are an error."""
     import gzip
 
     from hta_lite.errors import TraceReadError

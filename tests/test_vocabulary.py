@@ -32,7 +32,7 @@ def test_vocabulary_lists_are_disjoint():
 
 
 def test_hip_ext_launch_kernel_enqueues(tmp_path):
-    """RCCL kernels are launched with hipExtLaunchKernel: their stream must be in the queue model."""
+    """RCCL kernels are launched with hipExtLaunchKernel: their stream is in the queue model."""
     b = TraceBuilder()
     b.kernel(
         "ncclDevKernel_AllReduce", 10, 5, stream=4, launch_ts=1, launch_name="hipExtLaunchKernel"

@@ -1,5 +1,5 @@
-"""User annotations: ``record_function`` / NVTX ranges, as the GPU ran them (``gpu_user_annotation``,
-one range per device and stream) or on the CPU (``user_annotation``)."""
+"""User annotations: ``record_function`` / NVTX ranges, as the GPU ran them
+(``gpu_user_annotation``, one range per device and stream) or on the CPU (``user_annotation``)."""
 
 from __future__ import annotations
 

@@ -124,9 +124,10 @@ def time_blocked_on_full_queue(
     series_by_rank: Mapping[int, pd.DataFrame],
     max_queue_length: int = 1024,
 ) -> pd.DataFrame:
-    """One row per (rank, stream) that reached ``max_queue_length``: ``duration_at_max_queue_length``
-    (µs spent at or above it) and ``relative_duration_at_max_queue_length`` (share of the rank's
-    trace span). CUDA blocks the launching thread when 1024 operations are queued on a stream."""
+    """One row per (rank, stream) that reached ``max_queue_length``:
+    ``duration_at_max_queue_length`` (µs spent at or above it) and
+    ``relative_duration_at_max_queue_length`` (share of the rank's trace span). CUDA blocks the
+    launching thread when 1024 operations are queued on a stream."""
     rows = []
     for rank, series in series_by_rank.items():
         ts = series["ts"].to_numpy()

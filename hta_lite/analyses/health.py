@@ -31,7 +31,8 @@ def health_table(
     traces: Mapping[int, RankTrace], skipped_files: Mapping[str, str] | None = None
 ) -> pd.DataFrame:
     """Long table ``rank, file, item, count``: events read by phase and category, then every
-    counted problem. Files that could not be loaded appear with rank -1 and the error as ``item``."""
+    counted problem. Files that could not be loaded appear with rank -1 and the error as
+    ``item``."""
     rows = []
     for rank, trace in sorted(traces.items()):
         for key, count in sorted(trace.events_read.items()):

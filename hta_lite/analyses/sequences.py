@@ -27,7 +27,8 @@ COLUMNS = [
 
 
 def kernels_under_roots(trace: RankTrace, operator_name: str) -> pd.DataFrame:
-    """One row per GPU event launched under a root: ``root`` (cpu row), ``gpu_row``, ``name``, ``ts``, ``dur``."""
+    """One row per GPU event launched under a root: ``root`` (cpu row), ``gpu_row``, ``name``,
+    ``ts``, ``dur``. No CPU event named with ``operator_name`` is a :class:`SelectionError`."""
     cpu, gpu = trace.cpu, trace.gpu
     names = cpu["name"].astype(str)
     candidates = (

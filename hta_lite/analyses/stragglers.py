@@ -221,17 +221,22 @@ def explain(
         if extra["compute"] >= 0.5 * late and extra["compute"] >= extra["host_wait"]:
             cause, why = (
                 "compute-bound",
-                f"its GPU compute takes {extra['compute']:.0f} µs more per step than the median rank",
+                f"its GPU compute takes {extra['compute']:.0f} µs more per step than the median"
+                " rank",
             )
         elif extra["host_wait"] >= 0.5 * late:
             cause = "host-bound"
             why = (
-                f"its GPU waits {extra['host_wait']:.0f} µs more per step for the CPU to launch work (host_wait idle) than "
-                "the median rank: look at data loading, CPU operators and synchronizations on this rank"
+                f"its GPU waits {extra['host_wait']:.0f} µs more per step for the CPU to launch"
+                " work (host_wait idle) than the median rank: look at data loading, CPU"
+                " operators and synchronizations on this rank"
             )
         else:
             cause = "waiting on others"
-            why = "neither its compute nor its host launch time accounts for the delay; it is likely held up by communication or another rank"
+            why = (
+                "neither its compute nor its host launch time accounts for the delay; it is"
+                " likely held up by communication or another rank"
+            )
         rows.append(
             {
                 "rank": rank,
@@ -241,10 +246,12 @@ def explain(
             }
         )
         texts[rank] = (
-            f"Rank {rank} reaches its collectives {late:.0f} µs per step after the others, who wait for it. It is {cause}: {why}. "
-            f"Per step it spends {me['compute']:.0f} µs in compute kernels (median rank {typical['compute']:.0f}), "
-            f"{me['host_wait']:.0f} µs with the GPU waiting for the host (median {typical['host_wait']:.0f}) and "
-            f"{me['communication']:.0f} µs in communication (median {typical['communication']:.0f}), "
+            f"Rank {rank} reaches its collectives {late:.0f} µs per step after the others, who"
+            f" wait for it. It is {cause}: {why}. Per step it spends {me['compute']:.0f} µs in"
+            f" compute kernels (median rank {typical['compute']:.0f}), {me['host_wait']:.0f} µs"
+            f" with the GPU waiting for the host (median {typical['host_wait']:.0f}) and"
+            f" {me['communication']:.0f} µs in communication (median"
+            f" {typical['communication']:.0f}), "
             f"over {int(n_steps[rank])} step(s)."
         )
     return pd.DataFrame(rows), texts
@@ -285,9 +292,10 @@ def _explain_cpu(
             }
         )
         texts[rank] = (
-            f"Rank {rank} reaches its collectives {late:.0f} µs per step after the others, who wait for it. It is {cause}: "
-            f"its '{region}' region takes {excess:.0f} µs more per step than the median rank "
-            f"({per_rank.loc[region, rank]:.0f} vs {per_rank.loc[region].drop(rank).median():.0f} µs)."
+            f"Rank {rank} reaches its collectives {late:.0f} µs per step after the others, who"
+            f" wait for it. It is {cause}: its '{region}' region takes {excess:.0f} µs more per"
+            f" step than the median rank ({per_rank.loc[region, rank]:.0f} vs"
+            f" {per_rank.loc[region].drop(rank).median():.0f} µs)."
         )
     return pd.DataFrame(rows), texts
 

@@ -30,7 +30,8 @@ STEP_TIMER = "ProfilerStep"
 
 
 def _annotation_rows(trace: RankTrace, source: str) -> pd.DataFrame:
-    """Rows ``name, ts, dur, step`` of the annotations of a rank, ProfilerSteps named ``ProfilerStep``."""
+    """Rows ``name, ts, dur, step`` of the annotations of a rank (ProfilerStep#N named
+    ``ProfilerStep``)."""
     if source == "gpu":
         anno = trace.gpu_annotations
         gpu_steps = profiler_steps(anno.assign(cat=GPU_ANNOTATION_CATEGORY))
@@ -110,8 +111,8 @@ def annotation_timers(
 def timers_across_ranks(
     timers: pd.DataFrame, log_option: LogOption = "minmax", normalizer: float = 1.0
 ) -> pd.DataFrame:
-    """Per timer: ``min_ms``/``max_ms`` (``"minmax"``), ``max_ms`` (``"max"``) or one column per rank
-    (``"all"``, NaN where a rank did not record it). Values: sum over steps / ``normalizer``."""
+    """Per timer: ``min_ms``/``max_ms`` (``"minmax"``), ``max_ms`` (``"max"``) or one column per
+    rank (``"all"``, NaN where a rank did not record it). Values: sum over steps / normalizer."""
     if normalizer <= 0:
         raise ValueError("normalizer must be > 0")
     per_rank = timers.groupby(["name", "rank"])["elapsed_ms"].sum() / normalizer

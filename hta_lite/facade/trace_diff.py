@@ -130,7 +130,8 @@ class TraceDiff:
         cls, df: pd.DataFrame, show_image: bool = True, export_image_path: str | None = None,
         *, top: int = 30,
     ):  # fmt: skip
-        """Bar chart of the ``top`` largest duration changes (µs), as :meth:`visualize_counts_diff`."""
+        """Bar chart of the ``top`` largest duration changes (µs); as
+        :meth:`visualize_counts_diff`."""
         title = "Change in total duration (µs, test - control)"
         return _diff_figure(df, "diff_duration", title, show_image, export_image_path, top)
 

@@ -98,7 +98,8 @@ def load(root: Path, key: str) -> RankTrace | None:
 
 
 def _text_categories(df):
-    """Empty text categoricals come back from Arrow with object categories: restore the text dtype."""
+    """Empty text categoricals come back from Arrow with object categories: restore the text
+    dtype."""
     for name in df.columns:
         col = df[name]
         if isinstance(col.dtype, pd.CategoricalDtype) and col.cat.categories.dtype != TEXT_DTYPE:

@@ -104,7 +104,8 @@ def first_seen(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def to_category(values: Sequence) -> pd.Categorical:
-    """Strings (lists joined with ',', other values as text) -> pandas categorical; None is missing."""
+    """Strings (lists joined with ',', other values as text) -> pandas categorical (None:
+    missing)."""
     try:
         codes, categories = factorize(values)
     except TypeError:  # unhashable values (lists)
@@ -113,7 +114,8 @@ def to_category(values: Sequence) -> pd.Categorical:
 
 
 def category_from_codes(codes: np.ndarray, categories: list) -> pd.Categorical:
-    """As :func:`to_category`, from factorized values (``categories`` distinct, first-seen order)."""
+    """As :func:`to_category`, from factorized values (``categories``: distinct, first seen
+    first)."""
     if None in categories:
         none_code = categories.index(None)
         codes = np.where(codes == none_code, -1, codes - (codes > none_code))

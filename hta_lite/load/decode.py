@@ -315,8 +315,8 @@ def _events_end(data: bytes, first: int) -> int | None:
     """Position just past the ``]`` closing the events array, guessed from the file's end.
 
     Every ``]`` in the last 256 KiB (after ``first``, the start of the events) that follows
-    an event's ``}`` is tried: the earliest one after which the rest reads as the end of a JSON object
-    (``, "key": value ... }``) is the guess; later ones close metadata arrays such as
+    an event's ``}`` is tried: the earliest one after which the rest reads as the end of a JSON
+    object (``, "key": value ... }``) is the guess; later ones close metadata arrays such as
     ``deviceProperties``, and ones inside events leave unbalanced brackets. Each try
     decodes in place: the ``]`` is overwritten with ``{`` (and the comma after it with a space).
     """

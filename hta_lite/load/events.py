@@ -39,7 +39,8 @@ class EventList:
         return list(map(attrgetter(name), self.items))
 
     def factorized(self, name: str) -> tuple[np.ndarray, list]:
-        """Each row's code among the distinct values of the field (first-seen order), and those values."""
+        """Each row's code among the distinct values of the field (first seen first), and the
+        values."""
         return factorize(self.field(name))
 
     def category(self, name: str):
@@ -82,7 +83,8 @@ class EventColumns:
             {} if coded is None else coded
         )  # name -> (codes of every row, distinct values), text and pid / tid
         self._defaults = defaults
-        self._times = times  # name -> (int64 ns, uint8 state: 0 invalid, 1 valid, 2 valid with sub-ns digits dropped)
+        # name -> (int64 ns, uint8 state: 0 invalid, 1 valid, 2 valid with sub-ns digits dropped)
+        self._times = times
         self._args = args
         self._index = index
         self._arrays = (

@@ -132,7 +132,8 @@ def nesting(cpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def nearest_ancestor(parent: np.ndarray, is_target: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """For each of ``rows``, the closest ancestor (following ``parent``) where ``is_target``; -1 if none."""
+    """For each of ``rows``, the closest ancestor (following ``parent``) where ``is_target``
+    (-1: none)."""
     current = gather(parent, rows, -1)
     result = np.full(len(rows), -1, np.int64)
     pending = np.ones(len(rows), bool)

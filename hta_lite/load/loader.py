@@ -59,9 +59,9 @@ class LoadOptions:
         on_error: ``"raise"`` (default): the first unreadable file's error; ``"skip"``: keep the
             good ranks and list the bad files; ``"warn"``: the same, with a warning per file.
         progress: show a progress bar (default: when there is more than one file).
-        cache: the Parquet cache of parsed ranks (:mod:`hta_lite.load.cache`): ``None`` (default) lets
-            ``HTA_LITE_CACHE`` decide (on unless ``off``), ``False`` turns it off, ``True`` or a
-            folder turns it on (there).
+        cache: the Parquet cache of parsed ranks (:mod:`hta_lite.load.cache`): ``None``
+            (default) lets ``HTA_LITE_CACHE`` decide (on unless ``off``), ``False`` turns it off,
+            ``True`` or a folder turns it on (there).
     """
 
     include_last_profiler_step: bool = False
@@ -195,7 +195,7 @@ def _context():
 @contextmanager
 def process_pool(workers: int):
     """A process pool started with :func:`_context`. Python >= 3.12 warns that forking a process
-    with threads may deadlock; Arrow re-initializes its pools after fork, so the warning is muted."""
+    with threads may deadlock; Arrow re-initializes its pools after fork: the warning is muted."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
         with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:

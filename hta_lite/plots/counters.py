@@ -1,4 +1,5 @@
-"""Figures of the counters and launches: queue length, copy bandwidth, launch statistics, kernel sequences."""
+"""Figures of the counters and launches: queue length, copy bandwidth, launch statistics, kernel
+sequences."""
 
 from __future__ import annotations
 

@@ -74,8 +74,9 @@ def summarize_folder(
 
     Args:
         trace_dir: folder with one trace file per rank.
-        executor: ``"process"`` (default), ``"serial"``, ``"dask"`` or a ``dask.distributed.Client``.
-        options: :class:`hta_lite.load.loader.LoadOptions` (``max_workers``, ``on_error``, ``cache``,
+        executor: ``"process"`` (default), ``"serial"``, ``"dask"`` or a
+            ``dask.distributed.Client``.
+        options: :class:`hta_lite.LoadOptions` (``max_workers``, ``on_error``, ``cache``,
             ``include_last_profiler_step``; ``parallel`` and ``progress`` are not used), or the
             same as keyword arguments.
 

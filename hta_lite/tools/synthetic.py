@@ -146,7 +146,8 @@ def replicate_trace(
     template: str | Path, out_dir: str | Path, n_ranks: int, gz: bool = True
 ) -> Path:
     """``n_ranks`` byte-for-byte copies of a real trace, each with its own ``distributedInfo.rank``
-    (for scale benchmarks: the events are untouched, so every rank parses exactly like the template)."""
+    (for scale benchmarks: the events are untouched, so every rank parses exactly like the
+    template)."""
     import msgspec
 
     from ..load.decode import read_bytes

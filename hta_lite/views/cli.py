@@ -34,7 +34,8 @@ def _version() -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hta-lite",
-        description="Analyze a folder of PyTorch profiler (Kineto) traces: one *.json / *.json.gz file per rank.",
+        description="Analyze a folder of PyTorch profiler (Kineto) traces: one *.json /"
+        " *.json.gz file per rank.",
         epilog="Exit codes: 0 ok, 1 regression found, 2 usage or input error, 3 analysis failure."
         " Docs: docs/cli.md",
     )
@@ -84,7 +85,8 @@ def _parser() -> argparse.ArgumentParser:
         "diff",
         help="compare two trace folders; exit 1 on a GPU-time regression with --fail-on-regression",
         description="Compare a control and a test trace folder. The gate metric is the median over "
-        "ProfilerSteps of the GPU busy time launched per step (whole-trace GPU busy time without steps).",
+        "ProfilerSteps of the GPU busy time launched per step (whole-trace GPU busy time without"
+        " steps).",
     )
     diff.add_argument("control", help="baseline trace folder")
     diff.add_argument("test", help="new trace folder")

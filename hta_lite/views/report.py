@@ -19,13 +19,18 @@ from ..analyses.health import is_problem
 from ..facade.analysis import TraceAnalysis
 
 CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
-header{background:#22303c;color:#fff;padding:18px 28px}header h1{margin:0;font-size:22px}header p{margin:4px 0 0;opacity:.8}
-nav{padding:8px 28px;background:#e8ecf0;position:sticky;top:0;z-index:5}nav a{margin-right:14px;color:#22303c;text-decoration:none;font-size:14px}
-section{background:#fff;margin:18px 28px;padding:16px 22px;border-radius:6px;box-shadow:0 1px 3px rgba(0,0,0,.08)}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232a;
+background:#f6f7f9}
+header{background:#22303c;color:#fff;padding:18px 28px}header h1{margin:0;font-size:22px}
+header p{margin:4px 0 0;opacity:.8}
+nav{padding:8px 28px;background:#e8ecf0;position:sticky;top:0;z-index:5}
+nav a{margin-right:14px;color:#22303c;text-decoration:none;font-size:14px}
+section{background:#fff;margin:18px 28px;padding:16px 22px;border-radius:6px;
+box-shadow:0 1px 3px rgba(0,0,0,.08)}
 h2{margin-top:0;font-size:18px}p.note{color:#55606b;font-size:13px;margin-top:0}
-table{border-collapse:collapse;font-size:12.5px;margin:8px 0 14px;max-width:100%}th,td{border:1px solid #dde2e7;padding:3px 7px;text-align:right}
-th{background:#f0f3f6}td:first-child,th:first-child{text-align:left}.chart{min-height:360px}
+table{border-collapse:collapse;font-size:12.5px;margin:8px 0 14px;max-width:100%}
+th,td{border:1px solid #dde2e7;padding:3px 7px;text-align:right}th{background:#f0f3f6}
+td:first-child,th:first-child{text-align:left}.chart{min-height:360px}
 pre{background:#f4f6f8;padding:10px;overflow-x:auto;font-size:12.5px}
 """
 
@@ -54,7 +59,13 @@ class Report:
         fig.update_layout(
             height=fig.layout.height or height, margin={"l": 60, "r": 30, "t": 60, "b": 60}
         )
-        return f"<div class='chart'>{fig.to_html(full_html=False, include_plotlyjs=False, div_id=f'chart-{self.n_charts}', config={'displaylogo': False})}</div>"
+        div = fig.to_html(
+            full_html=False,
+            include_plotlyjs=False,
+            div_id=f"chart-{self.n_charts}",
+            config={"displaylogo": False},
+        )
+        return f"<div class='chart'>{div}</div>"
 
     def html(self) -> str:
         nav = "".join(f"<a href='#{a}'>{html.escape(h)}</a>" for a, h, _ in self.sections)
@@ -67,7 +78,8 @@ class Report:
             "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>{html.escape(self.title)}</title><style>{CSS}</style>"
             f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
-            f"<header><h1>{html.escape(self.title)}</h1><p>hta_lite {__version__} · generated {stamp}</p></header>"
+            f"<header><h1>{html.escape(self.title)}</h1>"
+            f"<p>hta_lite {__version__} · generated {stamp}</p></header>"
             f"<nav>{nav}</nav>{body}</body></html>"
         )
 
@@ -91,7 +103,8 @@ def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
     report.section(
         "overview",
         "Overview",
-        f"<p>{len(analysis.ranks)} rank(s) loaded from <code>{html.escape(str(analysis.trace_dir))}</code>.</p>",
+        f"<p>{len(analysis.ranks)} rank(s) loaded from"
+        f" <code>{html.escape(str(analysis.trace_dir))}</code>.</p>",
         _table(overview),
     )
 
@@ -101,7 +114,8 @@ def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
         report.section(
             "temporal",
             "Temporal breakdown",
-            "<p class='note'>Share of each rank's GPU span that was idle, computing, or only communicating / copying.</p>",
+            "<p class='note'>Share of each rank's GPU span that was idle, computing, or only"
+            " communicating / copying.</p>",
             _table(temporal),
             report.chart(plots.plot_temporal_breakdown(gpu_ranks)),
         )
@@ -109,7 +123,8 @@ def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
         report.section(
             "idle",
             "Idle time by cause",
-            "<p class='note'>host_wait: the CPU launched too late; kernel_wait: launch overhead below 30 µs; other: waiting on other streams or syncs.</p>",
+            "<p class='note'>host_wait: the CPU launched too late; kernel_wait: launch overhead"
+            " below 30 µs; other: waiting on other streams or syncs.</p>",
             report.chart(plots.plot_idle_time_breakdown(idle)),
             _table(idle),
         )
@@ -151,7 +166,8 @@ def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
     report.section(
         "health",
         "Trace health",
-        "<p class='note'>Events skipped, clamped or not linked while loading (see docs/health.md).</p>",
+        "<p class='note'>Events skipped, clamped or not linked while loading (see"
+        " docs/health.md).</p>",
         _table(problems, 200),
         "<h3>Per rank</h3>",
         _table(summary),
