@@ -182,6 +182,18 @@ def test_gate_exit_codes(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
+def test_could_not_run_is_not_a_regression(tmp_path, capsys, monkeypatch):
+    """A CI gate tells "slower" (1) from "broken": bad input (2), an analysis that failed (3)."""
+    control, test = _pair(tmp_path)
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(TraceDiff, "compare", broken)
+    assert main(["diff", str(control), str(test), "--fail-on-regression"]) == 3
+    assert "analysis failed: ZeroDivisionError: boom" in capsys.readouterr().err
+
+
 @needs_shared
 def test_cpu_only_and_different_rank_counts():
     cpu = TraceDiff.compare_traces(

@@ -26,6 +26,7 @@ DELIBERATE = {
 }
 # parameters hta_lite adds, keyword-only after the reference's, in every method
 ADDED = {"ranks", "output_dir", "control_label", "test_label", "top", "shortern_names", "rank"}
+ADDED |= {"visualize"}  # get_cupti_counter_data_with_operators
 
 
 def reference_signatures() -> dict:
@@ -192,3 +193,16 @@ def test_repr_says_ranks_steps_device_and_health(two_ranks, tmp_path):
     (tmp_path / "bad.json").write_text("{")
     text = repr(TraceAnalysis(trace_dir=tmp_path, on_error="skip", cache=False))
     assert "1 rank(s) [3]" in text and "1 file(s) not loaded" in text and ".health()" in text
+
+
+def test_cupti_view_in_cli_summary_and_report(cupti, two_ranks, tmp_path, capsys):
+    from hta_lite.views.cli import main
+    from hta_lite.views.report import build_report
+    from hta_lite.views.summary import summary_tables
+
+    table = summary_tables(cupti)["cupti_counters"]
+    assert table.loc[0, "operator"] == "aten::cudnn_convolution" and table["kernels"].sum() == 77
+    assert "cupti_counters" not in summary_tables(two_ranks)
+    assert main(["summarize", str(DATA / "cupti_profiler"), "--no-cache"]) == 0
+    assert "CUPTI counters by operator" in capsys.readouterr().out
+    assert "id='cupti'" in build_report(cupti) and "id='cupti'" not in build_report(two_ranks)

@@ -86,3 +86,25 @@ def counter_data_with_operators(trace: RankTrace) -> pd.DataFrame:
         columns=FIXED_COLUMNS,
     )
     return pd.concat([out, ranges[counters]], axis=1)
+
+
+def main_counter(df: pd.DataFrame) -> str:
+    """The column to chart: ``flops`` when the SASS instruction counters are there, else the
+    first counter."""
+    counters = list(df.columns[len(FIXED_COLUMNS) :])
+    return "flops" if df["flops"].notna().any() or not counters else counters[0]
+
+
+def by_operator(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Per rank and operator (the innermost ``cpu_op`` of the launches): ``rank, operator,
+    kernels``, and the sum over its kernels of ``flops`` and of every counter; by FLOPs."""
+    if not frames:
+        return pd.DataFrame(columns=["rank", "operator", "kernels", "flops"])
+    data = pd.concat(frames, ignore_index=True).rename(columns={"bottom_level_op": "operator"})
+    counters = ["flops", *[c for c in data.columns[len(FIXED_COLUMNS) :] if c != "operator"]]
+    grouped = data.groupby(["rank", "operator"])
+    out = grouped[counters].sum(min_count=1)
+    out.insert(0, "kernels", grouped.size())
+    return out.reset_index().sort_values(
+        ["rank", "flops"], ascending=[True, False], ignore_index=True
+    )

@@ -12,6 +12,7 @@ from ..analyses.common import select
 from ..errors import MissingDataError
 from ..tools import augment
 from ..tools.augment import TimeSeriesTypes
+from .base import plots
 
 
 class Counters:
@@ -122,7 +123,7 @@ class Counters:
         )
 
     def get_cupti_counter_data_with_operators(
-        self, ranks: Iterable[int] | None = None
+        self, ranks: Iterable[int] | None = None, *, visualize: bool = False
     ) -> list[pd.DataFrame]:
         """CUPTI range-profiler counters per kernel, with the operators that launched it
         (traces recorded with the profiler's CUPTI range-profiler mode: ``cuda_profiler_range``
@@ -130,6 +131,7 @@ class Counters:
 
         Args:
             ranks: ranks to include (default: all; the reference: rank 0).
+            visualize: show the FLOPs (or, without SASS counters, the first counter) per operator.
 
         Returns:
             One DataFrame per rank with profiler ranges: ``rank, name, ts, dur`` (ns, the
@@ -149,4 +151,8 @@ class Counters:
                 f"no cuda_profiler_range events in rank(s) {[t.rank for t in selected]}: record"
                 " with the CUPTI range profiler (docs/collecting-traces.md)",
             )
-        return [cupti.counter_data_with_operators(t) for t in with_ranges]
+        frames = [cupti.counter_data_with_operators(t) for t in with_ranges]
+        if visualize:
+            for df in frames:
+                plots.show(plots.plot_cupti_counters(df, cupti.main_counter(df)))
+        return frames

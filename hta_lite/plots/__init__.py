@@ -15,6 +15,7 @@ from .breakdowns import (
     plot_user_annotation_breakdown,
 )
 from .counters import (
+    plot_cupti_counters,
     plot_frequent_sequences,
     plot_launch_stats,
     plot_memory_bw,
@@ -42,6 +43,7 @@ __all__ = [
     "plot_kernel_distribution",
     "plot_user_annotation_breakdown",
     "plot_step_breakdown",
+    "plot_cupti_counters",
     "plot_launch_stats",
     "plot_queue_length",
     "plot_memory_bw",

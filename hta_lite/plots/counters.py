@@ -95,3 +95,16 @@ def plot_frequent_sequences(patterns: pd.DataFrame) -> go.Figure:
         labels={"x": "Pattern", "y": "Occurrences"},
     )
     return fig
+
+
+def plot_cupti_counters(df: pd.DataFrame, counter: str = "flops", top: int = 15) -> go.Figure:
+    """Bar per operator (the innermost ``cpu_op`` that launched the kernels): the sum of a CUPTI
+    counter (``flops`` by default) over its profiled kernels, the ``top`` largest."""
+    per_op = df.groupby("bottom_level_op")[counter].sum().sort_values(ascending=False).head(top)
+    fig = go.Figure(go.Bar(x=labels(per_op.index), y=per_op.to_numpy()))
+    fig.update_layout(
+        title=f"CUPTI counter {label(counter)} by operator (sum over its kernels)",
+        xaxis_title="operator (innermost cpu_op of the launch)",
+        yaxis_title=label(counter),
+    )
+    return fig

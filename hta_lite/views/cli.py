@@ -157,29 +157,12 @@ def _load(args: argparse.Namespace):
     return analysis
 
 
-def summary_tables(analysis) -> dict[str, pd.DataFrame]:
-    """The tables ``summarize`` prints and writes, by file stem."""
-    idle, _ = analysis.get_idle_time_breakdown(visualize=False)
-    type_df, kernel_df = analysis.get_gpu_kernel_breakdown(visualize=False)
-    top = kernel_df[kernel_df["name"] != "others"].sort_values("sum (us)", ascending=False).head(20)
-    health = analysis.health()
-    return {
-        "temporal_breakdown": analysis.get_temporal_breakdown(visualize=False),
-        "comm_comp_overlap": analysis.get_comm_comp_overlap(visualize=False),
-        "idle_time_breakdown": idle,
-        "kernel_type_breakdown": type_df,
-        "top_kernels": top.reset_index(drop=True),
-        "step_breakdown": analysis.get_step_breakdown(visualize=False),
-        "health_summary": analysis.health_summary(),
-        "health": health,
-    }
-
-
 def summarize(args: argparse.Namespace) -> int:
     import json
 
     from ..analyses.health import is_problem
     from .report import write_report
+    from .summary import HEADINGS, summary_tables
 
     analysis = _load(args)
     tables = summary_tables(analysis)
@@ -194,15 +177,9 @@ def summarize(args: argparse.Namespace) -> int:
             "display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60
         ):
             print(f"Loaded ranks {analysis.ranks} from {args.trace_dir}\n")
-            titles = {
-                "temporal_breakdown": "Temporal breakdown (µs, % of GPU span)",
-                "comm_comp_overlap": "Communication / computation overlap (%)",
-                "idle_time_breakdown": "Idle time by cause (µs)",
-                "kernel_type_breakdown": "GPU time by kernel type (µs, all ranks)",
-                "top_kernels": "Top kernels (µs)",
-                "step_breakdown": "Per-step breakdown (µs)",
-            }
-            for key, heading in titles.items():
+            for key, heading in HEADINGS.items():
+                if key not in tables:
+                    continue
                 table = tables[key]
                 if key == "top_kernels":
                     table = table.assign(name=table["name"].str.slice(0, 60)).head(10)

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from .. import __version__, plots
+from ..analyses import cupti
 from ..analyses.health import is_problem
 from ..facade.analysis import TraceAnalysis
 
@@ -160,6 +161,7 @@ def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
         report.section(
             "temporal", "GPU analyses", "<p>No GPU events: these traces are CPU-only.</p>"
         )
+    _cupti_section(report, analysis)
     _cross_rank_section(report, analysis)
     health = analysis.health()
     problems = health[health["item"].map(is_problem)]
@@ -192,6 +194,20 @@ def _counters_section(report: Report, analysis: TraceAnalysis) -> None:
         ]
     if parts:
         report.section("counters", f"Launch queue and memory bandwidth (rank {first})", *parts)
+
+
+def _cupti_section(report: Report, analysis: TraceAnalysis) -> None:
+    if not any(len(t.kernel_counters) for t in analysis.traces.values()):
+        return
+    frames = analysis.get_cupti_counter_data_with_operators()
+    report.section(
+        "cupti",
+        "CUPTI counters per operator",
+        "<p class='note'>Kernels replayed by the CUPTI range profiler, paired with their launch"
+        " calls in launch order; FLOPs from the SASS instruction counters.</p>",
+        *[report.chart(plots.plot_cupti_counters(df, cupti.main_counter(df))) for df in frames],
+        _table(cupti.by_operator(frames)),
+    )
 
 
 def _launch_section(report: Report, analysis: TraceAnalysis) -> None:

@@ -1,0 +1,75 @@
+"""The summary tables of a trace folder, in the order the CLI prints them and writes them (one
+file each) and the report shows them. A new analysis adds its table here: ``(file stem, heading,
+builder)``; a builder returns None when the traces lack what the table needs, and the table is
+left out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+
+from ..analyses import cupti
+
+
+def _top_kernels(analysis) -> pd.DataFrame:
+    _, kernel_df = analysis.get_gpu_kernel_breakdown(visualize=False)
+    named = kernel_df[kernel_df["name"] != "others"]
+    return named.sort_values("sum (us)", ascending=False).head(20).reset_index(drop=True)
+
+
+def _cupti_by_operator(analysis) -> pd.DataFrame | None:
+    if not any(len(t.kernel_counters) for t in analysis.traces.values()):
+        return None
+    return cupti.by_operator(analysis.get_cupti_counter_data_with_operators())
+
+
+TABLES: list[tuple[str, str, Callable]] = [
+    (
+        "temporal_breakdown",
+        "Temporal breakdown (µs, % of GPU span)",
+        lambda a: a.get_temporal_breakdown(visualize=False),
+    ),
+    (
+        "comm_comp_overlap",
+        "Communication / computation overlap (%)",
+        lambda a: a.get_comm_comp_overlap(visualize=False),
+    ),
+    (
+        "idle_time_breakdown",
+        "Idle time by cause (µs)",
+        lambda a: a.get_idle_time_breakdown(visualize=False)[0],
+    ),
+    (
+        "kernel_type_breakdown",
+        "GPU time by kernel type (µs, all ranks)",
+        lambda a: a.get_gpu_kernel_breakdown(visualize=False)[0],
+    ),
+    ("top_kernels", "Top kernels (µs)", _top_kernels),
+    (
+        "step_breakdown",
+        "Per-step breakdown (µs)",
+        lambda a: a.get_step_breakdown(visualize=False),
+    ),
+    (
+        "cupti_counters",
+        "CUPTI counters by operator (sums over the profiled kernels)",
+        _cupti_by_operator,
+    ),
+]
+
+
+def summary_tables(analysis) -> dict[str, pd.DataFrame]:
+    """``{file stem: table}`` of every summary table the traces allow, then ``health_summary``
+    and ``health``."""
+    tables = {}
+    for key, _, build in TABLES:
+        table = build(analysis)
+        if table is not None:
+            tables[key] = table
+    tables["health_summary"] = analysis.health_summary()
+    tables["health"] = analysis.health()
+    return tables
+
+
+HEADINGS = {key: heading for key, heading, _ in TABLES}
