@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 
 import msgspec
 import numpy as np
@@ -16,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hta_lite.load import decode as dec
-from hta_lite.load import rank_trace
+from hta_lite.load import rank_trace, schema
 from hta_lite.load.events import EventColumns, EventList
 
 fastjson = pytest.importorskip(
@@ -26,16 +27,11 @@ if dec._fastjson is None:
     pytest.skip("HTA_LITE_NO_C is set", allow_module_level=True)
 
 ARGS_FIELDS = dec.Args.__struct_fields__
-EVENT_FIELDS = ("ph", "cat", "name", "pid", "tid", "id", "s")
+EVENT_FIELDS = tuple(f.name for f in schema.EVENT_FIELDS)
 
 
 def _c(text: bytes) -> EventColumns | None:
-    out = fastjson.decode_events(text, dec._EVENT_DEFAULTS, dec._ARGS_DEFAULTS)
-    return (
-        None
-        if out is None
-        else EventColumns.from_decoder(out, dec._EVENT_DEFAULTS, dec._ARGS_DEFAULTS)
-    )
+    return dec.decode_with_c(text)
 
 
 def _msgspec(text: bytes) -> EventList:
@@ -43,11 +39,12 @@ def _msgspec(text: bytes) -> EventList:
 
 
 def _same(a, b) -> bool:
-    """Equal values of the same types, all the way down (1 and 1.0 differ; NaN equals NaN)."""
+    """Equal values of the same types, all the way down (1 and 1.0 differ; floats bit for bit, so
+    -0.0 and 0.0 differ; NaN equals NaN)."""
     if type(a) is not type(b):
         return False
     if isinstance(a, float):
-        return a == b or (math.isnan(a) and math.isnan(b))
+        return struct.pack("<d", a) == struct.pack("<d", b) or (math.isnan(a) and math.isnan(b))
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(map(_same, a, b))
     if isinstance(a, dict):
@@ -89,6 +86,10 @@ ACCEPTED = {
     "repeated keys: the last wins": '[{"ph": "X", "name": "a", "name": "b", "ts": 1, "ts": 2.5,'
     ' "args": {"stream": 7}, "args": null}]',
     "empty events": [{}, {"ph": ""}],
+    "negative zeros (an integer -0 is the float 0.0, as msgspec reads it)": '[{"args": '
+    '{"memory bandwidth (GB/s)": -0}}, {"args": {"memory bandwidth (GB/s)": -0.0}},'
+    ' {"args": {"memory bandwidth (GB/s)": -0e0}}, {"id": -0.0, "args": {"name": -0}}]',
+    "a key few rows hold (a sparse column)": [{"ph": "X", "args": {"stream": 7}}, *[{}] * 9],
     "times": [
         {"ph": "X", "ts": t, "dur": d}
         for t, d in (
@@ -202,7 +203,7 @@ DECLINED = {
 
 @pytest.mark.parametrize("case", sorted(DECLINED))
 def test_declines_what_it_does_not_handle(case):
-    assert fastjson.decode_events(DECLINED[case], dec._EVENT_DEFAULTS, dec._ARGS_DEFAULTS) is None
+    assert dec.decode_with_c(DECLINED[case]) is None
 
 
 def test_declined_trace_still_loads_through_msgspec(tmp_path):
@@ -430,3 +431,61 @@ def test_times_are_exact_nanoseconds():
     dur, valid, _ = fast.times("dur")
     assert dur[valid].tolist() == [500] and valid.tolist() == [True, False, False]
     assert np.asarray(fast.field("ph")).tolist() == ["", "", ""]
+
+
+def _mix64(h):
+    h = h ^ (h >> np.uint64(33))
+    h = h * np.uint64(0xFF51AFD7ED558CCD)
+    h = h ^ (h >> np.uint64(33))
+    h = h * np.uint64(0xC4CEB9FE1A85EC53)
+    return h ^ (h >> np.uint64(33))
+
+
+def colliding_names(seed: int, count: int, low_bits: int = 12) -> list[str]:
+    """8-character names whose string-table hash (under ``seed``) shares its low bits: all in
+    one slot of the decoder's first table (4096 slots). Mirrors hash_bytes of _fastjson.c."""
+    rng = np.random.default_rng(0)
+    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", np.uint8)
+    names: list[str] = []
+    with np.errstate(over="ignore"):
+        start = _mix64(np.uint64(seed) ^ (np.uint64(8) * np.uint64(0x9E3779B97F4A7C15)))
+        while len(names) < count:
+            chars = alphabet[rng.integers(0, len(alphabet), size=(1 << 21, 8))]
+            words = chars.copy().view("<u8").ravel()
+            hit = (_mix64(_mix64(start ^ words)) & np.uint64((1 << low_bits) - 1)) == 0
+            names = list(dict.fromkeys(names + [bytes(c).decode() for c in chars[hit]]))
+    return names[:count]
+
+
+def test_colliding_names_cost_a_bounded_number_of_probes():
+    """Names crafted to collide in the string table (possible only knowing the seed, which is
+    random per process) cost at most MAX_PROBES (32) slots each, not one per earlier name."""
+    seed, names = 12345, colliding_names(12345, 1500)
+    text = json.dumps([{"name": n} for n in names]).encode()
+    spec = schema.c_spec(schema.EVENT_FIELDS), schema.c_spec(schema.ARGS_FIELDS)
+    out = fastjson.decode_events(text, *spec, seed)
+    assert out["string_probes"] <= 32 * len(names)  # quadratic before: ~len(names) ** 2 / 2
+    assert out["fields"]["name"] == names
+    other = fastjson.decode_events(text, *spec, seed + 1)  # a seed the names were not made for
+    assert other["string_probes"] < 4 * len(names)
+
+
+def test_a_key_few_rows_hold_costs_memory_for_those_rows_only():
+    """One event with every field, then many empty ones: each args column keeps its one value
+    (no slot per row), so memory stays within a few bytes per input byte (the msgspec path
+    takes about 33)."""
+    import tracemalloc
+
+    valid = {schema.Kind.OPT_STR: "x", schema.Kind.FLOAT_STR: 1.5, schema.Kind.TUPLE_STR_NULL: [1]}
+    args = {f.key: valid.get(f.kind, 1) for f in schema.ARGS_FIELDS}
+    full = {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 2, "id": 3, "s": "t",
+            "ts": 1, "dur": 2, "args": args}  # fmt: skip
+    text = (json.dumps([full])[:-1] + ", {}" * 200_000 + "]").encode()
+    tracemalloc.start()
+    columns = dec.decode_with_c(text)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak / len(text) < 25  # about 150 bytes per input byte before
+    assert columns.args().field("stream")[:2] == [1, -1]
+    assert len(columns.args().field("stream")) == 200_001
+    assert columns.take(np.array([0, 5])).args().field("group_size") == [1, -1]

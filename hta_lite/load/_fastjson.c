@@ -1,22 +1,36 @@
 /* Columnar decoder for the ``traceEvents`` array of a Kineto trace (optional accelerator).
 
-   decode_events(buffer, event_defaults, args_defaults) reads the JSON text of the events array
-   (``[ {...}, ... ]``) and returns one Python list per field, with no object per event (the
-   defaults dicts give, by attribute name, the value of a row whose key is absent):
+   decode_events(buffer, event_spec, args_spec, seed) reads the JSON text of the events array
+   (``[ {...}, ... ]``) and returns one column per field, with no object per event. The specs
+   come from hta_lite/load/schema.py, the one list of the fields read: a tuple of (JSON key,
+   attribute name, kind, default) per field, the default being a row's value without the key.
 
      {"n": rows,
-      "fields": {"ph": [...], "cat": [...], ...},        event keys (absent: every row default)
-      "args": {"stream": [...], ...},                    args keys, by Args attribute name
+      "fields": {"ph": column, ...},     event keys held by some row (absent: every row default)
+      "args": {"stream": column, ...},   args keys, by attribute name
+      "coded": {"ph": (codes, distinct), ...}   text and pid / tid fields: each row's object
+                                numbered by identity (int32 bytes) and the distinct objects
       "ts": bytes, "ts_valid": bytes, "dur": ..., "dur_valid": ...}
                                 int64 ns per row, and uint8: 0 invalid, 1 valid, 2 valid with
                                 nonzero digits below a nanosecond truncated
+      "string_probes": n}       string table slots looked at (at most MAX_PROBES per string)
 
-   It gives exactly what the msgspec path of hta_lite.decode would give (decode.Event and
-   decode.Args: the same keys, types and defaults), or None whenever it meets anything
+   A column is a list of one value per row when at least half the rows hold the key, else
+   (rows, values): the rows that hold it (int32 bytes, increasing) and their values, so that a
+   key few rows have costs memory for those rows only.
+
+   It gives exactly what the msgspec path of hta_lite.load.decode would give (schema.Event and
+   schema.Args: the same keys, types and defaults), or None whenever it meets anything
    outside the subset it handles (a value of an unexpected type, a key with an escape, a
    timestamp with an exponent or more than 12 decimals, an integer of more than 18
    digits, malformed JSON, ...): the caller then takes the msgspec path, which decides.
    Equal strings share one object and small integers are reused, so the lists are cheap.
+
+   Buffer lifetime: the string table keys point into ``buffer``, which the call holds (a
+   Py_buffer) until the table is freed, just before it returns; nothing it returns points
+   into the buffer. Untrusted input: the string table's hash is seeded (``seed``, random per
+   process) and its probes are bounded (a string not found within MAX_PROBES slots is made
+   unshared), so no input makes a lookup cost more than MAX_PROBES comparisons.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -25,53 +39,27 @@
 #include <math.h>
 
 #define MAX_DEPTH 512
+#define MAX_PROBES 32
 
 /* ---- columns ---------------------------------------------------------------------------- */
 
 enum kind { K_PHASE, K_OPT_STR, K_INT_STR_NULL, K_INT_STR, K_FLOAT_STR, K_TUPLE_STR_NULL, K_ANY };
 
 typedef struct {
-    const char *key;     /* JSON key */
-    const char *name;    /* attribute name in decode.Event / decode.Args */
+    const char *key;     /* JSON key (UTF-8 of the spec's str, alive for the call) */
+    Py_ssize_t key_len;
+    PyObject *name;      /* attribute name (borrowed from the spec) */
     enum kind kind;
+    PyObject *dflt;      /* value of a row without the key (borrowed) */
 } FieldSpec;
-
-static const FieldSpec EVENT_FIELDS[] = {
-    {"ph", "ph", K_PHASE},        {"cat", "cat", K_OPT_STR},      {"name", "name", K_OPT_STR},
-    {"pid", "pid", K_INT_STR_NULL}, {"tid", "tid", K_INT_STR_NULL}, {"id", "id", K_ANY},
-    {"s", "s", K_OPT_STR},
-};
-#define N_EVENT_FIELDS (sizeof(EVENT_FIELDS) / sizeof(EVENT_FIELDS[0]))
-
-static const FieldSpec ARGS_FIELDS[] = {
-    {"stream", "stream", K_INT_STR},
-    {"device", "device", K_INT_STR},
-    {"correlation", "correlation", K_INT_STR},
-    {"External id", "external_id", K_INT_STR},
-    {"bytes", "bytes", K_INT_STR},
-    {"memory bandwidth (GB/s)", "memory_bw_gbps", K_FLOAT_STR},
-    {"grid", "grid", K_TUPLE_STR_NULL},
-    {"block", "block", K_TUPLE_STR_NULL},
-    {"Collective name", "collective_name", K_OPT_STR},
-    {"In msg nelems", "in_msg_nelems", K_INT_STR},
-    {"Out msg nelems", "out_msg_nelems", K_INT_STR},
-    {"Group size", "group_size", K_INT_STR},
-    {"dtype", "dtype", K_OPT_STR},
-    {"Process Group Name", "pg_name", K_OPT_STR},
-    {"Process Group Description", "pg_desc", K_OPT_STR},
-    {"Process Group Ranks", "pg_ranks", K_ANY},
-    {"name", "name", K_ANY},
-    {"labels", "labels", K_ANY},
-    {"sort_index", "sort_index", K_ANY},
-};
-#define N_ARGS_FIELDS (sizeof(ARGS_FIELDS) / sizeof(ARGS_FIELDS[0]))
 
 /* every phase of the Chrome trace format (decode.Phase) */
 static const char *PHASES = "XBEiICbneSTpFstfPNODMVvRc()";
 
 typedef struct {
-    PyObject **items;    /* one slot per row (new references); NULL = the default. Allocated at the
-                            first value, so absent keys cost nothing */
+    int32_t *rows;       /* the rows that hold the key, increasing */
+    PyObject **vals;     /* their values (new references) */
+    Py_ssize_t count, cap;
 } Column;
 
 /* ---- parser state ----------------------------------------------------------------------- */
@@ -92,9 +80,12 @@ typedef struct {
     PyObject *int_cache[1024];
     int64_t int_keys[1024];
     PyObject *phase_obj[128];
-    Py_ssize_t rows, cap;    /* rows read; slots allocated per column (zeroed beyond rows) */
-    Column event_cols[N_EVENT_FIELDS], args_cols[N_ARGS_FIELDS];
-    PyObject *event_default[N_EVENT_FIELDS], *args_default[N_ARGS_FIELDS];
+    uint64_t seed;           /* of the string table's hash */
+    Py_ssize_t probes;       /* string table slots looked at, in all (the complexity probe) */
+    Py_ssize_t rows, cap;    /* rows read; rows allocated in the time arrays */
+    FieldSpec *event_specs, *args_specs;
+    size_t n_event, n_args;
+    Column *event_cols, *args_cols;
     int64_t *ts, *dur;       /* ns */
     uint8_t *ts_valid, *dur_valid;  /* 0 invalid, 1 valid, 2 valid with sub-ns digits dropped */
 } Parser;
@@ -262,8 +253,13 @@ static int cache_grow(Parser *ps) {
     for (size_t i = 0; i < old_size; i++) {
         CacheEntry *e = &ps->cache[i];
         if (!e->obj) continue;
-        size_t j = e->hash & (size - 1);
-        while (table[j].obj) j = (j + 1) & (size - 1);
+        size_t j = e->hash & (size - 1), probes = 0;
+        while (table[j].obj && ++probes < MAX_PROBES) j = (j + 1) & (size - 1);
+        if (table[j].obj) { /* too far from home in the larger table too: drop it from the table */
+            Py_DECREF(e->obj);
+            ps->cache_used--;
+            continue;
+        }
         table[j] = *e;
     }
     PyMem_Free(ps->cache);
@@ -272,19 +268,35 @@ static int cache_grow(Parser *ps) {
     return 0;
 }
 
-/* A str for raw content without escapes; equal contents share one object. New reference. */
-static PyObject *cached_str(Parser *ps, const char *s, Py_ssize_t len) {
-    uint64_t h = (uint64_t)len * 0x9E3779B97F4A7C15ULL, word;
+/* 64-bit hash of bytes, seeded per process, every input bit mixed into the low bits the table
+   uses (murmur3's finalizer after a multiply-xor pass over 8-byte words). */
+static inline uint64_t mix64(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDULL;
+    h ^= h >> 33;
+    h *= 0xC4CEB9FE1A85EC53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static uint64_t hash_bytes(uint64_t seed, const char *s, Py_ssize_t len) {
+    uint64_t h = mix64(seed ^ ((uint64_t)len * 0x9E3779B97F4A7C15ULL)), word;
     Py_ssize_t i = 0;
     for (; i + 8 <= len; i += 8) {
         memcpy(&word, s + i, 8);
-        h = (h ^ word) * 0x100000001B3ULL;
-        h ^= h >> 29;
+        h = mix64(h ^ word);
     }
-    for (; i < len; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001B3ULL;
-    h ^= h >> 32;
-    size_t j = h & ps->cache_mask;
-    for (;;) {
+    word = 0;
+    memcpy(&word, s + i, (size_t)(len - i));
+    return mix64(h ^ word ^ ((uint64_t)(len - i) << 56));
+}
+
+/* A str for raw content without escapes; equal contents share one object. New reference. */
+static PyObject *cached_str(Parser *ps, const char *s, Py_ssize_t len) {
+    uint64_t h = hash_bytes(ps->seed, s, len);
+    size_t j = h & ps->cache_mask, probes = 0;
+    for (; probes < MAX_PROBES; probes++) {
+        ps->probes++;
         CacheEntry *e = &ps->cache[j];
         if (!e->obj) break;
         if (e->hash == h && e->len == len && memcmp(e->ptr, s, len) == 0) {
@@ -299,13 +311,15 @@ static PyObject *cached_str(Parser *ps, const char *s, Py_ssize_t len) {
         decline(ps);
         return NULL;
     }
+    if (probes == MAX_PROBES) return str; /* a crowded neighbourhood: this one is not shared */
     if ((ps->cache_used + 1) * 2 > ps->cache_mask + 1) {
         if (cache_grow(ps) < 0) {
             Py_DECREF(str);
             return NULL;
         }
         j = h & ps->cache_mask;
-        while (ps->cache[j].obj) j = (j + 1) & ps->cache_mask;
+        for (probes = 0; ps->cache[j].obj && probes < MAX_PROBES; probes++) j = (j + 1) & ps->cache_mask;
+        if (ps->cache[j].obj) return str;
     }
     ps->cache[j] = (CacheEntry){h, s, len, str};
     Py_INCREF(str); /* one reference held by the cache */
@@ -425,6 +439,7 @@ static PyObject *float_object(Parser *ps, const Number *n) {
         decline(ps);
         return NULL;
     }
+    if (v == 0.0 && !n->n_frac && !n->has_exp) v = 0.0; /* "-0" is the integer 0, then 0.0 */
     PyObject *obj = PyFloat_FromDouble(v);
     if (!obj) ps->error = 1;
     return obj;
@@ -658,27 +673,35 @@ static int read_time(Parser *ps, int64_t *ns, uint8_t *state) {
 
 /* ---- events ----------------------------------------------------------------------------- */
 
-static int find_field(const FieldSpec *specs, const Py_ssize_t *lengths, size_t n, const char *key, Py_ssize_t len) {
+static int find_field(const FieldSpec *specs, size_t n, const char *key, Py_ssize_t len) {
     for (size_t i = 0; i < n; i++)
-        if (lengths[i] == len && specs[i].key[0] == key[0] && memcmp(specs[i].key, key, len) == 0) return (int)i;
+        if (specs[i].key_len == len && specs[i].key[0] == key[0] && memcmp(specs[i].key, key, len) == 0)
+            return (int)i;
     return -1;
 }
 
-static Py_ssize_t EVENT_KEY_LEN[N_EVENT_FIELDS], ARGS_KEY_LEN[N_ARGS_FIELDS];
-
-/* The args object (or null) of one event; unknown keys are validated and dropped. */
-/* Store a new reference in the current row's slot of a column (the last of repeated keys wins). */
+/* Store a new reference as the current row's value of a column (the last of repeated keys wins). */
 static int set_slot(Parser *ps, Column *col, PyObject *v) {
-    if (!col->items) {
-        col->items = PyMem_Calloc(ps->cap, sizeof(PyObject *));
-        if (!col->items) {
+    if (col->count && col->rows[col->count - 1] == (int32_t)ps->rows) {
+        Py_SETREF(col->vals[col->count - 1], v);
+        return 0;
+    }
+    if (col->count == col->cap) {
+        Py_ssize_t cap = col->cap ? col->cap * 2 : 64;
+        int32_t *rows = PyMem_Realloc(col->rows, cap * sizeof(int32_t));
+        if (rows) col->rows = rows;
+        PyObject **vals = rows ? PyMem_Realloc(col->vals, cap * sizeof(PyObject *)) : NULL;
+        if (!vals) {
             Py_DECREF(v);
             ps->error = 1;
             PyErr_NoMemory();
             return -1;
         }
+        col->vals = vals;
+        col->cap = cap;
     }
-    Py_XSETREF(col->items[ps->rows], v);
+    col->rows[col->count] = (int32_t)ps->rows;
+    col->vals[col->count++] = v;
     return 0;
 }
 
@@ -714,9 +737,8 @@ static inline int read_object(Parser *ps, int (*member)(Parser *, const char *, 
 }
 
 /* A typed field's value into the current row of its column, or an unknown key's value walked. */
-static int read_member(Parser *ps, const FieldSpec *specs, const Py_ssize_t *lengths, size_t n, Column *cols,
-                       const char *key, Py_ssize_t len) {
-    int f = find_field(specs, lengths, n, key, len);
+static int read_member(Parser *ps, const FieldSpec *specs, size_t n, Column *cols, const char *key, Py_ssize_t len) {
+    int f = find_field(specs, n, key, len);
     PyObject *v = f >= 0 ? typed_value(ps, specs[f].kind) : value(ps, 0, 2);
     if (!v) return -1;
     if (f >= 0) return set_slot(ps, &cols[f], v);
@@ -725,12 +747,14 @@ static int read_member(Parser *ps, const FieldSpec *specs, const Py_ssize_t *len
 }
 
 static int args_member(Parser *ps, const char *key, Py_ssize_t len) {
-    return read_member(ps, ARGS_FIELDS, ARGS_KEY_LEN, N_ARGS_FIELDS, ps->args_cols, key, len);
+    return read_member(ps, ps->args_specs, ps->n_args, ps->args_cols, key, len);
 }
 
 static int read_args(Parser *ps) {
-    for (size_t i = 0; i < N_ARGS_FIELDS; i++) /* a repeated "args" key replaces the whole struct */
-        if (ps->args_cols[i].items) Py_CLEAR(ps->args_cols[i].items[ps->rows]);
+    for (size_t i = 0; i < ps->n_args; i++) { /* a repeated "args" key replaces the whole struct */
+        Column *col = &ps->args_cols[i];
+        if (col->count && col->rows[col->count - 1] == (int32_t)ps->rows) Py_DECREF(col->vals[--col->count]);
+    }
     if (peek(ps) == 'n') return expect_literal(ps, "null");
     return read_object(ps, args_member);
 }
@@ -740,7 +764,7 @@ static int event_member(Parser *ps, const char *key, Py_ssize_t len) {
     if (len == 2 && key[0] == 't' && key[1] == 's') return read_time(ps, &ps->ts[row], &ps->ts_valid[row]);
     if (len == 3 && memcmp(key, "dur", 3) == 0) return read_time(ps, &ps->dur[row], &ps->dur_valid[row]);
     if (len == 4 && memcmp(key, "args", 4) == 0) return read_args(ps);
-    return read_member(ps, EVENT_FIELDS, EVENT_KEY_LEN, N_EVENT_FIELDS, ps->event_cols, key, len);
+    return read_member(ps, ps->event_specs, ps->n_event, ps->event_cols, key, len);
 }
 
 /* One event object into row ``ps->rows`` of every column. */
@@ -753,31 +777,25 @@ static void *grow(void *old, Py_ssize_t old_cap, Py_ssize_t cap, size_t item) {
     return mem;
 }
 
-/* Make room for ``cap`` rows in every column (new slots zeroed: default value, invalid time). */
+/* Make room for ``cap`` rows in the time arrays (new rows zeroed: invalid time). */
 static int reserve(Parser *ps, Py_ssize_t cap) {
+    if (cap > INT32_MAX) { /* rows are numbered in int32 */
+        decline(ps);
+        return -1;
+    }
     void **arrays[4] = {(void **)&ps->ts, (void **)&ps->dur, (void **)&ps->ts_valid, (void **)&ps->dur_valid};
     size_t sizes[4] = {sizeof(int64_t), sizeof(int64_t), 1, 1};
     for (int i = 0; i < 4; i++) {
         void *mem = grow(*arrays[i], ps->cap, cap, sizes[i]);
-        if (!mem) goto nomem;
-        *arrays[i] = mem;
-    }
-    Column *groups[2] = {ps->event_cols, ps->args_cols};
-    size_t counts[2] = {N_EVENT_FIELDS, N_ARGS_FIELDS};
-    for (int g = 0; g < 2; g++) {
-        for (size_t i = 0; i < counts[g]; i++) {
-            if (!groups[g][i].items) continue;
-            PyObject **items = grow(groups[g][i].items, ps->cap, cap, sizeof(PyObject *));
-            if (!items) goto nomem;
-            groups[g][i].items = items;
+        if (!mem) {
+            ps->error = 1;
+            PyErr_NoMemory();
+            return -1;
         }
+        *arrays[i] = mem;
     }
     ps->cap = cap;
     return 0;
-nomem:
-    ps->error = 1;
-    PyErr_NoMemory();
-    return -1;
 }
 
 static int read_events(Parser *ps) {
@@ -806,11 +824,11 @@ bad:
 
 /* ---- result ----------------------------------------------------------------------------- */
 
-/* (codes, distinct) of a column: each row's object numbered by identity in order of first
-   appearance (int32 bytes), and the distinct objects. Equal values are nearly always one object
-   here (strings are shared, small integers reused); the caller merges the rare others. */
-static PyObject *identity_codes(PyObject *list) {
-    Py_ssize_t n = PyList_GET_SIZE(list);
+/* (codes, distinct) of a column: each row's object (its value, or the default) numbered by
+   identity in order of first appearance (int32 bytes), and the distinct objects. Equal values are
+   nearly always one object here (strings are shared, small integers reused); the caller merges
+   the rare others. */
+static PyObject *identity_codes(const Column *col, PyObject *dflt, Py_ssize_t n) {
     size_t size = 64, used = 0;
     PyObject **keys = PyMem_Calloc(size, sizeof(PyObject *));
     int32_t *slot_code = PyMem_Malloc(size * sizeof(int32_t));
@@ -819,8 +837,9 @@ static PyObject *identity_codes(PyObject *list) {
     PyObject *out = NULL;
     if (!keys || !slot_code || !codes || !distinct) goto done;
     int32_t *code_of_row = (int32_t *)PyBytes_AS_STRING(codes);
+    Py_ssize_t k = 0;
     for (Py_ssize_t r = 0; r < n; r++) {
-        PyObject *obj = PyList_GET_ITEM(list, r);
+        PyObject *obj = (k < col->count && col->rows[k] == r) ? col->vals[k++] : dflt;
         size_t j = (size_t)(((uintptr_t)obj >> 4) * 0x9E3779B97F4A7C15ULL) & (size - 1);
         while (keys[j] && keys[j] != obj) j = (j + 1) & (size - 1);
         if (!keys[j]) {
@@ -841,10 +860,10 @@ static PyObject *identity_codes(PyObject *list) {
                 }
                 for (size_t i = 0; i < old_size; i++) {
                     if (!old_keys[i]) continue;
-                    size_t k = (size_t)(((uintptr_t)old_keys[i] >> 4) * 0x9E3779B97F4A7C15ULL) & (size - 1);
-                    while (keys[k]) k = (k + 1) & (size - 1);
-                    keys[k] = old_keys[i];
-                    slot_code[k] = old_codes[i];
+                    size_t m = (size_t)(((uintptr_t)old_keys[i] >> 4) * 0x9E3779B97F4A7C15ULL) & (size - 1);
+                    while (keys[m]) m = (m + 1) & (size - 1);
+                    keys[m] = old_keys[i];
+                    slot_code[m] = old_codes[i];
                 }
                 PyMem_Free(old_keys);
                 PyMem_Free(old_codes);
@@ -864,28 +883,49 @@ done:
     return out;
 }
 
-/* {attribute name: list} for the columns that hold a value in some row; the slots move into the
-   lists. With ``coded``, also {attribute name: (codes, distinct)} for text and pid / tid columns. */
-static PyObject *columns_dict(Parser *ps, const FieldSpec *specs, Column *cols, PyObject **defaults, size_t n, PyObject *coded) {
+/* The column as the caller gets it (the values move out of it): a list of one value per row
+   when at least half the rows hold the key, else (rows as int32 bytes, values). */
+static PyObject *column_object(Parser *ps, Column *col, PyObject *dflt) {
+    Py_ssize_t n = ps->rows, count = col->count;
+    int dense = count * 2 >= n;
+    PyObject *list = PyList_New(dense ? n : count);
+    if (!list) return NULL;
+    Py_ssize_t k = 0;
+    for (Py_ssize_t r = 0; r < (dense ? n : count); r++) {
+        if (!dense) {
+            PyList_SET_ITEM(list, r, col->vals[r]);
+        } else if (k < count && col->rows[k] == r) {
+            PyList_SET_ITEM(list, r, col->vals[k++]);
+        } else {
+            PyList_SET_ITEM(list, r, Py_NewRef(dflt));
+        }
+    }
+    col->count = 0; /* the list holds the references now */
+    if (dense) return list;
+    PyObject *rows = PyBytes_FromStringAndSize((const char *)col->rows, count * (Py_ssize_t)sizeof(int32_t));
+    PyObject *out = rows ? PyTuple_Pack(2, rows, list) : NULL;
+    Py_XDECREF(rows);
+    Py_DECREF(list);
+    return out;
+}
+
+/* {attribute name: column} for the fields that a row holds. With ``coded``, also
+   {attribute name: (codes, distinct)} for text and pid / tid columns. */
+static PyObject *columns_dict(Parser *ps, const FieldSpec *specs, Column *cols, size_t n, PyObject *coded) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     for (size_t i = 0; i < n; i++) {
-        if (!cols[i].items) continue;
-        PyObject *list = PyList_New(ps->rows);
-        if (!list) goto fail;
-        for (Py_ssize_t r = 0; r < ps->rows; r++) {
-            PyObject *v = cols[i].items[r];
-            cols[i].items[r] = NULL;
-            PyList_SET_ITEM(list, r, v ? v : Py_NewRef(defaults[i]));
-        }
-        int rc = PyDict_SetItemString(d, specs[i].name, list);
+        if (!cols[i].count) continue;
         enum kind kind = specs[i].kind;
-        if (rc == 0 && coded && (kind == K_PHASE || kind == K_OPT_STR || kind == K_INT_STR_NULL)) {
-            PyObject *pair = identity_codes(list);
-            rc = pair ? PyDict_SetItemString(coded, specs[i].name, pair) : -1;
+        int rc = 0;
+        if (coded && (kind == K_PHASE || kind == K_OPT_STR || kind == K_INT_STR_NULL)) {
+            PyObject *pair = identity_codes(&cols[i], specs[i].dflt, ps->rows);
+            rc = pair ? PyDict_SetItem(coded, specs[i].name, pair) : -1;
             Py_XDECREF(pair);
         }
-        Py_DECREF(list);
+        PyObject *column = rc == 0 ? column_object(ps, &cols[i], specs[i].dflt) : NULL;
+        rc = column ? PyDict_SetItem(d, specs[i].name, column) : -1;
+        Py_XDECREF(column);
         if (rc < 0) goto fail;
     }
     return d;
@@ -896,12 +936,13 @@ fail:
 
 static PyObject *result(Parser *ps) {
     PyObject *coded = PyDict_New();
-    PyObject *fields = coded ? columns_dict(ps, EVENT_FIELDS, ps->event_cols, ps->event_default, N_EVENT_FIELDS, coded) : NULL;
-    PyObject *args = columns_dict(ps, ARGS_FIELDS, ps->args_cols, ps->args_default, N_ARGS_FIELDS, NULL);
+    PyObject *fields = coded ? columns_dict(ps, ps->event_specs, ps->event_cols, ps->n_event, coded) : NULL;
+    PyObject *args = fields ? columns_dict(ps, ps->args_specs, ps->args_cols, ps->n_args, NULL) : NULL;
     Py_ssize_t n = ps->rows;
     PyObject *out = NULL;
     if (fields && args) {
-        out = Py_BuildValue("{s:n,s:O,s:O,s:O,s:y#,s:y#,s:y#,s:y#}", "n", n, "fields", fields, "coded", coded, "args", args,
+        out = Py_BuildValue("{s:n,s:n,s:O,s:O,s:O,s:y#,s:y#,s:y#,s:y#}", "n", n, "string_probes", ps->probes,
+                            "fields", fields, "coded", coded, "args", args,
                             "ts", (const char *)ps->ts, n * (Py_ssize_t)sizeof(int64_t),
                             "ts_valid", (const char *)ps->ts_valid, n,
                             "dur", (const char *)ps->dur, n * (Py_ssize_t)sizeof(int64_t),
@@ -913,10 +954,10 @@ static PyObject *result(Parser *ps) {
     return out;
 }
 
-static void free_column(Parser *ps, Column *col) {
-    if (!col->items) return;
-    for (Py_ssize_t r = 0; r <= ps->rows && r < ps->cap; r++) Py_XDECREF(col->items[r]); /* later slots are unused */
-    PyMem_Free(col->items);
+static void free_column(Column *col) {
+    for (Py_ssize_t k = 0; k < col->count; k++) Py_DECREF(col->vals[k]);
+    PyMem_Free(col->rows);
+    PyMem_Free(col->vals);
 }
 
 static void parser_free(Parser *ps) {
@@ -924,18 +965,54 @@ static void parser_free(Parser *ps) {
     PyMem_Free(ps->cache);
     clear_objs(ps->int_cache, 1024);
     clear_objs(ps->phase_obj, 128);
-    for (size_t i = 0; i < N_EVENT_FIELDS; i++) free_column(ps, &ps->event_cols[i]);
-    for (size_t i = 0; i < N_ARGS_FIELDS; i++) free_column(ps, &ps->args_cols[i]);
+    for (size_t i = 0; ps->event_cols && i < ps->n_event; i++) free_column(&ps->event_cols[i]);
+    for (size_t i = 0; ps->args_cols && i < ps->n_args; i++) free_column(&ps->args_cols[i]);
+    PyMem_Free(ps->event_cols);
+    PyMem_Free(ps->args_cols);
+    PyMem_Free(ps->event_specs);
+    PyMem_Free(ps->args_specs);
     PyMem_Free(ps->ts);
     PyMem_Free(ps->dur);
     PyMem_Free(ps->ts_valid);
     PyMem_Free(ps->dur_valid);
 }
 
+/* The fields of a spec tuple ((key, name, kind, default), ...) and their empty columns. */
+static int read_spec(Parser *ps, PyObject *spec, FieldSpec **specs, Column **cols, size_t *n) {
+    if (!PyTuple_Check(spec)) {
+        PyErr_SetString(PyExc_TypeError, "a spec is a tuple of (key, name, kind, default)");
+        return -1;
+    }
+    *n = (size_t)PyTuple_GET_SIZE(spec);
+    *specs = PyMem_Calloc(*n ? *n : 1, sizeof(FieldSpec));
+    *cols = PyMem_Calloc(*n ? *n : 1, sizeof(Column));
+    if (!*specs || !*cols) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < *n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(spec, i), *key, *name, *dflt;
+        int kind;
+        if (!PyArg_ParseTuple(item, "UUiO", &key, &name, &kind, &dflt)) return -1;
+        if (kind < K_PHASE || kind > K_ANY || PyUnicode_GET_LENGTH(key) == 0) {
+            PyErr_SetString(PyExc_ValueError, "a field's kind is unknown or its key empty");
+            return -1;
+        }
+        FieldSpec *f = &(*specs)[i];
+        f->key = PyUnicode_AsUTF8AndSize(key, &f->key_len);
+        if (!f->key) return -1;
+        f->name = name;
+        f->kind = (enum kind)kind;
+        f->dflt = dflt;
+    }
+    return 0;
+}
+
 static PyObject *decode_events(PyObject *self, PyObject *args) {
-    PyObject *event_defaults, *args_defaults;
+    PyObject *event_spec, *args_spec;
+    unsigned long long seed;
     Py_buffer buf;
-    if (!PyArg_ParseTuple(args, "y*O!O!", &buf, &PyDict_Type, &event_defaults, &PyDict_Type, &args_defaults)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*OOK", &buf, &event_spec, &args_spec, &seed)) return NULL;
     Parser *ps = PyMem_Calloc(1, sizeof(Parser));
     if (!ps) {
         PyBuffer_Release(&buf);
@@ -943,28 +1020,26 @@ static PyObject *decode_events(PyObject *self, PyObject *args) {
     }
     ps->p = buf.buf;
     ps->end = (const char *)buf.buf + buf.len;
+    ps->seed = seed;
     PyObject *out = NULL;
-    for (size_t i = 0; i < N_EVENT_FIELDS; i++) {
-        ps->event_default[i] = PyDict_GetItemString(event_defaults, EVENT_FIELDS[i].name);
-        if (!ps->event_default[i]) ps->event_default[i] = Py_None;
+    if (read_spec(ps, event_spec, &ps->event_specs, &ps->event_cols, &ps->n_event) < 0 ||
+        read_spec(ps, args_spec, &ps->args_specs, &ps->args_cols, &ps->n_args) < 0) {
+        ps->error = 1;
+    } else if (cache_grow(ps) < 0 || reserve(ps, buf.len / 96 + 1024) < 0) { /* events: 100-300 B */
+        ps->error = ps->error || PyErr_Occurred() != NULL;
+    } else if (read_events(ps) == 0) {
+        out = result(ps);
     }
-    for (size_t i = 0; i < N_ARGS_FIELDS; i++) {
-        ps->args_default[i] = PyDict_GetItemString(args_defaults, ARGS_FIELDS[i].name);
-        if (!ps->args_default[i]) ps->args_default[i] = Py_None;
-    }
-    /* first guess of the row count: Kineto events take 100-300 bytes of JSON */
-    if (cache_grow(ps) < 0 || reserve(ps, buf.len / 96 + 1024) < 0) ps->error = 1;
-    else if (read_events(ps) == 0) out = result(ps);
-    else if (!ps->error) out = Py_NewRef(Py_None);
+    if (!out && !ps->error) out = Py_NewRef(Py_None); /* declined */
     parser_free(ps);
     PyMem_Free(ps);
-    PyBuffer_Release(&buf);
+    PyBuffer_Release(&buf); /* after the string table that points into it is freed */
     return out;
 }
 
 static PyMethodDef methods[] = {
     {"decode_events", decode_events, METH_VARARGS,
-     "decode_events(buffer, event_defaults, args_defaults) -> dict | None: the events array as columns"},
+     "decode_events(buffer, event_spec, args_spec, seed) -> dict | None: the events array as columns"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -972,7 +1047,5 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastjson", NULL, -1
 
 PyMODINIT_FUNC PyInit__fastjson(void) {
     init_tables();
-    for (size_t i = 0; i < N_EVENT_FIELDS; i++) EVENT_KEY_LEN[i] = (Py_ssize_t)strlen(EVENT_FIELDS[i].key);
-    for (size_t i = 0; i < N_ARGS_FIELDS; i++) ARGS_KEY_LEN[i] = (Py_ssize_t)strlen(ARGS_FIELDS[i].key);
     return PyModule_Create(&module);
 }

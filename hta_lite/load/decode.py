@@ -16,12 +16,14 @@ import stat
 import zlib
 from collections import Counter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from ..errors import TraceDecodeError, TraceFormatError, TraceReadError
+from . import schema
 from .events import EventColumns, EventList
+from .schema import EMPTY_RAW, Args, Event, LenientArgs
 
 try:  # the optional C accelerator (setup.py); without it every trace takes the msgspec path
     from . import _fastjson
@@ -35,113 +37,6 @@ try:  # python-isal gunzips ~1.7x faster than zlib (benchmarks/bench_decode.py)
     from isal import isal_zlib as _zlib
 except ImportError:  # pragma: no cover - isal is a declared dependency
     _gzip, _zlib = gzip, zlib
-
-EMPTY_RAW = msgspec.Raw(b"")
-
-
-class Args(msgspec.Struct, gc=False):
-    """The ``args`` keys that hta_lite reads; every other key is skipped by the decoder.
-
-    Numbers are typed (text accepted, converted later) so the decoder does the work in
-    C; a trace whose values have other types takes the lenient path.
-    """
-
-    stream: int | str = -1
-    device: int | str = -1
-    correlation: int | str = -1
-    external_id: int | str = msgspec.field(default=-1, name="External id")
-    bytes: int | str = -1
-    memory_bw_gbps: float | str = msgspec.field(
-        default=float("nan"), name="memory bandwidth (GB/s)"
-    )
-    grid: tuple[int, ...] | str | None = None  # tuples can be grouped, lists cannot
-    block: tuple[int, ...] | str | None = None
-    collective_name: str | None = msgspec.field(default=None, name="Collective name")
-    in_msg_nelems: int | str = msgspec.field(default=-1, name="In msg nelems")
-    out_msg_nelems: int | str = msgspec.field(default=-1, name="Out msg nelems")
-    group_size: int | str = msgspec.field(default=-1, name="Group size")
-    dtype: str | None = None
-    pg_name: str | None = msgspec.field(default=None, name="Process Group Name")
-    pg_desc: str | None = msgspec.field(default=None, name="Process Group Description")
-    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
-    # metadata ("M") events
-    name: Any = None
-    labels: Any = None
-    sort_index: Any = None
-
-
-class LenientArgs(msgspec.Struct, gc=False):
-    """Same keys as :class:`Args`, any value type (slow path for odd traces)."""
-
-    stream: Any = -1
-    device: Any = -1
-    correlation: Any = -1
-    external_id: Any = msgspec.field(default=-1, name="External id")
-    bytes: Any = -1
-    memory_bw_gbps: Any = msgspec.field(default=float("nan"), name="memory bandwidth (GB/s)")
-    grid: Any = None
-    block: Any = None
-    collective_name: Any = msgspec.field(default=None, name="Collective name")
-    in_msg_nelems: Any = msgspec.field(default=-1, name="In msg nelems")
-    out_msg_nelems: Any = msgspec.field(default=-1, name="Out msg nelems")
-    group_size: Any = msgspec.field(default=-1, name="Group size")
-    dtype: Any = None
-    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
-    pg_desc: Any = msgspec.field(default=None, name="Process Group Description")
-    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
-    name: Any = None
-    labels: Any = None
-    sort_index: Any = None
-
-
-# every phase of the Chrome trace format; as a Literal the decoder returns one shared string
-# per phase (12% faster decoding, 2.5x faster grouping); any other value takes the lenient path
-Phase = Literal[
-    "",
-    "X",
-    "B",
-    "E",
-    "i",
-    "I",
-    "C",
-    "b",
-    "n",
-    "e",
-    "S",
-    "T",
-    "p",
-    "F",
-    "s",
-    "t",
-    "f",
-    "P",
-    "N",
-    "O",
-    "D",
-    "M",
-    "V",
-    "v",
-    "R",
-    "c",
-    "(",
-    ")",
-]
-
-
-class Event(msgspec.Struct, gc=False):
-    """One Chrome-trace event; ``ts``/``dur`` are the raw JSON text of the number."""
-
-    ph: Phase = ""
-    cat: str | None = None
-    name: str | None = None
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: msgspec.Raw = EMPTY_RAW
-    dur: msgspec.Raw = EMPTY_RAW
-    id: Any = None
-    s: str | None = None
-    args: Args | None = None  # LenientArgs on the slow path
-
 
 class RangeEvent(msgspec.Struct, gc=False):
     """An event read whole, args included (second pass for the few events whose args are all
@@ -182,9 +77,12 @@ _ranges_decoder = msgspec.json.Decoder(list[RangeEvent])
 _any_decoder = msgspec.json.Decoder()
 
 
-_EVENT_DEFAULTS = {name: getattr(Event(), name) for name in Event.__struct_fields__}
 _EMPTY_ARGS = Args()
-_ARGS_DEFAULTS = {name: getattr(_EMPTY_ARGS, name) for name in Args.__struct_fields__}
+_C_EVENT_SPEC = schema.c_spec(schema.EVENT_FIELDS)
+_C_ARGS_SPEC = schema.c_spec(schema.ARGS_FIELDS)
+# the C decoder's string table is keyed by a hash seeded per process, so that no input can be
+# crafted to collide in it
+_C_SEED = int.from_bytes(os.urandom(8), "little")
 
 
 class Decoded(msgspec.Struct):
@@ -297,10 +195,20 @@ def _decode_events(raw_events) -> EventColumns | EventList:
     """The events array: as columns by the C decoder when it is built and takes this trace
     (it returns None for anything outside the subset it handles), else as msgspec structs."""
     if _fastjson is not None:
-        out = _fastjson.decode_events(raw_events, _EVENT_DEFAULTS, _ARGS_DEFAULTS)
-        if out is not None:
-            return EventColumns.from_decoder(out, _EVENT_DEFAULTS, _ARGS_DEFAULTS)
+        columns = decode_with_c(raw_events)
+        if columns is not None:
+            return columns
     return EventList(_events_decoder.decode(raw_events), _EMPTY_ARGS)
+
+
+def decode_with_c(raw_events) -> EventColumns | None:
+    """The events array through the C decoder, the fields of :mod:`hta_lite.load.schema`; None
+    when it declines. The decoder holds the buffer for the whole call: the strings it shares
+    point into it only while it runs (docs/architecture.md, the C decoder)."""
+    out = _fastjson.decode_events(raw_events, _C_EVENT_SPEC, _C_ARGS_SPEC, _C_SEED)
+    if out is None:
+        return None
+    return EventColumns.from_decoder(out, schema.EVENT_DEFAULTS, schema.ARGS_DEFAULTS)
 
 
 def _without_events(head: bytes, tail: bytes) -> bytes:

@@ -121,6 +121,8 @@ class EventColumns:
         values = self._fields.get(name)
         if values is None:
             return [self._defaults[name]] * len(self)
+        if isinstance(values, tuple):  # (rows, values): a key few rows hold
+            return self._sparse_field(name, *values)
         if self._index is None:
             return values
         array = self._arrays.get(name)
@@ -129,6 +131,17 @@ class EventColumns:
         if array is None:  # numpy takes many rows 6x faster than a list comprehension does
             array = self._arrays[name] = np.fromiter(values, dtype=object, count=len(values))
         return array[self._index].tolist()
+
+    def _sparse_field(self, name: str, rows: bytes, values: list) -> list:
+        """One value per selected row of a column the decoder gave as (rows, values)."""
+        held = np.frombuffer(rows, np.int32)
+        wanted = np.arange(self._n) if self._index is None else self._index
+        pos = np.minimum(np.searchsorted(held, wanted), max(len(held) - 1, 0))
+        hit = np.flatnonzero(held[pos] == wanted) if len(held) else np.zeros(0, np.int64)
+        out = [self._defaults[name]] * len(wanted)
+        for i, k in zip(hit.tolist(), pos[hit].tolist()):  # the rows that hold the key only
+            out[i] = values[k]
+        return out
 
     def factorized(self, name: str) -> tuple[np.ndarray, list]:
         if name not in self._coded:
