@@ -46,6 +46,13 @@ def shared_reference(path: Path = SHARED_REFERENCE) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def health_messages(health: dict) -> dict[str, int]:
+    """A rank's health counts by message (they are recorded by code)."""
+    from hta_lite.load.health_items import describe
+
+    return {describe(key)[2]: count for key, count in health.items()}
+
+
 def shared_cases() -> dict[str, Path]:
     """Folder name -> folder, for every case in ../shared/traces."""
     return {p.name: p for p in sorted(SHARED_TRACES.glob("*/*")) if p.is_dir()}

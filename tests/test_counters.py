@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
-from conftest import SAMPLES
+from conftest import SAMPLES, health_messages
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
@@ -63,7 +63,7 @@ def test_graph_launch_counts_each_kernel_and_skew_never_goes_negative(tmp_path):
     ]  # +3 at the graph launch
     assert (series["queue_length"] >= 0).all()
     assert (
-        a.traces[0].health[
+        health_messages(a.traces[0].health)[
             "GPU events starting before their launch call (clock skew; queued at GPU start)"
         ]
         == 1

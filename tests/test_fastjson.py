@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import shared_cases
+from fuzz.fuzz_decoder import colliding_names
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -431,30 +432,6 @@ def test_times_are_exact_nanoseconds():
     dur, valid, _ = fast.times("dur")
     assert dur[valid].tolist() == [500] and valid.tolist() == [True, False, False]
     assert np.asarray(fast.field("ph")).tolist() == ["", "", ""]
-
-
-def _mix64(h):
-    h = h ^ (h >> np.uint64(33))
-    h = h * np.uint64(0xFF51AFD7ED558CCD)
-    h = h ^ (h >> np.uint64(33))
-    h = h * np.uint64(0xC4CEB9FE1A85EC53)
-    return h ^ (h >> np.uint64(33))
-
-
-def colliding_names(seed: int, count: int, low_bits: int = 12) -> list[str]:
-    """8-character names whose string-table hash (under ``seed``) shares its low bits: all in
-    one slot of the decoder's first table (4096 slots). Mirrors hash_bytes of _fastjson.c."""
-    rng = np.random.default_rng(0)
-    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", np.uint8)
-    names: list[str] = []
-    with np.errstate(over="ignore"):
-        start = _mix64(np.uint64(seed) ^ (np.uint64(8) * np.uint64(0x9E3779B97F4A7C15)))
-        while len(names) < count:
-            chars = alphabet[rng.integers(0, len(alphabet), size=(1 << 21, 8))]
-            words = chars.copy().view("<u8").ravel()
-            hit = (_mix64(_mix64(start ^ words)) & np.uint64((1 << low_bits) - 1)) == 0
-            names = list(dict.fromkeys(names + [bytes(c).decode() for c in chars[hit]]))
-    return names[:count]
 
 
 def test_colliding_names_cost_a_bounded_number_of_probes():

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DATA, SAMPLES, needs_shared, shared_cases
+from conftest import DATA, SAMPLES, health_messages, needs_shared, shared_cases
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
@@ -67,7 +67,9 @@ def test_excluded_gpu_events_are_accounted(case):
         _, events = raw_events(Path(trace.path))
         gpu_raw = sum(1 for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES)
         excluded = sum(
-            v for k, v in trace.health.items() if k.startswith("GPU events") and "excluded" in k
+            v
+            for k, v in health_messages(trace.health).items()
+            if k.startswith("GPU events") and "excluded" in k
         )
         assert len(trace.gpu) + excluded == gpu_raw
 
@@ -287,7 +289,7 @@ def test_bad_event_fields_are_counted_not_fatal(tmp_path):
     ]
     (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
     a = TraceAnalysis(trace_dir=tmp_path)
-    health = a.traces[0].health
+    health = health_messages(a.traces[0].health)
     assert health["complete event without a valid ts (dropped)"] == 1
     assert health["negative dur (clamped to 0)"] == 1
     assert health["event is not a JSON object"] == 1

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from bad_corpus import CASES, source_document, write_case
+from conftest import health_messages
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
@@ -25,7 +26,7 @@ def test_corpus_case(case, tmp_path):
             TraceAnalysis(trace_dir=folder, parallel=False)
         return
     analysis = TraceAnalysis(trace_dir=folder, parallel=False)
-    health = analysis.traces[analysis.ranks[0]].health
+    health = health_messages(analysis.traces[analysis.ranks[0]].health)
     for item, count in expected.items():
         assert health.get(item) == count, (item, health)
     # every analysis still runs on the damaged trace
@@ -38,7 +39,7 @@ def test_corpus_case(case, tmp_path):
 
 def test_source_trace_has_only_the_known_items(tmp_path):
     (tmp_path / "rank0.json").write_text(json.dumps(source_document()))
-    health = TraceAnalysis(trace_dir=tmp_path, parallel=False).traces[0].health
+    health = health_messages(TraceAnalysis(trace_dir=tmp_path, parallel=False).traces[0].health)
     assert health == {
         # cuLaunchKernel rows
         "launch calls without a GPU event in the trace": BASELINE_LAUNCHES_WITHOUT_KERNEL,

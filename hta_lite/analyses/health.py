@@ -12,54 +12,46 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..load.health_items import EXCLUDED, PROBLEMS, describe
 from ..load.rank_trace import RankTrace
 
-# items that describe the trace rather than a problem in it
-INFO_PREFIXES = (
-    "events read",
-    "GPU events kept",
-    "CPU events kept",
-    "ProfilerSteps",
-    "rank taken",
-    "rank assigned",
-    "text pid",
-    "text tid",
-)
+COLUMNS = ["rank", "file", "code", "severity", "item", "count"]
 
 
 def health_table(
     traces: Mapping[int, RankTrace], skipped_files: Mapping[str, str] | None = None
 ) -> pd.DataFrame:
-    """Long table ``rank, file, item, count``: events read by phase and category, then every
-    counted problem. Files that could not be loaded appear with rank -1 and the error as
-    ``item``."""
+    """Long table ``rank, file, code, severity, item, count``: per rank the events read by phase
+    and category and what was kept (severity ``info``), then every counted item
+    (:mod:`hta_lite.load.health_items`: ``info``, ``excluded``, ``warning``); files that could
+    not be loaded with rank -1 and severity ``error``."""
     rows = []
     for rank, trace in sorted(traces.items()):
+        facts = []
         for key, count in sorted(trace.events_read.items()):
-            phase, _, category = key.partition("/")
-            item = f"events read, phase {phase!r}" + (
-                f", category {category!r}" if category else ""
-            )
-            rows.append((rank, trace.path, item, count))
-        rows.append((rank, trace.path, "GPU events kept", len(trace.gpu)))
-        rows.append((rank, trace.path, "CPU events kept", len(trace.cpu)))
-        rows.append((rank, trace.path, "ProfilerSteps", len(trace.steps)))
-        if trace.is_cpu_only:
-            rows.append((rank, trace.path, "no GPU events (CPU-only trace)", 1))
-        if trace.steps.empty:
-            rows.append((rank, trace.path, "no ProfilerStep in the trace (iterations unknown)", 1))
-        if "distributedInfo" not in trace.metadata:
-            rows.append((rank, trace.path, "no distributedInfo in the trace", 1))
-        for item, count in sorted(trace.health.items()):
-            rows.append((rank, trace.path, item, count))
-    for path, reason in (skipped_files or {}).items():
-        rows.append((-1, path, f"file skipped: {reason}", 1))
-    return pd.DataFrame(rows, columns=["rank", "file", "item", "count"])
+            phase, _, cat = key.partition("/")
+            detail = f"phase {phase!r}" + (f", category {cat!r}" if cat else "")
+            facts.append((f"events_read:{detail}", count))
+        facts += [
+            ("gpu_events_kept", len(trace.gpu)),
+            ("cpu_events_kept", len(trace.cpu)),
+            ("profiler_steps", len(trace.steps)),
+        ]
+        facts += [(code, 1) for code, missing in (
+            ("cpu_only", trace.is_cpu_only),
+            ("no_profiler_step", trace.steps.empty),
+            ("no_distributed_info", "distributedInfo" not in trace.metadata),
+        ) if missing]  # fmt: skip
+        for key, count in [*facts, *sorted(trace.health.items())]:
+            rows.append((rank, trace.path, *describe(key), count))
+    for path, problem in (skipped_files or {}).items():
+        rows.append((-1, path, *describe(f"file_skipped:{problem}"), 1))
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def is_problem(item: str) -> bool:
-    """Health items about data quality (not the by-design exclusion of the last step)."""
-    return not item.startswith(INFO_PREFIXES) and "(excluded)" not in item
+def problems(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a health table about data quality: severity ``warning`` or ``error``."""
+    return table[table["severity"].isin(PROBLEMS)]
 
 
 def device_type(trace: RankTrace) -> str:
@@ -112,9 +104,11 @@ def health_summary(traces: Mapping[int, RankTrace]) -> pd.DataFrame:
                 if firsts[rank] is None
                 else (firsts[rank] - origin) / 1000.0,
                 "excluded_outside_steps": sum(
-                    n for item, n in trace.health.items() if "(excluded)" in item
+                    n for key, n in trace.health.items() if describe(key)[1] == EXCLUDED
                 ),
-                "problems": sum(n for item, n in trace.health.items() if is_problem(item)),
+                "problems": sum(
+                    n for key, n in trace.health.items() if describe(key)[1] in PROBLEMS
+                ),
             }
         )
     return pd.DataFrame(rows)

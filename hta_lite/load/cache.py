@@ -29,7 +29,7 @@ from .rank_trace import RankTrace
 
 TEXT_DTYPE = pd.Index([], dtype=TEXT).dtype
 
-FORMAT_VERSION = 3  # 2: kernel_counters table; 3: nesting of zero-length events fixed
+FORMAT_VERSION = 4  # 2: kernel_counters table; 3: nesting of zero-length events; 4: health codes
 TABLES = RankTrace.TABLES
 _SAMPLE = 1 << 20
 

@@ -23,6 +23,7 @@ import msgspec
 from ..errors import TraceDecodeError, TraceFormatError, TraceReadError
 from . import schema
 from .events import EventColumns, EventList
+from .health_items import note
 from .schema import EMPTY_RAW, Args, Event, LenientArgs
 
 try:  # the optional C accelerator (setup.py); without it every trace takes the msgspec path
@@ -37,6 +38,7 @@ try:  # python-isal gunzips ~1.7x faster than zlib (benchmarks/bench_decode.py)
     from isal import isal_zlib as _zlib
 except ImportError:  # pragma: no cover - isal is a declared dependency
     _gzip, _zlib = gzip, zlib
+
 
 class RangeEvent(msgspec.Struct, gc=False):
     """An event read whole, args included (second pass for the few events whose args are all
@@ -279,11 +281,10 @@ def _repair(data: bytes, skipped: Counter) -> bytes | None:
         data.decode("utf-8")
     except UnicodeDecodeError:
         text = data.decode("utf-8", errors="replace")
-        skipped["invalid UTF-8 bytes (replaced by U+FFFD)"] += text.count("\ufffd")
+        note(skipped, "invalid_utf8", text.count("\ufffd"))
         repaired = text.encode("utf-8")
     repaired, n_non_finite = _NON_FINITE.subn(b"null", repaired)
-    if n_non_finite:
-        skipped["NaN/Infinity literals (read as null)"] += n_non_finite
+    note(skipped, "non_finite_literal", n_non_finite)
     return repaired if repaired != data else None
 
 
@@ -340,7 +341,7 @@ def _decode_leniently(raw_events: msgspec.Raw, path: Path, skipped: Counter) -> 
         try:
             fields = _raw_dict_decoder.decode(raw)
         except msgspec.ValidationError:
-            skipped["event is not a JSON object"] += 1
+            note(skipped, "event_not_object", 1)
             continue
         events.append(_coerce_event(fields, skipped))
     return events
@@ -352,14 +353,14 @@ def _coerce_event(fields: dict[str, msgspec.Raw], skipped: Counter) -> Event:
         if key in fields:
             value = _any_decoder.decode(fields[key])
             if value is not None and not isinstance(value, str):
-                skipped[f"non-string '{key}' converted to text"] += 1
+                note(skipped, "field_converted_to_text", 1, key)
                 value = str(value)
             setattr(ev, key, "" if key == "ph" and value is None else value)
     for key in ("pid", "tid"):
         if key in fields:
             value = _any_decoder.decode(fields[key])
             if value is not None and not isinstance(value, (int, str)) or isinstance(value, bool):
-                skipped[f"'{key}' neither integer nor text (ignored)"] += 1
+                note(skipped, "field_not_int_or_text", 1, key)
                 value = None
             setattr(ev, key, value)
     if "id" in fields:
@@ -374,7 +375,7 @@ def _coerce_event(fields: dict[str, msgspec.Raw], skipped: Counter) -> Event:
             try:
                 ev.args = _lenient_args_decoder.decode(fields["args"])
             except msgspec.ValidationError:
-                skipped["'args' is not an object (args ignored)"] += 1
+                note(skipped, "args_not_object", 1)
     return ev
 
 

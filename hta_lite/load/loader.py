@@ -280,7 +280,7 @@ def assign_ranks(loaded: list[RankTrace], warn: Callable[[str], None]) -> dict[i
             from_name = rank_from_filename(trace.path)
             trace.rank = -1 if from_name is None else from_name
             if trace.rank >= 0:
-                trace.health["rank taken from the file name (no distributedInfo.rank)"] = 1
+                trace.health["rank_from_file_name"] = 1
         if trace.rank < 0:
             unranked.append(trace)
             continue
@@ -295,7 +295,7 @@ def assign_ranks(loaded: list[RankTrace], warn: Callable[[str], None]) -> dict[i
         while next_rank in by_rank:
             next_rank += 1
         trace.rank = next_rank
-        trace.health["rank assigned by file order (no distributedInfo.rank, no rank in name)"] = 1
+        trace.health["rank_assigned"] = 1
         if len(loaded) > 1:
             warn(
                 f"{trace.path}: no distributedInfo.rank and no rank in the file name;"

@@ -15,6 +15,7 @@ from ..classify import kernel_types
 from ..intervals import count_overlaps_by_group
 from ..kineto import CPU_OP_CATEGORY, GPU_WORK_CATEGORIES, LAUNCH_NAMES, RUNTIME_CATEGORIES
 from . import decode as dec
+from .health_items import note
 from .links import (
     first_row_by_key,
     gather,
@@ -129,9 +130,7 @@ def _launch_rows(cpu: pd.DataFrame, gpu: pd.DataFrame, health: Counter | None) -
     corr = cpu["correlation"].to_numpy()
     index, rows = first_row_by_key(corr, runtime)
     if health is not None and len(runtime) > len(rows):
-        health["runtime calls sharing a correlation id (first kept for linking)"] += len(
-            runtime
-        ) - len(rows)
+        note(health, "shared_correlation", len(runtime) - len(rows))
     return lookup(index, rows, gpu["correlation"].to_numpy())
 
 
@@ -152,26 +151,11 @@ def _apply_step_window(cpu, gpu, annotations, steps, include_last, health):
     launch = _launch_rows(cpu, gpu, None)
     keep_gpu = gather(keep_cpu, launch, False)
     keep_anno = annotations["ts"].to_numpy() < cutoff + (1 if include_last else 0)
-    dropped_gpu_no_launch = int((launch < 0).sum())
-    if dropped_gpu_no_launch:
-        health["GPU events without a launching call (outside the profiled steps, excluded)"] += (
-            dropped_gpu_no_launch
-        )
-    if (~keep_cpu).sum():
-        health[
-            "CPU events in the last ProfilerStep (excluded)"
-            if not include_last
-            else "CPU events after the last ProfilerStep (excluded)"
-        ] += int((~keep_cpu).sum())
-    late_gpu = int(((launch >= 0) & ~keep_gpu).sum())
-    if late_gpu:
-        health[
-            "GPU events launched in the last ProfilerStep (excluded)"
-            if not include_last
-            else "GPU events launched after the last ProfilerStep (excluded)"
-        ] += late_gpu
-    if (~keep_anno).sum():
-        health["GPU annotations outside the profiled steps (excluded)"] += int((~keep_anno).sum())
+    note(health, "gpu_outside_steps", int((launch < 0).sum()))
+    where = "after" if include_last else "in"
+    note(health, f"cpu_{where}_last_step", int((~keep_cpu).sum()))
+    note(health, f"gpu_{where}_last_step", int(((launch >= 0) & ~keep_gpu).sum()))
+    note(health, "annotations_outside_steps", int((~keep_anno).sum()))
     return (
         cpu[keep_cpu].reset_index(drop=True),
         gpu[keep_gpu].reset_index(drop=True),
@@ -188,27 +172,21 @@ def _link(cpu: pd.DataFrame, gpu: pd.DataFrame, steps: pd.DataFrame, health: Cou
     gpu["launch_row"] = launch
     gpu["iteration"] = gather(cpu["iteration"].to_numpy(), launch, -1)
     no_launch = int((launch < 0).sum())
-    if no_launch:
-        health["GPU events without a launching call in the trace"] += no_launch
+    note(health, "gpu_without_launch", no_launch)
     launched_at = gather(cpu["ts"].to_numpy(), launch, np.iinfo(np.int64).min)
     early = int((gpu["ts"].to_numpy() < launched_at).sum())
-    if early:
-        health[
-            "GPU events starting before their launch call (clock skew; queued at GPU start)"
-        ] += early
+    note(health, "gpu_before_launch", early)
     launches = np.asarray(cpu["name"].isin(LAUNCH_NAMES)) & (cpu["correlation"].to_numpy() != -1)
     orphan_launches = launches & ~np.isin(
         cpu["correlation"].to_numpy(), gpu["correlation"].to_numpy()
     )
-    if orphan_launches.any():
-        health["launch calls without a GPU event in the trace"] += int(orphan_launches.sum())
+    note(health, "launch_without_gpu", int(orphan_launches.sum()))
     on_streams = np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES))
     ts = gpu["ts"].to_numpy()[on_streams]
     overlaps = count_overlaps_by_group(
         gpu["stream"].to_numpy()[on_streams], ts, ts + gpu["dur"].to_numpy()[on_streams]
     )
-    if overlaps:
-        health["GPU events overlapping an earlier event on the same stream"] += overlaps
+    note(health, "gpu_overlap_on_stream", overlaps)
     cpu["op_row"] = -1
     runtime = _runtime_rows(cpu)
     cpu.loc[runtime, "op_row"] = nearest_ancestor(

@@ -19,6 +19,7 @@ import pandas as pd
 from ..kineto import PROFILER_RANGE_CATEGORY
 from . import decode as dec
 from .columns import empty_category, to_category, to_float, to_int
+from .health_items import note
 from .timestamps import raw_us_to_ns
 
 
@@ -29,7 +30,7 @@ def counters(raw_events, health: Counter, present: bool) -> pd.DataFrame:
     ts, ok, _ = raw_us_to_ns(events, "ts")
     for ev, t, good in zip(events, ts.tolist(), ok.tolist()):
         if not good or not isinstance(ev.args, dict):
-            health["counter event without valid ts or args (dropped)"] += 1
+            note(health, "counter_without_ts_or_args", 1)
             continue
         for series, value in ev.args.items():
             rows_ts.append(t)
@@ -54,8 +55,7 @@ def kernel_counters(raw_events, health: Counter, present: bool) -> pd.DataFrame:
     events = dec.decode_category(raw_events, PROFILER_RANGE_CATEGORY) if present else []
     ts, ts_ok, _ = raw_us_to_ns(events, "ts")
     dur, dur_ok, _ = raw_us_to_ns(events, "dur")
-    if (~ts_ok).any():
-        health["CUPTI profiler range without a valid ts (dropped)"] += int((~ts_ok).sum())
+    note(health, "profiler_range_without_ts", int((~ts_ok).sum()))
     keep = np.flatnonzero(ts_ok)
     events = [events[i] for i in keep.tolist()]
     args = [ev.args if isinstance(ev.args, dict) else {} for ev in events]
@@ -69,7 +69,6 @@ def kernel_counters(raw_events, health: Counter, present: bool) -> pd.DataFrame:
     }
     for key in keys:
         values, bad = to_float([a.get(key) for a in args])
-        if bad:
-            health[f"non-numeric CUPTI counter {key!r} (stored as NaN)"] += bad
+        note(health, "counter_not_numeric", bad, key)
         table[key] = values
     return pd.DataFrame(table)

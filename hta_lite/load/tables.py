@@ -31,6 +31,7 @@ from .columns import (
     to_int,
 )
 from .events import EventColumns, EventList
+from .health_items import note
 from .second_pass import counters, kernel_counters
 
 SUPPORTED_PHASES = ("X", "i", "I", "s", "f", "t", "C", "M")
@@ -46,8 +47,7 @@ Events = EventColumns | EventList
 def _ints(items: Events, name: str, health: Counter) -> np.ndarray:
     """int64 column of ``args`` attribute ``name`` (-1 when absent); unusable values are counted."""
     values, bad = int_column(items.field(name))
-    if bad:
-        health[f"non-numeric args.{name} (stored as -1)"] += bad
+    note(health, "arg_not_numeric", bad, name)
     return values
 
 
@@ -66,8 +66,7 @@ def _few_distinct_columns(codes: np.ndarray, combos: list, names: tuple, health:
                 for v, c in zip(values, converted.tolist())
             ]
             bad = int(weights[np.array(unusable, bool)].sum())
-            if bad:
-                health[f"text {name} (stored as -1)"] += bad
+            note(health, "text_id", bad, name)
             out[name] = converted[codes]
         else:
             per_combo = to_category(values)
@@ -107,24 +106,18 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
             by_phase[f"X/{cat}"] += n
     ts, ts_ok, subns_ts = events.times("ts")
     dur, dur_ok, subns_dur = events.times("dur")
-    if subns_ts + subns_dur:
-        health["sub-nanosecond digits truncated"] += subns_ts + subns_dur
-    if (~ts_ok).any():
-        health["complete event without a valid ts (dropped)"] += int((~ts_ok).sum())
+    note(health, "subns_truncated", subns_ts + subns_dur)
+    note(health, "complete_without_ts", int((~ts_ok).sum()))
     dur_missing = ts_ok & ~dur_ok
-    if dur_missing.any():
-        health["complete event without a valid dur (dur set to 0)"] += int(dur_missing.sum())
+    note(health, "complete_without_dur", int(dur_missing.sum()))
     negative = ts_ok & (dur < 0)
-    if negative.any():
-        health["negative dur (clamped to 0)"] += int(negative.sum())
+    note(health, "negative_dur", int(negative.sum()))
     dur = np.where(dur_ok & (dur > 0), dur, 0)
     if ts_ok.any():  # corrupted CUPTI values: durations far beyond anything the trace spans
         span = int(ts[ts_ok].max() - ts[ts_ok].min())
         implausible = ts_ok & (dur > max(10 * span, IMPLAUSIBLE_DUR_FLOOR_NS))
         if implausible.any():
-            health["complete event with implausible dur (> 10x the trace span; dropped)"] += int(
-                implausible.sum()
-            )
+            note(health, "implausible_dur", int(implausible.sum()))
             ts_ok = ts_ok & ~implausible
     keep = np.flatnonzero(ts_ok)
     if len(keep) != len(events):
@@ -133,8 +126,7 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
     shared = {"ts": ts, "dur": dur, "name": events.category("name")}
     shared.update(_few_distinct_columns(codes, combos, thread_fields, health))
     stream, bad_stream = int_column(args.field("stream"))
-    if bad_stream:
-        health["non-numeric args.stream (stored as -1)"] += bad_stream
+    note(health, "arg_not_numeric", bad_stream, "stream")
     shared["stream"] = stream
     shared["correlation"] = _ints(args, "correlation", health)
     shared["external_id"] = _ints(args, "external_id", health)
@@ -178,8 +170,7 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
 
 def _instants(events: Events, health: Counter) -> pd.DataFrame:
     ts, ok, _ = events.times("ts")
-    if (~ok).any():
-        health["instant event without a valid ts (dropped)"] += int((~ok).sum())
+    note(health, "instant_without_ts", int((~ok).sum()))
     idx = np.flatnonzero(ok)
     events = events.take(idx)
     cols = {"ts": ts[idx], **_base(events, health)}
@@ -194,7 +185,7 @@ def _flows(events: Events, health: Counter) -> pd.DataFrame:
     """
     ts, ok, _ = events.times("ts")
     if (~ok).any():
-        health["flow event without a valid ts (dropped)"] += int((~ok).sum())
+        note(health, "flow_without_ts", int((~ok).sum()))
         events, ts = events.take(np.flatnonzero(ok)), ts[ok]
     names = ("ph", "cat", "pid", "tid")
     few = _few_distinct_columns(*events.combinations(names), names, health)
@@ -245,9 +236,9 @@ def build_tables(decoded: dec.Decoded) -> tuple[dict[str, pd.DataFrame], Counter
     }
     for phase, count in by_phase.items():
         if phase not in SUPPORTED_PHASES:
-            health[f"unsupported phase {phase!r} (ignored)"] += count
+            note(health, "unsupported_phase", count, repr(phase))
     if len(events) - sum(by_phase.values()):
-        health["event without 'ph' (ignored)"] += len(events) - sum(by_phase.values())
+        note(health, "event_without_ph", len(events) - sum(by_phase.values()))
     tables = _complete_events(selected["X"], health, by_phase)
     tables["instants"] = _instants(selected["instants"], health)
     tables["flows"] = _flows(selected["flows"], health)

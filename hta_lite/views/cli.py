@@ -160,7 +160,7 @@ def _load(args: argparse.Namespace):
 def summarize(args: argparse.Namespace) -> int:
     import json
 
-    from ..analyses.health import is_problem
+    from ..analyses.health import problems
     from .report import write_report
     from .summary import HEADINGS, summary_tables
 
@@ -185,9 +185,10 @@ def summarize(args: argparse.Namespace) -> int:
                     table = table.assign(name=table["name"].str.slice(0, 60)).head(10)
                 print(heading)
                 print(table.to_string(index=False) if len(table) else "(none)", "\n")
-            problems = tables["health"][tables["health"]["item"].map(is_problem)]
+            problem_rows = problems(tables["health"])
             print("Trace health (events skipped, clamped or not linked)")
-            print(problems.to_string(index=False) if len(problems) else "nothing skipped")
+            shown = problem_rows[["rank", "code", "item", "count"]]
+            print(shown.to_string(index=False) if len(shown) else "nothing skipped")
     if args.out_dir:
         out = Path(args.out_dir)
         out.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ from plotly.offline import get_plotlyjs
 
 from .. import __version__, plots
 from ..analyses import cupti
-from ..analyses.health import is_problem
+from ..analyses.health import problems
 from ..facade.analysis import TraceAnalysis
 
 CSS = """
@@ -164,13 +164,13 @@ def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
     _cupti_section(report, analysis)
     _cross_rank_section(report, analysis)
     health = analysis.health()
-    problems = health[health["item"].map(is_problem)]
+    problem_rows = problems(health)
     report.section(
         "health",
         "Trace health",
         "<p class='note'>Events skipped, clamped or not linked while loading (see"
         " docs/health.md).</p>",
-        _table(problems, 200),
+        _table(problem_rows, 200),
         "<h3>Per rank</h3>",
         _table(summary),
     )

@@ -1,0 +1,105 @@
+"""What the loader counts about a trace: every item has a code, a severity and a message.
+
+The loader records counts by code (``note(health, "negative_dur", n)``; a code with a detail, such
+as the arg whose values were not numbers, is recorded as ``"code:detail"``). The health table
+(:mod:`hta_lite.analyses.health`) shows the code, the severity and the message; what counts as a
+problem is decided by the severity, never by the wording. docs/health.md lists the items.
+
+Severities: ``info`` (a fact about the trace), ``excluded`` (left out by design: the last
+ProfilerStep), ``warning`` (something skipped, clamped, repaired or not linked: the numbers may
+be affected), ``error`` (a file that could not be loaded).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import NamedTuple
+
+
+class Item(NamedTuple):
+    severity: str
+    message: str  # "{detail}" is replaced by the detail of "code:detail"
+
+
+INFO, EXCLUDED, WARNING, ERROR = "info", "excluded", "warning", "error"
+PROBLEMS = (WARNING, ERROR)
+
+ITEMS: dict[str, Item] = {
+    # reading and decoding
+    "invalid_utf8": Item(WARNING, "invalid UTF-8 bytes (replaced by U+FFFD)"),
+    "non_finite_literal": Item(WARNING, "NaN/Infinity literals (read as null)"),
+    "event_not_object": Item(WARNING, "event is not a JSON object"),
+    "args_not_object": Item(WARNING, "'args' is not an object (args ignored)"),
+    "field_converted_to_text": Item(WARNING, "non-string '{detail}' converted to text"),
+    "field_not_int_or_text": Item(WARNING, "'{detail}' neither integer nor text (ignored)"),
+    # tables
+    "event_without_ph": Item(WARNING, "event without 'ph' (ignored)"),
+    "unsupported_phase": Item(WARNING, "unsupported phase {detail} (ignored)"),
+    "complete_without_ts": Item(WARNING, "complete event without a valid ts (dropped)"),
+    "complete_without_dur": Item(WARNING, "complete event without a valid dur (dur set to 0)"),
+    "negative_dur": Item(WARNING, "negative dur (clamped to 0)"),
+    "implausible_dur": Item(
+        WARNING, "complete event with implausible dur (> 10x the trace span; dropped)"
+    ),
+    "subns_truncated": Item(WARNING, "sub-nanosecond digits truncated"),
+    "instant_without_ts": Item(WARNING, "instant event without a valid ts (dropped)"),
+    "flow_without_ts": Item(WARNING, "flow event without a valid ts (dropped)"),
+    "counter_without_ts_or_args": Item(WARNING, "counter event without valid ts or args (dropped)"),
+    "profiler_range_without_ts": Item(WARNING, "CUPTI profiler range without a valid ts (dropped)"),
+    "counter_not_numeric": Item(WARNING, "non-numeric CUPTI counter '{detail}' (stored as NaN)"),
+    "arg_not_numeric": Item(WARNING, "non-numeric args.{detail} (stored as -1)"),
+    "text_id": Item(INFO, "text {detail} (stored as -1)"),
+    # links and the step window
+    "shared_correlation": Item(
+        WARNING, "runtime calls sharing a correlation id (first kept for linking)"
+    ),
+    "gpu_without_launch": Item(WARNING, "GPU events without a launching call in the trace"),
+    "gpu_before_launch": Item(
+        WARNING, "GPU events starting before their launch call (clock skew; queued at GPU start)"
+    ),
+    "launch_without_gpu": Item(WARNING, "launch calls without a GPU event in the trace"),
+    "gpu_overlap_on_stream": Item(
+        WARNING, "GPU events overlapping an earlier event on the same stream"
+    ),
+    "gpu_outside_steps": Item(
+        EXCLUDED, "GPU events without a launching call (outside the profiled steps, excluded)"
+    ),
+    "cpu_in_last_step": Item(EXCLUDED, "CPU events in the last ProfilerStep (excluded)"),
+    "cpu_after_last_step": Item(EXCLUDED, "CPU events after the last ProfilerStep (excluded)"),
+    "gpu_in_last_step": Item(EXCLUDED, "GPU events launched in the last ProfilerStep (excluded)"),
+    "gpu_after_last_step": Item(
+        EXCLUDED, "GPU events launched after the last ProfilerStep (excluded)"
+    ),
+    "annotations_outside_steps": Item(
+        EXCLUDED, "GPU annotations outside the profiled steps (excluded)"
+    ),
+    # ranks
+    "rank_from_file_name": Item(INFO, "rank taken from the file name (no distributedInfo.rank)"),
+    "rank_assigned": Item(
+        INFO, "rank assigned by file order (no distributedInfo.rank, no rank in name)"
+    ),
+    # facts the health table adds
+    "events_read": Item(INFO, "events read, {detail}"),
+    "gpu_events_kept": Item(INFO, "GPU events kept"),
+    "cpu_events_kept": Item(INFO, "CPU events kept"),
+    "profiler_steps": Item(INFO, "ProfilerSteps"),
+    "cpu_only": Item(INFO, "no GPU events (CPU-only trace)"),
+    "no_profiler_step": Item(WARNING, "no ProfilerStep in the trace (iterations unknown)"),
+    "no_distributed_info": Item(INFO, "no distributedInfo in the trace"),
+    "file_skipped": Item(ERROR, "file skipped: {detail}"),
+}
+
+
+def note(health: Counter, code: str, count: int, detail: str | None = None) -> None:
+    """Add ``count`` (when positive) to ``code`` (``code:detail`` with a detail)."""
+    if code not in ITEMS:
+        raise KeyError(f"unknown health item {code!r}")  # a typo in hta_lite, not in a trace
+    if count > 0:
+        health[code if detail is None else f"{code}:{detail}"] += int(count)
+
+
+def describe(key: str) -> tuple[str, str, str]:
+    """``(code, severity, message)`` of a recorded key (``code`` or ``code:detail``)."""
+    code, _, detail = key.partition(":")
+    item = ITEMS[code]
+    return code, item.severity, item.message.format(detail=detail)
