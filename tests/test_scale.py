@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 
 import pandas as pd
@@ -113,3 +114,29 @@ def test_summaries_match_full_analysis(folder):
         summary["temporal_breakdown"], full.get_temporal_breakdown(visualize=False)
     )
     pd.testing.assert_frame_equal(summary["step_breakdown"], full.get_step_breakdown())
+
+
+def test_cache_keeps_the_recently_used_within_its_cap(folder, tmp_path, monkeypatch):
+    root = tmp_path / "cache"
+    TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
+    listed = cache_mod.entries(root)
+    assert len(listed) == 2 and all(size > 0 for _, size, _ in listed)
+    older, newer = listed
+    os.utime(older[0] / "meta.json", (1, 1))  # used long ago
+    limit = max(older[1], newer[1]) + 1  # room for one entry only
+    assert cache_mod.evict(root, limit) == older[1]
+    assert [e[0] for e in cache_mod.entries(root)] == [newer[0]]
+    monkeypatch.setenv("HTA_LITE_CACHE_MAX_GB", str(limit / 1e9))
+    TraceAnalysis(trace_dir=folder, cache=root, parallel=False)  # a load evicts to the cap
+    assert cache_mod.usage(root)["bytes"] <= limit and cache_mod.usage(root)["entries"] == 1
+
+
+def test_cache_clear_and_info(folder, tmp_path, capsys):
+    from hta_lite.views.cli import main
+
+    root = tmp_path / "cache"
+    TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
+    assert main(["cache", "info", "--dir", str(root)]) == 0
+    assert "2 cached rank(s)" in capsys.readouterr().out
+    assert main(["cache", "clear", "--dir", str(root)]) == 0
+    assert cache_mod.usage(root)["entries"] == 0

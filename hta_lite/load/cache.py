@@ -9,6 +9,11 @@ entry is ignored and rebuilt; nothing is unpickled.
 Location: ``cache_dir=`` argument, else ``$HTA_LITE_CACHE_DIR``, else the user cache folder
 (``$XDG_CACHE_HOME/hta_lite`` or ``~/.cache/hta_lite``), so read-only trace folders work.
 ``HTA_LITE_CACHE=off`` (or ``0``/``false``/``no``) or ``cache=False`` turns it off.
+
+Size: after each load the least recently used entries are removed until the folder holds at
+most ``$HTA_LITE_CACHE_MAX_GB`` (default 10) GB; an entry is used when it is written or read.
+``clear()`` (or ``hta-lite cache clear``) empties it; ``usage()`` (``hta-lite cache info``) says
+what it holds.
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ def load(root: Path, key: str) -> RankTrace | None:
         meta = msgspec.json.decode((folder / "meta.json").read_bytes(), type=_Meta)
         if meta.version != FORMAT_VERSION or meta.key != key:
             return None
+        os.utime(folder / "meta.json")  # last used now: the eviction order
         tables = {
             name: _text_categories(pq.ParquetFile(folder / f"{name}.parquet").read().to_pandas())
             for name in TABLES
@@ -150,3 +156,67 @@ def store(root: Path, key: str, trace: RankTrace) -> None:
     except (OSError, pa.ArrowException, TypeError, ValueError):
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+DEFAULT_MAX_GB = 10.0
+
+
+def max_bytes() -> int:
+    """The size cap: ``$HTA_LITE_CACHE_MAX_GB`` (default 10) in bytes."""
+    try:
+        return int(float(os.environ.get("HTA_LITE_CACHE_MAX_GB", DEFAULT_MAX_GB)) * 1e9)
+    except ValueError:
+        return int(DEFAULT_MAX_GB * 1e9)
+
+
+def entries(root: Path) -> list[tuple[Path, int, float]]:
+    """``(folder, bytes, last used)`` of every entry, least recently used first."""
+    out = []
+    try:
+        folders = [e for e in os.scandir(root) if e.is_dir() and not e.name.startswith(".")]
+    except OSError:
+        return []
+    for entry in folders:
+        try:
+            files = list(os.scandir(entry.path))
+            size = sum(f.stat().st_size for f in files if f.is_file())
+            used = os.stat(os.path.join(entry.path, "meta.json")).st_mtime
+        except OSError:
+            size, used = 0, 0.0  # a partial entry: the first to go
+        out.append((Path(entry.path), size, used))
+    return sorted(out, key=lambda e: e[2])
+
+
+def evict(root: Path, limit: int | None = None) -> int:
+    """Remove least recently used entries until ``root`` holds at most ``limit`` bytes (default
+    :func:`max_bytes`); returns the bytes freed. Never raises."""
+    limit = max_bytes() if limit is None else limit
+    listed = entries(root)
+    total, freed = sum(size for _, size, _ in listed), 0
+    for folder, size, _ in listed:
+        if total - freed <= limit:
+            break
+        shutil.rmtree(folder, ignore_errors=True)
+        freed += size
+    return freed
+
+
+def usage(root: Path) -> dict:
+    """``{"folder", "entries", "bytes", "max_bytes"}`` of the cache."""
+    listed = entries(root)
+    return {
+        "folder": str(root),
+        "entries": len(listed),
+        "bytes": sum(size for _, size, _ in listed),
+        "max_bytes": max_bytes(),
+    }
+
+
+def clear(root: Path) -> int:
+    """Remove every entry (and leftovers of interrupted writes); returns the entries removed."""
+    listed = entries(root)
+    for folder, _, _ in listed:
+        shutil.rmtree(folder, ignore_errors=True)
+    for leftover in root.glob(".tmp-*") if root.exists() else []:
+        shutil.rmtree(leftover, ignore_errors=True)
+    return len(listed)

@@ -265,6 +265,8 @@ def load(
     warn = warn or (lambda msg: warnings.warn(msg, stacklevel=3))
     jobs = jobs_for(trace_dir, trace_files)
     results = parse_many(jobs, options)
+    if options.cache_root is not None:
+        cache.evict(options.cache_root)
     loaded, skipped = collect([p for p, _ in jobs], results, options.on_error, warn, trace_dir)
     return assign_ranks(loaded, warn), skipped
 

@@ -20,6 +20,7 @@ import pandas as pd
 from ..analyses import counters, idle, kernels, overlap, steps, temporal
 from ..analyses.health import health_summary
 from ..errors import TraceError
+from ..load import cache
 from ..load.loader import LoadOptions, assign_ranks, collect, discover, load_file, map_in_processes
 from ..load.rank_trace import RankTrace
 
@@ -88,6 +89,8 @@ def summarize_folder(
     options = options or LoadOptions(**option_kwargs)
     jobs = [(p, None) for p in discover(trace_dir)]
     results = run_jobs(functools.partial(_summarize_job, options=options), jobs, executor, options)
+    if options.cache_root is not None:
+        cache.evict(options.cache_root)
     loaded, skipped = collect(
         [p for p, _ in jobs], [stub for stub, _ in results], options.on_error, where=trace_dir
     )

@@ -81,6 +81,14 @@ def _parser() -> argparse.ArgumentParser:
     counters.add_argument("--suffix", default="_with_counters", help="added to each file name")
     _common(counters)
 
+    cache = sub.add_parser(
+        "cache", help="what the Parquet cache of parsed ranks holds, or clear it"
+    )
+    cache.add_argument("action", choices=("info", "clear"))
+    cache.add_argument(
+        "--dir", help="cache folder (default: $HTA_LITE_CACHE_DIR or ~/.cache/hta_lite)"
+    )
+
     diff = sub.add_parser(
         "diff",
         help="compare two trace folders; exit 1 on a GPU-time regression with --fail-on-regression",
@@ -219,6 +227,21 @@ def counters(args: argparse.Namespace) -> int:
     return 0
 
 
+def cache_command(args: argparse.Namespace) -> int:
+    from ..load import cache
+
+    root = cache.cache_dir(args.dir)
+    if args.action == "clear":
+        print(f"removed {cache.clear(root)} cached rank(s) from {root}")
+    else:
+        info = cache.usage(root)
+        print(
+            f"{info['folder']}: {info['entries']} cached rank(s), {info['bytes'] / 1e6:.1f} MB"
+            f" (cap {info['max_bytes'] / 1e9:.1f} GB, $HTA_LITE_CACHE_MAX_GB)"
+        )
+    return 0
+
+
 def parse_threshold(text: str) -> float:
     value = float(text.rstrip("%"))
     return value / 100.0 if text.endswith("%") or value > 1 else value
@@ -277,7 +300,13 @@ def run_diff(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    commands = {"summarize": summarize, "report": report, "counters": counters, "diff": run_diff}
+    commands = {
+        "summarize": summarize,
+        "report": report,
+        "counters": counters,
+        "cache": cache_command,
+        "diff": run_diff,
+    }
     try:
         return commands[args.command](args)
     except TraceError as exc:
