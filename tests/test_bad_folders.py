@@ -17,7 +17,7 @@ import warnings
 import pytest
 from synth import TraceBuilder
 
-from hta_lite import TraceAnalysis, errors
+from hta_lite import LoadOptions, TraceAnalysis, errors
 from hta_lite.tools.batch import summarize_folder
 from hta_lite.views.cli import main
 
@@ -149,12 +149,13 @@ def test_unexpected_exception_names_the_file(tmp_path, monkeypatch):
         return real(path, *args)
 
     monkeypatch.setattr(loader, "parse_file", failing)  # forked workers inherit it
+    fork = dict(max_workers=2, progress=False, cache=False, start_method="fork")
     with pytest.raises(
         errors.TraceParseError,
         match="rank02.json: unexpected ZeroDivisionError while parsing: boom",
     ):
-        TraceAnalysis(trace_dir=folder, max_workers=2, progress=False, cache=False)
-    skipped = TraceAnalysis(trace_dir=folder, on_error="skip", progress=False, cache=False)
+        TraceAnalysis(trace_dir=folder, options=LoadOptions(**fork))
+    skipped = TraceAnalysis(trace_dir=folder, options=LoadOptions(on_error="skip", **fork))
     assert skipped.ranks == [0, 1, 3]
 
 
@@ -169,8 +170,9 @@ def test_a_worker_that_dies_is_named(tmp_path, monkeypatch):
             os._exit(9)  # as a crash or the out-of-memory killer would
         return real(path, *args)
 
-    monkeypatch.setattr(loader, "parse_file", dying)
-    loaded = TraceAnalysis(trace_dir=folder, on_error="skip", progress=False, cache=False)
+    monkeypatch.setattr(loader, "parse_file", dying)  # forked workers inherit it
+    options = LoadOptions(on_error="skip", progress=False, cache=False, start_method="fork")
+    loaded = TraceAnalysis(trace_dir=folder, options=options)
     assert loaded.ranks == [0, 2, 3]
     assert "died" in loaded.skipped_files[str(folder / "rank01.json")]
 

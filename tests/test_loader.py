@@ -383,3 +383,40 @@ def test_last_step_is_cut_at_its_cpu_start(tmp_path):
     gpu = TraceAnalysis(trace_dir=tmp_path, parallel=False, cache=False).gpu_events(0)
     assert gpu["name"].tolist() == ["in_step_2"]
     assert gpu["iteration"].tolist() == [2]
+
+
+def test_workers_start_by_fork_only_where_it_is_safe(monkeypatch):
+    import sys
+    import threading
+
+    from hta_lite.load.loader import start_method
+
+    monkeypatch.delenv("HTA_LITE_START_METHOD", raising=False)
+    if threading.active_count() == 1 and "ipykernel" not in sys.modules:
+        assert start_method() == "fork"
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:  # another thread could hold a lock the forked child would need
+        assert start_method() == "forkserver"
+    finally:
+        stop.set()
+        other.join()
+    monkeypatch.setitem(sys.modules, "ipykernel", object())  # a notebook kernel
+    assert start_method() == "forkserver"
+    assert start_method("spawn") == "spawn"
+    monkeypatch.setenv("HTA_LITE_START_METHOD", "spawn")
+    assert start_method() == "spawn"
+    with pytest.raises(ValueError, match="not available"):
+        start_method("teleport")
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_every_start_method_loads_the_same_tables(method):
+    from hta_lite import LoadOptions
+
+    serial = TraceAnalysis(trace_dir=SAMPLES / "two_ranks", parallel=False, cache=False)
+    options = LoadOptions(max_workers=2, progress=False, cache=False, start_method=method)
+    pooled = TraceAnalysis(trace_dir=SAMPLES / "two_ranks", options=options)
+    for rank in serial.ranks:
+        pd.testing.assert_frame_equal(serial.gpu_events(rank), pooled.gpu_events(rank))

@@ -52,7 +52,8 @@ class TraceSet:
 
     @property
     def ranks(self) -> list[int]:
-        """Loaded ranks, sorted."""
+        """The loaded ranks, sorted (files not loaded with ``on_error="skip"`` are in
+        ``skipped_files``)."""
         return sorted(self.traces)
 
     def trace(self, rank: int) -> RankTrace:

@@ -48,10 +48,14 @@ class CrossRank:
         steps: Iterable[int] | None = None,
         visualize: bool = False,
     ) -> pd.DataFrame:
-        """Megatron's cross-rank view of :meth:`get_annotation_timers`: per name the sum over
-        steps divided by ``normalizer`` (ms), and ``log_option``: ``"max"`` (slowest rank),
-        ``"minmax"`` (fastest and slowest) or ``"all"`` (every rank); ranks without the timer
-        are left out.
+        """Megatron's cross-rank view of :meth:`get_annotation_timers`.
+
+        Args:
+            names, source, ranks, steps: which timers, as in :meth:`get_annotation_timers`.
+            log_option: ``"max"`` (the slowest rank), ``"minmax"`` (fastest and slowest) or
+                ``"all"`` (every rank); ranks without the timer are left out.
+            normalizer: divides the sum over steps (the number of steps gives per-step times).
+            visualize: show the min/max bars and a rank x step heatmap.
 
         Returns:
             Indexed by timer name: ``max_ms, slowest_rank`` (``"max"``), ``min_ms, max_ms,
@@ -76,8 +80,15 @@ class CrossRank:
         ranks: Iterable[int] | None = None,
         steps: Iterable[int] | None = None,
     ) -> str:
-        """:meth:`get_timers_across_ranks` in Megatron-LM's log format
-        (``(min, max) time across ranks (ms):`` then one line per timer)."""
+        """:meth:`get_timers_across_ranks` in Megatron-LM's log format.
+
+        Args:
+            names, source, log_option, normalizer, ranks, steps: as in
+                :meth:`get_timers_across_ranks`.
+
+        Returns:
+            Text: ``(min, max) time across ranks (ms):`` then one line per timer.
+        """
         table = self.get_timers_across_ranks(
             names,
             source=source,

@@ -104,7 +104,11 @@ class TraceDiff:
         test_iteration: int | list[int] | None = None,
         device_type: DeviceType = DeviceType.ALL,
     ) -> dict[str, list[str]]:
-        """Operator and kernel names by change in count (arguments of :meth:`compare_traces`).
+        """Operator and kernel names by change in count.
+
+        Args:
+            control, test, control_rank, test_rank, control_iteration, test_iteration,
+            device_type: as in :meth:`compare_traces`.
 
         Returns:
             ``{"added", "deleted", "increased", "decreased", "unchanged"}`` -> list of names.
@@ -119,9 +123,17 @@ class TraceDiff:
         cls, df: pd.DataFrame, show_image: bool = True, export_image_path: str | None = None,
         *, top: int = 30,
     ):  # fmt: skip
-        """Bar chart of the ``top`` largest count changes of :meth:`compare_traces`; shown
-        with ``show_image`` (in a notebook), written to ``export_image_path`` (.html, or an
-        image format with kaleido). Returns the plotly figure."""
+        """Bar chart of the ``top`` largest count changes.
+
+        Args:
+            df: the table of :meth:`compare_traces`.
+            show_image: show it (in a notebook).
+            export_image_path: write it there (.html, or an image format with kaleido).
+            top: how many names.
+
+        Returns:
+            The plotly figure.
+        """
         title = "Change in count (test - control)"
         return _diff_figure(df, "diff_counts", title, show_image, export_image_path, top)
 
@@ -130,8 +142,14 @@ class TraceDiff:
         cls, df: pd.DataFrame, show_image: bool = True, export_image_path: str | None = None,
         *, top: int = 30,
     ):  # fmt: skip
-        """Bar chart of the ``top`` largest duration changes (µs); as
-        :meth:`visualize_counts_diff`."""
+        """Bar chart of the ``top`` largest duration changes (µs).
+
+        Args:
+            df, show_image, export_image_path, top: as in :meth:`visualize_counts_diff`.
+
+        Returns:
+            The plotly figure.
+        """
         title = "Change in total duration (µs, test - control)"
         return _diff_figure(df, "diff_duration", title, show_image, export_image_path, top)
 
@@ -147,9 +165,14 @@ class TraceDiff:
         top: int = 10,
     ) -> Comparison:
         """Beyond the reference: temporal, kernel-type, top-kernel and per-step diffs of one rank
-        of each trace (the first by default; folders read with the last step left out), the
-        regression gate (median GPU busy time per step up by more than ``threshold``) and a
-        text summary.
+        of each trace, the regression gate and a text summary.
+
+        Args:
+            control, test: folders (read with the last step left out) or ``TraceAnalysis``.
+            control_rank, test_rank: one rank of each (default: the first).
+            threshold: the gate fails when the median GPU busy time per step grows by more
+                (0.05: 5 %).
+            top: how many kernels the top-changes table lists.
 
         Returns:
             :class:`~hta_lite.analyses.diff.Comparison` with ``ops``, ``temporal``,

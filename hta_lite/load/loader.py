@@ -19,6 +19,8 @@ import functools
 import multiprocessing as mp
 import os
 import re
+import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
@@ -59,6 +61,9 @@ class LoadOptions:
         on_error: ``"raise"`` (default): the first unreadable file's error; ``"skip"``: keep the
             good ranks and list the bad files; ``"warn"``: the same, with a warning per file.
         progress: show a progress bar (default: when there is more than one file).
+        start_method: how worker processes start: ``"fork"``, ``"forkserver"`` or ``"spawn"``;
+            default: fork where it is safe (a process with one thread, not a notebook kernel),
+            else forkserver (see :func:`start_method`).
         cache: the Parquet cache of parsed ranks (:mod:`hta_lite.load.cache`): ``None``
             (default) lets ``HTA_LITE_CACHE`` decide (on unless ``off``), ``False`` turns it off,
             ``True`` or a folder turns it on (there).
@@ -70,6 +75,7 @@ class LoadOptions:
     on_error: OnError = "raise"
     progress: bool | None = None
     cache: bool | str | Path | None = None
+    start_method: str | None = None
 
     def __post_init__(self):
         if self.on_error not in ON_ERROR:
@@ -155,50 +161,67 @@ def parse_many(
     show = options.progress if options.progress is not None else len(jobs) > 1
     workers = min(len(jobs), options.max_workers or os.cpu_count() or 1)
     if options.parallel and len(jobs) > 1 and workers > 1:
-        return list(_progress(map_in_processes(work, jobs, workers), len(jobs), show))
+        done = map_in_processes(work, jobs, workers, options.start_method)
+        return list(_progress(done, len(jobs), show))
     return list(_progress(map(work, jobs), len(jobs), show))
 
 
-def map_in_processes(work: Callable, jobs: list, workers: int) -> Iterable:
+def map_in_processes(
+    work: Callable, jobs: list, workers: int, method: str | None = None
+) -> Iterable:
     """``map(work, jobs)`` in a process pool. ``work`` returns errors rather than raising them;
     if a worker dies (a crash, the out-of-memory killer), the jobs without a result are run
     again, each alone in a fresh process, so the one that kills its process is found and
     reported as a :class:`TraceReadError` naming its file."""
     results: list = []
     try:
-        with process_pool(workers) as pool:
+        with process_pool(workers, method) as pool:
             for result in pool.map(work, jobs):
                 results.append(result)
                 yield result
     except BrokenProcessPool:
         for job in jobs[len(results) :]:
-            yield _alone(work, job)
+            yield _alone(work, job, method)
 
 
-def _alone(work: Callable, job: tuple):
+def _alone(work: Callable, job: tuple, method: str | None):
     try:
-        with process_pool(1) as pool:
+        with process_pool(1, method) as pool:
             return pool.submit(work, job).result()
     except BrokenProcessPool:
         return TraceReadError(job[0], "the worker process parsing this file died")
 
 
-def _context():
-    """fork where the platform has it: workers start in milliseconds with hta_lite already
-    imported, and scripts or notebooks need no ``if __name__ == "__main__"`` guard (spawn and
-    forkserver re-import the main module). Arrow re-initializes its thread pools after fork."""
-    if "fork" in mp.get_all_start_methods():
-        return mp.get_context("fork")
-    return mp.get_context("spawn")  # pragma: no cover - macOS / Windows
+def start_method(requested: str | None = None) -> str:
+    """How worker processes start. fork where it is safe: workers start in milliseconds with
+    hta_lite already imported, and scripts need no ``if __name__ == "__main__"`` guard (Arrow
+    re-initializes its thread pools after fork). Forking a process that runs other threads can
+    deadlock the child on a lock one of them held — a notebook kernel always has some — so then
+    forkserver: a clean server process (hta_lite preloaded) forks the workers. Spawn where the
+    platform has neither (macOS, Windows). ``$HTA_LITE_START_METHOD`` overrides the choice."""
+    methods = mp.get_all_start_methods()
+    requested = requested or os.environ.get("HTA_LITE_START_METHOD") or None
+    if requested:
+        if requested not in methods:
+            raise ValueError(f"start method {requested!r} not available here; choose in {methods}")
+        return requested
+    single = threading.active_count() == 1 and "ipykernel" not in sys.modules
+    if "fork" in methods and single:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
 
 
 @contextmanager
-def process_pool(workers: int):
-    """A process pool started with :func:`_context`. Python >= 3.12 warns that forking a process
-    with threads may deadlock; Arrow re-initializes its pools after fork: the warning is muted."""
+def process_pool(workers: int, method: str | None = None):
+    """A process pool whose workers start with :func:`start_method`. Python >= 3.12 warns that
+    forking a process with threads may deadlock; fork is chosen only without other threads."""
+    chosen = start_method(method)
+    context = mp.get_context(chosen)
+    if chosen == "forkserver":
+        context.set_forkserver_preload(["hta_lite.load.loader", "hta_lite.tools.batch"])
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             yield pool
 
 

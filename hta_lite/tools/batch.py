@@ -122,7 +122,7 @@ def run_jobs(work, jobs: list, executor: Any, options: LoadOptions) -> list:
         return [work(job) for job in jobs]
     if executor == "process":
         workers = min(len(jobs), options.max_workers or os.cpu_count() or 1)
-        return list(map_in_processes(work, jobs, workers))
+        return list(map_in_processes(work, jobs, workers, options.start_method))
     client = _dask_client(executor)
     return client.gather(client.map(work, jobs, pure=False))
 
