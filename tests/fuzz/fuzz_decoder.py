@@ -67,6 +67,14 @@ def seeds() -> list[bytes]:
         b'[{"ph": "M", "name": "process_name", "args": {"name": "x", "labels": null}}]',
         b'[{"ph": "X", "ts": -0.0019, "dur": 1.0010, "ts": 3, "args": null, "args": {"bytes": 9}}]',
         b'[{"ph": "X", "args": {"stream": 7}}, {}, {}, {}, {"args": {"stream": "7"}}]',
+        b'[{"name": "a\\b\\f\\n\\r\\t\\/\\u20ac\\u0800\\u07ff\\ud83d\\ude00\\u0000",'
+        b' "cat": "\\ud800x", "args": {"dtype": "\\udc00"}}]',
+        b'[{"args": {"memory bandwidth (GB/s)": 1e400, "Process Group Ranks": '
+        + b"[" * 600
+        + b"]" * 600
+        + b"}}]",
+        # more distinct strings than the first string table holds: it grows and rehashes
+        json.dumps([{"name": f"op{i}", "cat": f"c{i % 7}"} for i in range(3000)]).encode(),
     ]
     return out
 
@@ -105,14 +113,20 @@ def mutate(data: bytes, pool: list[bytes], rng: random.Random) -> bytes:
     return bytes(buf)
 
 
-def check(data: bytes, fast, ref_decoder, spec, seed, same) -> str | None:
-    """None when the decoder declines or agrees with msgspec; else what differs."""
+def check(data: bytes, fast, ref_decoder, spec, seed, same) -> tuple[str | None, bool]:
+    """``(problem, accepted)``: problem is None when the decoder declines or agrees with
+    msgspec, else what differs; accepted says whether the decoder took the input."""
+    out = fast.decode_events(data, *spec, seed)
+    if out is None:
+        return None, False
+    return compare(data, out, ref_decoder, same), True
+
+
+def compare(data: bytes, out: dict, ref_decoder, same) -> str | None:
+    """What differs between the decoder's output and the msgspec path's, or None."""
     from hta_lite.load import schema
     from hta_lite.load.events import EventColumns, EventList
 
-    out = fast.decode_events(data, *spec, seed)
-    if out is None:
-        return None
     try:
         ref = EventList(ref_decoder.decode(data), schema.Args())
     except Exception as exc:  # the msgspec path rejects what the C decoder took
@@ -210,10 +224,10 @@ def run(args) -> int:
     while problem is None and time.monotonic() < deadline:
         data = mutate(rng.choice(corpus), pool, rng)
         last.write_bytes(data)
-        problem = check(data, fast, ref_decoder, spec, rng.getrandbits(64), same)
+        problem, took = check(data, fast, ref_decoder, spec, rng.getrandbits(64), same)
         executions += 1
-        if problem is None and len(corpus) < 5000 and fast.decode_events(data, *spec, 1):
-            accepted += 1
+        accepted += took
+        if took and problem is None and len(corpus) < 5000:
             corpus.append(data)  # inputs the decoder takes are worth mutating further
     last.unlink(missing_ok=True)
     if problem:
