@@ -5,8 +5,6 @@ built."""
 from __future__ import annotations
 
 import json
-import math
-import struct
 
 import msgspec
 import numpy as np
@@ -14,6 +12,7 @@ import pandas as pd
 import pytest
 from conftest import shared_cases
 from fuzz.fuzz_decoder import colliding_names
+from fuzz.fuzz_decoder import same as _same
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -37,20 +36,6 @@ def _c(text: bytes) -> EventColumns | None:
 
 def _msgspec(text: bytes) -> EventList:
     return EventList(dec._events_decoder.decode(text), dec._EMPTY_ARGS)
-
-
-def _same(a, b) -> bool:
-    """Equal values of the same types, all the way down (1 and 1.0 differ; floats bit for bit, so
-    -0.0 and 0.0 differ; NaN equals NaN)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float):
-        return struct.pack("<d", a) == struct.pack("<d", b) or (math.isnan(a) and math.isnan(b))
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(map(_same, a, b))
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
-    return a == b
 
 
 def _assert_same_as_msgspec(text: bytes) -> None:

@@ -151,6 +151,8 @@ def compare(data: bytes, out: dict, ref_decoder, same) -> str | None:
 
 
 def same(a, b) -> bool:
+    """Equal values of the same types, all the way down (1 and 1.0 differ; floats bit for bit, so
+    -0.0 and 0.0 differ; NaN equals NaN)."""
     import math
     import struct
 
