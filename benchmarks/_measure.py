@@ -1,7 +1,7 @@
 """Child process of the benchmarks: run one job, print JSON with seconds and peak RSS.
 
 Usage: python _measure.py JOB PATH
-    JOB: ours | ours_warm | reference | floor | analyses_ours | analyses_reference
+    JOB: ours | ours_warm | reference | floor | analyses_ours | analyses_reference | imports
 ``ours`` runs with the cache off; ``ours_warm`` with the cache in $HTA_LITE_CACHE_DIR (filled by
 the caller beforehand).
 """
@@ -23,7 +23,9 @@ def rss_mb() -> float:
 def main() -> None:
     job, path = sys.argv[1], Path(sys.argv[2])
     result: dict = {}
-    if job == "floor":
+    if job == "imports":  # hta_lite's imports only (what a load costs beyond them)
+        from hta_lite import TraceAnalysis  # noqa: F401
+    elif job == "floor":
         import gzip
 
         import orjson

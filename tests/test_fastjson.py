@@ -124,9 +124,12 @@ ACCEPTED = {
             "ph": "X",
             "Input Dims": [[1, 2], []],
             "x": {"y": [1, "]", {"z": None}], "w": -1.5e-3},
-            "args": {"Input type": ["float", ""]},
+            "args": {"Record function id": ["float", ""]},
         }
     ],
+    "operator inputs kept as JSON text, as written": '[{"ph": "X", "args": {"Input Dims": [[2,'
+    ' 3],\n [ ]], "Input type": ["c10::BFloat16", "\\u00e9"], "Input Strides": null,'
+    ' "Concrete Inputs": ["", "1.5e3", {"a": true}]}}, {"args": {"Input Dims": 7}}]',
     "pids as text": [{"ph": "X", "pid": "Spans", "tid": None}, {"ph": "X", "pid": 3, "tid": "t"}],
     "equal values held by distinct objects": '[{"ph": "X", "name": "AB", "pid": 1000},'
     ' {"ph": "X", "name": "\\u0041B", "pid": 2024}, {"ph": "X", "name": "AB", "pid": 1000}]',

@@ -420,3 +420,48 @@ def test_every_start_method_loads_the_same_tables(method):
     pooled = TraceAnalysis(trace_dir=SAMPLES / "two_ranks", options=options)
     for rank in serial.ranks:
         pd.testing.assert_frame_equal(serial.gpu_events(rank), pooled.gpu_events(rank))
+
+
+def _op_trace(tmp_path: Path, indent) -> Path:
+    b = TraceBuilder()
+    b.cpu_op(
+        "aten::mm", 10, 5,
+        **{"Input Dims": [[2, 3], [3, 4]], "Input type": ["c10::BFloat16", "float"],
+           "Input Strides": [[3, 1], [4, 1]], "Concrete Inputs": ["", "1.5e3"],
+           "Sequence number": 7, "Fwd thread id": 0},
+    )  # fmt: skip
+    b.cpu_op("aten::relu", 20, 5, **{"Input Dims": [[-0, 2]], "Input type": ["é"]})
+    b.cpu_op("python_fn", 30, 5, cat="python_function")
+    b.kernel("k", 40, 3, **{"blocks per SM": 0.5, "warps per SM": 2, "est. achieved occupancy %": 25,
+                            "registers per thread": 32, "shared memory": 1024})  # fmt: skip
+    path = tmp_path / f"indent{indent}.json"
+    path.write_text(json.dumps({**b.meta, "traceEvents": b.events}, indent=indent))
+    return path
+
+
+@pytest.mark.parametrize("no_c", [False, True])
+def test_operator_inputs_are_canonical_json_text_whatever_the_spacing(tmp_path, monkeypatch, no_c):
+    """Kineto writes shapes compact or pretty-printed: the column holds json.dumps of the value
+    either way, on both decoders; null and absent are missing."""
+    if no_c:
+        monkeypatch.setattr(dec, "_fastjson", None)
+    tables = []
+    for indent in (None, 2):
+        decoded = dec.read_and_decode(_op_trace(tmp_path, indent))
+        tables.append(build_tables(decoded)[0])
+    for cpu in (t["cpu"] for t in tables):
+        ops = cpu.set_index("name")
+        assert ops.loc["aten::mm", "input_dims"] == "[[2, 3], [3, 4]]"
+        assert ops.loc["aten::mm", "input_types"] == '["c10::BFloat16", "float"]'
+        assert ops.loc["aten::mm", "input_strides"] == "[[3, 1], [4, 1]]"
+        assert ops.loc["aten::mm", "concrete_inputs"] == '["", "1.5e3"]'
+        assert ops.loc["aten::relu", "input_dims"] == "[[0, 2]]"  # -0 read as JSON reads it
+        assert ops.loc["aten::relu", "input_types"] == '["\\u00e9"]'
+        assert pd.isna(ops.loc["python_fn", "input_dims"])
+        assert ops.loc["aten::mm", "sequence_number"] == 7
+        assert ops.loc["aten::mm", "fwd_thread_id"] == 0
+        assert ops.loc["aten::relu", "sequence_number"] == -1
+    pd.testing.assert_frame_equal(tables[0]["cpu"], tables[1]["cpu"])
+    kernel = tables[0]["gpu"].iloc[0]
+    assert (kernel.blocks_per_sm, kernel.warps_per_sm, kernel.occupancy_pct) == (0.5, 2.0, 25.0)
+    assert (kernel.registers_per_thread, kernel.shared_memory) == (32, 1024)

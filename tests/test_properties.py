@@ -281,3 +281,23 @@ def test_nesting_matches_a_call_stack_walk(rows):
     expected_depth, expected_parent = stack_walk(rows)
     assert depth.tolist() == expected_depth
     assert parent.tolist() == expected_parent
+
+
+SHAPES = st.recursive(st.integers(-(2**40), 2**40), lambda inner: st.lists(inner, max_size=4))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(value=SHAPES, spacing=st.sampled_from([None, 0, 1, 3]))
+def test_shape_text_canonical_form_is_a_json_round_trip(value, spacing):
+    """The fast path for integer lists (shapes, strides) gives what json.dumps(json.loads(text))
+    gives, whatever the spacing the trace was written with."""
+    import json
+
+    from hta_lite.load.columns import _canonical_json
+
+    text = (
+        json.dumps(value, indent=spacing)
+        if spacing is not None
+        else json.dumps(value, separators=(",", ":"))
+    )
+    assert _canonical_json(text) == json.dumps(json.loads(text))

@@ -10,6 +10,7 @@
       "args": {"stream": column, ...},   args keys, by attribute name
       "coded": {"ph": (codes, distinct), ...}   text and pid / tid fields: each row's object
                                 numbered by identity (int32 bytes) and the distinct objects
+      "args_coded": {"input_dims": (codes, distinct), ...}   the same for JSON-text args
       "ts": bytes, "ts_valid": bytes, "dur": ..., "dur_valid": ...}
                                 int64 ns per row, and uint8: 0 invalid, 1 valid, 2 valid with
                                 nonzero digits below a nanosecond truncated
@@ -43,7 +44,7 @@
 
 /* ---- columns ---------------------------------------------------------------------------- */
 
-enum kind { K_PHASE, K_OPT_STR, K_INT_STR_NULL, K_INT_STR, K_FLOAT_STR, K_TUPLE_STR_NULL, K_ANY };
+enum kind { K_PHASE, K_OPT_STR, K_INT_STR_NULL, K_INT_STR, K_FLOAT_STR, K_TUPLE_STR_NULL, K_ANY, K_RAW };
 
 typedef struct {
     const char *key;     /* JSON key (UTF-8 of the spec's str, alive for the call) */
@@ -51,7 +52,17 @@ typedef struct {
     PyObject *name;      /* attribute name (borrowed from the spec) */
     enum kind kind;
     PyObject *dflt;      /* value of a row without the key (borrowed) */
+    int next_same_len;   /* the next field whose key has this length, -1 at the end */
 } FieldSpec;
+
+/* A spec's fields by key length: the first field of each length, -1 where none (longer keys: a
+   linear search). Most keys of an event are not read; they are ruled out by length alone. */
+#define LEN_SLOTS 64
+typedef struct {
+    const FieldSpec *specs;
+    size_t n;
+    int first_of_len[LEN_SLOTS];
+} FieldIndex;
 
 /* every phase of the Chrome trace format (decode.Phase) */
 static const char *PHASES = "XBEiICbneSTpFstfPNODMVvRc()";
@@ -85,6 +96,7 @@ typedef struct {
     Py_ssize_t rows, cap;    /* rows read; rows allocated in the time arrays */
     FieldSpec *event_specs, *args_specs;
     size_t n_event, n_args;
+    FieldIndex event_index, args_index;
     Column *event_cols, *args_cols;
     int64_t *ts, *dur;       /* ns */
     uint8_t *ts_valid, *dur_valid;  /* 0 invalid, 1 valid, 2 valid with sub-ns digits dropped */
@@ -586,6 +598,13 @@ static PyObject *typed_value(Parser *ps, enum kind kind) {
     switch (kind) {
         case K_ANY:
             return value(ps, 1, 1);
+        case K_RAW: { /* the value's JSON text, as written (equal texts share one str) */
+            const char *start = ps->p;
+            PyObject *walked = value(ps, 0, 1);
+            if (!walked) return NULL;
+            Py_DECREF(walked);
+            return cached_str(ps, start, ps->p - start);
+        }
         case K_PHASE: {
             const char *s;
             Py_ssize_t len;
@@ -673,10 +692,15 @@ static int read_time(Parser *ps, int64_t *ns, uint8_t *state) {
 
 /* ---- events ----------------------------------------------------------------------------- */
 
-static int find_field(const FieldSpec *specs, size_t n, const char *key, Py_ssize_t len) {
-    for (size_t i = 0; i < n; i++)
-        if (specs[i].key_len == len && specs[i].key[0] == key[0] && memcmp(specs[i].key, key, len) == 0)
-            return (int)i;
+static int find_field(const FieldIndex *index, const char *key, Py_ssize_t len) {
+    const FieldSpec *specs = index->specs;
+    if (len < LEN_SLOTS) {
+        for (int i = index->first_of_len[len]; i >= 0; i = specs[i].next_same_len)
+            if (specs[i].key[0] == key[0] && memcmp(specs[i].key, key, len) == 0) return i;
+        return -1;
+    }
+    for (size_t i = 0; i < index->n; i++)
+        if (specs[i].key_len == len && memcmp(specs[i].key, key, len) == 0) return (int)i;
     return -1;
 }
 
@@ -737,9 +761,9 @@ static inline int read_object(Parser *ps, int (*member)(Parser *, const char *, 
 }
 
 /* A typed field's value into the current row of its column, or an unknown key's value walked. */
-static int read_member(Parser *ps, const FieldSpec *specs, size_t n, Column *cols, const char *key, Py_ssize_t len) {
-    int f = find_field(specs, n, key, len);
-    PyObject *v = f >= 0 ? typed_value(ps, specs[f].kind) : value(ps, 0, 2);
+static int read_member(Parser *ps, const FieldIndex *index, Column *cols, const char *key, Py_ssize_t len) {
+    int f = find_field(index, key, len);
+    PyObject *v = f >= 0 ? typed_value(ps, index->specs[f].kind) : value(ps, 0, 2);
     if (!v) return -1;
     if (f >= 0) return set_slot(ps, &cols[f], v);
     Py_DECREF(v);
@@ -747,7 +771,7 @@ static int read_member(Parser *ps, const FieldSpec *specs, size_t n, Column *col
 }
 
 static int args_member(Parser *ps, const char *key, Py_ssize_t len) {
-    return read_member(ps, ps->args_specs, ps->n_args, ps->args_cols, key, len);
+    return read_member(ps, &ps->args_index, ps->args_cols, key, len);
 }
 
 static int read_args(Parser *ps) {
@@ -764,7 +788,7 @@ static int event_member(Parser *ps, const char *key, Py_ssize_t len) {
     if (len == 2 && key[0] == 't' && key[1] == 's') return read_time(ps, &ps->ts[row], &ps->ts_valid[row]);
     if (len == 3 && memcmp(key, "dur", 3) == 0) return read_time(ps, &ps->dur[row], &ps->dur_valid[row]);
     if (len == 4 && memcmp(key, "args", 4) == 0) return read_args(ps);
-    return read_member(ps, ps->event_specs, ps->n_event, ps->event_cols, key, len);
+    return read_member(ps, &ps->event_index, ps->event_cols, key, len);
 }
 
 /* One event object into row ``ps->rows`` of every column. */
@@ -910,15 +934,16 @@ static PyObject *column_object(Parser *ps, Column *col, PyObject *dflt) {
 }
 
 /* {attribute name: column} for the fields that a row holds. With ``coded``, also
-   {attribute name: (codes, distinct)} for text and pid / tid columns. */
-static PyObject *columns_dict(Parser *ps, const FieldSpec *specs, Column *cols, size_t n, PyObject *coded) {
+   {attribute name: (codes, distinct)} for JSON-text columns and, of the event fields, text and
+   pid / tid columns. */
+static PyObject *columns_dict(Parser *ps, const FieldSpec *specs, Column *cols, size_t n, PyObject *coded, int is_event) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     for (size_t i = 0; i < n; i++) {
         if (!cols[i].count) continue;
         enum kind kind = specs[i].kind;
         int rc = 0;
-        if (coded && (kind == K_PHASE || kind == K_OPT_STR || kind == K_INT_STR_NULL)) {
+        if (coded && (kind == K_RAW || (is_event && (kind == K_PHASE || kind == K_OPT_STR || kind == K_INT_STR_NULL)))) {
             PyObject *pair = identity_codes(&cols[i], specs[i].dflt, ps->rows);
             rc = pair ? PyDict_SetItem(coded, specs[i].name, pair) : -1;
             Py_XDECREF(pair);
@@ -936,19 +961,21 @@ fail:
 
 static PyObject *result(Parser *ps) {
     PyObject *coded = PyDict_New();
-    PyObject *fields = coded ? columns_dict(ps, ps->event_specs, ps->event_cols, ps->n_event, coded) : NULL;
-    PyObject *args = fields ? columns_dict(ps, ps->args_specs, ps->args_cols, ps->n_args, NULL) : NULL;
+    PyObject *args_coded = coded ? PyDict_New() : NULL;
+    PyObject *fields = args_coded ? columns_dict(ps, ps->event_specs, ps->event_cols, ps->n_event, coded, 1) : NULL;
+    PyObject *args = fields ? columns_dict(ps, ps->args_specs, ps->args_cols, ps->n_args, args_coded, 0) : NULL;
     Py_ssize_t n = ps->rows;
     PyObject *out = NULL;
     if (fields && args) {
-        out = Py_BuildValue("{s:n,s:n,s:O,s:O,s:O,s:y#,s:y#,s:y#,s:y#}", "n", n, "string_probes", ps->probes,
-                            "fields", fields, "coded", coded, "args", args,
+        out = Py_BuildValue("{s:n,s:n,s:O,s:O,s:O,s:O,s:y#,s:y#,s:y#,s:y#}", "n", n, "string_probes", ps->probes,
+                            "fields", fields, "coded", coded, "args", args, "args_coded", args_coded,
                             "ts", (const char *)ps->ts, n * (Py_ssize_t)sizeof(int64_t),
                             "ts_valid", (const char *)ps->ts_valid, n,
                             "dur", (const char *)ps->dur, n * (Py_ssize_t)sizeof(int64_t),
                             "dur_valid", (const char *)ps->dur_valid, n);
     }
     Py_XDECREF(coded);
+    Py_XDECREF(args_coded);
     Py_XDECREF(fields);
     Py_XDECREF(args);
     return out;
@@ -978,7 +1005,7 @@ static void parser_free(Parser *ps) {
 }
 
 /* The fields of a spec tuple ((key, name, kind, default), ...) and their empty columns. */
-static int read_spec(Parser *ps, PyObject *spec, FieldSpec **specs, Column **cols, size_t *n) {
+static int read_spec(Parser *ps, PyObject *spec, FieldSpec **specs, Column **cols, size_t *n, FieldIndex *index) {
     if (!PyTuple_Check(spec)) {
         PyErr_SetString(PyExc_TypeError, "a spec is a tuple of (key, name, kind, default)");
         return -1;
@@ -994,7 +1021,7 @@ static int read_spec(Parser *ps, PyObject *spec, FieldSpec **specs, Column **col
         PyObject *item = PyTuple_GET_ITEM(spec, i), *key, *name, *dflt;
         int kind;
         if (!PyArg_ParseTuple(item, "UUiO", &key, &name, &kind, &dflt)) return -1;
-        if (kind < K_PHASE || kind > K_ANY || PyUnicode_GET_LENGTH(key) == 0) {
+        if (kind < K_PHASE || kind > K_RAW || PyUnicode_GET_LENGTH(key) == 0) {
             PyErr_SetString(PyExc_ValueError, "a field's kind is unknown or its key empty");
             return -1;
         }
@@ -1004,6 +1031,17 @@ static int read_spec(Parser *ps, PyObject *spec, FieldSpec **specs, Column **col
         f->name = name;
         f->kind = (enum kind)kind;
         f->dflt = dflt;
+    }
+    index->specs = *specs;
+    index->n = *n;
+    for (int k = 0; k < LEN_SLOTS; k++) index->first_of_len[k] = -1;
+    for (size_t i = *n; i-- > 0;) { /* each length's chain in spec order */
+        FieldSpec *f = &(*specs)[i];
+        f->next_same_len = -1;
+        if (f->key_len < LEN_SLOTS) {
+            f->next_same_len = index->first_of_len[f->key_len];
+            index->first_of_len[f->key_len] = (int)i;
+        }
     }
     return 0;
 }
@@ -1022,8 +1060,8 @@ static PyObject *decode_events(PyObject *self, PyObject *args) {
     ps->end = (const char *)buf.buf + buf.len;
     ps->seed = seed;
     PyObject *out = NULL;
-    if (read_spec(ps, event_spec, &ps->event_specs, &ps->event_cols, &ps->n_event) < 0 ||
-        read_spec(ps, args_spec, &ps->args_specs, &ps->args_cols, &ps->n_args) < 0) {
+    if (read_spec(ps, event_spec, &ps->event_specs, &ps->event_cols, &ps->n_event, &ps->event_index) < 0 ||
+        read_spec(ps, args_spec, &ps->args_specs, &ps->args_cols, &ps->n_args, &ps->args_index) < 0) {
         ps->error = 1;
     } else if (cache_grow(ps) < 0 || reserve(ps, buf.len / 96 + 1024) < 0) { /* events: 100-300 B */
         ps->error = ps->error || PyErr_Occurred() != NULL;

@@ -34,7 +34,7 @@ from .rank_trace import RankTrace
 
 TEXT_DTYPE = pd.Index([], dtype=TEXT).dtype
 
-FORMAT_VERSION = 4  # 2: kernel_counters table; 3: nesting of zero-length events; 4: health codes
+FORMAT_VERSION = 5  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs
 TABLES = RankTrace.TABLES
 _SAMPLE = 1 << 20
 

@@ -7,6 +7,8 @@ number of values it could not use is returned so the caller can report it.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 from itertools import count
 
@@ -128,6 +130,25 @@ def category_from_codes(codes: np.ndarray, categories: list) -> pd.Categorical:
     return pd.Categorical.from_codes(
         codes.astype(np.int32), dtype=pd.CategoricalDtype(pd.Index(categories, dtype=TEXT))
     )
+
+
+def json_text_category(codes: np.ndarray, texts: list) -> pd.Categorical:
+    """Factorized JSON texts (see :func:`factorize`) -> categorical of their canonical text
+    (``json.dumps`` of the value: ``[[2, 3], [3]]`` whatever the trace's spacing; JSON null and
+    absent: missing). Each distinct text is parsed once."""
+    return category_from_codes(codes, [None if t is None else _canonical_json(t) for t in texts])
+
+
+def _canonical_json(text: str) -> str | None:
+    # shapes and strides: only the spacing can differ (10x faster than a JSON round trip)
+    if _INT_LISTS.fullmatch(text) and "-0" not in text:
+        return ", ".join(text.translate(_NO_SPACE).split(","))
+    parsed = json.loads(text)
+    return None if parsed is None else json.dumps(parsed)
+
+
+_INT_LISTS = re.compile(r"[\[\]0-9, \n\r\t-]+")
+_NO_SPACE = str.maketrans("", "", " \n\r\t")
 
 
 def _lists_as_text(values: Sequence) -> pa.Array:

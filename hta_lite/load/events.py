@@ -21,7 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from .columns import category_from_codes, factorize, first_seen, take, to_category
+from .columns import (
+    category_from_codes,
+    factorize,
+    first_seen,
+    float_column,
+    int_column,
+    take,
+    to_category,
+)
+from .schema import RAW_FIELDS
 from .timestamps import raw_us_to_ns
 
 
@@ -36,7 +45,18 @@ class EventList:
         return len(self.items)
 
     def field(self, name: str) -> list:
-        return list(map(attrgetter(name), self.items))
+        values = list(map(attrgetter(name), self.items))
+        if name in RAW_FIELDS:  # msgspec.Raw -> its text, as the C decoder gives it
+            return [v if v is None else bytes(v).decode(errors="replace") for v in values]
+        return values
+
+    def ints(self, name: str) -> tuple[np.ndarray, int]:
+        """The field as int64 (-1 when absent or unusable) and the count of unusable values."""
+        return int_column(self.field(name))
+
+    def floats(self, name: str) -> np.ndarray:
+        """The field as float64 (NaN when absent or not a number)."""
+        return float_column(self.field(name))
 
     def factorized(self, name: str) -> tuple[np.ndarray, list]:
         """Each row's code among the distinct values of the field (first seen first), and the
@@ -101,17 +121,13 @@ class EventColumns:
             )
             for name in ("ts", "dur")
         }
-        coded = {
-            name: _merge_equal(np.frombuffer(codes, np.int32), distinct)
-            for name, (codes, distinct) in out["coded"].items()
-        }
         return cls(
             n,
             out["fields"],
             event_defaults,
             times,
-            cls(n, out["args"], args_defaults, {}),
-            coded=coded,
+            cls(n, out["args"], args_defaults, {}, coded=_coded(out["args_coded"])),
+            coded=_coded(out["coded"]),
         )
 
     def __len__(self) -> int:
@@ -134,16 +150,50 @@ class EventColumns:
 
     def _sparse_field(self, name: str, rows: bytes, values: list) -> list:
         """One value per selected row of a column the decoder gave as (rows, values)."""
+        hit, pos = self._held(rows)
+        if len(hit) * 8 < len(self):  # a few rows hold it
+            out = [self._defaults[name]] * len(self)
+            for i, k in zip(hit.tolist(), pos.tolist()):
+                out[i] = values[k]
+            return out
+        array = self._arrays.get(name)
+        if array is None:
+            array = self._arrays[name] = np.fromiter(values, dtype=object, count=len(values))
+        out = np.full(len(self), self._defaults[name], dtype=object)
+        out[hit] = array[pos]
+        return out.tolist()
+
+    def _held(self, rows: bytes) -> tuple[np.ndarray, np.ndarray]:
+        """Of a sparse column's rows: the selected positions that hold a value, and where."""
         held = np.frombuffer(rows, np.int32)
         wanted = np.arange(self._n) if self._index is None else self._index
         pos = np.minimum(np.searchsorted(held, wanted), max(len(held) - 1, 0))
         hit = np.flatnonzero(held[pos] == wanted) if len(held) else np.zeros(0, np.int64)
-        out = [self._defaults[name]] * len(wanted)
-        for i, k in zip(hit.tolist(), pos[hit].tolist()):  # the rows that hold the key only
-            out[i] = values[k]
-        return out
+        return hit, pos[hit]
+
+    def ints(self, name: str) -> tuple[np.ndarray, int]:
+        values = self._fields.get(name)
+        if isinstance(values, tuple):  # sparse: convert the values held, not a list per row
+            held, bad = int_column(values[1])
+            if not bad:
+                hit, pos = self._held(values[0])
+                out = np.full(len(self), int_column([self._defaults[name]])[0][0], np.int64)
+                out[hit] = held[pos]
+                return out, 0
+        return int_column(self.field(name))
+
+    def floats(self, name: str) -> np.ndarray:
+        values = self._fields.get(name)
+        if isinstance(values, tuple):
+            hit, pos = self._held(values[0])
+            out = np.full(len(self), float_column([self._defaults[name]])[0], np.float64)
+            out[hit] = float_column(values[1])[pos]
+            return out
+        return float_column(self.field(name))
 
     def factorized(self, name: str) -> tuple[np.ndarray, list]:
+        if name not in self._fields:  # no row holds it
+            return np.zeros(len(self), np.int64), [self._defaults[name]] if len(self) else []
         if name not in self._coded:
             return factorize(self.field(name))
         codes, distinct = self._coded[name]
@@ -195,6 +245,13 @@ class EventColumns:
 
     def args(self) -> EventColumns:
         return self._args
+
+
+def _coded(coded: dict) -> dict:
+    return {
+        name: _merge_equal(np.frombuffer(codes, np.int32), distinct)
+        for name, (codes, distinct) in coded.items()
+    }
 
 
 def _merge_equal(codes: np.ndarray, distinct: list) -> tuple[np.ndarray, list]:

@@ -27,6 +27,7 @@ class Kind(enum.IntEnum):
     FLOAT_STR = 4  # number or text
     TUPLE_STR_NULL = 5  # list of integers, text or null
     ANY = 6  # any JSON value
+    RAW = 7  # any JSON value, kept as its JSON text (see events.raw_text)
 
 
 class Field(NamedTuple):
@@ -70,6 +71,20 @@ ARGS_FIELDS = (
     Field("Process Group Name", "pg_name", Kind.OPT_STR, None),
     Field("Process Group Description", "pg_desc", Kind.OPT_STR, None),
     Field("Process Group Ranks", "pg_ranks", Kind.ANY, None),
+    # operator inputs (cpu_op events recorded with record_shapes=True)
+    Field("Input Dims", "input_dims", Kind.RAW, None),
+    Field("Input type", "input_types", Kind.RAW, None),
+    Field("Input Strides", "input_strides", Kind.RAW, None),
+    Field("Concrete Inputs", "concrete_inputs", Kind.RAW, None),
+    # autograd: a backward op's "Sequence number" is its forward op's (which has "Fwd thread id" 0)
+    Field("Sequence number", "sequence_number", Kind.INT_STR, -1),
+    Field("Fwd thread id", "fwd_thread_id", Kind.INT_STR, -1),
+    # kernel launch efficiency (CUPTI, NVIDIA only)
+    Field("blocks per SM", "blocks_per_sm", Kind.FLOAT_STR, float("nan")),
+    Field("warps per SM", "warps_per_sm", Kind.FLOAT_STR, float("nan")),
+    Field("est. achieved occupancy %", "occupancy_pct", Kind.FLOAT_STR, float("nan")),
+    Field("registers per thread", "registers_per_thread", Kind.INT_STR, -1),
+    Field("shared memory", "shared_memory", Kind.INT_STR, -1),
     # metadata ("M") events
     Field("name", "name", Kind.ANY, None),
     Field("labels", "labels", Kind.ANY, None),
@@ -84,13 +99,22 @@ _TYPES = {
     Kind.FLOAT_STR: float | str,
     Kind.TUPLE_STR_NULL: tuple[int, ...] | str | None,
     Kind.ANY: Any,
+    Kind.RAW: msgspec.Raw,
 }
+
+
+def _lenient_type(kind: Kind) -> Any:
+    return _TYPES[kind] if kind == Kind.RAW else Any  # JSON text either way
 
 
 def _struct(name: str, fields: tuple[Field, ...], lenient: bool = False, extra=()) -> type:
     """A msgspec struct of the fields (typed, or any value when ``lenient``), no GC tracking."""
     members = [
-        (f.name, Any if lenient else _TYPES[f.kind], msgspec.field(default=f.default, name=f.key))
+        (
+            f.name,
+            _lenient_type(f.kind) if lenient else _TYPES[f.kind],
+            msgspec.field(default=f.default, name=f.key),
+        )
         for f in fields
     ]
     return msgspec.defstruct(name, [*members, *extra], gc=False)
@@ -111,6 +135,8 @@ Event = _struct(
     ),
 )
 
+#: attribute names of the fields kept as JSON text
+RAW_FIELDS = frozenset(f.name for f in (*EVENT_FIELDS, *ARGS_FIELDS) if f.kind == Kind.RAW)
 EVENT_DEFAULTS = {f.name: f.default for f in EVENT_FIELDS}
 ARGS_DEFAULTS = {f.name: f.default for f in ARGS_FIELDS}
 

@@ -25,8 +25,8 @@ from . import decode as dec
 from .columns import (
     MISSING_INT,
     empty_category,
-    float_column,
     int_column,
+    json_text_category,
     to_category,
     to_int,
 )
@@ -39,6 +39,10 @@ IMPLAUSIBLE_DUR_FLOOR_NS = 60 * 10**9  # a minute: never flag a duration below t
 
 _TEXT_ARGS = ("collective_name", "dtype", "pg_name", "pg_desc", "pg_ranks")
 _COLLECTIVE_INTS = ("group_size", "in_msg_nelems", "out_msg_nelems")
+_OP_INPUTS = ("input_dims", "input_types", "input_strides", "concrete_inputs")  # JSON text
+_AUTOGRAD_INTS = ("sequence_number", "fwd_thread_id")
+_KERNEL_FLOATS = ("blocks_per_sm", "warps_per_sm", "occupancy_pct")
+_KERNEL_INTS = ("registers_per_thread", "shared_memory")
 
 
 Events = EventColumns | EventList
@@ -46,7 +50,7 @@ Events = EventColumns | EventList
 
 def _ints(items: Events, name: str, health: Counter) -> np.ndarray:
     """int64 column of ``args`` attribute ``name`` (-1 when absent); unusable values are counted."""
-    values, bad = int_column(items.field(name))
+    values, bad = items.ints(name)
     note(health, "arg_not_numeric", bad, name)
     return values
 
@@ -125,7 +129,7 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
     args = events.args()
     shared = {"ts": ts, "dur": dur, "name": events.category("name")}
     shared.update(_few_distinct_columns(codes, combos, thread_fields, health))
-    stream, bad_stream = int_column(args.field("stream"))
+    stream, bad_stream = args.ints("stream")
     note(health, "arg_not_numeric", bad_stream, "stream")
     shared["stream"] = stream
     shared["correlation"] = _ints(args, "correlation", health)
@@ -148,7 +152,11 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
             device = _ints(fam_args, "device", health)
             cols["device"] = np.where(device == -1, cols["pid"], device)
             cols["bytes"] = _ints(fam_args, "bytes", health)
-            cols["memory_bw_gbps"] = float_column(fam_args.field("memory_bw_gbps"))
+            cols["memory_bw_gbps"] = fam_args.floats("memory_bw_gbps")
+            for name in _KERNEL_FLOATS:
+                cols[name] = fam_args.floats(name)
+            for name in _KERNEL_INTS:
+                cols[name] = _ints(fam_args, name, health)
             cols["grid"] = to_category(fam_args.field("grid"))
             cols["block"] = to_category(fam_args.field("block"))
             has_collectives = any(fam_args.field("collective_name"))
@@ -164,8 +172,22 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
                 )
         elif family == "gpu_annotations":
             cols["device"] = _ints(args.take(idx), "device", health)
+        else:
+            cols.update(_op_inputs(args.take(idx), health))
         out[family] = pd.DataFrame(cols)
     return out
+
+
+def _op_inputs(args: Events, health: Counter) -> dict:
+    """Operator inputs (``input_dims`` ... as canonical JSON text categoricals, missing where
+    not recorded) and the autograd ``sequence_number`` / ``fwd_thread_id`` (-1 when absent)."""
+    cols = {}
+    for name in _OP_INPUTS:
+        codes, texts = args.factorized(name)
+        cols[name] = json_text_category(codes, texts) if any(texts) else empty_category(len(codes))
+    for name in _AUTOGRAD_INTS:
+        cols[name] = _ints(args, name, health)
+    return cols
 
 
 def _instants(events: Events, health: Counter) -> pd.DataFrame:
