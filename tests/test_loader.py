@@ -432,8 +432,8 @@ def _op_trace(tmp_path: Path, indent) -> Path:
     )  # fmt: skip
     b.cpu_op("aten::relu", 20, 5, **{"Input Dims": [[-0, 2]], "Input type": ["é"]})
     b.cpu_op("python_fn", 30, 5, cat="python_function")
-    b.kernel("k", 40, 3, **{"blocks per SM": 0.5, "warps per SM": 2, "est. achieved occupancy %": 25,
-                            "registers per thread": 32, "shared memory": 1024})  # fmt: skip
+    efficiency = {"blocks per SM": 0.5, "warps per SM": 2, "est. achieved occupancy %": 25}
+    b.kernel("k", 40, 3, **efficiency, **{"registers per thread": 32, "shared memory": 1024})
     path = tmp_path / f"indent{indent}.json"
     path.write_text(json.dumps({**b.meta, "traceEvents": b.events}, indent=indent))
     return path
