@@ -29,6 +29,10 @@ CPU_ANNOTATION_CATEGORY = "user_annotation"
 PROFILER_RANGE_CATEGORY = "cuda_profiler_range"
 #: ATen operators (the op tree)
 CPU_OP_CATEGORY = "cpu_op"
+#: Python frames recorded with ``with_stack`` / ``with_modules`` (``nn.Module: Name_N`` ones too)
+PYTHON_FUNCTION_CATEGORY = "python_function"
+#: flow arrows from a forward operator to the backward operator autograd ran for it
+FWDBWD_FLOW_CATEGORY = "fwdbwd"
 #: host-side runtime and driver calls (launches, copies, synchronizations)
 RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "hip_runtime", "mtia_runtime", "runtime")
 
@@ -66,6 +70,27 @@ NON_ENQUEUING_NAMES = (
 # ---- ProfilerStep ------------------------------------------------------------------------------
 STEP_PREFIX = "ProfilerStep#"
 STEP_PATTERN = re.compile(r"^ProfilerStep#(\d+)$")
+
+# ---- operators -----------------------------------------------------------------------------
+#: prefix of the python_function event of an ``nn.Module`` forward (``nn.Module: BertLayer_0``)
+MODULE_PREFIX = "nn.Module: "
+#: bytes per element of the tensor types of ``Input type`` (what ``c10::toString`` writes);
+#: anything else (``Scalar``, ``ScalarList``, ``TensorList``, ``""``) is not a tensor
+DTYPE_BYTES = {
+    "double": 8, "float": 4, "c10::Half": 2, "c10::BFloat16": 2,
+    "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1,
+    "c10::Float8_e5m2fnuz": 1, "c10::Float8_e8m0fnu": 1, "c10::Float4_e2m1fn_x2": 1,
+    "long int": 8, "long": 8, "int": 4, "short": 2, "signed char": 1, "unsigned char": 1,
+    "bool": 1, "c10::complex<float>": 8, "c10::complex<double>": 16, "c10::complex<c10::Half>": 4,
+}  # fmt: skip
+#: the precision class of each type, as the device peak tables name them
+DTYPE_PRECISION = {
+    "double": "fp64", "float": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16",
+    "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8",
+    "c10::Float8_e5m2fnuz": "fp8", "c10::Float4_e2m1fn_x2": "fp4",
+    "long int": "int64", "long": "int64", "int": "int32", "short": "int16", "signed char": "int8",
+    "unsigned char": "int8", "bool": "int8",
+}  # fmt: skip
 
 # ---- GPU event names --------------------------------------------------------------------------
 #: NCCL / RCCL / HCCL collective kernels (``ncclKernel_*``, ``ncclDevKernel_*``, ``rccl*``)

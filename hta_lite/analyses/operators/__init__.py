@@ -1,0 +1,106 @@
+"""Operator view: GPU time per operator, input shape, call stack and ``nn.Module``; FLOPs and
+bytes per call; roofline efficiency, optimization targets and MFU; kernel launch efficiency.
+
+The modules, in the order data flows through them:
+
+- :mod:`.attribution`: each GPU event's owner (operator, graph replay, none) and the op tree;
+- :mod:`.shapes`: forward operator of each backward one, module paths, input texts parsed;
+- :mod:`.work`, :mod:`.matrix`, :mod:`.memory_bound`, :mod:`.flops`: FLOPs / bytes per call;
+- :mod:`.instances`: one row per call (times, shapes, module, work);
+- :mod:`.summaries`, :mod:`.modules`: sums by name / shapes / stack, by module;
+- :mod:`.devices`, :mod:`.roofline`: device peaks, roofline, targets, MFU;
+- :mod:`.efficiency`: kernel launch efficiency (CUPTI args).
+
+:class:`RankOperators` holds one rank's attribution and instances (computed once, reused by
+every table); the functions below take a list of them (one per rank).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ...load.rank_trace import RankTrace
+from .attribution import Attribution
+from .devices import DEVICES, DeviceSpec, detect, resolve
+from .efficiency import kernel_efficiency
+from .instances import operator_instances
+from .modules import combine_modules, rank_module_summary
+from .roofline import mfu, optimization_targets, roofline
+from .summaries import combine, rank_summary
+
+__all__ = [
+    "DEVICES", "DeviceSpec", "RankOperators", "kernel_efficiency", "operator_summary", "mfu_table",
+    "optimization_targets", "roofline_table", "devices_of",
+]  # fmt: skip
+
+
+@dataclass
+class RankOperators:
+    attribution: Attribution
+    instances: pd.DataFrame
+
+    @classmethod
+    def of(cls, trace: RankTrace) -> RankOperators:
+        attribution = Attribution.of(trace)
+        return cls(attribution, operator_instances(trace, attribution))
+
+    @property
+    def rank(self) -> int:
+        return self.attribution.trace.rank
+
+    @property
+    def gpu_time_us(self) -> float:
+        return float(self.attribution.dur.sum()) / 1e3
+
+
+def operator_summary(ranks: list[RankOperators], by: str = "name", stack_depth: int = 3):
+    """GPU and host time by ``by``: ``"name"``, ``"shape"`` (name, input dims and types),
+    ``"stack"`` (the operator under its ``stack_depth - 1`` enclosing CPU events) or
+    ``"module"``; columns in :mod:`.summaries` / :mod:`.modules`."""
+    total = sum(r.gpu_time_us for r in ranks)
+    if by == "module":
+        return combine_modules(
+            [rank_module_summary(r.attribution, r.instances) for r in ranks], total
+        )
+    parts = [rank_summary(r.attribution, r.instances, by, stack_depth) for r in ranks]
+    return combine(parts, total)
+
+
+def devices_of(traces: list[RankTrace], device: str | DeviceSpec | None = None):
+    """``{rank: DeviceSpec or None}``: the user's choice for every rank, else each rank's device
+    from its trace; a rank whose device is not in the table gets None and a warning naming it."""
+    chosen = resolve(device)
+    out = {}
+    for trace in traces:
+        if chosen is not None:
+            out[trace.rank] = chosen
+            continue
+        ids = trace.gpu["device"].value_counts().index.tolist() if len(trace.gpu) else []
+        out[trace.rank] = detect(trace.metadata, ids)
+        if out[trace.rank] is None and len(trace.gpu):
+            names = [p.get("name") for p in trace.metadata.get("deviceProperties") or []]
+            warnings.warn(
+                f"rank {trace.rank}: device {names[:1] or 'not named'} is not in the peak table;"
+                f" pass device=<one of {list(DEVICES)}> or a DeviceSpec for roofline and MFU",
+                stacklevel=3,
+            )
+    return out
+
+
+def roofline_table(ranks: list[RankOperators], devices: dict) -> pd.DataFrame:
+    inst = pd.concat([r.instances for r in ranks], ignore_index=True) if ranks else None
+    return roofline(inst, devices) if inst is not None else pd.DataFrame()
+
+
+def mfu_table(ranks: list[RankOperators], devices: dict) -> pd.DataFrame:
+    """MFU per rank and step; float32 counts as TF32 on a device where the roofline found a
+    float32 product faster than the FP32 peak."""
+    table = roofline_table(ranks, devices)
+    inferred = set(table.loc[table["tf32_inferred"], "device"]) if len(table) else set()
+    tf32 = {
+        r.rank: devices.get(r.rank) is not None and devices[r.rank].name in inferred for r in ranks
+    }
+    return mfu([(r.attribution, r.instances) for r in ranks], devices, tf32)

@@ -1,0 +1,137 @@
+"""One row per operator call (``cpu_op`` event) of a rank: its host and device times, shapes,
+module and modelled work.
+
+Columns:
+
+- ``rank``, ``row`` (its row in ``trace.cpu``), ``name``, ``iteration``, ``tid``, ``ts`` (ns),
+  ``op_depth`` (enclosing operators), ``parent_row`` (the enclosing operator's row, -1).
+- ``host_total(us)``: its duration; ``host_self(us)``: minus that of the operators it calls.
+- ``kernels`` / ``kernels_total``: GPU events it launched itself / it and every operator it
+  calls launched. ``device_self(us)``: the union of its own GPU events' intervals;
+  ``device_self_sum(us)`` their sum (larger when they overlapped on several streams);
+  ``device_total(us)`` / ``device_total_sum(us)``: the same over all GPU events under it.
+- ``input_dims``, ``input_types``, ``concrete_inputs`` (JSON text), ``shapes_from``
+  (``"own"``, ``"forward"`` for a backward operator described by its forward operator's inputs,
+  ``""`` when none were recorded), ``forward_row`` (-1), ``module`` (path, ``""`` outside every
+  ``nn.Module``).
+- ``flops``, ``bytes`` (NaN when not modelled), ``precision``, ``kind`` (see :mod:`.flops`;
+  ``"transfer"``, not modelled, for a call under which data crosses to or from the host or
+  another device);
+  ``counted``: modelled and inside no other modelled operator (what totals add up, so that
+  ``aten::linear`` and the ``aten::addmm`` it calls count once).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...intervals import union_length_by_group
+from ...load.links import gather, nearest_ancestor
+from ...load.rank_trace import RankTrace
+from ..common import us
+from .attribution import Attribution
+from .flops import model
+from .shapes import forward_op, module_paths, parse
+from .work import Inputs
+
+INPUT_COLUMNS = ("input_dims", "input_types", "concrete_inputs")
+
+
+def operator_instances(trace: RankTrace, attribution: Attribution | None = None) -> pd.DataFrame:
+    """The operator calls of one rank (columns in the module docstring)."""
+    attr = attribution or Attribution.of(trace)
+    cpu = trace.cpu
+    ops = attr.ops
+    n = len(cpu)
+    dur = cpu["dur"].to_numpy()
+    parent = attr.parent_op[ops]
+    child_time = np.bincount(parent[parent >= 0], weights=dur[ops][parent >= 0], minlength=n)
+    self_kernels = attr.owner >= 0
+    pair_k, pair_op = attr.pairs
+    kernel_dur = attr.dur
+    out = pd.DataFrame(
+        {
+            "rank": trace.rank,
+            "row": ops,
+            "name": cpu["name"].to_numpy(dtype=object)[ops],
+            "iteration": cpu["iteration"].to_numpy()[ops],
+            "tid": cpu["tid"].to_numpy()[ops],
+            "ts": cpu["ts"].to_numpy()[ops],
+            "op_depth": attr.op_depth[ops],
+            "parent_row": parent,
+            "host_total(us)": us(dur[ops]),
+            "host_self(us)": us(dur[ops] - child_time[ops]),
+            "kernels": np.bincount(attr.owner[self_kernels], minlength=n)[ops],
+            "kernels_total": np.bincount(pair_op, minlength=n)[ops],
+            "device_self(us)": us(_union(attr.owner[self_kernels], attr, self_kernels, n)[ops]),
+            "device_self_sum(us)": us(
+                _sum(attr.owner[self_kernels], kernel_dur[self_kernels], n)[ops]
+            ),
+            "device_total(us)": us(_union(pair_op, attr, pair_k, n)[ops]),
+            "device_total_sum(us)": us(_sum(pair_op, kernel_dur[pair_k], n)[ops]),
+        }
+    )
+    _add_inputs(out, trace, attr)
+    _add_work(out, attr)
+    return out
+
+
+def _sum(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    return np.bincount(group, weights=values, minlength=n).astype(np.int64)
+
+
+def _union(group: np.ndarray, attr: Attribution, select: np.ndarray, n: int) -> np.ndarray:
+    groups, lengths = union_length_by_group(group, attr.ts[select], attr.end[select])
+    out = np.zeros(n, np.int64)
+    out[groups] = lengths
+    return out
+
+
+def _add_inputs(out: pd.DataFrame, trace: RankTrace, attr: Attribution) -> None:
+    """Shapes (own, or the forward operator's for a linked backward one) and module paths."""
+    cpu = trace.cpu
+    ops = out["row"].to_numpy()
+    forward = forward_op(trace, attr.is_op, attr.op_depth)[ops]
+    described_by = np.where(forward >= 0, forward, ops)
+    for column in INPUT_COLUMNS:
+        out[column] = cpu[column].to_numpy(dtype=object)[described_by]
+    has_own = cpu["input_dims"].notna().to_numpy()[ops]
+    out["shapes_from"] = np.where(forward >= 0, "forward", np.where(has_own, "own", ""))
+    out["forward_row"] = forward
+    module_of, paths = module_paths(trace)
+    module_row = module_of[described_by]
+    out["module"] = np.where(module_row >= 0, gather(paths, module_row, None), "")
+    out["module"] = out["module"].fillna("")
+
+
+def _add_work(out: pd.DataFrame, attr: Attribution) -> None:
+    """FLOPs / bytes per call, each distinct (name, inputs) modelled once."""
+    keys = ["name", *INPUT_COLUMNS, "shapes_from"]
+    codes, uniques = pd.MultiIndex.from_frame(out[keys].fillna("")).factorize()
+    works = [
+        model(
+            name,
+            Inputs(parse(dims or None) or [], parse(types or None) or [], parse(conc or None)),
+            forward_inputs=source == "forward",
+        )
+        for name, dims, types, conc, source in uniques
+    ]
+    flops = np.array([w.flops if w else np.nan for w in works] + [np.nan])
+    nbytes = np.array([w.bytes if w else np.nan for w in works] + [np.nan])
+    # a call that moves data between host and device (or devices) runs at the link's speed,
+    # which no roof here describes: not modelled
+    pair_k, pair_op = attr.pairs
+    crossing = np.zeros(len(attr.parent_op), bool)
+    crossing[pair_op[attr.is_transfer[pair_k]]] = True
+    transfer = crossing[out["row"].to_numpy()]
+    out["flops"] = np.where(transfer, np.nan, flops[codes])
+    out["bytes"] = np.where(transfer, np.nan, nbytes[codes])
+    precision = np.array([w.precision if w else "" for w in works] + [""], object)[codes]
+    kind = np.array([w.kind if w else "" for w in works] + [""], object)[codes]
+    out["precision"] = np.where(transfer, "", precision)
+    out["kind"] = np.where(transfer, "transfer", kind)
+    modelled = np.zeros(len(attr.parent_op), bool)
+    modelled[out["row"].to_numpy()] = out["flops"].notna().to_numpy()
+    inside = nearest_ancestor(attr.parent_op, modelled, out["row"].to_numpy()) >= 0
+    out["counted"] = out["flops"].notna().to_numpy() & ~inside

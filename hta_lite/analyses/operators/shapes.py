@@ -1,0 +1,145 @@
+"""Operator inputs: the forward operator of each backward one, the shapes each operator is
+described by, and the ``nn.Module`` it ran in.
+
+- A backward operator (``AddmmBackward0``, ``autograd::engine::evaluate_function: ...``) is
+  linked to the forward operator autograd ran it for: by the ``fwdbwd`` flow events when the trace
+  has them (their ends sit at the two operators' starts), else by the autograd sequence number
+  (the forward operator with that number that started last, Kineto's own rule; only where one
+  thread ran the forward operators, so the link is never a guess).
+- A linked backward operator is described by its forward operator's shapes and types
+  (``shapes_from == "forward"``): its own ``Input Dims`` are the gradients' (or empty in older
+  traces), and the formulas of :mod:`.flops` are written for the forward shapes.
+- Its module is the innermost ``python_function`` event named ``nn.Module: Name_N`` around it
+  (around its forward operator, for a linked backward one), written as the path of the enclosing
+  modules: ``BertModel_0.BertEncoder_0.BertLayer_3``.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from ...kineto import FWDBWD_FLOW_CATEGORY, MODULE_PREFIX, PYTHON_FUNCTION_CATEGORY
+from ...load.links import gather, nearest_ancestor
+from ...load.rank_trace import RankTrace
+
+
+def forward_op(trace: RankTrace, is_op: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """Per ``cpu`` row: the row of its forward operator, -1 when it is not a linked backward
+    operator."""
+    flows = trace.flows
+    linked = flows[np.asarray(flows["cat"] == FWDBWD_FLOW_CATEGORY)] if len(flows) else flows
+    if len(linked):
+        return _by_flows(trace.cpu, linked, is_op, depth)
+    return _by_sequence_number(trace.cpu, is_op)
+
+
+def _by_flows(cpu: pd.DataFrame, flows: pd.DataFrame, is_op, depth) -> np.ndarray:
+    rows = np.flatnonzero(is_op)
+    fwd_tid = cpu["fwd_thread_id"].to_numpy()[rows]
+    seq = cpu["sequence_number"].to_numpy()[rows]
+    ops = pd.DataFrame(
+        {
+            "pid": cpu["pid"].to_numpy()[rows],
+            "tid": cpu["tid"].to_numpy()[rows],
+            "ts": cpu["ts"].to_numpy()[rows],
+            "row": rows,
+            "forward_like": (seq >= 0) & (fwd_tid == 0),
+            "backward_like": (seq >= 0) & (fwd_tid > 0),
+            "depth": depth[rows],
+        }
+    )
+    ends = pd.DataFrame(
+        {
+            "pid": flows["pid"].to_numpy(),
+            "tid": flows["tid"].to_numpy(),
+            "ts": flows["ts"].to_numpy(),
+            "id": np.asarray(flows["id"]),
+            "ph": np.asarray(flows["ph"], dtype=object),
+        }
+    )
+    ends = ends[ends["ph"].isin(("s", "f"))]
+    hits = ends.merge(ops, on=["pid", "tid", "ts"])
+    # several operators start at the flow's time (nested ones): the one autograd recorded the
+    # link on carries a sequence number; else the outermost
+    hits["preferred"] = np.where(hits["ph"] == "s", hits["forward_like"], hits["backward_like"])
+    hits = hits.sort_values(["preferred", "depth"], ascending=[False, True], kind="stable")
+    first = hits.drop_duplicates(["id", "ph"])
+    pairs = first.pivot(index="id", columns="ph", values="row").dropna()
+    out = np.full(len(cpu), -1, np.int64)
+    if {"s", "f"} <= set(pairs.columns):
+        out[pairs["f"].to_numpy(np.int64)] = pairs["s"].to_numpy(np.int64)
+    return out
+
+
+def _by_sequence_number(cpu: pd.DataFrame, is_op: np.ndarray) -> np.ndarray:
+    seq = cpu["sequence_number"].to_numpy()
+    fwd_tid = cpu["fwd_thread_id"].to_numpy()
+    out = np.full(len(cpu), -1, np.int64)
+    forward = np.flatnonzero(is_op & (seq >= 0) & (fwd_tid == 0))
+    backward = np.flatnonzero(is_op & (seq >= 0) & (fwd_tid > 0))
+    if not len(forward) or not len(backward):
+        return out
+    fwd = pd.DataFrame(
+        {
+            "pid": cpu["pid"].to_numpy()[forward],
+            "tid": cpu["tid"].to_numpy()[forward],
+            "seq": seq[forward],
+            "ts": cpu["ts"].to_numpy()[forward],
+            "row": forward,
+        }
+    )
+    one_thread = fwd.groupby(["pid", "seq"])["tid"].transform("nunique") == 1
+    last = (
+        fwd[one_thread]
+        .sort_values("ts", kind="stable")
+        .drop_duplicates(["pid", "seq"], keep="last")
+    )
+    index = pd.MultiIndex.from_frame(last[["pid", "seq"]])
+    wanted = pd.MultiIndex.from_arrays([cpu["pid"].to_numpy()[backward], seq[backward]])
+    found = index.get_indexer(wanted)
+    out[backward] = gather(last["row"].to_numpy(), found, -1)
+    return out
+
+
+def module_paths(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
+    """``(module_row, paths)``: per ``cpu`` row the row of its innermost ``nn.Module`` event (-1:
+    none), and per ``cpu`` row of a module event its path (object array, None elsewhere)."""
+    cpu = trace.cpu
+    names = cpu["name"]
+    is_module = np.asarray(
+        (cpu["cat"] == PYTHON_FUNCTION_CATEGORY) & names.astype(str).str.startswith(MODULE_PREFIX)
+    )
+    parent = cpu["parent_row"].to_numpy()
+    module_of = np.full(len(cpu), -1, np.int64)
+    paths = np.full(len(cpu), None, dtype=object)
+    if not is_module.any():
+        return module_of, paths
+    all_rows = np.arange(len(cpu))
+    module_of[:] = nearest_ancestor(parent, is_module, all_rows)
+    modules = np.flatnonzero(is_module)
+    own = names.to_numpy(dtype=object)[modules]
+    paths[modules] = [n[len(MODULE_PREFIX) :] for n in own]
+    # parents before children: extend each path by its enclosing module's, level by level
+    outer = module_of[modules]
+    level = np.zeros(len(modules), np.int64)
+    current = outer.copy()
+    while (current >= 0).any():
+        level += current >= 0
+        current = np.where(current >= 0, module_of[np.maximum(current, 0)], -1)
+    for depth in range(1, int(level.max()) + 1):
+        at = level == depth
+        paths[modules[at]] = [f"{p}.{c}" for p, c in zip(paths[outer[at]], paths[modules[at]])]
+    return module_of, paths
+
+
+@lru_cache(maxsize=65536)
+def parse(text: str | None) -> list | None:
+    """A JSON text of the operator inputs (``input_dims`` ...) as a list, None when absent."""
+    if text is None or text != text:  # missing (NaN in object arrays)
+        return None
+    value = json.loads(text)
+    return value if isinstance(value, list) else None

@@ -1,0 +1,137 @@
+"""Operator time summed by name, by (name, shapes), by call stack, and by ``nn.Module``.
+
+Each summary is built per rank (:func:`rank_summary`, small: one row per group) and the ranks'
+rows are then added (:func:`combine`), so it runs where each rank was loaded (batch, Dask).
+
+Columns of the operator summaries (groups sorted by ``device_self_sum(us)``):
+``calls``; ``host_self(us)`` / ``host_total(us)`` (sums over the calls); ``kernels``;
+``device_self_sum(us)`` (the GPU events the group's calls launched themselves, each counted once)
+and ``device_self(us)`` (their union per rank, added over ranks); ``device_total_sum(us)`` /
+``device_total(us)`` (the GPU events under the group's calls, each counted once per group);
+``device_self_pctg`` (of all GPU work of the ranks) and ``cumulative_pctg``. Two rows end the
+table so that ``device_self_sum(us)`` adds up to all GPU work: ``[graph replay]`` (events of
+``cudaGraphLaunch`` / ``hipGraphLaunch``) and ``[no operator]``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ...intervals import union_length_by_group
+from ...kineto import STEP_PREFIX
+from ..common import us
+from .attribution import UNOWNED_LABELS, Attribution
+
+GROUPINGS = {"name": ["name"], "shape": ["name", "input_dims", "input_types"]}
+SUMMED = ("calls", "host_self(us)", "host_total(us)", "kernels", "device_self_sum(us)",
+          "device_self(us)", "device_total_sum(us)", "device_total(us)")  # fmt: skip
+
+
+def group_keys(attr: Attribution, inst: pd.DataFrame, by: str, stack_depth: int) -> pd.DataFrame:
+    """The key columns of each instance's group."""
+    if by in GROUPINGS:
+        return inst[GROUPINGS[by]].fillna("")
+    if by == "stack":
+        return pd.DataFrame({"stack": _stacks(attr, inst["row"].to_numpy(), stack_depth)})
+    raise ValueError(f"by must be one of {[*GROUPINGS, 'stack', 'module']}, not {by!r}")
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # "<built-in method argmax of ... at 0x7f1a...>"
+
+
+def _stacks(attr: Attribution, rows: np.ndarray, depth: int) -> np.ndarray:
+    """``outer > ... > op``: the operator and the names of up to ``depth - 1`` CPU events around
+    it (operators, Python frames, annotations; not ``ProfilerStep#N``)."""
+    cpu = attr.trace.cpu
+    categories = [_ADDRESS.sub("", str(c)) for c in cpu["name"].cat.categories]
+    names = np.array([*categories, ""], dtype=object)[cpu["name"].cat.codes.to_numpy()]
+    parent = cpu["parent_row"].to_numpy()
+    is_step = np.asarray(cpu["name"].astype(str).str.startswith(STEP_PREFIX))
+    stack = names[rows].astype(object)
+    current = rows
+    for _ in range(max(depth, 1) - 1):
+        current = np.where(current >= 0, parent[np.maximum(current, 0)], -1)
+        current = np.where((current >= 0) & is_step[np.maximum(current, 0)], -1, current)
+        has = current >= 0
+        stack[has] = names[current[has]] + " > " + stack[has]
+    return stack
+
+
+def rank_summary(attr: Attribution, inst: pd.DataFrame, by: str = "name", stack_depth: int = 3):
+    """One rank's groups with the summed columns (no percentages), plus the unowned rows."""
+    keys = group_keys(attr, inst, by, stack_depth)
+    key_names = list(keys.columns)
+    codes, uniques = pd.MultiIndex.from_frame(keys).factorize()
+    n_groups = len(uniques)
+    ops_group = np.full(len(attr.parent_op), -1, np.int64)
+    ops_group[inst["row"].to_numpy()] = codes
+    owned = attr.owner >= 0
+    self_group = ops_group[attr.owner[owned]]
+    pair_k, pair_op = attr.pairs
+    pair_group = ops_group[pair_op]
+    # a kernel under two calls of one group (nested: aten::to in aten::to) counts once
+    key = np.unique(pair_k.astype(np.int64) * (n_groups + 1) + pair_group)
+    uk, ug = key // (n_groups + 1), key % (n_groups + 1)
+    out = pd.DataFrame(uniques.to_list(), columns=key_names)
+    out["calls"] = np.bincount(codes, minlength=n_groups)
+    for column in ("host_self(us)", "host_total(us)"):
+        out[column] = np.bincount(codes, weights=inst[column].to_numpy(), minlength=n_groups)
+    out["kernels"] = np.bincount(self_group, minlength=n_groups)
+    dur = attr.dur
+    out["device_self_sum(us)"] = us(np.bincount(self_group, dur[owned], minlength=n_groups))
+    out["device_self(us)"] = us(_union(self_group, attr.ts[owned], attr.end[owned], n_groups))
+    out["device_total_sum(us)"] = us(np.bincount(ug, dur[uk], minlength=n_groups))
+    out["device_total(us)"] = us(_union(ug, attr.ts[uk], attr.end[uk], n_groups))
+    return pd.concat([out, _unowned(attr, key_names)], ignore_index=True)
+
+
+def _union(group, ts, end, n) -> np.ndarray:
+    groups, lengths = union_length_by_group(group, ts, end)
+    out = np.zeros(n, np.int64)
+    out[groups] = lengths
+    return out
+
+
+def _unowned(attr: Attribution, key_names: list[str]) -> pd.DataFrame:
+    """The ``[graph replay]`` / ``[no operator]`` rows: their GPU events, no host time."""
+    rows = []
+    for kind, label in UNOWNED_LABELS.items():
+        mask = attr.owner_kind == kind
+        if mask.any():
+            span = us(
+                _union(np.zeros(int(mask.sum()), np.int64), attr.ts[mask], attr.end[mask], 1)[0]
+            )
+            total = us(int(attr.dur[mask].sum()))
+            keys = {k: "" for k in key_names} | {key_names[0]: label}
+            times = dict(zip(SUMMED, (0, 0.0, 0.0, int(mask.sum()), total, span, total, span)))
+            rows.append(keys | times)
+    return pd.DataFrame(rows)
+
+
+def combine(parts: list[pd.DataFrame], total_gpu_us: float) -> pd.DataFrame:
+    """The ranks' rows added per group, with percentages of ``total_gpu_us`` (all GPU work)."""
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(
+            columns=[*GROUPINGS["name"], *SUMMED, "device_self_pctg", "cumulative_pctg"]
+        )
+    frame = pd.concat(parts, ignore_index=True)
+    keys = [c for c in frame.columns if c not in SUMMED]
+    out = frame.groupby(keys, sort=False, dropna=False)[list(SUMMED)].sum().reset_index()
+    unowned = out[keys[0]].isin(UNOWNED_LABELS.values())
+    out = pd.concat(
+        [
+            out[~unowned].sort_values("device_self_sum(us)", ascending=False, kind="stable"),
+            out[unowned],
+        ],
+        ignore_index=True,
+    )
+    pct = 100.0 * out["device_self_sum(us)"] / total_gpu_us if total_gpu_us else np.nan
+    out["device_self_pctg"] = np.round(pct, 2)
+    out["cumulative_pctg"] = np.round(np.cumsum(pct), 2)
+    out["calls"] = out["calls"].astype(np.int64)
+    out["kernels"] = out["kernels"].astype(np.int64)
+    return out

@@ -1,0 +1,63 @@
+"""What one operator call does: :class:`Work` (FLOPs, bytes moved, precision, kind) and
+:class:`Inputs` (its shapes, types and concrete inputs, as the trace recorded them)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+from ...kineto import DTYPE_BYTES, DTYPE_PRECISION
+
+MATRIX_KINDS = ("matmul", "conv", "attention")  # run on the matrix units (tensor / matrix cores)
+
+
+@dataclass(frozen=True)
+class Work:
+    flops: float
+    bytes: float
+    precision: str  # "bf16", "fp32", "tf32", ... (the key of the device peak tables)
+    kind: str  # "matmul", "conv", "attention", "norm", "softmax", "elementwise", "reduction", ...
+
+
+class Inputs:
+    """One call's inputs: ``dims`` (a shape per input, [] for scalars), ``types``, ``concrete``."""
+
+    def __init__(self, dims: list, types: list, concrete: list | None):
+        self.dims, self.types = dims, types
+        self.concrete = concrete or []
+
+    def is_tensor(self, i: int) -> bool:
+        return i < len(self.types) and self.types[i] in DTYPE_BYTES and i < len(self.dims)
+
+    def shape(self, i: int) -> list:
+        return self.dims[i] if self.is_tensor(i) else []
+
+    def numel(self, i: int) -> int:
+        return math.prod(self.dims[i]) if self.is_tensor(i) else 0
+
+    def elt(self, i: int) -> int:
+        return DTYPE_BYTES.get(self.types[i], 0) if i < len(self.types) else 0
+
+    def nbytes(self, i: int) -> int:
+        return self.numel(i) * self.elt(i)
+
+    def tensors(self) -> list[int]:
+        return [i for i in range(len(self.types)) if self.is_tensor(i)]
+
+    def precision(self) -> str:
+        for i in self.tensors():
+            p = DTYPE_PRECISION.get(self.types[i], "")
+            if p.startswith("fp") or p in ("bf16", "tf32"):
+                return p
+        return DTYPE_PRECISION.get(self.types[self.tensors()[0]], "") if self.tensors() else ""
+
+    def value(self, i: int, default=None):
+        """A concrete input parsed (``"[1, 1]"`` -> [1, 1], ``"True"`` -> True), else default."""
+        text = self.concrete[i] if i < len(self.concrete) else ""
+        if not isinstance(text, str) or text == "":
+            return default
+        try:
+            return json.loads(text.replace("True", "true").replace("False", "false"))
+        except ValueError:
+            return text
