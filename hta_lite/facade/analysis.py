@@ -1,7 +1,8 @@
 """``TraceAnalysis``: the facade users open in a notebook, with the reference's method names and
 columns. It holds no algorithm: each method checks its arguments, calls one function of
 :mod:`hta_lite.analyses` and, when asked, shows the matching figure of :mod:`hta_lite.plots`.
-The methods live in one mixin per family (breakdowns, counters, launches, cross-rank); a new
+The methods live in one mixin per family (breakdowns, counters, launches, operators,
+cross-rank); a new
 analysis adds its method to the family it belongs to, or a new mixin here.
 """
 
@@ -14,11 +15,12 @@ from .counters import Counters
 from .cross_rank import CrossRank
 from .hta_compat import HtaTrace
 from .launches import Launches
+from .operators import Operators
 
 __all__ = ["TraceAnalysis", "TimeSeriesTypes"]
 
 
-class TraceAnalysis(Breakdowns, Counters, Launches, CrossRank, TraceSet):
+class TraceAnalysis(Breakdowns, Counters, Launches, Operators, CrossRank, TraceSet):
     """Load a folder of per-rank Kineto traces and analyze where the GPU time went.
 
     Args:

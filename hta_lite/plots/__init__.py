@@ -29,6 +29,12 @@ from .cross_rank import (
 from .diff import (
     plot_diff,
 )
+from .operators import (
+    plot_mfu,
+    plot_module_sunburst,
+    plot_operator_summary,
+    plot_roofline,
+)
 
 __all__ = [
     "in_notebook",
@@ -52,4 +58,8 @@ __all__ = [
     "plot_timer_heatmap",
     "plot_rank_lateness",
     "plot_diff",
+    "plot_operator_summary",
+    "plot_module_sunburst",
+    "plot_roofline",
+    "plot_mfu",
 ]

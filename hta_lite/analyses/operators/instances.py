@@ -100,7 +100,17 @@ def _add_inputs(out: pd.DataFrame, trace: RankTrace, attr: Attribution) -> None:
     out["shapes_from"] = np.where(forward >= 0, "forward", np.where(has_own, "own", ""))
     out["forward_row"] = forward
     module_of, paths = module_paths(trace)
-    module_row = module_of[described_by]
+    # outside every module (a backward operator, or an operator it calls): the module of the
+    # forward operator of the nearest linked backward operator around it
+    linked = np.zeros(len(cpu), bool)
+    linked[ops[forward >= 0]] = True
+    linked_self = np.where(forward >= 0, ops, -1)
+    anchor = np.where(linked_self >= 0, linked_self, nearest_ancestor(attr.parent_op, linked, ops))
+    full_forward = np.full(len(cpu), -1, np.int64)
+    full_forward[ops] = forward
+    module_row = module_of[ops]
+    inherit = (module_row < 0) & (anchor >= 0)
+    module_row[inherit] = module_of[full_forward[anchor[inherit]]]
     out["module"] = np.where(module_row >= 0, gather(paths, module_row, None), "")
     out["module"] = out["module"].fillna("")
 

@@ -157,10 +157,12 @@ def _covered_kernels(attr, counted_rows: np.ndarray) -> np.ndarray:
 
 
 def _windows(attr) -> list[tuple[int, int]]:
-    """``(step, duration)`` (ns) of each ProfilerStep, or of the whole trace as step -1."""
+    """``(step, duration)`` (ns) of each ProfilerStep with events, else of the whole trace as
+    step -1."""
     steps = attr.trace.steps
-    if len(steps):
-        return list(zip(steps["step"].tolist(), steps["dur"].tolist()))
+    if len(steps):  # the steps whose events were kept (the last one is dropped by default)
+        kept = set(attr.trace.cpu["iteration"].unique().tolist())
+        return [(s, d) for s, d in zip(steps["step"].tolist(), steps["dur"].tolist()) if s in kept]
     if not len(attr.kernels):
         return []
     cpu = attr.trace.cpu

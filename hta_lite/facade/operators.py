@@ -1,0 +1,195 @@
+"""Operator view: GPU time per operator, shapes, call stack and module; roofline, optimization
+targets, MFU, kernel launch efficiency (docs/analyses/operators.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+from ..analyses import operators as ops
+from ..analyses.common import select
+from ..errors import MissingDataError
+from .base import plots
+
+Device = str | ops.DeviceSpec | None
+
+
+class Operators:
+    """Operator methods of :class:`hta_lite.TraceAnalysis` (beyond the reference: TensorBoard
+    plugin's operator view and TraceLens' perf model, on hta_lite's tables)."""
+
+    def _operators(self, ranks: Iterable[int] | None) -> list[ops.RankOperators]:
+        cache = self.__dict__.setdefault("_operator_cache", {})
+        out = []
+        for trace in select(self.traces, ranks):
+            if trace.rank not in cache:
+                cache[trace.rank] = ops.RankOperators.of(trace)
+            out.append(cache[trace.rank])
+        return out
+
+    def get_operator_instances(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
+        """One row per operator call (``cpu_op`` event): host self / total time, the GPU time of
+        the events it launched itself and of all those under it (union of their intervals, and
+        sum), kernel counts, input shapes / types (a backward operator: its forward operator's,
+        ``shapes_from == "forward"``), ``nn.Module`` path, modelled ``flops`` / ``bytes``.
+
+        Args:
+            ranks: ranks to include (default: all).
+
+        Returns:
+            DataFrame, columns in :mod:`hta_lite.analyses.operators.instances`; times in µs
+            except ``ts`` (ns).
+        """
+        return pd.concat([r.instances for r in self._operators(ranks)], ignore_index=True)
+
+    def get_operator_summary(
+        self,
+        by: str = "name",
+        ranks: Iterable[int] | None = None,
+        stack_depth: int = 3,
+        visualize: bool = False,
+        top: int = 20,
+    ) -> pd.DataFrame:
+        """GPU and host time per operator group, heaviest first; ``[graph replay]`` and
+        ``[no operator]`` rows hold the GPU events no operator launched, so
+        ``device_self_sum(us)`` adds up to all GPU work.
+
+        Args:
+            by: ``"name"``, ``"shape"`` (name, input dims, input types), ``"stack"`` (the
+                operator under its ``stack_depth - 1`` enclosing CPU events: operators, Python
+                frames, annotations) or ``"module"`` (``nn.Module`` path; needs a trace
+                recorded with ``with_stack=True`` or ``with_modules=True``).
+            ranks: ranks to include (default: all; their rows are added).
+            stack_depth: frames in the ``"stack"`` key.
+            visualize: show a bar chart (a sunburst for ``"module"``) of the ``top`` groups.
+
+        Returns:
+            DataFrame: the group's key columns, ``calls``, ``host_self(us)``,
+            ``host_total(us)``, ``kernels``, ``device_self_sum(us)``, ``device_self(us)``,
+            ``device_total_sum(us)``, ``device_total(us)``, ``device_self_pctg``,
+            ``cumulative_pctg`` (by module: ``module, depth, calls, host_total(us),
+            device_self_sum(us), device_total_sum(us), device_total(us),
+            device_total_pctg``, in tree order).
+
+        Raises:
+            MissingDataError: ``by="shape"`` on traces without shapes, ``by="module"`` on
+                traces without ``nn.Module`` events.
+        """
+        rank_ops = self._operators(ranks)
+        self._check_recorded(rank_ops, by)
+        table = ops.operator_summary(rank_ops, by, stack_depth)
+        if visualize:
+            figure = (
+                plots.plot_module_sunburst(table)
+                if by == "module"
+                else plots.plot_operator_summary(table, top)
+            )
+            plots.show(figure)
+        return table
+
+    @staticmethod
+    def _check_recorded(rank_ops: list[ops.RankOperators], by: str) -> None:
+        inst = [r.instances for r in rank_ops]
+        if by == "shape" and not any(i["input_dims"].notna().any() for i in inst):
+            raise MissingDataError(
+                None, "no operator has input shapes: record with record_shapes=True"
+            )
+        if by == "module" and not any((i["module"] != "").any() for i in inst):
+            raise MissingDataError(
+                None, "no nn.Module events: record with with_stack=True or with_modules=True"
+            )
+
+    def get_operator_roofline(
+        self, ranks: Iterable[int] | None = None, device: Device = None, visualize: bool = False
+    ) -> pd.DataFrame:
+        """How close each operator group (name, shapes, types) runs to the device's roofs:
+        achieved TFLOP/s and TB/s, arithmetic intensity, the binding roof, percent of it.
+
+        Args:
+            ranks: ranks to include (default: all).
+            device: a name of ``hta_lite.analyses.operators.DEVICES`` or a ``DeviceSpec``
+                (default: each rank's device from its trace; a device not in the table gives
+                NaN peaks, ``device == "unknown"`` and a warning).
+            visualize: show the log-log roofline chart.
+
+        Returns:
+            DataFrame, one row per group of modelled calls, columns in
+            :func:`hta_lite.analyses.operators.roofline.roofline`.
+
+        Raises:
+            MissingDataError: no modelled operator ran GPU work (no shapes recorded, or only
+                operators without a FLOP model).
+        """
+        rank_ops = self._operators(ranks)
+        devices = ops.devices_of([r.attribution.trace for r in rank_ops], device)
+        table = ops.roofline_table(rank_ops, devices)
+        if table.empty:
+            raise MissingDataError(
+                None,
+                "no operator with a FLOP model ran GPU work (shapes need record_shapes=True;"
+                " the modelled operators are listed in docs/analyses/operators.md)",
+            )
+        if visualize:
+            plots.show(plots.plot_roofline(table))
+        return table
+
+    def get_optimization_targets(
+        self, ranks: Iterable[int] | None = None, device: Device = None, top: int = 10
+    ) -> pd.DataFrame:
+        """The ``top`` operator groups furthest below their roof, weighted by time: sorted by
+        ``time_below_roof(us)`` (GPU time x share of the roof not reached). Columns as
+        :meth:`get_operator_roofline`.
+
+        Raises:
+            MissingDataError: as :meth:`get_operator_roofline`, or no device peaks known (pass
+                ``device``)."""
+        table = self.get_operator_roofline(ranks, device)
+        targets = ops.optimization_targets(table, top)
+        if targets.empty:
+            raise MissingDataError(
+                None, f"no device peaks for {sorted(set(table['device']))}: pass device=..."
+            )
+        return targets
+
+    def get_mfu(
+        self, ranks: Iterable[int] | None = None, device: Device = None, visualize: bool = False
+    ) -> pd.DataFrame:
+        """Model FLOPs utilization per rank and ProfilerStep: the FLOPs of the modelled matrix
+        products, convolutions and attention calls over the step's wall time, as a share of the
+        device's dense peak for the dominant precision; ``modelled_gpu_pctg`` says how much of
+        the step's GPU time the modelled calls cover.
+
+        Args:
+            ranks: ranks to include (default: all).
+            device: as in :meth:`get_operator_roofline`.
+            visualize: show MFU per step.
+
+        Returns:
+            DataFrame, columns in :func:`hta_lite.analyses.operators.roofline.mfu`.
+        """
+        rank_ops = self._operators(ranks)
+        devices = ops.devices_of([r.attribution.trace for r in rank_ops], device)
+        table = ops.mfu_table(rank_ops, devices)
+        if visualize:
+            plots.show(plots.plot_mfu(table))
+        return table
+
+    def get_kernel_efficiency(
+        self, by: str = "kernel", ranks: Iterable[int] | None = None
+    ) -> pd.DataFrame:
+        """Launch efficiency from CUPTI's kernel args (NVIDIA traces): blocks and warps per SM,
+        estimated achieved occupancy, registers per thread, shared memory, each a time-weighted
+        mean over the kernels carrying it.
+
+        Args:
+            by: ``"kernel"`` (kernel name) or ``"operator"`` (the operator that launched it).
+            ranks: ranks to include (default: all).
+
+        Returns:
+            DataFrame: ``kernel`` or ``operator``, ``kernels``, ``gpu_time(us)``,
+            ``kernels_with_args`` (0 on ROCm traces, which do not write these args),
+            ``blocks_per_sm``, ``warps_per_sm``, ``occupancy_pct``, ``registers_per_thread``,
+            ``shared_memory`` (bytes per block); heaviest first.
+        """
+        return ops.kernel_efficiency([r.attribution for r in self._operators(ranks)], by)
