@@ -60,6 +60,12 @@ CALLS = {
     "timers_text": lambda a, out: a.timers_text(),
     "get_potential_stragglers": lambda a, out: a.get_potential_stragglers(),
     "get_straggler_report": lambda a, out: a.get_straggler_report(),
+    "get_operator_instances": lambda a, out: a.get_operator_instances(),
+    "get_operator_summary": lambda a, out: a.get_operator_summary(),
+    "get_operator_roofline": lambda a, out: a.get_operator_roofline(device="H100 SXM"),
+    "get_optimization_targets": lambda a, out: a.get_optimization_targets(device="H100 SXM"),
+    "get_mfu": lambda a, out: a.get_mfu(device="H100 SXM"),
+    "get_kernel_efficiency": lambda a, out: a.get_kernel_efficiency(),
 }
 # method -> a call whose filter matches nothing, and the error it must raise
 NO_MATCH = {
@@ -107,11 +113,17 @@ NO_MATCH = {
     ),
     "get_profiler_steps": (lambda a: a.get_profiler_steps(rank=999), RankNotFoundError),
     "gpu_events": (lambda a: a.gpu_events(999), RankNotFoundError),
+    "get_operator_summary": (lambda a: a.get_operator_summary(ranks=[999]), RankNotFoundError),
+    "get_operator_roofline": (lambda a: a.get_operator_roofline(device="no such"), SelectionError),
+    "get_mfu": (lambda a: a.get_mfu(ranks=[999]), RankNotFoundError),
+    "get_kernel_efficiency": (lambda a: a.get_kernel_efficiency(by="no such"), SelectionError),
 }
 # what a trace without the needed events may answer with instead of an empty frame
 CLEAR_ERRORS = {
     "get_cupti_counter_data_with_operators": MissingDataError,  # no profiler ranges
     "get_frequent_cuda_kernel_sequences": SelectionError,  # no aten:: operator
+    "get_operator_roofline": MissingDataError,  # no operator with a FLOP model
+    "get_optimization_targets": MissingDataError,
 }
 
 

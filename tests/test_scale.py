@@ -140,3 +140,20 @@ def test_cache_clear_and_info(folder, tmp_path, capsys):
     assert "2 cached rank(s)" in capsys.readouterr().out
     assert main(["cache", "clear", "--dir", str(root)]) == 0
     assert cache_mod.usage(root)["entries"] == 0
+
+
+def test_operator_table_of_a_64_rank_folder(tmp_path):
+    """The operator summary is computed where each rank is loaded (here: a process pool over 64
+    copies of one rank), and equals the full analysis of that rank."""
+    from hta_lite.tools.synthetic import replicate_trace
+
+    template = sorted((SAMPLES / "two_ranks").iterdir())[0]
+    folder = replicate_trace(template, tmp_path / "r64", 64)
+    summary = summarize_folder(folder, executor="process", cache=False)["operator_summary"]
+    assert sorted(summary["rank"].unique()) == list(range(64))
+    one = TraceAnalysis(trace_dir=folder, parallel=False, cache=False)
+    expected = one.get_operator_summary(ranks=[5])
+    got = summary[summary["rank"] == 5].drop(columns="rank").reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, expected)
+    per_rank = summary.groupby("rank")["device_self_sum(us)"].sum()
+    assert per_rank.nunique() == 1  # identical copies, every GPU event counted once each

@@ -137,9 +137,15 @@ class Operators:
     def get_optimization_targets(
         self, ranks: Iterable[int] | None = None, device: Device = None, top: int = 10
     ) -> pd.DataFrame:
-        """The ``top`` operator groups furthest below their roof, weighted by time: sorted by
-        ``time_below_roof(us)`` (GPU time x share of the roof not reached). Columns as
-        :meth:`get_operator_roofline`.
+        """The operator groups furthest below their roof, weighted by time.
+
+        Args:
+            ranks, device: as in :meth:`get_operator_roofline`.
+            top: how many groups.
+
+        Returns:
+            DataFrame with the columns of :meth:`get_operator_roofline`, the ``top`` groups with
+            the most ``time_below_roof(us)`` (GPU time x share of the roof not reached) first.
 
         Raises:
             MissingDataError: as :meth:`get_operator_roofline`, or no device peaks known (pass

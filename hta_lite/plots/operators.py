@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..analyses.operators.work import MATRIX_KINDS
 from .base import label, labels
 
 KIND_COLORS = {
@@ -94,27 +95,32 @@ def plot_roofline(table: pd.DataFrame, title: str = "Roofline") -> go.Figure:
         title=title + (f" ({skipped} groups without FLOPs not drawn)" if skipped else ""),
         xaxis={"type": "log", "title": "arithmetic intensity (FLOP/byte)"},
         yaxis={"type": "log", "title": "achieved TFLOP/s"},
-        height=600,
+        legend={"orientation": "h", "y": -0.18},
+        height=650,
     )
     return fig
 
 
 def _add_roofs(fig: go.Figure, drawn: pd.DataFrame) -> None:
-    if drawn.empty or drawn["memory_tbps"].isna().all():
+    """Per device: one ceiling per distinct peak (matrix units per precision, or the vector
+    units), each meeting the memory slope at its ridge."""
+    known = drawn[drawn["memory_tbps"].notna()]
+    if known.empty:
         return
-    x = np.logspace(
-        np.log10(max(drawn["intensity"].min() / 3, 1e-3)),
-        np.log10(drawn["intensity"].max() * 3 + 1),
-    )
-    for device, part in drawn.groupby("device", sort=False):
+    high = max(known["intensity"].max() * 3, 2 * known["ridge"].max())
+    x = np.logspace(np.log10(max(known["intensity"].min() / 3, 1e-3)), np.log10(high), 200)
+    for device, part in known.groupby("device", sort=False):
         bandwidth = part["memory_tbps"].iloc[0]
-        if bandwidth != bandwidth:
-            continue
-        for precision, peak in part.groupby("precision")["peak_tflops"].first().items():
+        units = np.where(part["kind"].isin(MATRIX_KINDS), "matrix", "vector")
+        ceilings = pd.DataFrame(
+            {"peak": part["peak_tflops"], "what": part["precision"] + " " + units}
+        )
+        for peak, whats in ceilings.groupby("peak")["what"]:
             fig.add_trace(
                 go.Scatter(
                     x=x, y=np.minimum(x * bandwidth, peak), mode="lines",
-                    name=f"{device} {precision} roof", line={"dash": "dash", "width": 1},
+                    name=f"{device}: {peak:g} TFLOP/s ({', '.join(sorted(set(whats)))}),"
+                    f" {bandwidth:g} TB/s", line={"dash": "dash", "width": 1},
                 )
             )  # fmt: skip
 

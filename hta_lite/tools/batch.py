@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..analyses import counters, idle, kernels, overlap, steps, temporal
+from ..analyses import counters, idle, kernels, operators, overlap, steps, temporal
 from ..analyses.health import health_summary
 from ..errors import TraceError
 from ..load import cache
@@ -32,6 +32,7 @@ SUMMARY_TABLES = (
     "queue_length_summary",
     "step_breakdown",
     "health_summary",
+    "operator_summary",
 )
 
 
@@ -48,6 +49,9 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "queue_length_summary": queue.reset_index(),
         "step_breakdown": steps.step_breakdown(one),
         "health_summary": health_summary(one),
+        "operator_summary": operators.operator_summary([operators.RankOperators.of(trace)]).assign(
+            rank=trace.rank
+        ),
     }
 
 

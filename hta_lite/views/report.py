@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +18,9 @@ from plotly.offline import get_plotlyjs
 from .. import __version__, plots
 from ..analyses import cupti
 from ..analyses.health import problems
+from ..errors import MissingDataError
 from ..facade.analysis import TraceAnalysis
+from .summary import TARGET_COLUMNS, mfu_rows, quietly, top_operators
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232a;
@@ -155,6 +158,7 @@ def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
                 report.chart(plots.plot_step_breakdown(steps)),
                 _table(steps),
             )
+        _operator_section(report, analysis)
         _counters_section(report, analysis)
         _launch_section(report, analysis)
     else:
@@ -175,6 +179,47 @@ def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
         _table(summary),
     )
     return report.html()
+
+
+def _operator_section(report: Report, analysis: TraceAnalysis) -> None:
+    """Time by operator, by module, the roofline and its targets, MFU (what the traces allow)."""
+    summary = analysis.get_operator_summary()
+    if not (summary["calls"] > 0).any():
+        return
+    parts = [
+        "<p class='note'>Every GPU event belongs to the operator that launched it (graph replays"
+        " and events without an operator have rows of their own); FLOPs and bytes come from the"
+        " recorded input shapes (docs/analyses/operators.md).</p>",
+        report.chart(plots.plot_operator_summary(summary, 20)),
+        _table(top_operators(analysis)),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        modules = analysis.get_operator_summary(by="module") if _has_modules(analysis) else None
+        if modules is not None:
+            parts += ["<h3>By nn.Module</h3>", report.chart(plots.plot_module_sunburst(modules))]
+        try:
+            roofline = analysis.get_operator_roofline()
+        except MissingDataError:
+            roofline = None
+        if roofline is not None:
+            device = ", ".join(sorted(set(roofline["device"])))
+            parts += [
+                f"<h3>Roofline ({html.escape(device)})</h3>",
+                report.chart(plots.plot_roofline(roofline)),
+                "<p class='note'>Furthest below their roof, weighted by time:</p>",
+                _table(
+                    quietly(lambda a: a.get_optimization_targets(top=10)[TARGET_COLUMNS])(analysis)
+                ),
+            ]
+        mfu = quietly(mfu_rows)(analysis)
+        if mfu is not None:
+            parts += ["<h3>Model FLOPs utilization</h3>", _table(mfu)]
+    report.section("operators", "Operators", *parts)
+
+
+def _has_modules(analysis: TraceAnalysis) -> bool:
+    return bool((analysis.get_operator_instances()["module"] != "").any())
 
 
 def _counters_section(report: Report, analysis: TraceAnalysis) -> None:

@@ -5,11 +5,13 @@ left out."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import pandas as pd
 
 from ..analyses import cupti
+from ..errors import MissingDataError
 
 
 def _top_kernels(analysis) -> pd.DataFrame:
@@ -22,6 +24,43 @@ def _cupti_by_operator(analysis) -> pd.DataFrame | None:
     if not any(len(t.kernel_counters) for t in analysis.traces.values()):
         return None
     return cupti.by_operator(analysis.get_cupti_counter_data_with_operators())
+
+
+def top_operators(analysis) -> pd.DataFrame | None:
+    """The 20 operators with most GPU time of their own, and the graph / no-operator rows."""
+    table = analysis.get_operator_summary()
+    if not (table["calls"] > 0).any():
+        return None
+    unowned = table["name"].str.startswith("[")
+    rows = pd.concat([table[~unowned].head(20), table[unowned]], ignore_index=True)
+    return rows[OPERATOR_COLUMNS]
+
+
+OPERATOR_COLUMNS = ["name", "calls", "host_self(us)", "device_self_sum(us)",
+                    "device_total_sum(us)", "device_self_pctg", "cumulative_pctg"]  # fmt: skip
+TARGET_COLUMNS = ["device", "name", "input_dims", "precision", "calls", "gpu_time(us)",
+                  "achieved_tflops", "bound", "roof_pctg", "time_below_roof(us)"]  # fmt: skip
+MFU_COLUMNS = ["rank", "step", "step_time(us)", "achieved_tflops", "precision", "peak_tflops",
+               "mfu_pctg", "modelled_gpu_pctg", "device"]  # fmt: skip
+
+
+def quietly(build) -> Callable:
+    """A builder that gives None where the traces lack shapes, a FLOP model or a known device."""
+
+    def run(analysis):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                return build(analysis)
+            except MissingDataError:
+                return None
+
+    return run
+
+
+def mfu_rows(analysis) -> pd.DataFrame | None:
+    table = analysis.get_mfu()
+    return None if table.empty or table["mfu_pctg"].isna().all() else table[MFU_COLUMNS]
 
 
 TABLES: list[tuple[str, str, Callable]] = [
@@ -51,6 +90,17 @@ TABLES: list[tuple[str, str, Callable]] = [
         "Per-step breakdown (µs)",
         lambda a: a.get_step_breakdown(visualize=False),
     ),
+    (
+        "operators",
+        "GPU time by operator (µs; launched itself / by the operators it calls)",
+        top_operators,
+    ),
+    (
+        "optimization_targets",
+        "Operators furthest below their roofline, by time (µs)",
+        quietly(lambda a: a.get_optimization_targets(top=10)[TARGET_COLUMNS]),
+    ),
+    ("mfu", "Model FLOPs utilization per step (%)", quietly(mfu_rows)),
     (
         "cupti_counters",
         "CUPTI counters by operator (sums over the profiled kernels)",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...errors import SelectionError
 from ..common import us
 from .attribution import UNOWNED_LABELS, Attribution
 
@@ -22,7 +23,7 @@ def kernel_efficiency(attrs: list[Attribution], by: str = "kernel") -> pd.DataFr
     ``kernels``, ``gpu_time(us)``, ``kernels_with_args``, and the time-weighted mean of each of
     ``VALUES`` (NaN where no kernel carries it); sorted by ``gpu_time(us)``."""
     if by not in ("kernel", "operator"):
-        raise ValueError(f"by must be 'kernel' or 'operator', not {by!r}")
+        raise SelectionError(None, f"by must be 'kernel' or 'operator', not {by!r}")
     frames = []
     for attr in attrs:
         gpu = attr.trace.gpu

@@ -20,6 +20,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ...errors import SelectionError
 from ...intervals import union_length_by_group
 from ...kineto import STEP_PREFIX
 from ..common import us
@@ -36,7 +37,7 @@ def group_keys(attr: Attribution, inst: pd.DataFrame, by: str, stack_depth: int)
         return inst[GROUPINGS[by]].fillna("")
     if by == "stack":
         return pd.DataFrame({"stack": _stacks(attr, inst["row"].to_numpy(), stack_depth)})
-    raise ValueError(f"by must be one of {[*GROUPINGS, 'stack', 'module']}, not {by!r}")
+    raise SelectionError(None, f"by must be one of {[*GROUPINGS, 'stack', 'module']}, not {by!r}")
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # "<built-in method argmax of ... at 0x7f1a...>"
