@@ -85,7 +85,7 @@ def test_instances_by_construction(tmp_path):
     assert (linear["kernels"], linear["kernels_total"]) == (1, 3)
     assert (linear["device_self(us)"], linear["device_total(us)"]) == (10, 260)
     assert linear["device_total_sum(us)"] == 410
-    assert (linear["host_total(us)"], linear["host_self(us)"]) == (140, 20)
+    assert (linear["host_total(us)"], linear["host_self(us)"]) == (140, 140 - 120 - 2)
     assert linear["module"] == "Net_0.Linear_0" and inst.loc["aten::relu", "module"] == "Net_0"
     # the backward operators: described by the forward addmm (sequence number 1), in its module
     for name in ("AddmmBackward0", "autograd::engine::evaluate_function: AddmmBackward0"):
@@ -360,3 +360,27 @@ def test_every_gpu_event_is_accounted_once(case):
         share = summary.set_index("name").loc["[graph replay]", "device_self_pctg"]
         assert share > 95 and math.isfinite(share)
     assert np.isfinite(summary["cumulative_pctg"]).all()
+
+
+def test_where_tracelens_differs():
+    """docs/analyses/operators.md §6: each case has a model here, with the exact value."""
+    q, types = [1, 8, 1, 128], [BF16] * 3 + [""] * 5
+    kv = [1, 8, 1000, 128]
+    decode = work("aten::_scaled_dot_product_flash_attention", [q, kv, kv, [], [], [], []],
+                  types[:7], ["", "", "", "0.", "True", "False", ""])  # fmt: skip
+    assert decode.flops == 2 * 8 * 1 * 256  # L != S, causal, top-left: row 0 sees key 0 only
+    square = work("aten::_scaled_dot_product_flash_attention", [kv, kv, kv, [], [], [], []],
+                  types[:7], ["", "", "", "0.", "True", "False", ""])  # fmt: skip
+    assert square.flops == 2 * 8 * (1000 * 1001 // 2) * 256  # the diagonal is attended to
+    mla = work("aten::scaled_dot_product_attention", [[1, 4, 10, 192], [1, 4, 10, 192],
+               [1, 4, 10, 128], [], [], [], [], []], types, [""] * 8)  # fmt: skip
+    assert mla.flops == 2 * 4 * 100 * (192 + 128)
+    fp32 = work("aten::scaled_dot_product_attention", [q, q, q, [], [], [], [], []],
+                ["float"] * 3 + [""] * 5, [""] * 8)  # fmt: skip
+    assert fp32.bytes == 4 * 8 * 128 * 4  # q, k, v, out at 4 bytes each
+    fp8 = work("aten::mm", [[4, 4], [4, 4]], ["c10::Float8_e4m3fn"] * 2)
+    assert fp8.precision == "fp8" and fp8.bytes == 16 + 16 + 16 * 2
+    causal_backward = work("aten::_scaled_dot_product_flash_attention_backward",
+                           [kv, kv, kv, kv, kv, [], [], [], [], [], [], []], [BF16] * 5 + [""] * 7,
+                           [""] * 11 + ["True"])  # fmt: skip
+    assert causal_backward.flops == 2.5 * square.flops

@@ -5,7 +5,9 @@ Columns:
 
 - ``rank``, ``row`` (its row in ``trace.cpu``), ``name``, ``iteration``, ``tid``, ``ts`` (ns),
   ``op_depth`` (enclosing operators), ``parent_row`` (the enclosing operator's row, -1).
-- ``host_total(us)``: its duration; ``host_self(us)``: minus that of the operators it calls.
+- ``host_total(us)``: its duration; ``host_self(us)``: minus that of the events directly in it
+  (the operators it calls, its runtime calls such as ``cudaLaunchKernel``), as PyTorch's
+  "Self CPU".
 - ``kernels`` / ``kernels_total``: GPU events it launched itself / it and every operator it
   calls launched. ``device_self(us)``: the union of its own GPU events' intervals;
   ``device_self_sum(us)`` their sum (larger when they overlapped on several streams);
@@ -46,7 +48,8 @@ def operator_instances(trace: RankTrace, attribution: Attribution | None = None)
     n = len(cpu)
     dur = cpu["dur"].to_numpy()
     parent = attr.parent_op[ops]
-    child_time = np.bincount(parent[parent >= 0], weights=dur[ops][parent >= 0], minlength=n)
+    direct = cpu["parent_row"].to_numpy()  # host self time: minus every direct child's
+    child_time = np.bincount(direct[direct >= 0], weights=dur[direct >= 0], minlength=n)
     self_kernels = attr.owner >= 0
     pair_k, pair_op = attr.pairs
     kernel_dur = attr.dur
