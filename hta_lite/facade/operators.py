@@ -28,6 +28,16 @@ class Operators:
             out.append(cache[trace.rank])
         return out
 
+    def _roofline(self, ranks: Iterable[int] | None, device: Device) -> pd.DataFrame:
+        """The roofline table, computed once per (ranks, device)."""
+        rank_ops = self._operators(ranks)
+        key = (tuple(r.rank for r in rank_ops), device if isinstance(device, str) else id(device))
+        cache = self.__dict__.setdefault("_roofline_cache", {})
+        if key not in cache:
+            devices = ops.devices_of([r.attribution.trace for r in rank_ops], device)
+            cache[key] = ops.roofline_table(rank_ops, devices)
+        return cache[key]
+
     def get_operator_instances(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """One row per operator call (``cpu_op`` event): host self / total time, the GPU time of
         the events it launched itself and of all those under it (union of their intervals, and
@@ -121,9 +131,7 @@ class Operators:
             MissingDataError: no modelled operator ran GPU work (no shapes recorded, or only
                 operators without a FLOP model).
         """
-        rank_ops = self._operators(ranks)
-        devices = ops.devices_of([r.attribution.trace for r in rank_ops], device)
-        table = ops.roofline_table(rank_ops, devices)
+        table = self._roofline(ranks, device)
         if table.empty:
             raise MissingDataError(
                 None,
@@ -176,7 +184,7 @@ class Operators:
         """
         rank_ops = self._operators(ranks)
         devices = ops.devices_of([r.attribution.trace for r in rank_ops], device)
-        table = ops.mfu_table(rank_ops, devices)
+        table = ops.mfu_table(rank_ops, devices, self._roofline(ranks, device))
         if visualize:
             plots.show(plots.plot_mfu(table))
         return table

@@ -95,10 +95,9 @@ def roofline_table(ranks: list[RankOperators], devices: dict) -> pd.DataFrame:
     return roofline(inst, devices) if inst is not None else pd.DataFrame()
 
 
-def mfu_table(ranks: list[RankOperators], devices: dict) -> pd.DataFrame:
-    """MFU per rank and step; float32 counts as TF32 on a device where the roofline found a
-    float32 product faster than the FP32 peak."""
-    table = roofline_table(ranks, devices)
+def mfu_table(ranks: list[RankOperators], devices: dict, table: pd.DataFrame) -> pd.DataFrame:
+    """MFU per rank and step; float32 counts as TF32 on a device where the roofline ``table``
+    found a float32 product faster than the FP32 peak."""
     inferred = set(table.loc[table["tf32_inferred"], "device"]) if len(table) else set()
     tf32 = {
         r.rank: devices.get(r.rank) is not None and devices[r.rank].name in inferred for r in ranks

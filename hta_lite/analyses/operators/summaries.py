@@ -130,9 +130,9 @@ def combine(parts: list[pd.DataFrame], total_gpu_us: float) -> pd.DataFrame:
         ],
         ignore_index=True,
     )
-    pct = 100.0 * out["device_self_sum(us)"] / total_gpu_us if total_gpu_us else np.nan
-    out["device_self_pctg"] = np.round(pct, 2)
-    out["cumulative_pctg"] = np.round(np.cumsum(pct), 2)
+    pct = 100.0 * out["device_self_sum(us)"] / (total_gpu_us or np.nan)  # no GPU work: NaN
+    out["device_self_pctg"] = pct.round(2)
+    out["cumulative_pctg"] = pct.cumsum().round(2)
     out["calls"] = out["calls"].astype(np.int64)
     out["kernels"] = out["kernels"].astype(np.int64)
     return out
