@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from ..errors import RankNotFoundError, SelectionError
 from ..kineto import GPU_WORK_CATEGORIES
@@ -76,3 +77,12 @@ def wanted(asked, present, what: str, where: str | None = None) -> list | None:
         place = f" in {where}" if where else ""
         raise SelectionError(None, f"{what} {missing} not found{place}; there are: {shown}")
     return values
+
+
+def factorize_rows(frame: pd.DataFrame) -> tuple[np.ndarray, list[tuple]]:
+    """Each row's code among the distinct rows of ``frame`` (first seen first), and those rows
+    as tuples (an empty frame: no codes, no rows)."""
+    if len(frame) == 0:
+        return np.zeros(0, np.int64), []
+    codes, uniques = pd.MultiIndex.from_frame(frame).factorize()
+    return np.asarray(codes, np.int64), list(uniques)

@@ -31,7 +31,7 @@ import pandas as pd
 from ...intervals import union_length_by_group
 from ...load.links import gather, nearest_ancestor
 from ...load.rank_trace import RankTrace
-from ..common import us
+from ..common import factorize_rows, us
 from .attribution import Attribution
 from .flops import model
 from .shapes import forward_op, module_paths, parse
@@ -121,7 +121,7 @@ def _add_inputs(out: pd.DataFrame, trace: RankTrace, attr: Attribution) -> None:
 def _add_work(out: pd.DataFrame, attr: Attribution) -> None:
     """FLOPs / bytes per call, each distinct (name, inputs) modelled once."""
     keys = ["name", *INPUT_COLUMNS, "shapes_from"]
-    codes, uniques = pd.MultiIndex.from_frame(out[keys].fillna("")).factorize()
+    codes, uniques = factorize_rows(out[keys].fillna(""))
     works = [
         model(
             name,

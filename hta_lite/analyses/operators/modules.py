@@ -62,7 +62,8 @@ def rank_module_summary(attr: Attribution, inst: pd.DataFrame) -> pd.DataFrame:
             "device_total(us)": us(device_total),
         }
     )
-    return pd.concat([out, _unowned(attr)], ignore_index=True)
+    unowned = _unowned(attr)
+    return pd.concat([out, unowned], ignore_index=True) if len(unowned) else out
 
 
 def _prefixes(path: str) -> list[str]:

@@ -23,7 +23,7 @@ import pandas as pd
 from ...errors import SelectionError
 from ...intervals import union_length_by_group
 from ...kineto import STEP_PREFIX
-from ..common import us
+from ..common import factorize_rows, us
 from .attribution import UNOWNED_LABELS, Attribution
 
 GROUPINGS = {"name": ["name"], "shape": ["name", "input_dims", "input_types"]}
@@ -65,7 +65,7 @@ def rank_summary(attr: Attribution, inst: pd.DataFrame, by: str = "name", stack_
     """One rank's groups with the summed columns (no percentages), plus the unowned rows."""
     keys = group_keys(attr, inst, by, stack_depth)
     key_names = list(keys.columns)
-    codes, uniques = pd.MultiIndex.from_frame(keys).factorize()
+    codes, uniques = factorize_rows(keys)
     n_groups = len(uniques)
     ops_group = np.full(len(attr.parent_op), -1, np.int64)
     ops_group[inst["row"].to_numpy()] = codes
@@ -76,7 +76,7 @@ def rank_summary(attr: Attribution, inst: pd.DataFrame, by: str = "name", stack_
     # a kernel under two calls of one group (nested: aten::to in aten::to) counts once
     key = np.unique(pair_k.astype(np.int64) * (n_groups + 1) + pair_group)
     uk, ug = key // (n_groups + 1), key % (n_groups + 1)
-    out = pd.DataFrame(uniques.to_list(), columns=key_names)
+    out = pd.DataFrame(uniques, columns=key_names)
     out["calls"] = np.bincount(codes, minlength=n_groups)
     for column in ("host_self(us)", "host_total(us)"):
         out[column] = np.bincount(codes, weights=inst[column].to_numpy(), minlength=n_groups)
@@ -86,7 +86,8 @@ def rank_summary(attr: Attribution, inst: pd.DataFrame, by: str = "name", stack_
     out["device_self(us)"] = us(_union(self_group, attr.ts[owned], attr.end[owned], n_groups))
     out["device_total_sum(us)"] = us(np.bincount(ug, dur[uk], minlength=n_groups))
     out["device_total(us)"] = us(_union(ug, attr.ts[uk], attr.end[uk], n_groups))
-    return pd.concat([out, _unowned(attr, key_names)], ignore_index=True)
+    unowned = _unowned(attr, key_names)
+    return pd.concat([out, unowned], ignore_index=True) if len(unowned) else out
 
 
 def _union(group, ts, end, n) -> np.ndarray:
