@@ -11,8 +11,7 @@ TF32 on AMD devices falls back to FP32 (PyTorch does not use XF32 there by defau
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from ...errors import SelectionError
 
@@ -29,7 +28,6 @@ class DeviceSpec:
     memory_tbps: float
     source: str = ""
     vendor: str = "NVIDIA"
-    notes: dict[str, Any] = field(default_factory=dict)
 
     def peak_tflops(self, precision: str, on_matrix_units: bool = True) -> float:
         if precision == "tf32" and self.vendor == "AMD":

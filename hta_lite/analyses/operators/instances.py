@@ -105,17 +105,13 @@ def _add_inputs(out: pd.DataFrame, trace: RankTrace, attr: Attribution) -> None:
     module_of, paths = module_paths(trace)
     # outside every module (a backward operator, or an operator it calls): the module of the
     # forward operator of the nearest linked backward operator around it
-    linked = np.zeros(len(cpu), bool)
-    linked[ops[forward >= 0]] = True
-    linked_self = np.where(forward >= 0, ops, -1)
-    anchor = np.where(linked_self >= 0, linked_self, nearest_ancestor(attr.parent_op, linked, ops))
-    full_forward = np.full(len(cpu), -1, np.int64)
-    full_forward[ops] = forward
+    forward_of = np.full(len(cpu), -1, np.int64)
+    forward_of[ops] = forward
+    anchor = np.where(forward >= 0, ops, nearest_ancestor(attr.parent_op, forward_of >= 0, ops))
     module_row = module_of[ops]
     inherit = (module_row < 0) & (anchor >= 0)
-    module_row[inherit] = module_of[full_forward[anchor[inherit]]]
-    out["module"] = np.where(module_row >= 0, gather(paths, module_row, None), "")
-    out["module"] = out["module"].fillna("")
+    module_row[inherit] = module_of[forward_of[anchor[inherit]]]
+    out["module"] = np.where(module_row >= 0, gather(paths, module_row, ""), "")
 
 
 def _add_work(out: pd.DataFrame, attr: Attribution) -> None:
