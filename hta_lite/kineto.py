@@ -108,6 +108,46 @@ MEMCPY_KINDS = ("Memcpy HtoD", "Memcpy DtoH", "Memcpy DtoD", "Memcpy PtoP", "Mem
 #: CPU-side range c10d records around each collective (``gloo:all_reduce``, ``nccl:all_reduce``)
 CPU_COLLECTIVE = re.compile(r"^(gloo|nccl|ucc|mpi|xccl):")
 
+#: the op c10d records around each collective, with the collective's metadata in its args
+PARAM_COMMS_NAME = "record_param_comms"
+#: bytes per element of the ``dtype`` c10d writes with a collective (``c10::ScalarType`` names)
+#: and of the type suffix of NCCL / RCCL kernel names (``..._Sum_float``, ``..._bf16``)
+COLLECTIVE_DTYPE_BYTES = {
+    "Double": 8, "Float": 4, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2,
+    "Char": 1, "Byte": 1, "Bool": 1, "ComplexFloat": 8, "ComplexDouble": 16,
+    "Float8_e4m3fn": 1, "Float8_e5m2": 1, "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1,
+    "double": 8, "float": 4, "half": 2, "bf16": 2, "__nv_bfloat16": 2, "int8_t": 1,
+    "uint8_t": 1, "int32_t": 4, "uint32_t": 4, "int64_t": 8, "uint64_t": 8,
+    "__nv_fp8_e4m3": 1, "__nv_fp8_e5m2": 1,
+}  # fmt: skip
+#: collectives by how they are spelled (lower case, without ``_``, after any ``gloo:`` /
+#: ``nccl:`` / ``c10d::`` / ``ncclKernel_`` / ``ncclDevKernel_`` prefix): first prefix wins
+COLLECTIVE_SPELLINGS = (
+    ("allreduce", "all_reduce"), ("allgather", "all_gather"),
+    ("reducescatter", "reduce_scatter"), ("alltoall", "all_to_all"), ("all2all", "all_to_all"),
+    ("broadcast", "broadcast"), ("reduce", "reduce"), ("sendrecv", "send_recv"),
+    ("send", "send"), ("recv", "recv"), ("barrier", "barrier"), ("gather", "gather"),
+    ("scatter", "scatter"),
+)  # fmt: skip
+_COLLECTIVE_PREFIX = re.compile(
+    r"^(?:(?:gloo|nccl|ucc|mpi|xccl):|c10d::|(?:nccl|rccl)(?:Dev)?Kernel_|(?:nccl|rccl))_*",
+    re.IGNORECASE,
+)
+
+
+def collective_kind(name: str) -> str:
+    """``all_reduce``, ``all_gather``, ... from how a trace names a collective (c10d's
+    ``Collective name``, a kernel, a ``gloo:`` range, a ``c10d::`` op); ``""`` when none."""
+    key = _COLLECTIVE_PREFIX.sub("", name).replace("_", "").lower()
+    return next((kind for prefix, kind in COLLECTIVE_SPELLINGS if key.startswith(prefix)), "")
+
+
+def kernel_dtype(name: str) -> str:
+    """The element type an NCCL / RCCL kernel name ends with (``ncclKernel_AllReduce_RING_LL_Sum_
+    float(...)`` -> ``float``); ``""`` when it names none (``ncclDevKernel_AllGather_RING_LL``)."""
+    base = name.split("(", 1)[0]
+    return next((t for t in COLLECTIVE_DTYPE_BYTES if base.endswith("_" + t)), "")
+
 
 def memcpy_kind(name: str) -> str:
     """``Memcpy HtoD`` ... from a copy's event name (``Memset`` for every memset,

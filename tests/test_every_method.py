@@ -13,6 +13,7 @@ from conftest import DATA
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
+from hta_lite.analyses.collectives.matching import Matching
 from hta_lite.analyses.stragglers import StragglerReport
 from hta_lite.errors import MissingDataError, RankNotFoundError, SelectionError, TraceError
 
@@ -66,6 +67,8 @@ CALLS = {
     "get_optimization_targets": lambda a, out: a.get_optimization_targets(device="H100 SXM"),
     "get_mfu": lambda a, out: a.get_mfu(device="H100 SXM"),
     "get_kernel_efficiency": lambda a, out: a.get_kernel_efficiency(),
+    "get_collectives": lambda a, out: a.get_collectives(),
+    "get_collective_summary": lambda a, out: a.get_collective_summary(),
 }
 # method -> a call whose filter matches nothing, and the error it must raise
 NO_MATCH = {
@@ -149,6 +152,8 @@ def valid(result) -> bool:
         return all(valid(v) for v in result.values()) if result else True
     if isinstance(result, list):
         return all(valid(v) for v in result) if result else True
+    if isinstance(result, Matching):
+        return all(valid(t) for t in (result.calls, result.instances, result.problems))
     return isinstance(result, (str, int, Path, StragglerReport)) or hasattr(result, "gpu")
 
 

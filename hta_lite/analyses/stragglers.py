@@ -1,15 +1,19 @@
 """Stragglers: which rank made the others wait, and why.
 
-``potential_stragglers`` keeps the reference's method (late-starting communication kernels):
-communication kernels longer than 1% of the mean step time are kept, the last one per
-(rank, stream, step, name); the (stream, name) whose duration varies most across ranks is the
-probe; per step, the ``num_candidates`` ranks whose probe starts latest are candidates; ranks
-are returned by how often they were candidates.
+Both finders work on collectives matched across ranks by process group and order
+(:mod:`hta_lite.analyses.collectives.matching`), never by name alone: groups that interleave
+are kept apart.
 
-``collective_skew`` matches collectives across ranks: the k-th communication kernel of a given
-name in a step on one rank is the same collective as the k-th on every other rank (NCCL issues
-collectives in the same order on every rank of a group). Its arrival skew on a rank is the start
-minus the earliest start among ranks (µs): the last to arrive is the one the others waited for.
+``potential_stragglers`` keeps the reference's idea (late-starting communication): among the
+matched collectives longer than 1% of the mean step, the one per step whose duration varies most
+across ranks is the probe (the ranks that waited in it ran long); the ``num_candidates`` ranks
+that reached it last are that step's candidates; ranks are returned by how often they were
+candidates. (The reference probes the *last* kernel of one (stream, name) in every step, which
+on real traces is often not the one the ranks waited in: it then names the rank with the latest
+clock.)
+
+``collective_skew``: per matched collective and rank, the arrival after the first rank (µs): the
+last to arrive is the one the others waited for.
 
 ``find_stragglers`` flags ranks whose lateness (summed arrival skew per step) is far above the
 median rank's; ``explain`` compares each with the median of the other ranks over the same steps:
@@ -25,61 +29,24 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..classify import COMMUNICATION
 from ..kineto import CPU_COLLECTIVE
 from ..load.rank_trace import RankTrace
+from .collectives.matching import match_traces
 from .common import select, us, wanted
 from .idle import idle_gaps
 from .steps import profiled_steps, step_breakdown
 
 
-def comm_kernels(
-    traces: Mapping[int, RankTrace], ranks=None, steps: Iterable[int] | None = None
-) -> pd.DataFrame:
-    """Collectives of every rank: ``rank, step, stream, name, ts, dur, occurrence``.
-
-    GPU communication kernels; for a rank without any (CPU-only jobs, e.g. gloo), the CPU ranges
-    c10d records around each collective (``gloo:all_reduce``, ...), with stream -1. A step of
-    ``steps`` that no rank profiled is a :class:`SelectionError`."""
+def _matched(traces: Mapping[int, RankTrace], ranks, steps) -> pd.DataFrame:
+    """The measured calls (:meth:`Matching.measured`) of the selected ranks and steps; a step no
+    selected rank profiled is a :class:`SelectionError`."""
     selected = select(traces, ranks)
     present = [s for t in selected for s in profiled_steps(t)["step"].tolist()]
     steps = wanted(steps, present, "ProfilerStep(s)", "the profiled steps of these ranks")
-    parts = []
-    for trace in selected:
-        rows = trace.gpu[
-            (trace.gpu["kernel_type"] == COMMUNICATION) & (trace.gpu["iteration"] >= 0)
-        ]
-        stream = rows["stream"].to_numpy()
-        if rows.empty:
-            names = trace.cpu["name"].astype(str)
-            rows = trace.cpu[
-                names.str.match(CPU_COLLECTIVE).to_numpy()
-                & (trace.cpu["iteration"] >= 0).to_numpy()
-            ]
-            stream = np.full(len(rows), -1)
-        if steps is not None:
-            keep = rows["iteration"].isin(list(steps)).to_numpy()
-            rows, stream = rows[keep], stream[keep]
-        parts.append(
-            pd.DataFrame(
-                {
-                    "rank": trace.rank,
-                    "step": rows["iteration"].to_numpy(),
-                    "stream": stream,
-                    "name": rows["name"].astype(str).to_numpy(),
-                    "ts": rows["ts"].to_numpy(),
-                    "dur": rows["dur"].to_numpy(),
-                }
-            )
-        )
-    data = (
-        pd.concat(parts, ignore_index=True)
-        if parts
-        else pd.DataFrame(columns=["rank", "step", "stream", "name", "ts", "dur"])
-    )
-    data = data.sort_values(["rank", "step", "name", "ts"], kind="stable", ignore_index=True)
-    data["occurrence"] = data.groupby(["rank", "step", "name"]).cumcount()
-    return data
+    calls = match_traces({t.rank: t for t in selected}).measured()
+    if steps is not None:
+        calls = calls[calls["step"].isin(list(steps))]
+    return calls[calls["step"] >= 0]
 
 
 def potential_stragglers(
@@ -87,24 +54,21 @@ def potential_stragglers(
     profiler_steps: Iterable[int] | None = None,
     num_candidates: int = 2,
 ) -> list[int]:
-    """The reference's straggler finder (module docstring)."""
-    kernels = comm_kernels(traces, steps=profiler_steps)
-    if kernels.empty or kernels["rank"].nunique() < 2:
+    """The reference's straggler finder (module docstring) on matched collectives."""
+    calls = _matched(traces, None, profiler_steps)
+    if calls.empty or calls["rank"].nunique() < 2:
         return []
-    t_min = kernels["ts"].min()
-    n_steps = max(kernels["step"].nunique(), 1)
-    mean_step = ((kernels["ts"] + kernels["dur"]).max() - t_min) / n_steps
-    long = kernels[kernels["dur"] >= 0.01 * mean_step]
-    last = long.groupby(["rank", "stream", "step", "name"], as_index=False).last()
-    spread = (
-        last.assign(duration=last["dur"] / mean_step)
-        .groupby(["stream", "step", "name"])["duration"]
-        .std()
-    )
-    stream, name = spread.groupby(level=["stream", "name"]).mean().idxmax()
-    probe = last[(last["stream"] == stream) & (last["name"] == name)]
-    votes = pd.Series(0, index=sorted(probe["rank"].unique()))
-    for _, group in probe.groupby("step"):
+    n_steps = max(calls["step"].nunique(), 1)
+    mean_step = (calls["end"].max() - calls["ts"].min()) / n_steps
+    durations = calls.groupby("instance")["dur"]
+    spread = durations.std()[durations.max() >= 0.01 * mean_step].dropna()
+    if spread.empty:
+        return []
+    step_of = calls.groupby("instance")["step"].first()
+    probes = spread.groupby(step_of.reindex(spread.index)).idxmax()
+    votes = pd.Series(0, index=sorted(calls["rank"].unique()))
+    for instance in probes:
+        group = calls[calls["instance"] == instance]
         k = min(max(num_candidates, 1), len(group))
         threshold = np.sort(group["ts"].to_numpy())[::-1][k - 1]
         votes[group.loc[group["ts"] >= threshold, "rank"].to_numpy()] += 1
@@ -112,57 +76,62 @@ def potential_stragglers(
     return [int(r) for r in votes.index]
 
 
+#: columns of :func:`collective_skew`
+SKEW_COLUMNS = [
+    "step", "pg", "instance", "collective", "rank", "start_us", "skew_us", "wait_us",
+    "arrived_last",
+]  # fmt: skip
+
+
 def collective_skew(
     traces: Mapping[int, RankTrace], ranks=None, steps: Iterable[int] | None = None
 ) -> pd.DataFrame:
-    """Per matched collective and rank: ``step, name, occurrence, rank, start_us`` (relative to
-    the earliest rank), ``skew_us`` (arrival after the first rank), ``wait_us`` (kernel duration,
-    mostly waiting for the last rank)."""
-    kernels = comm_kernels(traces, ranks, steps)
-    if kernels.empty:
-        return pd.DataFrame(
-            columns=["step", "name", "occurrence", "rank", "start_us", "skew_us", "wait_us"]
-        )
-    n_ranks = kernels["rank"].nunique()
-    matched = (
-        kernels.groupby(["step", "name", "occurrence"])["rank"].transform("nunique") == n_ranks
-    )
-    kernels = kernels[matched]
-    first = kernels.groupby(["step", "name", "occurrence"])["ts"].transform("min")
+    """Per matched collective (:mod:`~hta_lite.analyses.collectives.matching`) and rank:
+    ``start_us`` (relative to the earliest call), ``skew_us`` (its arrival after the first
+    rank), ``wait_us`` (time it waited for the last rank), ``arrived_last``."""
+    calls = _matched(traces, ranks, steps)
+    if calls.empty:
+        return pd.DataFrame(columns=SKEW_COLUMNS)
+    first = calls.groupby("instance")["ts"].transform("min")
     return pd.DataFrame(
         {
-            "step": kernels["step"].to_numpy(),
-            "name": kernels["name"].to_numpy(),
-            "occurrence": kernels["occurrence"].to_numpy(),
-            "rank": kernels["rank"].to_numpy(),
-            "start_us": us(kernels["ts"].to_numpy() - kernels["ts"].min()),
-            "skew_us": us((kernels["ts"] - first).to_numpy()),
-            "wait_us": us(kernels["dur"].to_numpy()),
+            "step": calls["step"].to_numpy(),
+            "pg": calls["pg"].to_numpy(),
+            "instance": calls["instance"].to_numpy(),
+            "collective": calls["collective"].to_numpy(),
+            "rank": calls["rank"].to_numpy(),
+            "start_us": us(calls["ts"].to_numpy() - calls["ts"].min()),
+            "skew_us": us((calls["ts"] - first).to_numpy()),
+            "wait_us": us(calls["wait"].to_numpy()),
+            "arrived_last": calls["arrived_last"].to_numpy(),
         }
-    )
+    ).sort_values(["instance", "rank"], ignore_index=True)
 
 
 def rank_skew(skew: pd.DataFrame) -> pd.DataFrame:
     """Per rank: ``lateness_us`` (mean over steps of its summed arrival skew: how long the others
     waited for it per step), ``max_skew_us``, ``last_arrivals`` (collectives it reached last),
-    ``collectives``; the latest rank first."""
-    columns = ["rank", "lateness_us", "max_skew_us", "last_arrivals", "collectives"]
+    ``collectives``, ``wait_caused_us`` (the others' waits in the collectives it reached last),
+    ``wait_suffered_us`` (its own waits); the latest rank first."""
+    columns = [
+        "rank", "lateness_us", "max_skew_us", "last_arrivals", "collectives", "wait_caused_us",
+        "wait_suffered_us",
+    ]  # fmt: skip
     if skew.empty:
         return pd.DataFrame(columns=columns)
-    last = (
-        skew.groupby(["step", "name", "occurrence"])["skew_us"].transform("max") == skew["skew_us"]
-    )
     lateness = skew.groupby(["rank", "step"])["skew_us"].sum().groupby(level="rank").mean()
-    table = (
-        skew.assign(last=last)
-        .groupby("rank")
-        .agg(
-            max_skew_us=("skew_us", "max"),
-            last_arrivals=("last", "sum"),
-            collectives=("skew_us", "size"),
-        )
+    waits = skew.groupby("instance")["wait_us"].sum()
+    last = skew[skew["arrived_last"]]
+    caused = pd.Series(waits.reindex(last["instance"]).to_numpy(), index=last["rank"].to_numpy())
+    table = skew.groupby("rank").agg(
+        max_skew_us=("skew_us", "max"),
+        last_arrivals=("arrived_last", "sum"),
+        collectives=("skew_us", "size"),
+        wait_suffered_us=("wait_us", "sum"),
     )
     table.insert(0, "lateness_us", lateness)
+    table["wait_caused_us"] = caused.groupby(level=0).sum().reindex(table.index, fill_value=0.0)
+    table["last_arrivals"] = table["last_arrivals"].astype(np.int64)
     return table.sort_values(["lateness_us", "last_arrivals"], ascending=False).reset_index()[
         columns
     ]

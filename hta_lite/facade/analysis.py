@@ -2,7 +2,7 @@
 columns. It holds no algorithm: each method checks its arguments, calls one function of
 :mod:`hta_lite.analyses` and, when asked, shows the matching figure of :mod:`hta_lite.plots`.
 The methods live in one mixin per family (breakdowns, counters, launches, operators,
-cross-rank); a new
+collectives, cross-rank); a new
 analysis adds its method to the family it belongs to, or a new mixin here.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..tools.augment import TimeSeriesTypes
 from .base import TraceSet
 from .breakdowns import Breakdowns
+from .collectives import Collectives
 from .counters import Counters
 from .cross_rank import CrossRank
 from .hta_compat import HtaTrace
@@ -20,7 +21,7 @@ from .operators import Operators
 __all__ = ["TraceAnalysis", "TimeSeriesTypes"]
 
 
-class TraceAnalysis(Breakdowns, Counters, Launches, Operators, CrossRank, TraceSet):
+class TraceAnalysis(Breakdowns, Counters, Launches, Operators, Collectives, CrossRank, TraceSet):
     """Load a folder of per-rank Kineto traces and analyze where the GPU time went.
 
     Args:

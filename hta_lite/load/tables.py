@@ -159,23 +159,28 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
                 cols[name] = _ints(fam_args, name, health)
             cols["grid"] = to_category(fam_args.field("grid"))
             cols["block"] = to_category(fam_args.field("block"))
-            has_collectives = any(fam_args.field("collective_name"))
-            for name in _COLLECTIVE_INTS:
-                cols[name] = (
-                    _ints(fam_args, name, health) if has_collectives else np.full(len(idx), -1)
-                )
-            for name in _TEXT_ARGS:
-                cols[name] = (
-                    to_category(fam_args.field(name))
-                    if has_collectives
-                    else empty_category(len(idx))
-                )
+            cols.update(_collective_args(fam_args, health))
         elif family == "gpu_annotations":
             cols["device"] = _ints(args.take(idx), "device", health)
         else:
-            cols.update(_op_inputs(args.take(idx), health))
+            fam_args = args.take(idx)
+            cols.update(_op_inputs(fam_args, health))
+            cols.update(_collective_args(fam_args, health))
         out[family] = pd.DataFrame(cols)
     return out
+
+
+def _collective_args(args: Events, health: Counter) -> dict:
+    """The collective metadata c10d writes on NCCL kernels and ``record_param_comms``
+    (``collective_name`` ... as categoricals, sizes int64; missing / -1 where not recorded)."""
+    n = len(args)
+    present = any(args.field("collective_name"))
+    cols = {
+        name: _ints(args, name, health) if present else np.full(n, -1) for name in _COLLECTIVE_INTS
+    }
+    for name in _TEXT_ARGS:
+        cols[name] = to_category(args.field(name)) if present else empty_category(n)
+    return cols
 
 
 def _op_inputs(args: Events, health: Counter) -> dict:

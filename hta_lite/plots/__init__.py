@@ -14,6 +14,11 @@ from .breakdowns import (
     plot_temporal_breakdown,
     plot_user_annotation_breakdown,
 )
+from .collectives import (
+    plot_arrival_skew,
+    plot_bus_bandwidth,
+    plot_wait_heatmap,
+)
 from .counters import (
     plot_cupti_counters,
     plot_frequent_sequences,
@@ -57,6 +62,9 @@ __all__ = [
     "plot_timers_minmax",
     "plot_timer_heatmap",
     "plot_rank_lateness",
+    "plot_bus_bandwidth",
+    "plot_wait_heatmap",
+    "plot_arrival_skew",
     "plot_diff",
     "plot_operator_summary",
     "plot_module_sunburst",

@@ -1,26 +1,31 @@
 """Generate multi-rank trace folders with an injected straggler, from one real trace.
 
-Every rank is a copy of the template trace with a small random clock offset. At the last long
-communication kernel launched in each ProfilerStep (a collective, where ranks synchronize) one
-rank, the straggler, arrives ``delay_us`` late:
+Every rank is a copy of the template trace with a small random clock offset (0-20 µs). At the
+last long communication kernel launched in each ProfilerStep (a collective, where ranks
+synchronize) one rank, the straggler, arrives ``delay_us`` late:
 
-- ``cause="compute"``: its last computation kernel before the collective runs ``delay_us`` longer;
+- ``cause="compute"``: its last computation kernel before the collective runs ``delay_us``
+  longer (and its GPU work after that kernel starts ``delay_us`` later);
 - ``cause="host"``: its CPU issues the collective (and everything after it) only ``delay_us``
   after the GPU reached that point, so its GPU sits idle waiting for the host (the rank is then
   late by ``delay_us`` plus how far the CPU used to run ahead).
 
-Every other rank's collective kernel lasts ``delay_us`` longer (it waits), and everything after
-the collective is ``delay_us`` later on every rank, as in a real job. The straggler and the cause
-are the known answer for tests and benchmarks (the scale issue reuses this for large folders).
+Every other rank's collective kernel lasts that much longer (it waits), and everything after
+the collective is that much later on every rank, as in a real job. CPU ranges that enclose the
+point where time is inserted (the ProfilerStep, the op that launches the collective) grow by the
+inserted time, so nesting and step membership stay as in the template. Collective metadata that
+names the template's whole world as the group names the new world. The straggler and the cause
+are the known answer for tests and benchmarks.
 """
 
 from __future__ import annotations
 
-import copy
 import gzip
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from ..classify import COMMUNICATION, COMPUTATION, kernel_type
@@ -65,49 +70,86 @@ def _launch_ts(events: list[dict]) -> dict:
     }
 
 
-def make_rank(
-    template: dict,
-    rank: int,
-    world: int,
-    points: list[float],
-    straggler: int,
-    cause: str,
-    delay_us: float,
-    clock_offset_us: float,
-) -> dict:
-    doc = copy.deepcopy(template)
-    doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
-    events = doc["traceEvents"]
-    launches = _launch_ts(events)
-    is_gpu = np.array([e.get("ph") == "X" and e.get("cat") in GPU_WORK_CATEGORIES for e in events])
-    has_ts = np.array(["ts" in e for e in events])
-    ts = np.array([float(e.get("ts", 0)) for e in events])
-    shift = np.zeros(len(events))
-    for p in points:
-        collective = next(
-            i
-            for i, e in enumerate(events)
-            if is_gpu[i] and e["ts"] == p and kernel_type(e["name"]) == COMMUNICATION
+@dataclass
+class _Point:
+    """One injection point: the collective kernel (index, GPU start ``ts``, CPU ``launched``)
+    and the computation kernel that ends last before it (index, end)."""
+
+    collective: int
+    ts: float
+    launched: float
+    compute: int
+    compute_end: float
+
+
+class _Template:
+    """The template's events as arrays, parsed once for every rank."""
+
+    def __init__(self, doc: dict, points: list[float]):
+        self.doc = doc
+        events = self.events = doc["traceEvents"]
+        self.has_ts = np.array(["ts" in e for e in events])
+        self.ts = np.array([float(e.get("ts", 0)) for e in events])
+        self.dur = np.array([float(e.get("dur", 0) or 0) for e in events])
+        self.is_x = np.array([e.get("ph") == "X" for e in events])
+        self.is_gpu = self.is_x & np.array([e.get("cat") in GPU_WORK_CATEGORIES for e in events])
+        types = np.array(
+            [kernel_type(e["name"]) if g else "" for e, g in zip(events, self.is_gpu)], object
         )
-        launched = launches.get(events[collective]["args"].get("correlation"), p)
-        # host cause: the CPU issues the collective only delay_us after the GPU reached it
-        delay = delay_us if cause == "compute" else delay_us + (p - launched)
-        after_gpu = is_gpu & (ts >= p) if rank == straggler else is_gpu & (ts > p)
-        cpu_from = launched if (rank == straggler and cause == "host") else p
-        shift += np.where(after_gpu | (~is_gpu & has_ts & (ts >= cpu_from)), delay, 0.0)
-        if rank != straggler:
-            events[collective]["dur"] += delay  # waits for the straggler
-        elif cause == "compute":
-            before = [
-                i
-                for i, e in enumerate(events)
-                if is_gpu[i] and e["ts"] + e["dur"] <= p and kernel_type(e["name"]) == COMPUTATION
-            ]
-            events[max(before, key=lambda i: events[i]["ts"] + events[i]["dur"])]["dur"] += delay
-    for i, e in enumerate(events):
-        if has_ts[i]:
-            e["ts"] = e["ts"] + shift[i] + clock_offset_us
-    return doc
+        launches = _launch_ts(events)
+        end = self.ts + self.dur
+        world = (doc.get("distributedInfo") or {}).get("world_size")
+        #: events whose collective metadata names the template's whole world as the group
+        self.world_group = [
+            i for i, e in enumerate(events) if (e.get("args") or {}).get("Group size") == world
+        ]
+        self.points = []
+        for p in points:
+            collective = int(
+                np.flatnonzero(self.is_gpu & (self.ts == p) & (types == COMMUNICATION))[0]
+            )
+            before = np.flatnonzero((types == COMPUTATION) & (end <= p))
+            compute = int(before[np.argmax(end[before])]) if len(before) else collective
+            launched = launches.get(events[collective]["args"].get("correlation"), p)
+            self.points.append(_Point(collective, p, launched, compute, float(end[compute])))
+
+    def rank(self, rank, world, straggler, cause, delay_us, clock_offset_us) -> bytes:
+        shift = np.zeros(len(self.events))
+        grow = np.zeros(len(self.events))
+        cpu = self.has_ts & ~self.is_gpu
+        for pt in self.points:
+            # how late the straggler reaches the collective: with cause "host" its CPU issues it
+            # delay_us after its GPU got there, on top of how far the CPU used to run ahead
+            delay = delay_us + (pt.ts - pt.launched if cause == "host" else 0.0)
+            if rank != straggler:
+                gpu_from, cpu_from = np.nextafter(pt.ts, np.inf), pt.ts
+                grow[pt.collective] += delay  # waits for the straggler
+            elif cause == "compute":
+                gpu_from, cpu_from = pt.compute_end, pt.ts
+                grow[pt.compute] += delay
+            else:
+                gpu_from, cpu_from = pt.ts, pt.launched
+            shift += np.where(
+                (self.is_gpu & (self.ts >= gpu_from)) | (cpu & (self.ts >= cpu_from)), delay, 0.0
+            )
+            spans = cpu & self.is_x & (self.ts < cpu_from) & (self.ts + self.dur > cpu_from)
+            grow += np.where(spans, delay, 0.0)
+        ts = np.round(self.ts + shift + clock_offset_us, 3)
+        dur = np.round(self.dur + grow, 3)
+        members = str(list(range(world)))
+        events = []
+        for i, e in enumerate(self.events):
+            if self.has_ts[i]:
+                e = {**e, "ts": float(ts[i])}
+                if grow[i]:
+                    e["dur"] = float(dur[i])
+            events.append(e)
+        for i in self.world_group:  # the template's world becomes this folder's
+            args = dict(events[i]["args"], **{"Group size": world, "Process Group Ranks": members})
+            events[i] = dict(events[i], args=args)
+        doc = dict(self.doc, traceEvents=events)
+        doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
+        return msgspec.json.encode(doc)
 
 
 def make_straggler_folder(
@@ -129,14 +171,12 @@ def make_straggler_folder(
         raise ValueError(
             f"{template}: no long communication kernel inside a ProfilerStep to inject at"
         )
+    base = _Template(doc, points)
     rng = np.random.default_rng(seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for rank in range(n_ranks):
-        rank_doc = make_rank(
-            doc, rank, n_ranks, points, straggler, cause, delay_us, float(rng.uniform(0, 20))
-        )
-        data = json.dumps(rank_doc).encode()
+        data = base.rank(rank, n_ranks, straggler, cause, delay_us, float(rng.uniform(0, 20)))
         name = f"rank-{rank}.json" + (".gz" if gz else "")
         (out / name).write_bytes(gzip.compress(data, 1) if gz else data)
     return out
@@ -148,8 +188,6 @@ def replicate_trace(
     """``n_ranks`` byte-for-byte copies of a real trace, each with its own ``distributedInfo.rank``
     (for scale benchmarks: the events are untouched, so every rank parses exactly like the
     template)."""
-    import msgspec
-
     from ..load.decode import read_bytes
 
     data = read_bytes(Path(template))

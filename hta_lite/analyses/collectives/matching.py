@@ -1,0 +1,199 @@
+"""The same collective on every member rank, and who waited for whom.
+
+A collective call of rank r is matched with the calls of the other members of its process group
+by ``(pg, step, ordinal)``: ranks issue the collectives of one group in the same order (NCCL and
+gloo require it), so the k-th call of a group in a step is the same collective on every member.
+(Kineto traces carry no per-group sequence number; the step bounds the effect of a rank that
+missed a call.) Nothing is paired silently:
+
+- point-to-point ``send`` / ``recv`` are not matched (the trace does not name the peer);
+- a group member that is not loaded makes its group's collectives *partial*
+  (``complete == False``), measured over the ranks present;
+- ranks with different numbers of calls of a group in a step: the calls beyond the smallest
+  count are unmatched (``count mismatch``);
+- matched calls whose collective, dtype or size disagree are kept but ``consistent == False``,
+  and left out of skew and bandwidth.
+
+Per matched collective (``instances``): arrival skew (latest start - earliest), end skew, transfer
+time (the shortest duration over the ranks: the part not spent waiting), the rank that arrived
+last. Per call (``calls`` with ``instance``): ``wait`` = latest start - its start, the time it sat
+in the collective waiting for the last rank. The last rank *caused* the others' waits: per rank,
+``wait_caused`` summed over the collectives it reached last equals the ``wait_suffered`` of the
+others, by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ...load.rank_trace import RankTrace
+from ..common import us
+from .bandwidth import add_bandwidth
+from .calls import CALL_COLUMNS, collective_calls
+
+POINT_TO_POINT = ("send", "recv")
+#: columns of :attr:`Matching.instances` (µs floats, ns ints, GB/s decimal)
+INSTANCE_COLUMNS = [
+    "instance", "pg", "step", "ordinal", "collective", "dtype", "bytes", "group_size",
+    "ranks_present", "complete", "consistent", "first_start", "last_start", "arrival_skew_us",
+    "end_skew_us", "transfer_us", "last_rank", "wait_us", "algbw_gbps", "busbw_gbps",
+]  # fmt: skip
+PROBLEM_COLUMNS = ["pg", "step", "reason", "ranks", "calls", "detail"]
+
+
+@dataclass
+class Matching:
+    """``calls``: every collective call of the loaded ranks (:func:`~.calls.collective_calls`)
+    plus ``ordinal`` (k-th call of its group in the step on its rank), ``instance`` (-1:
+    unmatched), ``wait`` (ns, latest start of the instance - its start), ``arrived_last``;
+    ``instances``: one row per matched collective (:data:`INSTANCE_COLUMNS`); ``problems``: what
+    could not be matched or disagrees, one row per (group, step, reason) (:data:`PROBLEM_COLUMNS`).
+    """
+
+    calls: pd.DataFrame
+    instances: pd.DataFrame
+    problems: pd.DataFrame
+
+    def measured(self) -> pd.DataFrame:
+        """The calls of consistent instances with at least two ranks present (what skew, waits
+        and stragglers are computed from)."""
+        good = self.instances.loc[
+            self.instances["consistent"] & (self.instances["ranks_present"] >= 2), "instance"
+        ]
+        return self.calls[self.calls["instance"].isin(good)]
+
+
+def _members(calls: pd.DataFrame) -> dict[str, set[int]]:
+    """Global ranks of each group: as recorded, else the ranks that called it."""
+    out = {}
+    for pg, rows in calls.groupby("pg", sort=False):
+        recorded = {int(r) for text in rows["members"].unique() if text for r in text.split(",")}
+        out[pg] = recorded or set(rows["rank"].unique().tolist())
+    return out
+
+
+def match_traces(traces: Mapping[int, RankTrace]) -> Matching:
+    """:func:`match` over the :func:`~.calls.collective_calls` of every loaded rank."""
+    parts = [collective_calls(traces[r]) for r in sorted(traces)]
+    calls = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=CALL_COLUMNS)
+    return match(calls, traces)
+
+
+def match(calls: pd.DataFrame, loaded: Iterable[int]) -> Matching:
+    """Match the calls of all loaded ranks (``calls``: concatenated per-rank tables)."""
+    loaded = set(loaded)
+    if calls.empty:
+        empty = pd.DataFrame(columns=INSTANCE_COLUMNS)
+        extra = pd.DataFrame(columns=["ordinal", "instance", "wait", "arrived_last"])
+        return Matching(
+            pd.concat([calls, extra], axis=1), empty, pd.DataFrame(columns=PROBLEM_COLUMNS)
+        )
+    calls = calls.sort_values(["rank", "pg", "step", "ts"], kind="stable", ignore_index=True)
+    calls["ordinal"] = calls.groupby(["rank", "pg", "step"]).cumcount()
+    calls["instance"] = -1
+    problems = []
+    p2p = calls["collective"].isin(POINT_TO_POINT).to_numpy()
+    if p2p.any():
+        for (pg, step), rows in calls[p2p].groupby(["pg", "step"]):
+            problems.append(
+                (pg, step, "point-to-point", _ranks(rows), len(rows),
+                 "send / recv are not matched: the trace does not name the peer")
+            )  # fmt: skip
+    members = _members(calls)
+    guessed = calls.loc[calls["members"] == "", "pg"].unique().tolist()
+    for pg in guessed:
+        problems.append(
+            (pg, -1, "group not recorded", _text(sorted(members[pg])), 0,
+             "no process group in the trace: matched by stream (GPU) or as one group (CPU);"
+             " members taken to be the loaded ranks that call it")
+        )  # fmt: skip
+    for pg, group in members.items():
+        absent = sorted(group - loaded)
+        if absent:
+            problems.append(
+                (pg, -1, "missing ranks", _text(absent), 0,
+                 f"{len(absent)} of {len(group)} members not loaded: its collectives are partial")
+            )  # fmt: skip
+    counts = calls[~p2p].groupby(["pg", "step", "rank"]).size()
+    matched = np.zeros(len(calls), bool)
+    for (pg, step), per_rank in counts.groupby(level=["pg", "step"]):
+        per_rank = per_rank.droplevel(["pg", "step"])
+        limit = int(per_rank.min())
+        silent = sorted((members[pg] & loaded) - set(per_rank.index.tolist()))
+        if silent:
+            problems.append(
+                (pg, step, "no calls", _text(silent), 0,
+                 f"loaded members without a call of this group in step {step}")
+            )  # fmt: skip
+        if per_rank.nunique() > 1:
+            detail = ", ".join(f"rank {r}: {n}" for r, n in per_rank.items())
+            problems.append(
+                (pg, step, "count mismatch", _text(per_rank.index), int((per_rank - limit).sum()),
+                 f"calls per rank differ ({detail}); calls beyond the first {limit} unmatched")
+            )  # fmt: skip
+    keyed = calls.set_index(["pg", "step"]).index
+    limits = counts.groupby(level=["pg", "step"]).min()
+    matched = ~p2p & (calls["ordinal"].to_numpy() < limits.reindex(keyed).to_numpy(na_value=0))
+    key = calls.loc[matched, ["pg", "step", "ordinal"]]
+    codes = key.groupby(["pg", "step", "ordinal"], sort=True).ngroup().to_numpy()
+    calls.loc[matched, "instance"] = codes
+    instances, calls = _instances(calls, members)
+    for row in instances[~instances["consistent"]].itertuples():
+        problems.append(
+            (row.pg, row.step, "metadata disagree", "", row.ranks_present,
+             f"instance {row.instance}: collective, dtype or size differ across ranks")
+        )  # fmt: skip
+    return Matching(calls, instances, pd.DataFrame(problems, columns=PROBLEM_COLUMNS))
+
+
+def _ranks(rows: pd.DataFrame) -> str:
+    return _text(sorted(rows["rank"].unique().tolist()))
+
+
+def _text(ranks) -> str:
+    return ",".join(str(int(r)) for r in ranks)
+
+
+def _instances(
+    calls: pd.DataFrame, members: dict[str, set[int]]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    calls["size"] = calls[["in_bytes", "out_bytes"]].max(axis=1)
+    matched = calls[calls["instance"] >= 0]
+    by = matched.groupby("instance", sort=True)
+    table = by.agg(
+        pg=("pg", "first"),
+        step=("step", "first"),
+        ordinal=("ordinal", "first"),
+        collective=("collective", "first"),
+        dtype=("dtype", "first"),
+        bytes=("size", "max"),
+        ranks_present=("rank", "nunique"),
+        first_start=("ts", "min"),
+        last_start=("ts", "max"),
+        first_end=("end", "min"),
+        last_end=("end", "max"),
+        transfer=("dur", "min"),
+        n_collective=("collective", "nunique"),
+        n_dtype=("dtype", "nunique"),
+        n_size=("size", "nunique"),
+    )
+    table["group_size"] = [len(members[pg]) for pg in table["pg"]]
+    table["complete"] = table["ranks_present"] >= table["group_size"]
+    table["consistent"] = (table[["n_collective", "n_dtype", "n_size"]] <= 1).all(axis=1)
+    last_row = matched["ts"].groupby(matched["instance"]).idxmax()
+    table["last_rank"] = calls.loc[last_row.to_numpy(), "rank"].to_numpy()
+    table["arrival_skew_us"] = us(table["last_start"] - table["first_start"])
+    table["end_skew_us"] = us(table["last_end"] - table["first_end"])
+    table["transfer_us"] = us(table["transfer"])
+    last_start = table["last_start"].reindex(calls["instance"]).to_numpy()
+    calls["wait"] = np.where(calls["instance"] >= 0, last_start - calls["ts"].to_numpy(), 0)
+    calls["wait"] = calls["wait"].fillna(0).astype(np.int64)
+    calls["arrived_last"] = False
+    calls.loc[last_row.to_numpy(), "arrived_last"] = True
+    table["wait_us"] = us(calls.groupby("instance")["wait"].sum().reindex(table.index))
+    table = add_bandwidth(table.reset_index())
+    return table[INSTANCE_COLUMNS], calls.drop(columns="size")
