@@ -18,6 +18,9 @@ from typing import Any
 import pandas as pd
 
 from ..analyses import counters, idle, kernels, operators, overlap, steps, temporal
+from ..analyses.collectives import summaries
+from ..analyses.collectives.calls import collective_calls
+from ..analyses.collectives.matching import match
 from ..analyses.health import health_summary
 from ..errors import TraceError
 from ..load import cache
@@ -33,7 +36,10 @@ SUMMARY_TABLES = (
     "step_breakdown",
     "health_summary",
     "operator_summary",
+    "collective_calls",
 )
+#: tables across ranks, computed in the driver from the per-rank ``collective_calls``
+CROSS_RANK_TABLES = ("collectives", "collectives_by_rank", "collective_problems")
 
 
 def summarize_rank(trace) -> dict[str, pd.DataFrame]:
@@ -52,6 +58,7 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "operator_summary": operators.operator_summary([operators.RankOperators.of(trace)]).assign(
             rank=trace.rank
         ),
+        "collective_calls": collective_calls(trace),
     }
 
 
@@ -86,9 +93,11 @@ def summarize_folder(
             same as keyword arguments.
 
     Returns:
-        :class:`Summary`: a dict ``{table name: DataFrame}`` (all ranks, a ``rank`` column each)
-        whose ``skipped_files`` lists ``{path: problem}`` of files not loaded with
-        ``on_error="skip"`` / ``"warn"``.
+        :class:`Summary`: a dict ``{table name: DataFrame}`` (all ranks, a ``rank`` column each;
+        plus ``CROSS_RANK_TABLES``: collectives matched across ranks from the per-rank
+        ``collective_calls``, by collective, by rank, and what could not be matched) whose
+        ``skipped_files`` lists ``{path: problem}`` of files not loaded with ``on_error="skip"``
+        / ``"warn"``.
     """
     options = options or LoadOptions(**option_kwargs)
     jobs = [(p, None) for p in discover(trace_dir)]
@@ -109,6 +118,10 @@ def summarize_folder(
                 table = table.assign(rank=rank)
             parts.append(table)
         out[name] = pd.concat(parts, ignore_index=True)
+    matching = match(out["collective_calls"], ranked)
+    out["collectives"] = summaries.by_collective(matching)
+    out["collectives_by_rank"] = summaries.by_rank(matching)
+    out["collective_problems"] = matching.problems
     return out
 
 

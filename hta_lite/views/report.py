@@ -166,6 +166,7 @@ def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
             "temporal", "GPU analyses", "<p>No GPU events: these traces are CPU-only.</p>"
         )
     _cupti_section(report, analysis)
+    _collectives_section(report, analysis)
     _cross_rank_section(report, analysis)
     health = analysis.health()
     problem_rows = problems(health)
@@ -265,6 +266,31 @@ def _launch_section(report: Report, analysis: TraceAnalysis) -> None:
             _table(stats.describe().T, index=True),
             *[report.chart(f) for f in plots.plot_launch_stats(stats, first)],
         )
+
+
+def _collectives_section(report: Report, analysis: TraceAnalysis) -> None:
+    """Collectives matched across ranks: bandwidth, who waited for whom, what did not match."""
+    matching = analysis.get_collectives()
+    if matching.calls.empty:
+        return
+    parts = [
+        "<p class='note'>Each collective matched on its group's ranks by (group, step, order);"
+        " bus bandwidth with the NCCL-tests factors over the transfer time (the shortest"
+        " duration across ranks); wait: time a rank sat in the collective before the last one"
+        " arrived (docs/analyses/collectives.md).</p>",
+        _table(analysis.get_collective_summary(), 30),
+        report.chart(plots.plot_bus_bandwidth(matching.instances)),
+    ]
+    if matching.calls["rank"].nunique() > 1:
+        parts += [
+            "<h3>By rank</h3>",
+            _table(analysis.get_collective_summary("rank")),
+            report.chart(plots.plot_wait_heatmap(matching.calls)),
+            report.chart(plots.plot_arrival_skew(matching.instances)),
+        ]
+    if len(matching.problems):
+        parts += ["<h3>Not matched or partial</h3>", _table(matching.problems, 50)]
+    report.section("collectives", "Collectives across ranks", *parts)
 
 
 def _cross_rank_section(report: Report, analysis: TraceAnalysis) -> None:

@@ -58,6 +58,11 @@ def quietly(build) -> Callable:
     return run
 
 
+def collectives(analysis, by: str) -> pd.DataFrame | None:
+    """The collective summary, None when the traces have no collective."""
+    return None if analysis.get_collectives().calls.empty else analysis.get_collective_summary(by)
+
+
 def mfu_rows(analysis) -> pd.DataFrame | None:
     table = analysis.get_mfu()
     return None if table.empty or table["mfu_pctg"].isna().all() else table[MFU_COLUMNS]
@@ -101,6 +106,17 @@ TABLES: list[tuple[str, str, Callable]] = [
         quietly(lambda a: a.get_optimization_targets(top=10)[TARGET_COLUMNS]),
     ),
     ("mfu", "Model FLOPs utilization per step (%)", quietly(mfu_rows)),
+    ("collectives", "Collectives (µs, GB/s bus bandwidth)", lambda a: collectives(a, "collective")),
+    (
+        "collectives_by_rank",
+        "Collectives by rank: who arrived last, the wait caused and suffered (µs)",
+        lambda a: collectives(a, "rank"),
+    ),
+    (
+        "collective_problems",
+        "Collectives not matched across ranks, or partial (reason)",
+        lambda a: None if a.get_collectives().problems.empty else a.get_collectives().problems,
+    ),
     (
         "cupti_counters",
         "CUPTI counters by operator (sums over the profiled kernels)",

@@ -11,7 +11,7 @@ rank) and ``half`` (ranks split in two halves by ``new_subgroups``):
 5. ``all_reduce``: 4,096 float32 (16,384 bytes) on ``half``;
 6. ``barrier`` on ``world``.
 
-Rank ``SLOW_RANK`` (2) is delayed on purpose: its ``data-loading`` sleeps 15 ms per step, so every
+Rank ``SLOW_RANK`` (2) is delayed on purpose: its ``data-loading`` sleeps 100 ms per step, so every
 other rank waits for it in the step's first collective (the gradient all_reduce).
 
 Run: ``python record.py WORLD_SIZE OUT_DIR`` (needs torch; the CPU build is enough).
@@ -30,7 +30,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 SLOW_RANK = 2
-DELAY_S = 0.015
+DELAY_S = 0.1
 
 
 def work(rank: int, world: int, out_dir: str) -> None:
