@@ -194,11 +194,12 @@ def _alone(work: Callable, job: tuple, method: str | None):
 
 def start_method(requested: str | None = None) -> str:
     """How worker processes start. fork where it is safe: workers start in milliseconds with
-    hta_lite already imported, and scripts need no ``if __name__ == "__main__"`` guard (Arrow
-    re-initializes its thread pools after fork). Forking a process that runs other threads can
-    deadlock the child on a lock one of them held — a notebook kernel always has some — so then
-    forkserver: a clean server process (hta_lite preloaded) forks the workers. Spawn where the
-    platform has neither (macOS, Windows). ``$HTA_LITE_START_METHOD`` overrides the choice."""
+        hta_lite already imported, and scripts need no ``if __name__ == "__main__"`` guard (Arrow
+        re-initializes its thread pools after fork). Forking a process that runs other threads can
+        deadlock the child on a lock one of them held — a notebook kernel always has some — so then
+        forkserver: a clean server process (hta_lite preloaded) forks the workers. Spawn where the
+        platform has neither (macOS, Windows). A script read from stdin forks (nothing else can
+    start its workers). ``$HTA_LITE_START_METHOD`` overrides the choice."""
     methods = mp.get_all_start_methods()
     requested = requested or os.environ.get("HTA_LITE_START_METHOD") or None
     if requested:
@@ -206,7 +207,10 @@ def start_method(requested: str | None = None) -> str:
             raise ValueError(f"start method {requested!r} not available here; choose in {methods}")
         return requested
     single = threading.active_count() == 1 and "ipykernel" not in sys.modules
-    if "fork" in methods and single:
+    # a script read from stdin (``python - <<EOF``) cannot be re-imported by a forkserver or
+    # spawned worker (Python would run the path "<stdin>"): fork is the only way there
+    piped = str(getattr(sys.modules.get("__main__"), "__file__", "")).startswith("<")
+    if "fork" in methods and (single or piped):
         return "fork"
     return "forkserver" if "forkserver" in methods else "spawn"
 

@@ -64,8 +64,17 @@ def collective_calls(trace: RankTrace) -> pd.DataFrame:
 
 def _text(column: pd.Series, rows: np.ndarray) -> np.ndarray:
     """Object array of a categorical's values at ``rows`` (``""`` where missing or row -1)."""
-    values = column.astype(object).where(column.notna(), "").to_numpy()
-    return gather(values, rows, "").astype(object)
+    column = column.astype("category")
+    values = np.array([str(c) for c in column.cat.categories] + [""], dtype=object)
+    return values[gather(column.cat.codes.to_numpy().astype(np.int64), rows, -1)]
+
+
+def _names_where(names: pd.Series, predicate) -> np.ndarray:
+    """Boolean per row of a categorical name column: ``predicate`` of its name (evaluated once
+    per distinct name)."""
+    names = names.astype("category")
+    hit = np.array([bool(predicate(str(c))) for c in names.cat.categories] + [False])
+    return hit[names.cat.codes.to_numpy()]  # code -1 (missing) picks the trailing False
 
 
 def _members(texts: np.ndarray) -> np.ndarray:
@@ -82,11 +91,12 @@ def _bytes(nelems: np.ndarray, dtypes: np.ndarray) -> np.ndarray:
 def _gpu_calls(trace: RankTrace, rows: np.ndarray) -> pd.DataFrame:
     gpu, cpu = trace.gpu, trace.cpu
     launch = gpu["launch_row"].to_numpy()[rows]
-    names = cpu["name"].astype(str).to_numpy() if len(cpu) else np.array([], object)
     parent = cpu["parent_row"].to_numpy()
-    param = nearest_ancestor(parent, names == PARAM_COMMS_NAME, launch)
-    param = np.where(gather(names == PARAM_COMMS_NAME, launch, False), launch, param)
-    rng = nearest_ancestor(parent, np.array([bool(CPU_COLLECTIVE.match(n)) for n in names]), launch)
+    is_param = _names_where(cpu["name"], lambda n: n == PARAM_COMMS_NAME)
+    param = np.where(
+        gather(is_param, launch, False), launch, nearest_ancestor(parent, is_param, launch)
+    )
+    rng = nearest_ancestor(parent, _names_where(cpu["name"], CPU_COLLECTIVE.match), launch)
     own = gpu["collective_name"].notna().to_numpy()[rows]
 
     def meta(column: str) -> np.ndarray:  # the kernel's own args, else its record_param_comms
@@ -97,7 +107,7 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray) -> pd.DataFrame:
             own, gpu[column].to_numpy()[rows], gather(cpu[column].to_numpy(), param, -1)
         )
 
-    kernel_names = gpu["name"].astype(str).to_numpy()[rows]
+    kernel_names = _text(gpu["name"], rows)
     spelled = np.where(
         meta("collective_name") != "", meta("collective_name"), _text(cpu["name"], rng)
     )
@@ -159,12 +169,12 @@ def _gloo_groups(trace: RankTrace) -> list[dict]:
 
 def _cpu_calls(trace: RankTrace) -> pd.DataFrame:
     cpu = trace.cpu
-    names = cpu["name"].astype(str)
-    rows = np.flatnonzero(names.str.match(CPU_COLLECTIVE).to_numpy())
+    rows = np.flatnonzero(_names_where(cpu["name"], CPU_COLLECTIVE.match))
+    names = _text(cpu["name"], rows)
     dims, types = _text(cpu["input_dims"], rows), _text(cpu["input_types"], rows)
     sized = [_first_tensor_bytes(d, t) for d, t in zip(dims, types)]
     in_bytes = np.array([b for b, _ in sized], np.int64)
-    collective = np.array([collective_kind(n) for n in names.to_numpy()[rows]], object)
+    collective = np.array([collective_kind(n) for n in names], object)
     tid = cpu["tid"].to_numpy()[rows]
     groups = _gloo_groups(trace)
     workers = np.unique(tid)
@@ -200,7 +210,7 @@ def _cpu_calls(trace: RankTrace) -> pd.DataFrame:
             "members": np.array([",".join(map(str, m)) for m in member_lists], object),
             "group_size": group_size,
             "collective": collective,
-            "name": names.to_numpy()[rows],
+            "name": names,
             "dtype": np.array([t for _, t in sized], object),
             "in_bytes": in_bytes,
             "out_bytes": out_bytes,
