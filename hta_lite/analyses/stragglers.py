@@ -31,19 +31,24 @@ import pandas as pd
 
 from ..kineto import CPU_COLLECTIVE
 from ..load.rank_trace import RankTrace
-from .collectives.matching import match_traces
+from .collectives.matching import Matching, match_traces
 from .common import select, us, wanted
 from .idle import idle_gaps
 from .steps import profiled_steps, step_breakdown
 
 
-def _matched(traces: Mapping[int, RankTrace], ranks, steps) -> pd.DataFrame:
-    """The measured calls (:meth:`Matching.measured`) of the selected ranks and steps; a step no
-    selected rank profiled is a :class:`SelectionError`."""
+def _matched(
+    traces: Mapping[int, RankTrace], ranks, steps, matching: Matching | None = None
+) -> pd.DataFrame:
+    """The measured calls (:meth:`Matching.measured`) of the selected ranks and steps (from
+    ``matching`` when given: the matching of all loaded ranks); a step no selected rank profiled
+    is a :class:`SelectionError`."""
     selected = select(traces, ranks)
     present = [s for t in selected for s in profiled_steps(t)["step"].tolist()]
     steps = wanted(steps, present, "ProfilerStep(s)", "the profiled steps of these ranks")
-    calls = match_traces({t.rank: t for t in selected}).measured()
+    if matching is None or ranks is not None:
+        matching = match_traces({t.rank: t for t in selected})
+    calls = matching.measured()
     if steps is not None:
         calls = calls[calls["step"].isin(list(steps))]
     return calls[calls["step"] >= 0]
@@ -53,9 +58,10 @@ def potential_stragglers(
     traces: Mapping[int, RankTrace],
     profiler_steps: Iterable[int] | None = None,
     num_candidates: int = 2,
+    matching: Matching | None = None,
 ) -> list[int]:
     """The reference's straggler finder (module docstring) on matched collectives."""
-    calls = _matched(traces, None, profiler_steps)
+    calls = _matched(traces, None, profiler_steps, matching)
     if calls.empty or calls["rank"].nunique() < 2:
         return []
     n_steps = max(calls["step"].nunique(), 1)
@@ -84,12 +90,15 @@ SKEW_COLUMNS = [
 
 
 def collective_skew(
-    traces: Mapping[int, RankTrace], ranks=None, steps: Iterable[int] | None = None
+    traces: Mapping[int, RankTrace],
+    ranks=None,
+    steps: Iterable[int] | None = None,
+    matching: Matching | None = None,
 ) -> pd.DataFrame:
     """Per matched collective (:mod:`~hta_lite.analyses.collectives.matching`) and rank:
     ``start_us`` (relative to the earliest call), ``skew_us`` (its arrival after the first
     rank), ``wait_us`` (time it waited for the last rank), ``arrived_last``."""
-    calls = _matched(traces, ranks, steps)
+    calls = _matched(traces, ranks, steps, matching)
     if calls.empty:
         return pd.DataFrame(columns=SKEW_COLUMNS)
     first = calls.groupby("instance")["ts"].transform("min")
@@ -218,7 +227,8 @@ def explain(
             f"Rank {rank} reaches its collectives {late:.0f} µs per step after the others, who"
             f" wait for it. It is {cause}: {why}. Per step it spends {me['compute']:.0f} µs in"
             f" compute kernels (median rank {typical['compute']:.0f}), {me['host_wait']:.0f} µs"
-            f" with the GPU waiting for the host (median {typical['host_wait']:.0f}) and"
+            f" of GPU idle waiting for the host, summed over its streams (median"
+            f" {typical['host_wait']:.0f}), and"
             f" {me['communication']:.0f} µs in communication (median"
             f" {typical['communication']:.0f}), "
             f"over {int(n_steps[rank])} step(s)."

@@ -115,9 +115,12 @@ class CrossRank:
             Ranks, most frequent candidate first; empty with fewer than two ranks with
             collectives.
         """
-        found = stragglers.potential_stragglers(self.traces, profiler_steps, num_candidates)
+        matching = self.get_collectives()
+        found = stragglers.potential_stragglers(
+            self.traces, profiler_steps, num_candidates, matching
+        )
         if visualize:
-            skew = stragglers.collective_skew(self.traces, steps=profiler_steps)
+            skew = stragglers.collective_skew(self.traces, steps=profiler_steps, matching=matching)
             plots.show(plots.plot_rank_lateness(stragglers.rank_skew(skew)))
         return found
 
@@ -131,7 +134,7 @@ class CrossRank:
             :class:`~hta_lite.analyses.stragglers.StragglerReport` with ``collectives``,
             ``ranks``, ``stragglers``, ``causes`` (tables) and ``texts``; ``str()`` is the text.
         """
-        skew = stragglers.collective_skew(self.traces, steps=steps)
+        skew = stragglers.collective_skew(self.traces, steps=steps, matching=self.get_collectives())
         lateness = stragglers.rank_skew(skew)
         found = stragglers.find_stragglers(lateness, factor)
         causes, texts = stragglers.explain(self.traces, lateness, found, steps)
