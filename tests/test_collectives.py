@@ -247,3 +247,31 @@ def test_batch_summaries_match_across_ranks_from_worker_partials(tmp_path):
     a = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
     pd.testing.assert_frame_equal(by_rank, a.get_collective_summary("rank"))
     pd.testing.assert_frame_equal(summary["collectives"], a.get_collective_summary())
+
+
+def test_sizes_from_the_launching_ops_inputs_when_metadata_has_none(tmp_path):
+    """No c10d metadata: the size comes from the first tensor of the enclosing
+    record_param_comms' recorded inputs; the collective from the nccl: range, the group from the
+    stream."""
+    from synth import TraceBuilder
+
+    for rank in (0, 1):
+        b = TraceBuilder(rank=rank, world_size=2).step(1, 0, 100)
+        b.cpu_op(
+            "record_param_comms",
+            10,
+            20,
+            **{"Input Dims": [[4, 1024]], "Input type": ["c10::BFloat16"]},
+        )
+        b.cpu_op("nccl:all_gather", 11, 10, cat="user_annotation")
+        b.kernel("ncclDevKernel_AllGather_RING_LL(x)", 40 + 5 * rank, 20 - 5 * rank, launch_ts=12)
+        b.write(tmp_path / f"rank{rank}.json")
+    m = TraceAnalysis(trace_dir=tmp_path, cache=False, parallel=False).get_collectives()
+    assert m.calls[
+        ["collective", "dtype", "in_bytes", "out_bytes", "pg"]
+    ].drop_duplicates().values.tolist() == [
+        ["all_gather", "c10::BFloat16", 8192, 16384, "stream 7"]
+    ]
+    row = m.instances.iloc[0]
+    assert (row["last_rank"], row["arrival_skew_us"], row["transfer_us"]) == (1, 5.0, 15.0)
+    assert row["busbw_gbps"] == pytest.approx(16384 / 15_000 * 0.5)

@@ -2,8 +2,10 @@
 
 GPU ranks: every communication kernel (``ncclKernel_*``, ``ncclDevKernel_*``, RCCL). Its
 metadata comes from the kernel's own args (c10d writes them there since PyTorch 2.3), else from
-the ``record_param_comms`` op enclosing its launch; the collective from that metadata, else from
-the enclosing ``nccl:*`` range, else from the kernel name; the dtype else from the kernel name.
+the ``record_param_comms`` op enclosing its launch (sizes, when neither has them, from the first
+tensor of that op's, or the launching op's, ``Input Dims`` / ``Input type``); the collective
+from that metadata, else from the enclosing ``nccl:*`` range, else from the kernel name; the
+dtype else from the kernel name.
 Without a process group name the kernel's stream stands for it (NCCL runs each communicator on
 its own stream).
 
@@ -18,6 +20,8 @@ This is a per-rank partial: it needs nothing from other ranks (computed where th
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import pandas as pd
@@ -126,6 +130,19 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray) -> pd.DataFrame:
     named = pg != ""
     ts = gpu["ts"].to_numpy()[rows]
     dur = gpu["dur"].to_numpy()[rows]
+    in_bytes = _bytes(meta_int("in_msg_nelems"), dtype)
+    out_bytes = _bytes(meta_int("out_msg_nelems"), dtype)
+    # no size in the metadata: the first tensor of the launching op's recorded inputs
+    op = np.where(param >= 0, param, gather(cpu["op_row"].to_numpy(), launch, -1))
+    unknown = np.flatnonzero((in_bytes < 0) & (op >= 0))
+    if len(unknown):
+        inputs = zip(_text(cpu["input_dims"], op[unknown]), _text(cpu["input_types"], op[unknown]))
+        sized = [_first_tensor_bytes(d, t) for d, t in inputs]
+        in_bytes[unknown] = [b for b, _ in sized]
+        out_bytes[unknown] = out_bytes_from_input(
+            collective[unknown], in_bytes[unknown], group_size[unknown]
+        )
+        dtype[unknown] = [t or d for (_, t), d in zip(sized, dtype[unknown])]
     return pd.DataFrame(
         {
             "rank": trace.rank,
@@ -137,8 +154,8 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray) -> pd.DataFrame:
             "collective": collective,
             "name": kernel_names,
             "dtype": dtype,
-            "in_bytes": _bytes(meta_int("in_msg_nelems"), dtype),
-            "out_bytes": _bytes(meta_int("out_msg_nelems"), dtype),
+            "in_bytes": in_bytes,
+            "out_bytes": out_bytes,
             "ts": ts,
             "end": ts + dur,
             "dur": dur,
@@ -151,7 +168,28 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray) -> pd.DataFrame:
     )
 
 
+def out_bytes_from_input(
+    collective: np.ndarray, in_bytes: np.ndarray, group_size: np.ndarray
+) -> np.ndarray:
+    """Output size from the input: x group size for all_gather, / for reduce_scatter (-1 for
+    those two while the group size is unknown), the same for the others."""
+    known = (group_size > 0) & (in_bytes >= 0)
+    gathered = collective == "all_gather"
+    scattered = collective == "reduce_scatter"
+    return np.where(
+        (gathered | scattered) & ~known,
+        -1,
+        np.where(
+            gathered,
+            in_bytes * group_size,
+            np.where(scattered, in_bytes // np.maximum(group_size, 1), in_bytes),
+        ),
+    )
+
+
+@functools.lru_cache(maxsize=4096)
 def _first_tensor_bytes(dims_text: str, types_text: str) -> tuple[int, str]:
+    """Bytes and type of the first tensor of an op's recorded inputs (-1, "" when none)."""
     dims, types = parse(dims_text) or [], parse(types_text) or []
     for shape, kind in zip(dims, types):
         if kind in DTYPE_BYTES and isinstance(shape, list):
@@ -190,15 +228,7 @@ def _cpu_calls(trace: RankTrace) -> pd.DataFrame:
         member_lists = [[] for _ in rows]
         source = "unknown"
     group_size = np.array([len(m) or -1 for m in member_lists], np.int64)
-    out_bytes = np.where(
-        (collective == "all_gather") & (group_size > 0) & (in_bytes >= 0),
-        in_bytes * group_size,
-        np.where(
-            (collective == "reduce_scatter") & (group_size > 0) & (in_bytes >= 0),
-            in_bytes // np.maximum(group_size, 1),
-            in_bytes,
-        ),
-    )
+    out_bytes = out_bytes_from_input(collective, in_bytes, group_size)
     ts = cpu["ts"].to_numpy()[rows]
     dur = cpu["dur"].to_numpy()[rows]
     return pd.DataFrame(

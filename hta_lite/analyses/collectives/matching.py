@@ -6,7 +6,8 @@ gloo require it), so the k-th call of a group in a step is the same collective o
 (Kineto traces carry no per-group sequence number; the step bounds the effect of a rank that
 missed a call.) Nothing is paired silently:
 
-- point-to-point ``send`` / ``recv`` are not matched (the trace does not name the peer);
+- point-to-point ``send`` / ``recv`` are not matched (that needs the peer, which only newer
+  PyTorch writes, as ``Src Rank`` / ``Dst Rank``; not read yet);
 - a group member that is not loaded makes its group's collectives *partial*
   (``complete == False``), measured over the ranks present;
 - ranks with different numbers of calls of a group in a step: the calls beyond the smallest
@@ -33,7 +34,7 @@ import pandas as pd
 from ...load.rank_trace import RankTrace
 from ..common import us
 from .bandwidth import add_bandwidth
-from .calls import CALL_COLUMNS, collective_calls
+from .calls import CALL_COLUMNS, collective_calls, out_bytes_from_input
 
 POINT_TO_POINT = ("send", "recv")
 #: columns of :attr:`Matching.instances` (µs floats, ns ints, GB/s decimal)
@@ -101,7 +102,8 @@ def match(calls: pd.DataFrame, loaded: Iterable[int]) -> Matching:
         for (pg, step), rows in calls[p2p].groupby(["pg", "step"]):
             problems.append(
                 (pg, step, "point-to-point", _ranks(rows), len(rows),
-                 "send / recv are not matched: the trace does not name the peer")
+                 "send / recv are not matched across ranks: that needs the peer (newer PyTorch"
+                 " writes Src / Dst Rank, not read yet)")
             )  # fmt: skip
     members = _members(calls)
     guessed = calls.loc[calls["members"] == "", "pg"].unique().tolist()
@@ -118,6 +120,19 @@ def match(calls: pd.DataFrame, loaded: Iterable[int]) -> Matching:
                 (pg, -1, "missing ranks", _text(absent), 0,
                  f"{len(absent)} of {len(group)} members not loaded: its collectives are partial")
             )  # fmt: skip
+    # without metadata the group is known only now: its size, and the sizes derived from it
+    unsized = calls["group_size"].to_numpy() < 0
+    if unsized.any():
+        size = calls["pg"].map({pg: len(group) for pg, group in members.items()}).to_numpy()
+        calls["group_size"] = np.where(unsized, size, calls["group_size"].to_numpy())
+        derived = out_bytes_from_input(
+            calls["collective"].to_numpy(),
+            calls["in_bytes"].to_numpy(),
+            calls["group_size"].to_numpy(),
+        )
+        calls["out_bytes"] = np.where(
+            calls["out_bytes"].to_numpy() < 0, derived, calls["out_bytes"]
+        )
     counts = calls[~p2p].groupby(["pg", "step", "rank"]).size()
     matched = np.zeros(len(calls), bool)
     for (pg, step), per_rank in counts.groupby(level=["pg", "step"]):
