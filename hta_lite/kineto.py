@@ -67,6 +67,27 @@ NON_ENQUEUING_NAMES = (
     "enqueueCommand waitOnEvent", "recordEvent",
 )  # fmt: skip
 
+# ---- dependencies (critical path) ------------------------------------------------------------
+#: the GPU-side synchronizations (``cuda_sync`` event names)
+STREAM_WAIT_EVENT, EVENT_SYNC = "Stream Wait Event", "Event Sync"
+STREAM_SYNC, CONTEXT_SYNC = "Stream Sync", "Context Sync"
+#: calls that hold the CUDA / HIP runtime lock: only one runs at a time, across threads
+RUNTIME_LOCK_NAMES = (
+    "cudaHostAlloc", "cudaLaunchKernel", "cudaMemcpyAsync",
+    "hipHostMalloc", "hipLaunchKernel", "hipMemcpyAsync",
+)  # fmt: skip
+#: calls that may block the host until the device catches up: their own time is waiting
+BLOCKING_SYNC_NAMES = (
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
+    "cudaMemcpy", "cudaMemcpyAsync",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventQuery", "hipEventSynchronize",
+    "hipMemcpy", "hipMemcpyAsync",
+)  # fmt: skip
+#: record a CUDA / HIP event on a stream (what a ``Stream Wait Event`` / ``Event Sync`` waits on)
+EVENT_RECORD_NAMES = ("cudaEventRecord", "cudaEventRecordWithFlags", "hipEventRecord")
+#: make a stream wait for a recorded event
+STREAM_WAIT_NAMES = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
+
 # ---- ProfilerStep ------------------------------------------------------------------------------
 STEP_PREFIX = "ProfilerStep#"
 STEP_PATTERN = re.compile(r"^ProfilerStep#(\d+)$")

@@ -42,7 +42,11 @@ def _cumsum_by_group(values: np.ndarray, first: np.ndarray) -> np.ndarray:
     return total - (total[start] - values[start])
 
 
-def queue_length_series(trace: RankTrace) -> pd.DataFrame:
+def queue_changes(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The queue of every stream, change by change: ``(queued, order, length)``. ``queued``: the
+    ``gpu`` rows enqueued by a launch call; the changes are their enqueues (positions ``0..n-1``)
+    then their starts (``n..2n-1``); ``order``: the changes in time order per stream;
+    ``length[i]``: the queue length right after change ``order[i]``."""
     gpu, cpu = trace.gpu, trace.cpu
     launch = gpu["launch_row"].to_numpy()
     launch_names = (
@@ -58,20 +62,34 @@ def queue_length_series(trace: RankTrace) -> pd.DataFrame:
     stream = np.concatenate([gpu["stream"].to_numpy()[queued]] * 2)
     ts = np.concatenate([enqueue, start])
     delta = np.concatenate([np.ones(len(queued), np.int64), -np.ones(len(queued), np.int64)])
-    pid = np.concatenate([gpu["pid"].to_numpy()[queued]] * 2)
-    tid = np.concatenate([gpu["tid"].to_numpy()[queued]] * 2)
     # at one instant: ops already waiting start, then new ones arrive, then those that start as
     # they arrive; so no zero-length state above the true length is reported (max, full queue)
     tie_rank = np.concatenate([np.ones(len(queued)), np.where(enqueue < start, 0, 2)])
     order = np.lexsort((tie_rank, ts, stream))
     first = _group_starts(stream[order])
+    return queued, order, _cumsum_by_group(delta[order], first)
+
+
+def queue_length_series(trace: RankTrace) -> pd.DataFrame:
+    gpu = trace.gpu
+    queued, order, length = queue_changes(trace)
+    rows = np.concatenate([queued, queued])[order]
+    enqueue = order < len(queued)
+    launch = gpu["launch_row"].to_numpy()[rows]
+    ts = np.where(
+        enqueue,
+        np.minimum(trace.cpu["ts"].to_numpy()[np.maximum(launch, 0)], gpu["ts"].to_numpy()[rows])
+        if len(trace.cpu)
+        else 0,
+        gpu["ts"].to_numpy()[rows],
+    )
     return pd.DataFrame(
         {
-            "ts": ts[order],
-            "pid": pid[order],
-            "tid": tid[order],
-            "stream": stream[order],
-            "queue_length": _cumsum_by_group(delta[order], first),
+            "ts": ts,
+            "pid": gpu["pid"].to_numpy()[rows],
+            "tid": gpu["tid"].to_numpy()[rows],
+            "stream": gpu["stream"].to_numpy()[rows],
+            "queue_length": length,
         }
     )
 

@@ -35,7 +35,7 @@ from .rank_trace import RankTrace
 TEXT_DTYPE = pd.Index([], dtype=TEXT).dtype
 
 FORMAT_VERSION = 6  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
-# 6: collective args on cpu rows
+# 6: collective args on cpu rows, GPU-side waits
 TABLES = RankTrace.TABLES
 _SAMPLE = 1 << 20
 

@@ -85,6 +85,10 @@ ARGS_FIELDS = (
     Field("est. achieved occupancy %", "occupancy_pct", Kind.FLOAT_STR, float("nan")),
     Field("registers per thread", "registers_per_thread", Kind.INT_STR, -1),
     Field("shared memory", "shared_memory", Kind.INT_STR, -1),
+    # GPU-side waits (cuda_sync "Stream Wait Event" / "Event Sync"): the stream and the
+    # cudaEventRecord call (its correlation) waited on
+    Field("wait_on_stream", "wait_on_stream", Kind.INT_STR, -1),
+    Field("wait_on_cuda_event_record_corr_id", "wait_on_record", Kind.INT_STR, -1),
     # metadata ("M") events
     Field("name", "name", Kind.ANY, None),
     Field("labels", "labels", Kind.ANY, None),

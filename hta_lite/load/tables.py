@@ -42,7 +42,7 @@ _COLLECTIVE_INTS = ("group_size", "in_msg_nelems", "out_msg_nelems")
 _OP_INPUTS = ("input_dims", "input_types", "input_strides", "concrete_inputs")  # JSON text
 _AUTOGRAD_INTS = ("sequence_number", "fwd_thread_id")
 _KERNEL_FLOATS = ("blocks_per_sm", "warps_per_sm", "occupancy_pct")
-_KERNEL_INTS = ("registers_per_thread", "shared_memory")
+_KERNEL_INTS = ("registers_per_thread", "shared_memory", "wait_on_stream", "wait_on_record")
 
 
 Events = EventColumns | EventList

@@ -1,0 +1,450 @@
+"""The critical-path dependency graph of one rank's window (HTA 0.6.1's construction).
+
+Nodes: a start and an end per event that matters: CPU operators and runtime / driver calls (and
+the user's data-loading events), GPU events with a launch call. They are ordered by (time, event
+index). Edges, in the order the reference adds them (a later edge between the same two nodes
+replaces an earlier one):
+
+1. **runtime lock**: launch / copy / host-alloc calls hold one lock across threads; the order in
+   which they finish chains them (``dependency``), each one's own span is an ``operator`` edge;
+2. **call stacks**: per CPU thread (the backward thread merged into the forward one when each is
+   unique), consecutive start / end points of nested operators (``operator`` edges, weighted by
+   the time between them; ``dependency`` between top-level ones); a blocking synchronization's
+   span weighs 0 (its time is waiting, carried by the GPU -> CPU edge instead);
+3. **kernels**, in start order: each kernel's span (``operator``); a ``kernel_launch_delay`` from
+   its launch call when the stream was idle and nothing else queued, else a
+   ``kernel_kernel_delay`` from the previous kernel on the stream (gap < 1.5 ms); a
+   ``sync_dependency`` from the kernel a ``Stream Wait Event`` waits on (the last launch before
+   the ``cudaEventRecord`` on the recorded stream) to the next kernel launched on the waiting
+   stream; and GPU -> CPU ``sync_dependency`` edges to the end of ``cudaStreamSynchronize``
+   (last kernel of the stream), ``cudaDeviceSynchronize`` (of every stream) and
+   ``cudaEventSynchronize`` (the recorded kernel).
+
+Weights are exact ns: the time between the two points, or 0 for dependencies. An edge whose
+points run backwards in time (a trace whose call stack is out of order) gets weight 0 and is
+counted (``negative_edges``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...classify import COMMUNICATION
+from ...kineto import (
+    BLOCKING_SYNC_NAMES,
+    CONTEXT_SYNC,
+    CPU_OP_CATEGORY,
+    EVENT_RECORD_NAMES,
+    EVENT_SYNC,
+    GPU_SYNC_CATEGORY,
+    LAUNCH_NAMES,
+    RUNTIME_CATEGORIES,
+    RUNTIME_LOCK_NAMES,
+    STREAM_SYNC,
+    STREAM_WAIT_EVENT,
+    STREAM_WAIT_NAMES,
+)
+from ...load.rank_trace import RankTrace
+from ..counters import queue_changes
+from .window import Window
+
+OPERATOR, DEPENDENCY, LAUNCH_DELAY, KERNEL_KERNEL_DELAY, SYNC = range(5)
+#: edge types, as the reference names them
+EDGE_TYPES = (
+    "critical_path_operator", "critical_path_dependency", "critical_path_kernel_launch_delay",
+    "critical_path_kernel_kernel_delay", "critical_path_sync_dependency",
+)  # fmt: skip
+#: a longer gap between kernels on a stream is an unrecognized dependency, not a delay
+KERNEL_KERNEL_DELAY_THRESHOLD_NS = 1_500_000
+
+
+@dataclass
+class Events:
+    """Every event of the rank in one numbering (cpu rows, then gpu rows): start / end ns, name,
+    category, thread, stream (-1 on the CPU), the cpu row of a GPU event's launch call."""
+
+    ts: np.ndarray
+    end: np.ndarray
+    name: np.ndarray
+    cat: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    stream: np.ndarray
+    launch: np.ndarray
+    n_cpu: int
+
+    @classmethod
+    def of(cls, trace: RankTrace) -> Events:
+        cpu, gpu = trace.cpu, trace.gpu
+
+        def both(column, gpu_values=None):
+            g = gpu[column].to_numpy() if gpu_values is None else gpu_values
+            return np.concatenate([cpu[column].to_numpy(), g])
+
+        def text(column):
+            return np.concatenate(
+                [cpu[column].astype(str).to_numpy(), gpu[column].astype(str).to_numpy()]
+            ).astype(object)
+
+        ts = both("ts")
+        return cls(
+            ts=ts,
+            end=ts + both("dur"),
+            name=text("name"),
+            cat=text("cat"),
+            pid=both("pid"),
+            tid=both("tid"),
+            stream=np.concatenate([np.full(len(cpu), -1), gpu["stream"].to_numpy()]),
+            launch=np.concatenate([np.full(len(cpu), -1), gpu["launch_row"].to_numpy()]),
+            n_cpu=len(cpu),
+        )
+
+
+@dataclass
+class Graph:
+    """Nodes (``node_event``, ``node_start``, ``node_ts``, in (time, event index) order) and
+    edges (``src``, ``dst`` node ids, ``kind``, ``weight`` ns, ``event``: the event the edge's
+    time is attributed to, -1 for none)."""
+
+    node_event: np.ndarray
+    node_start: np.ndarray
+    node_ts: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    kind: np.ndarray
+    weight: np.ndarray
+    event: np.ndarray
+    health: Counter = field(default_factory=Counter)
+
+
+class _Builder:
+    def __init__(self, trace: RankTrace, events: Events, index: np.ndarray, window: Window,
+                 data_load_events: list[str] | None):  # fmt: skip
+        self.trace, self.ev, self.index = trace, events, index
+        n_cpu = events.n_cpu
+        cpu_rows, gpu_rows = window.cpu, window.gpu + n_cpu
+        names = events.name
+        is_op = np.isin(events.cat[cpu_rows], (CPU_OP_CATEGORY, *RUNTIME_CATEGORIES))
+        if data_load_events:
+            pattern = re.compile("|".join(f"(?:{p})" for p in data_load_events))
+            is_op |= np.array([bool(pattern.search(n)) for n in names[cpu_rows]], bool)
+        gpu_nodes = gpu_rows[(events.stream[gpu_rows] != -1) & (events.launch[gpu_rows] >= 0)]
+        node_events = np.concatenate([cpu_rows[is_op], gpu_nodes])
+        self.window_cpu, self.window_gpu = cpu_rows, gpu_rows
+        # nodes: (ts, event index), a start before an end at the same point
+        ts = np.concatenate([events.ts[node_events], events.end[node_events]])
+        start = np.concatenate([np.ones(len(node_events), bool), np.zeros(len(node_events), bool)])
+        both = np.concatenate([node_events, node_events])
+        order = np.lexsort((~start, index[both], ts))
+        self.node_event, self.node_start, self.node_ts = both[order], start[order], ts[order]
+        n_events = len(events.ts)
+        self.start_node = np.full(n_events, -1, np.int64)
+        self.end_node = np.full(n_events, -1, np.int64)
+        ids = np.arange(len(order))
+        self.start_node[self.node_event[self.node_start]] = ids[self.node_start]
+        self.end_node[self.node_event[~self.node_start]] = ids[~self.node_start]
+        self.is_lock = np.isin(names, RUNTIME_LOCK_NAMES)
+        self.is_blocking = np.isin(names, BLOCKING_SYNC_NAMES)
+        self.edges: dict[tuple[int, int], tuple[int, int, int]] = {}
+        self.health: Counter = Counter()
+
+    # ---- edges -------------------------------------------------------------------------------
+    def add(self, u: int, v: int, kind: int, zero: bool = False, event: int = -1) -> None:
+        timed = not zero and kind not in (DEPENDENCY, SYNC)
+        weight = int(self.node_ts[v] - self.node_ts[u]) if timed else 0
+        if weight < 0:
+            self.health["negative_edges"] += 1
+            weight = 0
+        self.edges.pop((u, v), None)  # a later edge replaces an earlier one (and its order)
+        self.edges[(u, v)] = (kind, weight, event)
+
+    def attributed(self, u: int, v: int, kind: int, parent: int) -> int:
+        """The event an operator / kernel-kernel edge's time belongs to (the reference's rule):
+        the source when it is a start (or the previous kernel), the destination when both are
+        ends, else (end -> start) the parent of the source."""
+        if kind == KERNEL_KERNEL_DELAY or self.node_start[u]:
+            return int(self.node_event[u])
+        if not self.node_start[v]:
+            return int(self.node_event[v])
+        return parent
+
+    def shares_lock(self, u: int, v: int) -> bool:
+        return bool(
+            self.is_lock[self.node_event[u]]
+            and self.is_lock[self.node_event[v]]
+            and (self.node_start[u] or not self.node_start[v])
+        )
+
+    # ---- 1. runtime lock ---------------------------------------------------------------------
+    def runtime_lock(self) -> None:
+        pending: list[int] = []
+        last = -1
+        for node in np.flatnonzero(self.is_lock[self.node_event]).tolist():
+            if self.node_start[node]:
+                pending.append(node)
+            else:
+                while pending:
+                    begin = pending.pop()
+                    if self.node_event[begin] == self.node_event[node]:
+                        self.add(begin, node, OPERATOR, event=int(self.node_event[node]))
+                    else:
+                        self.add(begin, node, DEPENDENCY)
+                if last >= 0 and not self.node_start[last]:
+                    self.add(last, node, DEPENDENCY)
+            last = node
+
+    # ---- 2. call stacks ----------------------------------------------------------------------
+    def call_stacks(self) -> None:
+        ev, rows = self.ev, self.window_cpu
+        tid = ev.tid[rows].copy()
+        forward, backward = self._thread_of("forward"), self._thread_of("autograd")
+        if forward is not None and backward is not None and forward != backward:
+            tid[tid == backward] = forward  # the backward pass continues the forward thread
+        thread_key = ev.pid[rows] * (int(tid.max(initial=0)) + 1 + 2**20) + tid
+        for key in np.unique(thread_key):
+            self._one_thread(rows[thread_key == key])
+
+    def _thread_of(self, word: str) -> int | None:
+        rows = self.window_cpu
+        ev = self.ev
+        named = np.array([word in n for n in ev.name[rows]], bool)
+        kinds = np.isin(ev.cat[rows], (CPU_OP_CATEGORY, "user_annotation"))
+        tids = np.unique(ev.tid[rows][named & kinds])
+        return int(tids[0]) if len(tids) == 1 else None
+
+    def _one_thread(self, rows: np.ndarray) -> None:
+        ev, index = self.ev, self.index
+        ts, end = ev.ts[rows], ev.end[rows]
+        dur = end - ts
+        n = len(rows)
+        # the reference's order of start / end points on one thread (hta compare_events)
+        time = np.concatenate([ts, end])
+        is_start = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
+        d = np.concatenate([dur, dur])
+        i = np.concatenate([index[rows], index[rows]])
+        order = np.lexsort((np.where(is_start, i, -i), np.where(is_start, -d, d), is_start, time))
+        who = np.concatenate([rows, rows])[order].tolist()
+        starts = is_start[order].tolist()
+        # the call tree (a stack), then a depth-first walk over it, as the reference does
+        children: dict[int, list[int]] = {-1: []}
+        parent: dict[int, int] = {}
+        stack: list[int] = []
+        for e, s in zip(who, starts):
+            if s:
+                p = stack[-1] if stack else -1
+                parent[e] = p
+                children.setdefault(p, []).append(e)
+                children.setdefault(e, [])
+                stack.append(e)
+            elif stack:
+                stack.pop()
+        last, last_parent, depth = -1, -1, 0
+        work = [(c, False) for c in reversed(children[-1])]
+        while work:
+            e, leaving = work.pop()
+            begin, finish = int(self.start_node[e]), int(self.end_node[e])
+            if not leaving:
+                work.append((e, True))
+                work.extend((c, False) for c in reversed(children[e]))
+                if begin < 0:
+                    continue
+                if last >= 0 and not self.shares_lock(last, begin):
+                    kind = DEPENDENCY if depth == 0 else OPERATOR
+                    owner = self.attributed(last, begin, kind, last_parent)
+                    self.add(last, begin, kind, event=owner)
+                last, last_parent = begin, parent[e]
+                depth += 1
+            else:
+                if begin < 0:
+                    continue
+                if last >= 0 and not self.shares_lock(last, finish):
+                    self.add(
+                        last, finish, OPERATOR, zero=bool(self.is_blocking[e]),
+                        event=self.attributed(last, finish, OPERATOR, last_parent),
+                    )  # fmt: skip
+                last, last_parent = finish, parent[e]
+                depth -= 1
+
+    # ---- 3. kernels --------------------------------------------------------------------------
+    def kernels(self) -> None:
+        ev, trace = self.ev, self.trace
+        n_cpu = ev.n_cpu
+        rows = self.window_gpu
+        syncs = np.isin(ev.name[rows], (EVENT_SYNC, CONTEXT_SYNC))
+        rows = rows[((ev.stream[rows] != -1) | syncs) & (ev.launch[rows] >= 0)]
+        is_sync = ev.cat[rows] == GPU_SYNC_CATEGORY
+        sort_by = np.where(is_sync, ev.end[rows], ev.ts[rows])
+        rows = rows[np.lexsort((self.index[rows], sort_by))]
+        after_enqueue, after_start = self._queue()
+        records = _Records(trace, ev)
+        last: dict[int, int] = {}  # stream -> end node of its last kernel
+        waits: dict[int, int] = {}  # kernel event -> the event it must wait for
+        for e in rows.tolist():
+            if ev.cat[e] == GPU_SYNC_CATEGORY:
+                self._sync(e, records, last, waits)
+                continue
+            begin, finish = int(self.start_node[e]), int(self.end_node[e])
+            if begin < 0:
+                continue
+            self.add(begin, finish, OPERATOR, event=e)
+            stream = int(ev.stream[e])
+            runtime = int(ev.launch[e])
+            launched = int(ev.ts[runtime])
+            previous = last.get(stream, -1)
+            waited = waits.pop(e, None)
+            wait_end = int(self.end_node[waited]) if waited is not None else -1
+            if waited is not None and wait_end >= 0:
+                self.add(wait_end, begin, SYNC)
+            elif waited is not None:
+                waited = None
+            g = e - n_cpu
+            if (
+                after_enqueue[g] == 1
+                and after_start[g] == 0
+                and (previous < 0 or self.node_ts[previous] < launched)
+                and (waited is None or self.node_ts[wait_end] < launched)
+            ):
+                runtime_start = int(self.start_node[runtime])
+                if runtime_start >= 0:
+                    self.add(runtime_start, begin, LAUNCH_DELAY)
+            elif (
+                previous >= 0
+                and self.node_ts[begin] - self.node_ts[previous] < KERNEL_KERNEL_DELAY_THRESHOLD_NS
+                and (waited is None or self.node_ts[wait_end] < self.node_ts[previous])
+            ):
+                self.add(previous, begin, KERNEL_KERNEL_DELAY, event=int(self.node_event[previous]))
+            last[stream] = finish
+
+    def _queue(self) -> tuple[np.ndarray, np.ndarray]:
+        """Queue length of each GPU event's stream right after its enqueue and after its start
+        (-1 for events not queued)."""
+        queued, order, length = queue_changes(self.trace)
+        n_gpu = len(self.trace.gpu)
+        by_change = np.empty(2 * len(queued), np.int64)
+        by_change[order] = length
+        after_enqueue = np.full(n_gpu, -1, np.int64)
+        after_start = np.full(n_gpu, -1, np.int64)
+        after_enqueue[queued] = by_change[: len(queued)]
+        after_start[queued] = by_change[len(queued) :]
+        return after_enqueue, after_start
+
+    def _sync(self, e: int, records: _Records, last: dict, waits: dict) -> None:
+        ev = self.ev
+        name, runtime = ev.name[e], int(ev.launch[e])
+        if name in (STREAM_WAIT_EVENT, EVENT_SYNC):
+            waited = records.recorded_kernel(e)
+            if waited < 0:
+                return
+            if name == STREAM_WAIT_EVENT:
+                target = records.next_kernel(runtime, int(ev.stream[e]))
+                if target >= 0:
+                    waits[target] = waited
+            elif self.end_node[waited] >= 0 and self.end_node[runtime] >= 0:
+                self.add(int(self.end_node[waited]), int(self.end_node[runtime]), SYNC)
+            return
+        if self.end_node[runtime] < 0:
+            return
+        ends = list(last.values()) if name == CONTEXT_SYNC else [last.get(int(ev.stream[e]), -1)]
+        if name in (STREAM_SYNC, CONTEXT_SYNC):
+            for node in ends:
+                if node >= 0:
+                    self.add(node, int(self.end_node[runtime]), SYNC)
+
+    def graph(self) -> Graph:
+        keys = list(self.edges)
+        values = list(self.edges.values())
+        return Graph(
+            node_event=self.node_event,
+            node_start=self.node_start,
+            node_ts=self.node_ts,
+            src=np.array([k[0] for k in keys], np.int64),
+            dst=np.array([k[1] for k in keys], np.int64),
+            kind=np.array([v[0] for v in values], np.int8),
+            weight=np.array([v[1] for v in values], np.int64),
+            event=np.array([v[2] for v in values], np.int64),
+            health=self.health,
+        )
+
+
+class _Records:
+    """Launch calls and event records of the whole trace: which kernel a recorded event stands
+    for, and which kernel a stream wait holds back."""
+
+    def __init__(self, trace: RankTrace, ev: Events):
+        gpu = trace.gpu
+        launch = gpu["launch_row"].to_numpy()
+        first = {}
+        for g in np.flatnonzero(launch >= 0).tolist():
+            first.setdefault(int(launch[g]), g + ev.n_cpu)
+        cpu_names = ev.name[: ev.n_cpu]
+        rows = np.array(sorted(r for r in first if cpu_names[r] in LAUNCH_NAMES), np.int64)
+        self.kernel = np.array([first[r] for r in rows.tolist()], np.int64)
+        self.ts = ev.ts[rows] if len(rows) else np.zeros(0, np.int64)
+        self.thread = (ev.pid[rows], ev.tid[rows]) if len(rows) else (rows, rows)
+        self.stream = ev.stream[self.kernel] if len(rows) else rows
+        self.device = ev.pid[self.kernel] if len(rows) else rows
+        order = np.argsort(self.ts, kind="stable")
+        self.kernel, self.ts = self.kernel[order], self.ts[order]
+        self.thread = (self.thread[0][order], self.thread[1][order])
+        self.stream, self.device = self.stream[order], self.device[order]
+        corr = trace.cpu["correlation"].to_numpy()
+        is_record = np.isin(cpu_names, EVENT_RECORD_NAMES)
+        record_ts = ev.ts[: ev.n_cpu][is_record]
+        self.record_ts = {int(c): int(t) for c, t in zip(corr[is_record], record_ts)}
+        self.wait_stream = gpu["wait_on_stream"].to_numpy()
+        self.wait_record = gpu["wait_on_record"].to_numpy()
+        self.ev = ev
+        self.is_wait_call = np.isin(cpu_names, STREAM_WAIT_NAMES)
+
+    def recorded_kernel(self, e: int) -> int:
+        """The kernel a ``Stream Wait Event`` / ``Event Sync`` waits for: the last one launched on
+        the recorded stream before the ``cudaEventRecord`` (-1 when unknown)."""
+        g = e - self.ev.n_cpu
+        record = int(self.wait_record[g])
+        if record < 0 or record not in self.record_ts:
+            return -1
+        chosen = (
+            (self.stream == self.wait_stream[g])
+            & (self.device == self.ev.pid[e])
+            & (self.ts <= self.record_ts[record])
+        )
+        hits = np.flatnonzero(chosen)
+        return int(self.kernel[hits[-1]]) if len(hits) else -1
+
+    def next_kernel(self, wait_call: int, stream: int) -> int:
+        """The first kernel launched on ``stream`` by the thread of a ``cudaStreamWaitEvent``
+        call at or after it (-1 when none)."""
+        if wait_call < 0 or not self.is_wait_call[wait_call]:
+            return -1
+        ev = self.ev
+        chosen = (
+            (self.thread[0] == ev.pid[wait_call])
+            & (self.thread[1] == ev.tid[wait_call])
+            & (self.stream == stream)
+            & (self.ts >= ev.ts[wait_call])
+        )
+        hits = np.flatnonzero(chosen)
+        return int(self.kernel[hits[0]]) if len(hits) else -1
+
+
+def build(trace: RankTrace, window: Window, index: np.ndarray, data_load_events=None) -> Graph:
+    """The graph of the events in ``window`` (edges in the reference's order)."""
+    builder = _Builder(trace, Events.of(trace), index, window, data_load_events)
+    builder.runtime_lock()
+    builder.call_stacks()
+    builder.kernels()
+    return builder.graph()
+
+
+def is_communication(trace: RankTrace, events: Events, event: np.ndarray) -> np.ndarray:
+    """Per event: a communication kernel."""
+    gpu = event - events.n_cpu
+    types = trace.gpu["kernel_type"].to_numpy()
+    ok = (gpu >= 0) & (gpu < len(types))
+    out = np.zeros(len(event), bool)
+    out[ok] = types[gpu[ok]] == COMMUNICATION
+    return out

@@ -1,0 +1,232 @@
+"""The longest path through the dependency graph, and what bounds each of its edges.
+
+The longest path is one pass over a topological order of the array-backed edges (Kahn's
+algorithm; each node takes its longest incoming path, the first such edge in the order edges
+were added, as the reference's networkx call does). A cycle can only come from an inconsistent
+trace: the edges among the nodes left over that run backwards in node order are cut, counted
+in ``health["cycle_edges_cut"]``, and the pass goes on.
+
+``bound_by`` of an edge (the reference's classes): ``gpu_kernel_kernel_overhead`` /
+``gpu_kernel_launch_overhead`` for those delays; ``""`` for dependencies (weight 0); for an
+operator / kernel span, ``cpu_bound`` on the CPU (``data_loading`` when the event matches
+``data_load_events``), ``gpu_communication_bound`` for communication kernels, else
+``gpu_compute_bound``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, deque
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ...classify import short_name
+from ...load.rank_trace import RankTrace
+from ..common import us
+from .graph import (
+    DEPENDENCY,
+    EDGE_TYPES,
+    KERNEL_KERNEL_DELAY,
+    LAUNCH_DELAY,
+    SYNC,
+    Events,
+    Graph,
+    build,
+    is_communication,
+)
+from .window import event_index, select
+
+BOUND_TYPES = (
+    "cpu_bound", "data_loading", "gpu_compute_bound", "gpu_communication_bound",
+    "gpu_kernel_kernel_overhead", "gpu_kernel_launch_overhead",
+)  # fmt: skip
+#: columns of :meth:`CriticalPath.get_critical_path_breakdown` (the reference's)
+BREAKDOWN_COLUMNS = [
+    "event_idx", "duration", "type", "s_name", "cat", "pid", "tid", "stream", "index", "bound_by",
+]  # fmt: skip
+
+
+def longest_path(n_nodes: int, graph: Graph, health: Counter) -> list[int]:
+    """Edge ids of the longest path (by weight), in order."""
+    src, dst, weight = graph.src, graph.dst, graph.weight
+    if n_nodes == 0 or len(src) == 0:
+        return []
+    alive = np.ones(len(src), bool)
+    by_dst = np.argsort(dst, kind="stable")  # incoming edges, each node's in added order
+    in_start = np.searchsorted(dst[by_dst], np.arange(n_nodes + 1))
+    by_src = np.argsort(src, kind="stable")
+    out_start = np.searchsorted(src[by_src], np.arange(n_nodes + 1))
+    indegree = np.bincount(dst, minlength=n_nodes)
+    dist = np.zeros(n_nodes, np.int64)
+    best = np.full(n_nodes, -1, np.int64)
+    done = np.zeros(n_nodes, bool)
+    order: list[int] = []
+    src_l, dst_l, w_l = src.tolist(), dst.tolist(), weight.tolist()
+    in_l, out_l = by_dst.tolist(), by_src.tolist()
+    in_s, out_s = in_start.tolist(), out_start.tolist()
+    deg = indegree.tolist()
+    dist_l, best_l = dist.tolist(), best.tolist()
+    ready = deque(i for i in range(n_nodes) if deg[i] == 0)
+    while True:
+        while ready:
+            v = ready.popleft()
+            done[v] = True
+            order.append(v)
+            top, pick = 0, -1
+            for k in range(in_s[v], in_s[v + 1]):
+                e = in_l[k]
+                if alive[e]:
+                    d = dist_l[src_l[e]] + w_l[e]
+                    if pick < 0 or d > top:
+                        top, pick = d, e
+            dist_l[v], best_l[v] = top, pick
+            for k in range(out_s[v], out_s[v + 1]):
+                e = out_l[k]
+                if alive[e]:
+                    w = dst_l[e]
+                    deg[w] -= 1
+                    if deg[w] == 0:
+                        ready.append(w)
+        if len(order) == n_nodes:
+            break
+        # a cycle (an inconsistent trace): cut the backward edges among what is left
+        left = ~done
+        cut = alive & left[src] & left[dst] & (src > dst)
+        health["cycle_edges_cut"] += int(cut.sum())
+        alive &= ~cut
+        for e in np.flatnonzero(cut).tolist():
+            deg[dst_l[e]] -= 1
+        ready.extend(v for v in np.flatnonzero(left).tolist() if deg[v] == 0)
+    end = max(order, key=lambda v: dist_l[v])  # the first node (in order) with the longest path
+    path = []
+    while best_l[end] >= 0:
+        path.append(best_l[end])
+        end = src_l[best_l[end]]
+    return path[::-1]
+
+
+@dataclass
+class CriticalPath:
+    """The critical path of one rank's region, with the reference's methods.
+
+    ``graph``: nodes and edges (:class:`~.graph.Graph`); ``path``: edge ids on the longest
+    path, in order; ``success``; ``health``: edges repaired (``negative_edges``: weight set to
+    0) or cut (``cycle_edges_cut``) because the trace was inconsistent."""
+
+    rank: int
+    trace: RankTrace
+    graph: Graph
+    path: list[int]
+    event_idx: np.ndarray
+    data_load_events: list[str] | None
+    success: bool
+    health: Counter
+
+    @property
+    def critical_path_nodes(self) -> list[int]:
+        """Node ids along the path."""
+        if not self.path:
+            return []
+        return [int(self.graph.src[self.path[0]])] + [int(self.graph.dst[e]) for e in self.path]
+
+    @property
+    def critical_path_events_set(self) -> set[int]:
+        """``event_idx`` (rows of ``analysis.t.get_trace(rank)``) of the events on the path."""
+        events = self.graph.node_event[self.critical_path_nodes]
+        return {int(i) for i in self.event_idx[events]}
+
+    @property
+    def critical_path_edges_set(self) -> set[int]:
+        return set(self.path)
+
+    @property
+    def length_us(self) -> float:
+        """Sum of the path's edge weights (µs)."""
+        return float(us(int(self.graph.weight[self.path].sum()))) if self.path else 0.0
+
+    def get_critical_path_breakdown(self) -> pd.DataFrame:
+        """One row per edge of the path, in path order: ``event_idx`` (the event its time is
+        attributed to: its row in ``analysis.t.get_trace(rank)``; NaN for dependencies and
+        launch delays), ``duration`` (µs), ``type``, ``s_name``, ``cat``, ``pid``, ``tid``,
+        ``stream``, ``index``, ``bound_by``."""
+        g, ev = self.graph, Events.of(self.trace)
+        edges = np.asarray(self.path, np.int64)
+        event = g.event[edges] if len(edges) else np.zeros(0, np.int64)
+        kind = g.kind[edges] if len(edges) else np.zeros(0, np.int8)
+        has = event >= 0
+        pick = np.where(has, event, 0)
+
+        def of(values, fill):
+            return np.where(has, values[pick] if len(values) else fill, fill)
+
+        names = of(ev.name, None)
+        stream = of(ev.stream, -1)
+        bound = _bound_by(kind, stream, names, is_communication(self.trace, ev, pick) & has,
+                          self.data_load_events)  # fmt: skip
+        index = np.where(has, self.event_idx[pick] if len(self.event_idx) else -1, -1)
+        frame = pd.DataFrame(
+            {
+                "event_idx": pd.array(np.where(has, index, 0), dtype="Int64"),
+                "duration": us(g.weight[edges]) if len(edges) else np.zeros(0),
+                "type": [EDGE_TYPES[k] for k in kind],
+                "s_name": [short_name(n) if n is not None else None for n in names],
+                "cat": of(ev.cat, None),
+                "pid": of(ev.pid, -1),
+                "tid": of(ev.tid, -1),
+                "stream": stream,
+                "bound_by": bound,
+            }
+        )
+        frame.loc[~has, "event_idx"] = pd.NA
+        frame.insert(8, "index", frame["event_idx"])
+        return frame[BREAKDOWN_COLUMNS]
+
+    def summary(self) -> pd.Series:
+        """Percent of the path's duration per ``bound_by``."""
+        table = self.get_critical_path_breakdown()
+        total = table["duration"].sum()
+        by = table.groupby("bound_by")["duration"].sum()
+        return by / total * 100 if total else by
+
+    def bound_by_us(self) -> pd.Series:
+        """µs of the path per ``bound_by``."""
+        return self.get_critical_path_breakdown().groupby("bound_by")["duration"].sum()
+
+
+def _bound_by(kind, stream, names, communication, data_load_events) -> list[str]:
+    pattern = (
+        re.compile("|".join(f"(?:{p})" for p in data_load_events)) if data_load_events else None
+    )
+    out = []
+    for k, s, n, c in zip(kind.tolist(), stream.tolist(), names, communication.tolist()):
+        if k == KERNEL_KERNEL_DELAY:
+            out.append("gpu_kernel_kernel_overhead")
+        elif k == LAUNCH_DELAY:
+            out.append("gpu_kernel_launch_overhead")
+        elif k in (DEPENDENCY, SYNC):
+            out.append("")
+        elif s < 0:
+            loading = pattern is not None and n is not None and pattern.search(n)
+            out.append("data_loading" if loading else "cpu_bound")
+        else:
+            out.append("gpu_communication_bound" if c else "gpu_compute_bound")
+    return out
+
+
+def critical_path(
+    trace: RankTrace,
+    annotation: str,
+    instance_id=None,
+    data_load_events: list[str] | None = None,
+) -> CriticalPath:
+    """The critical path of ``trace`` over the region of the ``instance_id``-th event whose name
+    contains ``annotation`` (an ``(first, last)`` pair: from the first to the last instance;
+    ``annotation=""``: the whole trace)."""
+    window = select(trace, annotation, instance_id)
+    index = event_index(trace)
+    graph = build(trace, window, index, data_load_events)
+    health = Counter(graph.health)
+    path = longest_path(len(graph.node_ts), graph, health)
+    return CriticalPath(trace.rank, trace, graph, path, index, data_load_events, bool(path), health)
