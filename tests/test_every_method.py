@@ -14,6 +14,7 @@ from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
 from hta_lite.analyses.collectives.matching import Matching
+from hta_lite.analyses.critical_path import CriticalPath
 from hta_lite.analyses.stragglers import StragglerReport
 from hta_lite.errors import MissingDataError, RankNotFoundError, SelectionError, TraceError
 
@@ -68,6 +69,11 @@ CALLS = {
     "get_mfu": lambda a, out: a.get_mfu(device="H100 SXM"),
     "get_kernel_efficiency": lambda a, out: a.get_kernel_efficiency(),
     "get_collectives": lambda a, out: a.get_collectives(),
+    "critical_path_analysis": lambda a, out: a.critical_path_analysis(a.ranks[0], "", None),
+    "overlay_critical_path_analysis": lambda a, out: a.overlay_critical_path_analysis(
+        a.ranks[0], a.critical_path_analysis(a.ranks[0], "", None)[0], out
+    ),
+    "get_critical_path_summary": lambda a, out: a.get_critical_path_summary(a.ranks[0], ""),
     "get_collective_summary": lambda a, out: a.get_collective_summary(),
 }
 # method -> a call whose filter matches nothing, and the error it must raise
@@ -152,6 +158,8 @@ def valid(result) -> bool:
         return all(valid(v) for v in result.values()) if result else True
     if isinstance(result, list):
         return all(valid(v) for v in result) if result else True
+    if isinstance(result, CriticalPath):
+        return valid(result.get_critical_path_breakdown())
     if isinstance(result, Matching):
         return all(valid(t) for t in (result.calls, result.instances, result.problems))
     return isinstance(result, (str, int, Path, StragglerReport)) or hasattr(result, "gpu")

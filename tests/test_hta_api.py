@@ -19,8 +19,6 @@ from hta_lite.errors import MissingDataError, SelectionError
 DELIBERATE = {
     ("TraceAnalysis", "__init__"): "trace_dir may come first or alone (TraceAnalysis('dir'));"
     " no '/tmp/trace' default folder; loader options keyword-only",
-    ("TraceAnalysis", "critical_path_analysis"): "not yet: issue #18",
-    ("TraceAnalysis", "overlay_critical_path_analysis"): "not yet: issue #18",
     ("TraceAnalysis", "get_potential_stragglers"): "no straggler_identification_impl: it takes"
     " the reference's internal frames and symbol table; get_straggler_report is the richer view",
 }

@@ -73,6 +73,15 @@ ITEMS: dict[str, Item] = {
     "annotations_outside_steps": Item(
         EXCLUDED, "GPU annotations outside the profiled steps (excluded)"
     ),
+    # analyses that found the trace inconsistent
+    "cp_negative_edge": Item(
+        WARNING,
+        "critical path: dependencies running backwards in time (out-of-order call stack;"
+        " weight set to 0)",
+    ),
+    "cp_cycle_edge_cut": Item(
+        WARNING, "critical path: dependencies cut to break a cycle (inconsistent trace)"
+    ),
     # ranks
     "rank_from_file_name": Item(INFO, "rank taken from the file name (no distributedInfo.rank)"),
     "rank_assigned": Item(

@@ -26,6 +26,9 @@ from .counters import (
     plot_memory_bw,
     plot_queue_length,
 )
+from .critical_path import (
+    plot_critical_path,
+)
 from .cross_rank import (
     plot_rank_lateness,
     plot_timer_heatmap,
@@ -63,6 +66,7 @@ __all__ = [
     "plot_timer_heatmap",
     "plot_rank_lateness",
     "plot_bus_bandwidth",
+    "plot_critical_path",
     "plot_wait_heatmap",
     "plot_arrival_skew",
     "plot_diff",

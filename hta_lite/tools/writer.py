@@ -40,10 +40,10 @@ def write_trace(
     src: str | Path,
     dst: str | Path,
     extra_events: Iterable[bytes] = (),
-    transform: Callable[[msgspec.Raw], bytes] | None = None,
+    transform: Callable[[msgspec.Raw], bytes | None] | None = None,
 ) -> Path:
     """Copy ``src`` to ``dst`` with ``extra_events`` (encoded JSON objects) appended to
-    ``traceEvents``; ``transform`` may rewrite each original event."""
+    ``traceEvents``; ``transform`` may rewrite each original event (None drops it)."""
     src, dst = Path(src), Path(dst)
     if dst.resolve() == src.resolve():
         raise TraceError(dst, "refusing to write over the input trace")
@@ -53,7 +53,7 @@ def write_trace(
         raise TraceError(src, "no 'traceEvents' key: not a Kineto/Chrome trace")
     events = _raw_list.decode(top.pop("traceEvents"))
     if transform is not None:
-        events = [transform(e) for e in events]
+        events = [out for out in map(transform, events) if out is not None]
     parts = [_encode(key) + b":" + bytes(raw) for key, raw in top.items()]
     body = b",".join(list(map(bytes, events)) + list(extra_events))
     document = b"{" + b",".join(parts + [b'"traceEvents":[' + body + b"]"]) + b"}"

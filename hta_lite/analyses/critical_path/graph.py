@@ -22,7 +22,7 @@ replaces an earlier one):
 
 Weights are exact ns: the time between the two points, or 0 for dependencies. An edge whose
 points run backwards in time (a trace whose call stack is out of order) gets weight 0 and is
-counted (``negative_edges``).
+counted (``cp_negative_edge``).
 """
 
 from __future__ import annotations
@@ -33,23 +33,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...classify import COMMUNICATION
 from ...kineto import (
     BLOCKING_SYNC_NAMES,
     CONTEXT_SYNC,
     CPU_OP_CATEGORY,
-    EVENT_RECORD_NAMES,
     EVENT_SYNC,
     GPU_SYNC_CATEGORY,
-    LAUNCH_NAMES,
     RUNTIME_CATEGORIES,
     RUNTIME_LOCK_NAMES,
     STREAM_SYNC,
     STREAM_WAIT_EVENT,
-    STREAM_WAIT_NAMES,
 )
 from ...load.rank_trace import RankTrace
 from ..counters import queue_changes
+from .events import Events, Records
 from .window import Window
 
 OPERATOR, DEPENDENCY, LAUNCH_DELAY, KERNEL_KERNEL_DELAY, SYNC = range(5)
@@ -60,48 +57,6 @@ EDGE_TYPES = (
 )  # fmt: skip
 #: a longer gap between kernels on a stream is an unrecognized dependency, not a delay
 KERNEL_KERNEL_DELAY_THRESHOLD_NS = 1_500_000
-
-
-@dataclass
-class Events:
-    """Every event of the rank in one numbering (cpu rows, then gpu rows): start / end ns, name,
-    category, thread, stream (-1 on the CPU), the cpu row of a GPU event's launch call."""
-
-    ts: np.ndarray
-    end: np.ndarray
-    name: np.ndarray
-    cat: np.ndarray
-    pid: np.ndarray
-    tid: np.ndarray
-    stream: np.ndarray
-    launch: np.ndarray
-    n_cpu: int
-
-    @classmethod
-    def of(cls, trace: RankTrace) -> Events:
-        cpu, gpu = trace.cpu, trace.gpu
-
-        def both(column, gpu_values=None):
-            g = gpu[column].to_numpy() if gpu_values is None else gpu_values
-            return np.concatenate([cpu[column].to_numpy(), g])
-
-        def text(column):
-            return np.concatenate(
-                [cpu[column].astype(str).to_numpy(), gpu[column].astype(str).to_numpy()]
-            ).astype(object)
-
-        ts = both("ts")
-        return cls(
-            ts=ts,
-            end=ts + both("dur"),
-            name=text("name"),
-            cat=text("cat"),
-            pid=both("pid"),
-            tid=both("tid"),
-            stream=np.concatenate([np.full(len(cpu), -1), gpu["stream"].to_numpy()]),
-            launch=np.concatenate([np.full(len(cpu), -1), gpu["launch_row"].to_numpy()]),
-            n_cpu=len(cpu),
-        )
 
 
 @dataclass
@@ -157,8 +112,10 @@ class _Builder:
         timed = not zero and kind not in (DEPENDENCY, SYNC)
         weight = int(self.node_ts[v] - self.node_ts[u]) if timed else 0
         if weight < 0:
-            self.health["negative_edges"] += 1
+            self.health["cp_negative_edge"] += 1
             weight = 0
+        if kind not in (OPERATOR, KERNEL_KERNEL_DELAY):
+            event = -1  # only spans and kernel gaps are some event's time
         self.edges.pop((u, v), None)  # a later edge replaces an earlier one (and its order)
         self.edges[(u, v)] = (kind, weight, event)
 
@@ -280,7 +237,7 @@ class _Builder:
         sort_by = np.where(is_sync, ev.end[rows], ev.ts[rows])
         rows = rows[np.lexsort((self.index[rows], sort_by))]
         after_enqueue, after_start = self._queue()
-        records = _Records(trace, ev)
+        records = Records(trace, ev)
         last: dict[int, int] = {}  # stream -> end node of its last kernel
         waits: dict[int, int] = {}  # kernel event -> the event it must wait for
         for e in rows.tolist():
@@ -332,7 +289,7 @@ class _Builder:
         after_start[queued] = by_change[len(queued) :]
         return after_enqueue, after_start
 
-    def _sync(self, e: int, records: _Records, last: dict, waits: dict) -> None:
+    def _sync(self, e: int, records: Records, last: dict, waits: dict) -> None:
         ev = self.ev
         name, runtime = ev.name[e], int(ev.launch[e])
         if name in (STREAM_WAIT_EVENT, EVENT_SYNC):
@@ -370,67 +327,6 @@ class _Builder:
         )
 
 
-class _Records:
-    """Launch calls and event records of the whole trace: which kernel a recorded event stands
-    for, and which kernel a stream wait holds back."""
-
-    def __init__(self, trace: RankTrace, ev: Events):
-        gpu = trace.gpu
-        launch = gpu["launch_row"].to_numpy()
-        first = {}
-        for g in np.flatnonzero(launch >= 0).tolist():
-            first.setdefault(int(launch[g]), g + ev.n_cpu)
-        cpu_names = ev.name[: ev.n_cpu]
-        rows = np.array(sorted(r for r in first if cpu_names[r] in LAUNCH_NAMES), np.int64)
-        self.kernel = np.array([first[r] for r in rows.tolist()], np.int64)
-        self.ts = ev.ts[rows] if len(rows) else np.zeros(0, np.int64)
-        self.thread = (ev.pid[rows], ev.tid[rows]) if len(rows) else (rows, rows)
-        self.stream = ev.stream[self.kernel] if len(rows) else rows
-        self.device = ev.pid[self.kernel] if len(rows) else rows
-        order = np.argsort(self.ts, kind="stable")
-        self.kernel, self.ts = self.kernel[order], self.ts[order]
-        self.thread = (self.thread[0][order], self.thread[1][order])
-        self.stream, self.device = self.stream[order], self.device[order]
-        corr = trace.cpu["correlation"].to_numpy()
-        is_record = np.isin(cpu_names, EVENT_RECORD_NAMES)
-        record_ts = ev.ts[: ev.n_cpu][is_record]
-        self.record_ts = {int(c): int(t) for c, t in zip(corr[is_record], record_ts)}
-        self.wait_stream = gpu["wait_on_stream"].to_numpy()
-        self.wait_record = gpu["wait_on_record"].to_numpy()
-        self.ev = ev
-        self.is_wait_call = np.isin(cpu_names, STREAM_WAIT_NAMES)
-
-    def recorded_kernel(self, e: int) -> int:
-        """The kernel a ``Stream Wait Event`` / ``Event Sync`` waits for: the last one launched on
-        the recorded stream before the ``cudaEventRecord`` (-1 when unknown)."""
-        g = e - self.ev.n_cpu
-        record = int(self.wait_record[g])
-        if record < 0 or record not in self.record_ts:
-            return -1
-        chosen = (
-            (self.stream == self.wait_stream[g])
-            & (self.device == self.ev.pid[e])
-            & (self.ts <= self.record_ts[record])
-        )
-        hits = np.flatnonzero(chosen)
-        return int(self.kernel[hits[-1]]) if len(hits) else -1
-
-    def next_kernel(self, wait_call: int, stream: int) -> int:
-        """The first kernel launched on ``stream`` by the thread of a ``cudaStreamWaitEvent``
-        call at or after it (-1 when none)."""
-        if wait_call < 0 or not self.is_wait_call[wait_call]:
-            return -1
-        ev = self.ev
-        chosen = (
-            (self.thread[0] == ev.pid[wait_call])
-            & (self.thread[1] == ev.tid[wait_call])
-            & (self.stream == stream)
-            & (self.ts >= ev.ts[wait_call])
-        )
-        hits = np.flatnonzero(chosen)
-        return int(self.kernel[hits[0]]) if len(hits) else -1
-
-
 def build(trace: RankTrace, window: Window, index: np.ndarray, data_load_events=None) -> Graph:
     """The graph of the events in ``window`` (edges in the reference's order)."""
     builder = _Builder(trace, Events.of(trace), index, window, data_load_events)
@@ -438,13 +334,3 @@ def build(trace: RankTrace, window: Window, index: np.ndarray, data_load_events=
     builder.call_stacks()
     builder.kernels()
     return builder.graph()
-
-
-def is_communication(trace: RankTrace, events: Events, event: np.ndarray) -> np.ndarray:
-    """Per event: a communication kernel."""
-    gpu = event - events.n_cpu
-    types = trace.gpu["kernel_type"].to_numpy()
-    ok = (gpu >= 0) & (gpu < len(types))
-    out = np.zeros(len(event), bool)
-    out[ok] = types[gpu[ok]] == COMMUNICATION
-    return out

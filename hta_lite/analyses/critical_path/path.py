@@ -4,7 +4,7 @@ The longest path is one pass over a topological order of the array-backed edges 
 algorithm; each node takes its longest incoming path, the first such edge in the order edges
 were added, as the reference's networkx call does). A cycle can only come from an inconsistent
 trace: the edges among the nodes left over that run backwards in node order are cut, counted
-in ``health["cycle_edges_cut"]``, and the pass goes on.
+in ``health["cp_cycle_edge_cut"]``, and the pass goes on.
 
 ``bound_by`` of an edge (the reference's classes): ``gpu_kernel_kernel_overhead`` /
 ``gpu_kernel_launch_overhead`` for those delays; ``""`` for dependencies (weight 0); for an
@@ -25,17 +25,8 @@ import pandas as pd
 from ...classify import short_name
 from ...load.rank_trace import RankTrace
 from ..common import us
-from .graph import (
-    DEPENDENCY,
-    EDGE_TYPES,
-    KERNEL_KERNEL_DELAY,
-    LAUNCH_DELAY,
-    SYNC,
-    Events,
-    Graph,
-    build,
-    is_communication,
-)
+from .events import Events, is_communication
+from .graph import DEPENDENCY, EDGE_TYPES, KERNEL_KERNEL_DELAY, LAUNCH_DELAY, SYNC, Graph, build
 from .window import event_index, select
 
 BOUND_TYPES = (
@@ -94,7 +85,7 @@ def longest_path(n_nodes: int, graph: Graph, health: Counter) -> list[int]:
         # a cycle (an inconsistent trace): cut the backward edges among what is left
         left = ~done
         cut = alive & left[src] & left[dst] & (src > dst)
-        health["cycle_edges_cut"] += int(cut.sum())
+        health["cp_cycle_edge_cut"] += int(cut.sum())
         alive &= ~cut
         for e in np.flatnonzero(cut).tolist():
             deg[dst_l[e]] -= 1
@@ -112,8 +103,9 @@ class CriticalPath:
     """The critical path of one rank's region, with the reference's methods.
 
     ``graph``: nodes and edges (:class:`~.graph.Graph`); ``path``: edge ids on the longest
-    path, in order; ``success``; ``health``: edges repaired (``negative_edges``: weight set to
-    0) or cut (``cycle_edges_cut``) because the trace was inconsistent."""
+    path, in order; ``success``; ``health``: edges repaired (``cp_negative_edge``: weight set
+    to 0) or cut (``cp_cycle_edge_cut``) because the trace was inconsistent (also added to the
+    rank's health report by ``TraceAnalysis.critical_path_analysis``)."""
 
     rank: int
     trace: RankTrace

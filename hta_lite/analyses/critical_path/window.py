@@ -42,7 +42,7 @@ def _bounds(trace: RankTrace, annotation: str, instance_id) -> tuple[int, int]:
     tables = [t for t in (cpu, gpu) if len(t)]
     if annotation == "":
         if not tables:
-            raise SelectionError(f"{trace.path}: no events")
+            raise SelectionError(trace.path, "no events")
         start = min(int(t["ts"].min()) for t in tables)
         return start, max(int((t["ts"] + t["dur"]).max()) for t in tables)
     named = pd.concat(
@@ -52,14 +52,15 @@ def _bounds(trace: RankTrace, annotation: str, instance_id) -> tuple[int, int]:
     )  # fmt: skip
     named = named.sort_values("ts", kind="stable", ignore_index=True)
     if named.empty:
-        raise SelectionError(f"{trace.path}: no event whose name contains {annotation!r}")
+        raise SelectionError(trace.path, f"no event whose name contains {annotation!r}")
     first, last = (instance_id, instance_id) if not isinstance(instance_id, tuple) else instance_id
     first, last = first or 0, last if last is not None else 0
     chosen = named.iloc[first : last + 1]
     if chosen.empty:
         raise SelectionError(
-            f"{trace.path}: instance {instance_id} of {annotation!r} not found; there are"
-            f" {len(named)} (0 to {len(named) - 1})"
+            trace.path,
+            f"instance {instance_id} of {annotation!r} not found; there are {len(named)}"
+            f" (0 to {len(named) - 1})",
         )
     return int(chosen["ts"].min()), int((chosen["ts"] + chosen["dur"]).max())
 
