@@ -53,6 +53,15 @@ def health_messages(health: dict) -> dict[str, int]:
     return {describe(key)[2]: count for key, count in health.items()}
 
 
+def sample_folders() -> dict[str, Path]:
+    """``sample/<folder>`` -> folder, for every folder of sample_traces/ that holds trace files."""
+    return {
+        f"sample/{p.relative_to(SAMPLES)}": p
+        for p in sorted(SAMPLES.glob("**/"))
+        if any(f.name.endswith((".json", ".json.gz")) for f in p.iterdir() if f.is_file())
+    }
+
+
 def shared_cases() -> dict[str, Path]:
     """Folder name -> folder, for every case in ../shared/traces."""
     return {p.name: p for p in sorted(SHARED_TRACES.glob("*/*")) if p.is_dir()}

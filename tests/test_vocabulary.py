@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SAMPLES, shared_cases
+from conftest import sample_folders, shared_cases
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
 from hta_lite.kineto import GRAPH_LAUNCH_NAMES, LAUNCH_NAMES, NON_ENQUEUING_NAMES
 
-FOLDERS = {**{f"sample/{p.name}": p for p in SAMPLES.iterdir() if p.is_dir()}, **shared_cases()}
+FOLDERS = {**sample_folders(), **shared_cases()}
 
 
 @pytest.mark.parametrize("name", sorted(FOLDERS))
