@@ -178,3 +178,24 @@ def test_breakdown_columns_and_event_index(tmp_path):
     named = table.dropna(subset=["event_idx"])
     assert (frame.loc[named["event_idx"].astype(int), "s_name"].to_numpy() == named["s_name"]).all()
     assert {e for e in cp.critical_path_events_set} <= set(frame.index)
+
+
+def test_graph_launch_releases_all_its_kernels(tmp_path):
+    """A cudaGraphLaunch releasing three 100 µs kernels back to back: every one is on the path,
+    after the launch (the reference keeps only one kernel per launch in its window: 100 µs of
+    GPU time instead of 300; docs/differences-from-hta.md row 20)."""
+    b = TraceBuilder().step(1, 0, 1000).cpu_op("aten::replay", 0, 20)
+    for i in range(3):
+        b.kernel(f"g{i}", 15 + 100 * i, 100, launch_ts=5, launch_dur=5,
+                 launch_name="cudaGraphLaunch", correlation=77)  # fmt: skip
+    b.kernel("Context Sync", 315, 1, stream=-1, cat="cuda_sync", launch_ts=30,
+             launch_dur=290, launch_name="cudaDeviceSynchronize")  # fmt: skip
+    cp, _ = analysis_of(b, tmp_path).critical_path_analysis(0, "ProfilerStep", 0)
+    table = cp.get_critical_path_breakdown()
+    assert table.loc[table["bound_by"] == "gpu_compute_bound", "s_name"].tolist() == [
+        "g0",
+        "g1",
+        "g2",
+    ]
+    assert cp.length_us == 315  # 5 (op -> launch) + 10 (launch delay) + 3 x 100
+    assert bound(cp) == {"cpu_bound": 5, "gpu_kernel_launch_overhead": 10, "gpu_compute_bound": 300}

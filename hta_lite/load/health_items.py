@@ -76,8 +76,8 @@ ITEMS: dict[str, Item] = {
     # analyses that found the trace inconsistent
     "cp_negative_edge": Item(
         WARNING,
-        "critical path: dependencies running backwards in time (out-of-order call stack;"
-        " weight set to 0)",
+        "critical path: dependencies running backwards in time (a kernel starting before the"
+        " previous one on its stream ended, an out-of-order call stack; weight set to 0)",
     ),
     "cp_cycle_edge_cut": Item(
         WARNING, "critical path: dependencies cut to break a cycle (inconsistent trace)"

@@ -20,7 +20,14 @@ from ..analyses import cupti
 from ..analyses.health import problems
 from ..errors import MissingDataError
 from ..facade.analysis import TraceAnalysis
-from .summary import TARGET_COLUMNS, mfu_rows, quietly, top_operators
+from .summary import (
+    TARGET_COLUMNS,
+    critical_path_region,
+    critical_path_rows,
+    mfu_rows,
+    quietly,
+    top_operators,
+)
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232a;
@@ -166,6 +173,7 @@ def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
             "temporal", "GPU analyses", "<p>No GPU events: these traces are CPU-only.</p>"
         )
     _cupti_section(report, analysis)
+    _critical_path_section(report, analysis)
     _collectives_section(report, analysis)
     _cross_rank_section(report, analysis)
     health = analysis.health()
@@ -266,6 +274,25 @@ def _launch_section(report: Report, analysis: TraceAnalysis) -> None:
             _table(stats.describe().T, index=True),
             *[report.chart(f) for f in plots.plot_launch_stats(stats, first)],
         )
+
+
+def _critical_path_section(report: Report, analysis: TraceAnalysis) -> None:
+    """The critical path of the lowest rank's first step: what bounds it, on a timeline."""
+    region = critical_path_region(analysis)
+    if region is None:
+        return
+    rank, annotation, instance = region
+    cp, _ = analysis.critical_path_analysis(rank, annotation, instance)
+    report.section(
+        "critical-path",
+        "Critical path",
+        f"<p class='note'>The longest chain of dependencies through rank {rank}'s"
+        f" {html.escape(annotation + ' #' + str(instance)) if annotation else 'trace'}: CPU"
+        " operators, launches, kernels, cross-stream waits and host synchronizations, with what"
+        " bounds each part (docs/analyses/critical-path.md).</p>",
+        _table(critical_path_rows(analysis)),
+        report.chart(plots.plot_critical_path(cp)),
+    )
 
 
 def _collectives_section(report: Report, analysis: TraceAnalysis) -> None:

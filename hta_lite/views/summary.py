@@ -63,6 +63,28 @@ def collectives(analysis, by: str) -> pd.DataFrame | None:
     return None if analysis.get_collectives().calls.empty else analysis.get_collective_summary(by)
 
 
+def critical_path_region(analysis) -> tuple[int, str, int | None] | None:
+    """(rank, annotation, instance) the summary's critical path covers: the lowest rank's first
+    ProfilerStep, else its whole trace; None for CPU-only traces."""
+    rank = analysis.ranks[0]
+    trace = analysis.trace(rank)
+    if trace.gpu.empty:
+        return None
+    return (rank, "ProfilerStep", 0) if len(trace.steps) else (rank, "", None)
+
+
+def critical_path_rows(analysis) -> pd.DataFrame | None:
+    region = critical_path_region(analysis)
+    if region is None:
+        return None
+    rank, annotation, instance = region
+    table = analysis.get_critical_path_summary(rank, annotation, instance).reset_index()
+    where = f"{annotation} #{instance}" if annotation else "whole trace"
+    return table.assign(rank=rank, region=where)[
+        ["rank", "region", "bound_by", "duration_us", "pctg"]
+    ]
+
+
 def mfu_rows(analysis) -> pd.DataFrame | None:
     table = analysis.get_mfu()
     return None if table.empty or table["mfu_pctg"].isna().all() else table[MFU_COLUMNS]
@@ -106,6 +128,11 @@ TABLES: list[tuple[str, str, Callable]] = [
         quietly(lambda a: a.get_optimization_targets(top=10)[TARGET_COLUMNS]),
     ),
     ("mfu", "Model FLOPs utilization per step (%)", quietly(mfu_rows)),
+    (
+        "critical_path",
+        "Critical path of the first step of the lowest rank, by what bounds it (µs, %)",
+        critical_path_rows,
+    ),
     ("collectives", "Collectives (µs, GB/s bus bandwidth)", lambda a: collectives(a, "collective")),
     (
         "collectives_by_rank",

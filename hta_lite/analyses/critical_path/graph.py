@@ -12,7 +12,9 @@ replaces an earlier one):
    the time between them; ``dependency`` between top-level ones); a blocking synchronization's
    span weighs 0 (its time is waiting, carried by the GPU -> CPU edge instead);
 3. **kernels**, in start order: each kernel's span (``operator``); a ``kernel_launch_delay`` from
-   its launch call when the stream was idle and nothing else queued, else a
+   its launch call when the stream was idle and nothing else queued (or, for a graph launch, to
+   the first kernel it releases on each stream: the reference drops every graph-launched kernel
+   but one from its window, docs/differences-from-hta.md row 20), else a
    ``kernel_kernel_delay`` from the previous kernel on the stream (gap < 1.5 ms); a
    ``sync_dependency`` from the kernel a ``Stream Wait Event`` waits on (the last launch before
    the ``cudaEventRecord`` on the recorded stream) to the next kernel launched on the waiting
@@ -39,6 +41,7 @@ from ...kineto import (
     CPU_OP_CATEGORY,
     EVENT_SYNC,
     GPU_SYNC_CATEGORY,
+    GRAPH_LAUNCH_NAMES,
     RUNTIME_CATEGORIES,
     RUNTIME_LOCK_NAMES,
     STREAM_SYNC,
@@ -104,6 +107,7 @@ class _Builder:
         self.end_node[self.node_event[~self.node_start]] = ids[~self.node_start]
         self.is_lock = np.isin(names, RUNTIME_LOCK_NAMES)
         self.is_blocking = np.isin(names, BLOCKING_SYNC_NAMES)
+        self.is_graph_launch = np.isin(names, GRAPH_LAUNCH_NAMES)
         self.edges: dict[tuple[int, int], tuple[int, int, int]] = {}
         self.health: Counter = Counter()
 
@@ -240,6 +244,7 @@ class _Builder:
         records = Records(trace, ev)
         last: dict[int, int] = {}  # stream -> end node of its last kernel
         waits: dict[int, int] = {}  # kernel event -> the event it must wait for
+        graphs: set[tuple[int, int]] = set()  # (graph launch call, stream) already released
         for e in rows.tolist():
             if ev.cat[e] == GPU_SYNC_CATEGORY:
                 self._sync(e, records, last, waits)
@@ -259,9 +264,12 @@ class _Builder:
             elif waited is not None:
                 waited = None
             g = e - n_cpu
+            # a graph launch releases its kernels: the first on each stream waits for the call
+            released = self.is_graph_launch[runtime] and (runtime, stream) not in graphs
+            graphs.add((runtime, stream))
+            alone = released or (after_enqueue[g] == 1 and after_start[g] == 0)
             if (
-                after_enqueue[g] == 1
-                and after_start[g] == 0
+                alone
                 and (previous < 0 or self.node_ts[previous] < launched)
                 and (waited is None or self.node_ts[wait_end] < launched)
             ):
