@@ -9,7 +9,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from conftest import DATA, health_messages
+from conftest import DATA, SHARED_TRACES, health_messages, needs_shared
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
@@ -199,3 +199,44 @@ def test_graph_launch_releases_all_its_kernels(tmp_path):
     ]
     assert cp.length_us == 315  # 5 (op -> launch) + 10 (launch delay) + 3 x 100
     assert bound(cp) == {"cpu_bound": 5, "gpu_kernel_launch_overhead": 10, "gpu_compute_bound": 300}
+
+
+@needs_shared
+def test_large_trace_step_equals_the_reference():
+    """diff_control (110K events), first ProfilerStep: what traceinsight 0.6.1 answers, measured
+    side by side by benchmarks/bench_critical_path.py (39,243 µs)."""
+    a = TraceAnalysis(trace_dir=SHARED_TRACES / "hta" / "diff_control", cache=False)
+    cp, _ = a.critical_path_analysis(a.ranks[0], "ProfilerStep", 0)
+    assert cp.length_us == 39_243
+    assert bound(cp) == {
+        "cpu_bound": 27_847, "gpu_compute_bound": 10_799, "gpu_kernel_kernel_overhead": 584,
+        "gpu_kernel_launch_overhead": 13,
+    }  # fmt: skip
+
+
+@needs_shared
+def test_graph_kernels_are_what_separates_us_from_the_reference_on_diff_test(monkeypatch):
+    """diff_test, first step: with every graph-launched kernel but one per launch dropped, as
+    the reference does, the answer is the reference's (56,324 µs, all CPU-bound); with them, the
+    step is a GPU-bound chain (80,846 µs)."""
+    from hta_lite.analyses.critical_path import path, window
+
+    a = TraceAnalysis(trace_dir=SHARED_TRACES / "hta" / "diff_test", cache=False)
+    cp, _ = a.critical_path_analysis(a.ranks[0], "ProfilerStep", 0)
+    assert cp.length_us == 80_846 and set(bound(cp)) == {
+        "gpu_compute_bound",
+        "gpu_kernel_kernel_overhead",
+    }
+
+    def one_kernel_per_launch(trace, annotation, instance_id):
+        w = window.select(trace, annotation, instance_id)
+        launch = trace.gpu["launch_row"].to_numpy()[w.gpu]
+        keep = np.zeros(len(w.gpu), bool)
+        keep[np.unique(launch, return_index=True)[1]] = True
+        keep |= (launch < 0) | (trace.gpu["name"].to_numpy()[w.gpu] == "Stream Wait Event")
+        return window.Window(w.start, w.end, w.cpu, w.gpu[keep])
+
+    monkeypatch.setattr(path, "select", one_kernel_per_launch)
+    cp, _ = a.critical_path_analysis(a.ranks[0], "ProfilerStep", 0)
+    assert cp.length_us == 56_324 and bound(cp) == {"cpu_bound": 56_324}
+    assert len(cp.get_critical_path_breakdown()) == 6_287
