@@ -11,13 +11,14 @@ The package, in the order data flows (each layer imports only the ones before it
 """
 
 from .errors import TraceError
-from .facade import DeviceType, TimeSeriesTypes, TraceAnalysis, TraceDiff
+from .facade import DeviceType, MemoryAnalysis, TimeSeriesTypes, TraceAnalysis, TraceDiff
 from .load.loader import LoadOptions
 from .tools.batch import summarize_folder
 
 __all__ = [
     "TraceAnalysis",
     "TraceDiff",
+    "MemoryAnalysis",
     "DeviceType",
     "TimeSeriesTypes",
     "LoadOptions",

@@ -88,6 +88,24 @@ EVENT_RECORD_NAMES = ("cudaEventRecord", "cudaEventRecordWithFlags", "hipEventRe
 #: make a stream wait for a recorded event
 STREAM_WAIT_NAMES = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
 
+# ---- memory ----------------------------------------------------------------------------------
+#: the allocator's instant events (``profile_memory=True``)
+MEMORY_EVENT_NAME = "[memory]"
+#: ``Device Type`` of a ``[memory]`` event: ``c10::DeviceType`` (its lower-case name is the
+#: prefix of a torch device string)
+DEVICE_TYPES = {
+    0: "cpu", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip",
+    7: "fpga", 8: "maia", 9: "xla", 10: "vulkan", 11: "metal", 12: "xpu", 13: "mps",
+    14: "meta", 15: "hpu", 16: "ve", 17: "lazy", 18: "ipu", 19: "mtia", 20: "privateuseone",
+}  # fmt: skip
+#: categories of the raw memory timeline (``profile.export_memory_timeline_raw``), by index
+MEMORY_CATEGORIES = (
+    "PARAMETER", "OPTIMIZER_STATE", "INPUT", "TEMPORARY", "ACTIVATION", "GRADIENT",
+    "AUTOGRAD_DETAIL", "UNKNOWN",
+)  # fmt: skip
+#: its actions, by index
+MEMORY_ACTIONS = {1: "PREEXISTING", 2: "CREATE", 3: "INCREMENT_VERSION", 4: "DESTROY"}
+
 # ---- ProfilerStep ------------------------------------------------------------------------------
 STEP_PREFIX = "ProfilerStep#"
 STEP_PATTERN = re.compile(r"^ProfilerStep#(\d+)$")

@@ -74,6 +74,14 @@ CALLS = {
         a.ranks[0], a.critical_path_analysis(a.ranks[0], "", None)[0], out
     ),
     "get_critical_path_summary": lambda a, out: a.get_critical_path_summary(a.ranks[0], ""),
+    "get_memory_events": lambda a, out: a.get_memory_events(),
+    "get_memory_timeline": lambda a, out: a.get_memory_timeline(),
+    "get_memory_peaks": lambda a, out: a.get_memory_peaks(),
+    "get_memory_at_peak": lambda a, out: a.get_memory_at_peak(a.ranks[0]),
+    "get_memory_lifetimes": lambda a, out: a.get_memory_lifetimes(),
+    "get_memory_leaks": lambda a, out: a.get_memory_leaks(),
+    "get_memory_by_operator": lambda a, out: a.get_memory_by_operator(),
+    "get_memory_by_step": lambda a, out: a.get_memory_by_step(),
     "get_collective_summary": lambda a, out: a.get_collective_summary(),
 }
 # method -> a call whose filter matches nothing, and the error it must raise
@@ -133,6 +141,19 @@ CLEAR_ERRORS = {
     "get_frequent_cuda_kernel_sequences": SelectionError,  # no aten:: operator
     "get_operator_roofline": MissingDataError,  # no operator with a FLOP model
     "get_optimization_targets": MissingDataError,
+    **{
+        m: MissingDataError
+        for m in (  # no [memory] events
+            "get_memory_events",
+            "get_memory_timeline",
+            "get_memory_peaks",
+            "get_memory_at_peak",
+            "get_memory_lifetimes",
+            "get_memory_leaks",
+            "get_memory_by_operator",
+            "get_memory_by_step",
+        )
+    },  # fmt: skip
 }
 
 

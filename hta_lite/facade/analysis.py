@@ -2,7 +2,7 @@
 columns. It holds no algorithm: each method checks its arguments, calls one function of
 :mod:`hta_lite.analyses` and, when asked, shows the matching figure of :mod:`hta_lite.plots`.
 The methods live in one mixin per family (breakdowns, counters, launches, operators,
-collectives, critical path, cross-rank); a new
+collectives, critical path, memory, cross-rank); a new
 analysis adds its method to the family it belongs to, or a new mixin here.
 """
 
@@ -17,13 +17,22 @@ from .critical_path import CriticalPaths
 from .cross_rank import CrossRank
 from .hta_compat import HtaTrace
 from .launches import Launches
+from .memory import Memory
 from .operators import Operators
 
 __all__ = ["TraceAnalysis", "TimeSeriesTypes"]
 
 
 class TraceAnalysis(
-    Breakdowns, Counters, Launches, Operators, Collectives, CriticalPaths, CrossRank, TraceSet
+    Breakdowns,
+    Counters,
+    Launches,
+    Operators,
+    Collectives,
+    CriticalPaths,
+    Memory,
+    CrossRank,
+    TraceSet,
 ):
     """Load a folder of per-rank Kineto traces and analyze where the GPU time went.
 

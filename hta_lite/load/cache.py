@@ -34,8 +34,8 @@ from .rank_trace import RankTrace
 
 TEXT_DTYPE = pd.Index([], dtype=TEXT).dtype
 
-FORMAT_VERSION = 7  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
-# 6: collective args on cpu rows; 7: GPU-side waits
+FORMAT_VERSION = 8  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
+# 6: collective args on cpu rows; 7: GPU-side waits; 8: allocator args of instants
 TABLES = RankTrace.TABLES
 _SAMPLE = 1 << 20
 

@@ -82,6 +82,11 @@ ITEMS: dict[str, Item] = {
     "cp_cycle_edge_cut": Item(
         WARNING, "critical path: dependencies cut to break a cycle (inconsistent trace)"
     ),
+    "memory_total_mismatch": Item(
+        WARNING,
+        "[memory] events whose Total Allocated is not the running total of Bytes (events lost"
+        " or out of order)",
+    ),
     # ranks
     "rank_from_file_name": Item(INFO, "rank taken from the file name (no distributedInfo.rank)"),
     "rank_assigned": Item(

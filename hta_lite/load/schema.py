@@ -89,6 +89,13 @@ ARGS_FIELDS = (
     # cudaEventRecord call (its correlation) waited on
     Field("wait_on_stream", "wait_on_stream", Kind.INT_STR, -1),
     Field("wait_on_cuda_event_record_corr_id", "wait_on_record", Kind.INT_STR, -1),
+    # allocator events ("[memory]" instants, recorded with profile_memory=True)
+    Field("Device Type", "mem_device_type", Kind.ANY, None),
+    Field("Device Id", "mem_device_id", Kind.ANY, None),
+    Field("Addr", "mem_addr", Kind.ANY, None),
+    Field("Bytes", "mem_bytes", Kind.ANY, None),
+    Field("Total Allocated", "mem_total_allocated", Kind.ANY, None),
+    Field("Total Reserved", "mem_total_reserved", Kind.ANY, None),
     # metadata ("M") events
     Field("name", "name", Kind.ANY, None),
     Field("labels", "labels", Kind.ANY, None),

@@ -202,7 +202,34 @@ def _instants(events: Events, health: Counter) -> pd.DataFrame:
     events = events.take(idx)
     cols = {"ts": ts[idx], **_base(events, health)}
     cols["scope"] = events.category("s")
+    cols.update(_memory_args(events.args(), health))
     return pd.DataFrame(cols)
+
+
+_MEMORY_ARGS = (
+    "mem_device_type", "mem_device_id", "mem_addr", "mem_bytes", "mem_total_allocated",
+    "mem_total_reserved",
+)  # fmt: skip
+
+
+def _memory_args(args: Events, health: Counter) -> dict:
+    """The allocator's args of ``[memory]`` instants as nullable int64 (``<NA>`` where absent:
+    a free of 1 byte is -1, so -1 cannot mean "absent" here); values that are not integers are
+    ``<NA>`` and counted."""
+    cols = {}
+    for name in _MEMORY_ARGS:
+        values = args.field(name)
+        present = np.fromiter((v is not None for v in values), bool, count=len(values))
+        if not present.any():
+            cols[name] = pd.arrays.IntegerArray(np.zeros(len(values), np.int64), ~present)
+            continue
+        whole = np.fromiter(
+            (type(v) is int and -(2**63) <= v < 2**63 for v in values), bool, count=len(values)
+        )
+        note(health, "arg_not_numeric", int((present & ~whole).sum()), name)
+        data = np.array([v if ok else 0 for v, ok in zip(values, whole)], np.int64)
+        cols[name] = pd.arrays.IntegerArray(data, ~whole)
+    return cols
 
 
 def _flows(events: Events, health: Counter) -> pd.DataFrame:

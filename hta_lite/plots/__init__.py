@@ -37,6 +37,10 @@ from .cross_rank import (
 from .diff import (
     plot_diff,
 )
+from .memory import (
+    plot_memory_by_category,
+    plot_memory_timeline,
+)
 from .operators import (
     plot_mfu,
     plot_module_sunburst,
@@ -67,6 +71,8 @@ __all__ = [
     "plot_rank_lateness",
     "plot_bus_bandwidth",
     "plot_critical_path",
+    "plot_memory_timeline",
+    "plot_memory_by_category",
     "plot_wait_heatmap",
     "plot_arrival_skew",
     "plot_diff",

@@ -24,6 +24,7 @@ from .summary import (
     TARGET_COLUMNS,
     critical_path_region,
     critical_path_rows,
+    memory_peaks,
     mfu_rows,
     quietly,
     top_operators,
@@ -174,6 +175,7 @@ def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
         )
     _cupti_section(report, analysis)
     _critical_path_section(report, analysis)
+    _memory_section(report, analysis)
     _collectives_section(report, analysis)
     _cross_rank_section(report, analysis)
     health = analysis.health()
@@ -292,6 +294,29 @@ def _critical_path_section(report: Report, analysis: TraceAnalysis) -> None:
         " bounds each part (docs/analyses/critical-path.md).</p>",
         _table(critical_path_rows(analysis)),
         report.chart(plots.plot_critical_path(cp)),
+    )
+
+
+def _memory_section(report: Report, analysis: TraceAnalysis) -> None:
+    """Allocated / reserved memory over time, peaks, growth per step, leaks, top operators."""
+    peaks = memory_peaks(analysis)
+    if peaks is None:
+        return
+    line = analysis.get_memory_timeline()
+    steps = {r: analysis.trace(r).steps for r in line["rank"].unique()}
+    leaks = analysis.get_memory_leaks()
+    report.section(
+        "memory",
+        "Memory",
+        "<p class='note'>From the allocator's [memory] events (profile_memory=True); bytes."
+        " Fragmentation: reserved - allocated (docs/analyses/memory.md).</p>",
+        _table(peaks),
+        report.chart(plots.plot_memory_timeline(line, steps)),
+        "<h3>Per step</h3>",
+        _table(analysis.get_memory_by_step()),
+        *(["<h3>Allocated in a step, never freed</h3>", _table(leaks)] if len(leaks) else []),
+        "<h3>By operator</h3>",
+        _table(analysis.get_memory_by_operator(), 20),
     )
 
 

@@ -85,6 +85,15 @@ def critical_path_rows(analysis) -> pd.DataFrame | None:
     ]
 
 
+def memory_peaks(analysis) -> pd.DataFrame | None:
+    """Peak allocated / reserved memory per (rank, device), None without ``[memory]`` events."""
+    return quietly(lambda a: a.get_memory_peaks()[MEMORY_PEAK_COLUMNS])(analysis)
+
+
+MEMORY_PEAK_COLUMNS = ["rank", "device", "peak_allocated", "operator", "module", "step",
+                       "peak_reserved", "peak_fragmentation"]  # fmt: skip
+
+
 def mfu_rows(analysis) -> pd.DataFrame | None:
     table = analysis.get_mfu()
     return None if table.empty or table["mfu_pctg"].isna().all() else table[MFU_COLUMNS]
@@ -132,6 +141,12 @@ TABLES: list[tuple[str, str, Callable]] = [
         "critical_path",
         "Critical path of the first step of the lowest rank, by what bounds it (µs, %)",
         critical_path_rows,
+    ),
+    ("memory_peaks", "Memory: peak allocated / reserved per rank and device (bytes)", memory_peaks),
+    (
+        "memory_leaks",
+        "Memory allocated in a step and never freed (bytes; the same each step: a leak)",
+        quietly(lambda a: None if (t := a.get_memory_leaks()).empty else t),
     ),
     ("collectives", "Collectives (µs, GB/s bus bandwidth)", lambda a: collectives(a, "collective")),
     (

@@ -1,0 +1,123 @@
+"""Allocated and reserved memory over time, their peaks, and memory per step.
+
+Per (rank, device) the allocator's running totals as written (``Total Allocated`` / ``Total
+Reserved``) and the same total recomputed from the signed byte deltas (the first event's total
+minus its own bytes is what was allocated before the trace). :func:`total_mismatches` counts
+events where the two disagree. Fragmentation is reserved - allocated (NaN where the allocator
+reports no reserved memory: the CPU allocator writes 0). Bytes are int64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .events import memory_events
+
+TIMELINE_COLUMNS = [
+    "rank", "device", "ts", "bytes", "allocated", "reserved", "fragmentation", "recomputed",
+    "operator", "annotation", "module", "step",
+]  # fmt: skip
+PEAK_COLUMNS = [
+    "rank", "device", "peak_allocated", "peak_allocated_ts", "operator", "annotation", "module",
+    "step", "peak_reserved", "peak_reserved_ts", "peak_fragmentation", "peak_fragmentation_ts",
+]  # fmt: skip
+STEP_COLUMNS = [
+    "rank", "device", "step", "start_allocated", "end_allocated", "peak_allocated", "growth",
+    "peak_growth", "peak_vs_median_rank",
+]  # fmt: skip
+
+
+def timeline(events: pd.DataFrame, rank: int) -> pd.DataFrame:
+    """One row per ``[memory]`` event (:data:`TIMELINE_COLUMNS`): ``allocated`` / ``reserved``
+    as written (recomputed where not written), ``fragmentation``, ``recomputed`` (before-trace
+    total + cumulative bytes)."""
+    parts = []
+    for device, rows in events.groupby("device", sort=True):
+        written = rows["total_allocated"].to_numpy(dtype=np.float64, na_value=np.nan)
+        deltas = rows["bytes"].to_numpy()
+        known = np.flatnonzero(~np.isnan(written))
+        before = int(written[known[0]]) - int(deltas[: known[0] + 1].sum()) if len(known) else 0
+        recomputed = before + np.cumsum(deltas)
+        allocated = np.where(np.isnan(written), recomputed, written).astype(np.int64)
+        reserved = rows["total_reserved"].to_numpy(dtype=np.float64, na_value=np.nan)
+        if np.nan_to_num(reserved).max(initial=0) == 0:
+            reserved[:] = np.nan  # the CPU allocator writes 0: it reserves nothing
+        parts.append(
+            pd.DataFrame(
+                {
+                    "rank": rank,
+                    "device": device,
+                    "ts": rows["ts"].to_numpy(),
+                    "bytes": deltas,
+                    "allocated": allocated,
+                    "reserved": reserved,
+                    "fragmentation": reserved - allocated,
+                    "recomputed": recomputed,
+                    "operator": rows["operator"].to_numpy(),
+                    "annotation": rows["annotation"].to_numpy(),
+                    "module": rows["module"].to_numpy(),
+                    "step": rows["step"].to_numpy(),
+                }
+            )
+        )
+    if not parts:
+        return pd.DataFrame(columns=TIMELINE_COLUMNS)
+    return pd.concat(parts, ignore_index=True)[TIMELINE_COLUMNS]
+
+
+def total_mismatches(line: pd.DataFrame) -> int:
+    """Events whose written ``Total Allocated`` is not the recomputed running total."""
+    return int((line["allocated"] != line["recomputed"]).sum())
+
+
+def peaks(line: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, device): the peak of allocated memory, when, and the operator / annotation /
+    module / step of the event that reached it; the peaks of reserved memory and of
+    fragmentation, and when (:data:`PEAK_COLUMNS`; the first time a peak is reached)."""
+    rows = []
+    for (rank, device), part in line.groupby(["rank", "device"], sort=True):
+        top = part.loc[part["allocated"].idxmax()]
+        reserved = part["reserved"]
+        frag = part["fragmentation"]
+        r = part.loc[reserved.idxmax()] if reserved.notna().any() else None
+        f = part.loc[frag.idxmax()] if frag.notna().any() else None
+        rows.append(
+            {
+                "rank": rank, "device": device, "peak_allocated": int(top["allocated"]),
+                "peak_allocated_ts": int(top["ts"]), "operator": top["operator"],
+                "annotation": top["annotation"], "module": top["module"], "step": top["step"],
+                "peak_reserved": float(r["reserved"]) if r is not None else np.nan,
+                "peak_reserved_ts": int(r["ts"]) if r is not None else -1,
+                "peak_fragmentation": float(f["fragmentation"]) if f is not None else np.nan,
+                "peak_fragmentation_ts": int(f["ts"]) if f is not None else -1,
+            }
+        )  # fmt: skip
+    return pd.DataFrame(rows, columns=PEAK_COLUMNS)
+
+
+def by_step(line: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, device, ProfilerStep): allocated at the step's first and last event, its peak,
+    ``growth`` (end - start: a leak shows as steady growth), ``peak_growth`` (from the previous
+    step's peak), and ``peak_vs_median_rank`` (the step's peak over the median rank's for that
+    device and step: the imbalance across ranks) (:data:`STEP_COLUMNS`)."""
+    inside = line[line["step"] >= 0]
+    if inside.empty:
+        return pd.DataFrame(columns=STEP_COLUMNS)
+    first = inside.groupby(["rank", "device", "step"]).first()
+    table = inside.groupby(["rank", "device", "step"]).agg(
+        end_allocated=("allocated", "last"), peak_allocated=("allocated", "max")
+    )
+    table.insert(0, "start_allocated", first["allocated"] - first["bytes"])
+    table["growth"] = table["end_allocated"] - table["start_allocated"]
+    table["peak_growth"] = table.groupby(level=["rank", "device"])["peak_allocated"].diff()
+    median = table.groupby(level=["device", "step"])["peak_allocated"].transform("median")
+    table["peak_vs_median_rank"] = table["peak_allocated"] / median.where(median > 0)
+    return table.reset_index()[STEP_COLUMNS]
+
+
+def rank_timelines(traces, ranks) -> pd.DataFrame:
+    """:func:`timeline` of every selected rank."""
+    parts = [timeline(memory_events(t), t.rank) for t in ranks]
+    parts = [p for p in parts if len(p)]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=TIMELINE_COLUMNS)

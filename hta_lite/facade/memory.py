@@ -1,0 +1,191 @@
+"""Memory: the allocator's timeline, peaks, lifetimes, leaks, memory per operator and per step
+(the TensorBoard plugin's memory view), and HTA's raw memory timeline
+(docs/analyses/memory.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from ..analyses.common import select
+from ..analyses.memory import lifetimes as life
+from ..analyses.memory import operators, raw_timeline, timeline
+from ..analyses.memory.events import memory_events
+from ..errors import MissingDataError
+from .base import plots
+
+NO_MEMORY = (
+    "no [memory] events in the selected ranks: record with"
+    " torch.profiler.profile(profile_memory=True)"
+)
+
+
+class Memory:
+    """Memory methods of :class:`hta_lite.TraceAnalysis`."""
+
+    def _memory(self, rank: int) -> pd.DataFrame:
+        cache = self.__dict__.setdefault("_memory_cache", {})
+        if rank not in cache:
+            trace = self.trace(rank)
+            cache[rank] = memory_events(trace)
+            mismatches = timeline.total_mismatches(timeline.timeline(cache[rank], rank))
+            if mismatches:
+                trace.health["memory_total_mismatch"] = mismatches
+        return cache[rank]
+
+    def _memory_ranks(self, ranks) -> list[int]:
+        chosen = [t.rank for t in select(self.traces, ranks)]
+        with_events = [r for r in chosen if len(self._memory(r))]
+        if not with_events:
+            raise MissingDataError(None, NO_MEMORY)
+        return with_events
+
+    def get_memory_events(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
+        """The ``[memory]`` events, typed, with the operator, annotation and module active when
+        each happened.
+
+        Args:
+            ranks: default all; ranks without memory events are left out (none at all:
+                ``MissingDataError``).
+
+        Returns:
+            ``rank`` plus :data:`hta_lite.analyses.memory.events.MEMORY_COLUMNS` (ns, bytes).
+        """
+        parts = [self._memory(r).assign(rank=r) for r in self._memory_ranks(ranks)]
+        return pd.concat(parts, ignore_index=True)
+
+    def get_memory_timeline(
+        self, ranks: Iterable[int] | None = None, *, visualize: bool = False
+    ) -> pd.DataFrame:
+        """Allocated, reserved and fragmented (reserved - allocated) memory after each event,
+        per (rank, device), with the total recomputed from the byte deltas.
+
+        Args:
+            ranks: as in :meth:`get_memory_events`.
+            visualize: a line chart per device with the ProfilerSteps shaded.
+
+        Returns:
+            :data:`hta_lite.analyses.memory.timeline.TIMELINE_COLUMNS` (bytes, ts ns).
+        """
+        line = pd.concat(
+            [timeline.timeline(self._memory(r), r) for r in self._memory_ranks(ranks)],
+            ignore_index=True,
+        )
+        if visualize:
+            steps = {r: self.trace(r).steps for r in line["rank"].unique()}
+            plots.show(plots.plot_memory_timeline(line, steps))
+        return line
+
+    def get_memory_peaks(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
+        """Per (rank, device): peak allocated memory, when, and the operator / annotation /
+        module / step that reached it; peak reserved memory and peak fragmentation.
+
+        Returns:
+            :data:`hta_lite.analyses.memory.timeline.PEAK_COLUMNS` (bytes, ts ns).
+        """
+        return timeline.peaks(self.get_memory_timeline(ranks))
+
+    def get_memory_at_peak(self, rank: int, device: str | None = None) -> pd.DataFrame:
+        """What was allocated when a device's allocated memory peaked, by allocating operator /
+        annotation / module.
+
+        Args:
+            rank: the rank.
+            device: ``cuda:0``, ``cpu``, ...; default the device with the largest peak.
+
+        Returns:
+            ``operator, annotation, module, count, bytes``, most bytes first.
+        """
+        peaks = self.get_memory_peaks([rank])
+        if device is not None and device not in set(peaks["device"]):
+            raise MissingDataError(None, f"rank {rank} has no memory events on {device!r}; it"
+                                   f" has {sorted(peaks['device'])}")  # fmt: skip
+        row = peaks.sort_values("peak_allocated").iloc[-1] if device is None else (
+            peaks.set_index("device").loc[device].rename(device)
+        )  # fmt: skip
+        device = device or row["device"]
+        table = life.lifetimes(self._memory(rank), rank)
+        return life.live_at(table, device, int(row["peak_allocated_ts"]))
+
+    def get_memory_lifetimes(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
+        """Every allocation paired with its free (same device and address).
+
+        Returns:
+            :data:`hta_lite.analyses.memory.lifetimes.LIFETIME_COLUMNS`: ``status`` ``freed``,
+            ``live at end`` (never freed in the trace) or ``allocated before the trace`` (a
+            free without its allocation); times ns, ``lifetime_us``.
+        """
+        parts = [life.lifetimes(self._memory(r), r) for r in self._memory_ranks(ranks)]
+        return pd.concat(parts, ignore_index=True)
+
+    def get_memory_leaks(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
+        """Allocations made in a profiled ProfilerStep and never freed in the trace, per (rank,
+        device, step, operator, annotation, module): the same bytes in every step is a leak.
+
+        Returns:
+            ``rank, device, step, operator, annotation, module, count, bytes``.
+        """
+        return life.leaks(self.get_memory_lifetimes(ranks))
+
+    def get_memory_by_operator(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
+        """Memory per operator (the TensorBoard plugin's table), summed over ranks.
+
+        Returns:
+            :data:`hta_lite.analyses.memory.operators.OPERATOR_COLUMNS`: calls, allocations and
+            frees (count, bytes) and the net increase, with and without (``self_``) the
+            operators each calls; most net bytes first.
+        """
+        parts = [
+            operators.by_operator(self.trace(r), self._memory(r)) for r in self._memory_ranks(ranks)
+        ]
+        table = pd.concat(parts, ignore_index=True).groupby("name", sort=False).sum()
+        return table.sort_values("net_bytes", ascending=False).reset_index()
+
+    def get_memory_by_step(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
+        """Per (rank, device, ProfilerStep): allocated at its start and end, its peak, the
+        growth (steady growth: a leak), and the peak over the median rank's (imbalance).
+
+        Returns:
+            :data:`hta_lite.analyses.memory.timeline.STEP_COLUMNS` (bytes).
+        """
+        return timeline.by_step(self.get_memory_timeline(ranks))
+
+
+class MemoryAnalysis:
+    """HTA's ``MemoryAnalysis`` over the raw memory timeline ``profile.export_memory_timeline_raw``
+    writes (``[[ts, action, bytes, category], ...]``, JSON or gzip).
+
+    Args:
+        path: the file.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = path
+        self.raw = raw_timeline.read(path)
+
+    def memory_by_category(self) -> pd.DataFrame:
+        """Bytes held per category after each time (``ts`` ns, one column per category).
+
+        Returns:
+            ``ts`` and one column per :data:`hta_lite.kineto.MEMORY_CATEGORIES`.
+        """
+        return raw_timeline.by_category(self.raw)
+
+    def plot_memory_timeline(self, save_graph: bool = False):
+        """Memory by category over time, stacked (HTA's chart).
+
+        Args:
+            save_graph: write ``images/memory_plot.html`` instead of showing the chart.
+
+        Returns:
+            The plotly figure.
+        """
+        fig = plots.plot_memory_by_category(self.memory_by_category())
+        if save_graph:
+            Path("images").mkdir(exist_ok=True)
+            fig.write_html("images/memory_plot.html", include_plotlyjs=True)
+        else:
+            plots.show(fig)
+        return fig

@@ -1,0 +1,186 @@
+"""Memory: the allocator's events decoded losslessly, running totals, peaks, lifetimes, leaks,
+memory by operator and step, and HTA's raw memory timeline."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import SAMPLES, SHARED, health_messages, needs_shared
+from synth import TraceBuilder
+
+from hta_lite import MemoryAnalysis, TraceAnalysis
+from hta_lite.errors import MissingDataError, TraceParseError
+
+LEAK = SAMPLES / "memory_leak"
+MIB = 2**20
+
+
+def memory(b: TraceBuilder, ts, nbytes, addr, total_alloc, total_reserved=0, device=(1, 0),
+           tid=1, **extra):  # fmt: skip
+    args = {"Total Reserved": total_reserved, "Total Allocated": total_alloc, "Bytes": nbytes,
+            "Addr": addr, "Device Type": device[0], "Device Id": device[1], **extra}  # fmt: skip
+    b.events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",
+                     "pid": 10, "tid": tid, "ts": ts, "args": args})  # fmt: skip
+
+
+@pytest.fixture
+def built(tmp_path):
+    """Two steps on cuda:0, known by construction:
+    step 1: op A allocates 100 (x) and 50 (y) inside B; frees x. step 2: op A allocates 300 (z),
+    frees y; z is never freed. One free of 1 byte (a CPU tensor) and a free whose allocation
+    predates the trace."""
+    b = TraceBuilder().step(1, 0, 100).step(2, 100, 100)
+    b.cpu_op("A", 10, 40).cpu_op("B", 20, 10).cpu_op("A", 110, 40)
+    memory(b, 12, 100, 0x100, 1100, 2048)  # before: 1000 allocated
+    memory(b, 22, 50, 0x200, 1150, 2048)  # inside B (inside A)
+    memory(b, 40, -100, 0x100, 1050, 2048)
+    memory(b, 112, 300, 0x300, 1350, 4096)
+    memory(b, 120, -50, 0x200, 1300, 4096)
+    memory(b, 130, -64, 0x999, 1236, 4096)  # allocated before the trace
+    memory(b, 60, 1, 0x5, 1, 0, device=(0, -1))
+    memory(b, 61, -1, 0x5, 0, 0, device=(0, -1))
+    b.write(tmp_path / "rank0.json")
+    return TraceAnalysis(trace_dir=tmp_path, cache=False, include_last_profiler_step=True)
+
+
+def test_events_decoded_losslessly_with_their_context(built):
+    events = built.get_memory_events()
+    assert len(events) == 8 and set(events["device"]) == {"cuda:0", "cpu"}
+    cpu = events[events["device"] == "cpu"]
+    assert cpu["bytes"].tolist() == [1, -1]  # a 1-byte free is -1, not "absent"
+    cuda = events[events["device"] == "cuda:0"].set_index("addr")
+    assert cuda.loc[0x200, "operator"].tolist() == ["B", "A"]  # innermost op: B, then the 2nd A
+    assert cuda.loc[0x300, "step"] == 2 and cuda.loc[0x100, "step"].tolist() == [1, 1]
+
+
+def test_running_totals_peaks_and_fragmentation(built):
+    line = built.get_memory_timeline()
+    assert (line["allocated"] == line["recomputed"]).all()
+    peaks = built.get_memory_peaks().set_index("device")
+    assert peaks.loc["cuda:0", "peak_allocated"] == 1350
+    assert (
+        peaks.loc["cuda:0", "peak_allocated_ts"] == 112_000
+        and peaks.loc["cuda:0", "operator"] == "A"
+    )
+    assert peaks.loc["cuda:0", "peak_reserved"] == 4096
+    assert peaks.loc["cuda:0", "peak_fragmentation"] == 4096 - 1236
+    assert np.isnan(peaks.loc["cpu", "peak_reserved"])  # the CPU allocator reserves nothing
+    at_peak = built.get_memory_at_peak(0, "cuda:0").set_index("operator")
+    assert at_peak.loc["A", "bytes"] == 300 and at_peak.loc["B", "bytes"] == 50
+
+
+def test_lifetimes_and_leaks(built):
+    table = built.get_memory_lifetimes().set_index("addr")
+    assert table.loc[0x100, "lifetime_us"] == 28.0 and table.loc[0x100, "status"] == "freed"
+    assert table.loc[0x300, "status"] == "live at end"
+    assert table.loc[0x999, "status"] == "allocated before the trace"
+    assert table.loc[0x5, "lifetime_us"] == 1.0
+    leaks = built.get_memory_leaks()
+    assert leaks[["step", "operator", "bytes"]].values.tolist() == [[2, "A", 300]]
+
+
+def test_by_operator_self_and_total(built):
+    table = built.get_memory_by_operator().set_index("name")
+    assert table.loc["A", "calls"] == 2
+    assert table.loc["A", "alloc_bytes"] == 450 and table.loc["A", "self_alloc_bytes"] == 400
+    assert (
+        table.loc["B", "self_alloc_bytes"] == 50 and table.loc["A", "free_bytes"] == 100 + 50 + 64
+    )
+
+
+def test_by_step_growth(built):
+    steps = built.get_memory_by_step()
+    cuda = steps[steps["device"] == "cuda:0"].set_index("step")
+    assert cuda.loc[1, "start_allocated"] == 1000 and cuda.loc[1, "end_allocated"] == 1050
+    assert cuda.loc[2, "growth"] == 1236 - 1050 and cuda.loc[2, "peak_growth"] == 200
+
+
+def test_disagreeing_totals_are_counted_in_health(tmp_path):
+    b = TraceBuilder().step(1, 0, 100)
+    memory(b, 10, 100, 1, 100)
+    memory(b, 20, 100, 2, 250)  # should be 200
+    b.write(tmp_path / "rank0.json")
+    a = TraceAnalysis(trace_dir=tmp_path, cache=False)
+    a.get_memory_timeline()
+    assert any("Total Allocated" in m for m in health_messages(a.trace(0).health))
+
+
+def test_recorded_leak_is_found():
+    """sample_traces/memory_leak/record.py leaks exactly 1 MiB per step through aten::empty in a
+    'leak' annotation; the steps otherwise free what they allocate."""
+    a = TraceAnalysis(trace_dir=LEAK, cache=False)
+    leaks = a.get_memory_leaks()
+    assert leaks[["step", "operator", "annotation", "bytes"]].values.tolist() == [
+        [s, "aten::empty", "leak", MIB] for s in (2, 3, 4)
+    ]
+    growth = a.get_memory_by_step().set_index("step")["growth"]
+    assert growth.loc[3] == growth.loc[4] == MIB
+    line = a.get_memory_timeline()
+    assert (line["allocated"] == line["recomputed"]).all()
+    modules = set(a.get_memory_events()["module"]) - {""}
+    assert "MLP_0.Sequential_0.Linear_0" in modules
+
+
+@needs_shared
+@pytest.mark.parametrize("case", ["h100_bert_small", "mi300_bert_small"])
+def test_real_traces_totals_agree(case):
+    a = TraceAnalysis(trace_dir=SHARED / "traces" / "tracelens" / case, cache=False)
+    line = a.get_memory_timeline()
+    assert len(line) == 236 and (line["allocated"] == line["recomputed"]).all()
+    device = "cuda:0" if case.startswith("h100") else "hip:0"
+    peak = a.get_memory_peaks().set_index("device").loc[device]
+    assert peak["peak_allocated"] == line[line["device"] == device]["allocated"].max()
+    assert "memory_total_mismatch" not in a.trace(0).health
+
+
+def test_no_memory_events_is_a_clear_error(two_ranks):
+    with pytest.raises(MissingDataError, match="profile_memory=True"):
+        two_ranks.get_memory_peaks()
+
+
+# ---- HTA's raw memory timeline -------------------------------------------------------------
+
+
+def test_raw_timeline_by_category_equals_a_direct_sum(tmp_path):
+    rows = [[-1, 1, 512, 0], [10, 2, 100, 4], [10, 2, 50, 3], [20, 4, -100, 4], [30, 3, 8, 5]]
+    path = tmp_path / "raw.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(rows).encode()))
+    m = MemoryAnalysis(path)
+    wide = m.memory_by_category().set_index("ts")
+    assert wide.index.tolist() == [10, 20, 30]  # before-profiling memory at the first time
+    assert wide.loc[10, "PARAMETER"] == 512 and wide.loc[10, "ACTIVATION"] == 100
+    assert wide.loc[20, "ACTIVATION"] == 0 and wide.loc[30, "GRADIENT"] == 8
+    direct = pd.DataFrame(rows, columns=["ts", "a", "b", "c"]).groupby("c")["b"].sum()
+    assert wide.iloc[-1][["PARAMETER", "TEMPORARY", "ACTIVATION", "GRADIENT"]].tolist() == [
+        direct[0],
+        direct[3],
+        direct[4],
+        direct[5],
+    ]
+
+
+@needs_shared
+def test_hta_memory_timeline_file():
+    m = MemoryAnalysis(SHARED / "memory_timeline" / "memory_timeline.raw.gz")
+    raw = json.loads(
+        gzip.decompress((SHARED / "memory_timeline" / "memory_timeline.raw.gz").read_bytes())
+    )
+    direct = pd.DataFrame(raw).groupby(3)[2].sum()
+    last = m.memory_by_category().iloc[-1]
+    for index, category in enumerate(
+        ["PARAMETER", "OPTIMIZER_STATE", "INPUT", "TEMPORARY", "ACTIVATION", "GRADIENT",
+         "AUTOGRAD_DETAIL", "UNKNOWN"]
+    ):  # fmt: skip
+        assert last[category] == direct.get(index, 0)
+    assert len(m.plot_memory_timeline(save_graph=False).data) == 8
+
+
+def test_raw_timeline_that_is_not_one_is_an_error(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text('{"traceEvents": []}')
+    with pytest.raises(TraceParseError, match="not a raw memory timeline"):
+        MemoryAnalysis(path)
