@@ -71,6 +71,8 @@ def test_running_totals_peaks_and_fragmentation(built):
     assert np.isnan(peaks.loc["cpu", "peak_reserved"])  # the CPU allocator reserves nothing
     at_peak = built.get_memory_at_peak(0, "cuda:0").set_index("operator")
     assert at_peak.loc["A", "bytes"] == 300 and at_peak.loc["B", "bytes"] == 50
+    assert at_peak.loc["[allocated before the trace]", "bytes"] == 1000  # adds up to the peak
+    assert at_peak["bytes"].sum() == 1350
 
 
 def test_lifetimes_and_leaks(built):

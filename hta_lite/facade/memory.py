@@ -96,7 +96,9 @@ class Memory:
             device: ``cuda:0``, ``cpu``, ...; default the device with the largest peak.
 
         Returns:
-            ``operator, annotation, module, count, bytes``, most bytes first.
+            ``operator, annotation, module, count, bytes``, most bytes first; memory allocated
+            before the trace began is one row, ``[allocated before the trace]`` (count -1), so
+            the bytes add up to the peak.
         """
         peaks = self.get_memory_peaks([rank])
         if device is not None and device not in set(peaks["device"]):
@@ -107,7 +109,13 @@ class Memory:
         )  # fmt: skip
         device = device or row["device"]
         table = life.lifetimes(self._memory(rank), rank)
-        return life.live_at(table, device, int(row["peak_allocated_ts"]))
+        live = life.live_at(table, device, int(row["peak_allocated_ts"]))
+        before = int(row["peak_allocated"]) - int(live["bytes"].sum())
+        if before > 0:  # allocated before the trace began (the allocator's total says how much)
+            extra = {"operator": "[allocated before the trace]", "annotation": "", "module": "",
+                     "count": -1, "bytes": before}  # fmt: skip
+            live = pd.concat([live, pd.DataFrame([extra])], ignore_index=True)
+        return live.sort_values("bytes", ascending=False, ignore_index=True)
 
     def get_memory_lifetimes(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Every allocation paired with its free (same device and address).
