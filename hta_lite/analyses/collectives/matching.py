@@ -134,7 +134,6 @@ def match(calls: pd.DataFrame, loaded: Iterable[int]) -> Matching:
             calls["out_bytes"].to_numpy() < 0, derived, calls["out_bytes"]
         )
     counts = calls[~p2p].groupby(["pg", "step", "rank"]).size()
-    matched = np.zeros(len(calls), bool)
     for (pg, step), per_rank in counts.groupby(level=["pg", "step"]):
         per_rank = per_rank.droplevel(["pg", "step"])
         limit = int(per_rank.min())
