@@ -16,7 +16,6 @@ import msgspec
 import numpy as np
 
 from ..analyses.critical_path import CriticalPath
-from ..analyses.critical_path.events import Events
 from ..analyses.critical_path.graph import DEPENDENCY, EDGE_TYPES, LAUNCH_DELAY, SYNC
 from .writer import us_text, write_trace
 
@@ -43,7 +42,7 @@ def overlay(
 ) -> Path:
     """The overlaid trace of ``cp``'s rank in ``output_dir``
     (``overlaid_critical_path_<file name>``); returns its path."""
-    g, ev = cp.graph, Events.of(cp.trace)
+    g, ev = cp.graph, cp.events
     if only_show_critical_events:
         show_all_edges = False
     on_path = set(g.node_event[cp.critical_path_nodes].tolist())

@@ -8,21 +8,47 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from ...classify import COMMUNICATION
 from ...kineto import EVENT_RECORD_NAMES, LAUNCH_NAMES, STREAM_WAIT_NAMES
 from ...load.rank_trace import RankTrace
 
 
+class Text:
+    """A text column of every event as codes into its distinct values: tests run once per
+    distinct value (``isin``, ``where``), rows are looked up on demand (``text[rows]``)."""
+
+    def __init__(self, cpu: pd.Series, gpu: pd.Series):
+        first, second = cpu.astype("category"), gpu.astype("category")
+        head = [str(v) for v in first.cat.categories]
+        tail = [str(v) for v in second.cat.categories]
+        self.values = np.array(head + tail + [""], dtype=object)  # code -1: ""
+        missing = len(self.values) - 1
+        a, b = first.cat.codes.to_numpy(np.int64), second.cat.codes.to_numpy(np.int64)
+        self.codes = np.concatenate([np.where(a < 0, missing, a),
+                                     np.where(b < 0, missing, b + len(head))])  # fmt: skip
+
+    def __getitem__(self, rows):
+        return self.values[self.codes[rows]]
+
+    def isin(self, wanted) -> np.ndarray:
+        return np.isin(self.values, list(wanted))[self.codes]
+
+    def where(self, predicate) -> np.ndarray:
+        return np.fromiter((bool(predicate(v)) for v in self.values), bool)[self.codes]
+
+
 @dataclass
 class Events:
     """Every event of the rank in one numbering (cpu rows, then gpu rows): start / end ns, name,
-    category, thread, stream (-1 on the CPU), the cpu row of a GPU event's launch call."""
+    category (:class:`Text`), thread, stream (-1 on the CPU), the cpu row of a GPU event's
+    launch call."""
 
     ts: np.ndarray
     end: np.ndarray
-    name: np.ndarray
-    cat: np.ndarray
+    name: Text
+    cat: Text
     pid: np.ndarray
     tid: np.ndarray
     stream: np.ndarray
@@ -37,17 +63,12 @@ class Events:
             g = gpu[column].to_numpy() if gpu_values is None else gpu_values
             return np.concatenate([cpu[column].to_numpy(), g])
 
-        def text(column):
-            return np.concatenate(
-                [cpu[column].astype(str).to_numpy(), gpu[column].astype(str).to_numpy()]
-            ).astype(object)
-
         ts = both("ts")
         return cls(
             ts=ts,
             end=ts + both("dur"),
-            name=text("name"),
-            cat=text("cat"),
+            name=Text(cpu["name"], gpu["name"]),
+            cat=Text(cpu["cat"], gpu["cat"]),
             pid=both("pid"),
             tid=both("tid"),
             stream=np.concatenate([np.full(len(cpu), -1), gpu["stream"].to_numpy()]),
@@ -63,12 +84,12 @@ class Records:
     def __init__(self, trace: RankTrace, ev: Events):
         gpu = trace.gpu
         launch = gpu["launch_row"].to_numpy()
-        first = {}
-        for g in np.flatnonzero(launch >= 0).tolist():
-            first.setdefault(int(launch[g]), g + ev.n_cpu)
-        cpu_names = ev.name[: ev.n_cpu]
-        rows = np.array(sorted(r for r in first if cpu_names[r] in LAUNCH_NAMES), np.int64)
-        self.kernel = np.array([first[r] for r in rows.tolist()], np.int64)
+        linked = np.flatnonzero(launch >= 0)
+        calls, first = np.unique(launch[linked], return_index=True)  # each call's first event
+        is_launch = ev.name.isin(LAUNCH_NAMES)[: ev.n_cpu]
+        keep = is_launch[calls]
+        rows = calls[keep].astype(np.int64)
+        self.kernel = (linked[first[keep]] + ev.n_cpu).astype(np.int64)
         self.ts = ev.ts[rows] if len(rows) else np.zeros(0, np.int64)
         self.thread = (ev.pid[rows], ev.tid[rows]) if len(rows) else (rows, rows)
         self.stream = ev.stream[self.kernel] if len(rows) else rows
@@ -78,13 +99,13 @@ class Records:
         self.thread = (self.thread[0][order], self.thread[1][order])
         self.stream, self.device = self.stream[order], self.device[order]
         corr = trace.cpu["correlation"].to_numpy()
-        is_record = np.isin(cpu_names, EVENT_RECORD_NAMES)
+        is_record = ev.name.isin(EVENT_RECORD_NAMES)[: ev.n_cpu]
         record_ts = ev.ts[: ev.n_cpu][is_record]
         self.record_ts = {int(c): int(t) for c, t in zip(corr[is_record], record_ts)}
         self.wait_stream = gpu["wait_on_stream"].to_numpy()
         self.wait_record = gpu["wait_on_record"].to_numpy()
         self.ev = ev
-        self.is_wait_call = np.isin(cpu_names, STREAM_WAIT_NAMES)
+        self.is_wait_call = ev.name.isin(STREAM_WAIT_NAMES)
 
     def recorded_kernel(self, e: int) -> int:
         """The kernel a ``Stream Wait Event`` / ``Event Sync`` waits for: the last one launched on

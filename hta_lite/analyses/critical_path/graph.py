@@ -85,11 +85,10 @@ class _Builder:
         self.trace, self.ev, self.index = trace, events, index
         n_cpu = events.n_cpu
         cpu_rows, gpu_rows = window.cpu, window.gpu + n_cpu
-        names = events.name
-        is_op = np.isin(events.cat[cpu_rows], (CPU_OP_CATEGORY, *RUNTIME_CATEGORIES))
+        is_op = events.cat.isin((CPU_OP_CATEGORY, *RUNTIME_CATEGORIES))[cpu_rows]
         if data_load_events:
             pattern = re.compile("|".join(f"(?:{p})" for p in data_load_events))
-            is_op |= np.array([bool(pattern.search(n)) for n in names[cpu_rows]], bool)
+            is_op |= events.name.where(pattern.search)[cpu_rows]
         gpu_nodes = gpu_rows[(events.stream[gpu_rows] != -1) & (events.launch[gpu_rows] >= 0)]
         node_events = np.concatenate([cpu_rows[is_op], gpu_nodes])
         self.window_cpu, self.window_gpu = cpu_rows, gpu_rows
@@ -105,16 +104,23 @@ class _Builder:
         ids = np.arange(len(order))
         self.start_node[self.node_event[self.node_start]] = ids[self.node_start]
         self.end_node[self.node_event[~self.node_start]] = ids[~self.node_start]
-        self.is_lock = np.isin(names, RUNTIME_LOCK_NAMES)
-        self.is_blocking = np.isin(names, BLOCKING_SYNC_NAMES)
-        self.is_graph_launch = np.isin(names, GRAPH_LAUNCH_NAMES)
+        self.is_lock = events.name.isin(RUNTIME_LOCK_NAMES)
+        self.is_blocking = events.name.isin(BLOCKING_SYNC_NAMES)
+        self.is_graph_launch = events.name.isin(GRAPH_LAUNCH_NAMES)
+        self.is_sync = events.cat.isin((GPU_SYNC_CATEGORY,))
+        # plain lists for the per-edge lookups below (numpy scalar indexing is slow)
+        self.ts_, self.start_ = self.node_ts.tolist(), self.node_start.tolist()
+        self.event_ = self.node_event.tolist()
+        self.begin_, self.finish_ = self.start_node.tolist(), self.end_node.tolist()
+        self.lock_, self.blocking_ = self.is_lock.tolist(), self.is_blocking.tolist()
+        self.sync_, self.graph_launch_ = self.is_sync.tolist(), self.is_graph_launch.tolist()
         self.edges: dict[tuple[int, int], tuple[int, int, int]] = {}
         self.health: Counter = Counter()
 
     # ---- edges -------------------------------------------------------------------------------
     def add(self, u: int, v: int, kind: int, zero: bool = False, event: int = -1) -> None:
         timed = not zero and kind not in (DEPENDENCY, SYNC)
-        weight = int(self.node_ts[v] - self.node_ts[u]) if timed else 0
+        weight = int(self.ts_[v] - self.ts_[u]) if timed else 0
         if weight < 0:
             self.health["cp_negative_edge"] += 1
             weight = 0
@@ -127,17 +133,17 @@ class _Builder:
         """The event an operator / kernel-kernel edge's time belongs to (the reference's rule):
         the source when it is a start (or the previous kernel), the destination when both are
         ends, else (end -> start) the parent of the source."""
-        if kind == KERNEL_KERNEL_DELAY or self.node_start[u]:
-            return int(self.node_event[u])
-        if not self.node_start[v]:
-            return int(self.node_event[v])
+        if kind == KERNEL_KERNEL_DELAY or self.start_[u]:
+            return int(self.event_[u])
+        if not self.start_[v]:
+            return int(self.event_[v])
         return parent
 
     def shares_lock(self, u: int, v: int) -> bool:
         return bool(
-            self.is_lock[self.node_event[u]]
-            and self.is_lock[self.node_event[v]]
-            and (self.node_start[u] or not self.node_start[v])
+            self.lock_[self.event_[u]]
+            and self.lock_[self.event_[v]]
+            and (self.start_[u] or not self.start_[v])
         )
 
     # ---- 1. runtime lock ---------------------------------------------------------------------
@@ -145,16 +151,16 @@ class _Builder:
         pending: list[int] = []
         last = -1
         for node in np.flatnonzero(self.is_lock[self.node_event]).tolist():
-            if self.node_start[node]:
+            if self.start_[node]:
                 pending.append(node)
             else:
                 while pending:
                     begin = pending.pop()
-                    if self.node_event[begin] == self.node_event[node]:
-                        self.add(begin, node, OPERATOR, event=int(self.node_event[node]))
+                    if self.event_[begin] == self.event_[node]:
+                        self.add(begin, node, OPERATOR, event=int(self.event_[node]))
                     else:
                         self.add(begin, node, DEPENDENCY)
-                if last >= 0 and not self.node_start[last]:
+                if last >= 0 and not self.start_[last]:
                     self.add(last, node, DEPENDENCY)
             last = node
 
@@ -172,8 +178,8 @@ class _Builder:
     def _thread_of(self, word: str) -> int | None:
         rows = self.window_cpu
         ev = self.ev
-        named = np.array([word in n for n in ev.name[rows]], bool)
-        kinds = np.isin(ev.cat[rows], (CPU_OP_CATEGORY, "user_annotation"))
+        named = ev.name.where(lambda n: word in n)[rows]
+        kinds = ev.cat.isin((CPU_OP_CATEGORY, "user_annotation"))[rows]
         tids = np.unique(ev.tid[rows][named & kinds])
         return int(tids[0]) if len(tids) == 1 else None
 
@@ -207,7 +213,7 @@ class _Builder:
         work = [(c, False) for c in reversed(children[-1])]
         while work:
             e, leaving = work.pop()
-            begin, finish = int(self.start_node[e]), int(self.end_node[e])
+            begin, finish = int(self.begin_[e]), int(self.finish_[e])
             if not leaving:
                 work.append((e, True))
                 work.extend((c, False) for c in reversed(children[e]))
@@ -224,7 +230,7 @@ class _Builder:
                     continue
                 if last >= 0 and not self.shares_lock(last, finish):
                     self.add(
-                        last, finish, OPERATOR, zero=bool(self.is_blocking[e]),
+                        last, finish, OPERATOR, zero=bool(self.blocking_[e]),
                         event=self.attributed(last, finish, OPERATOR, last_parent),
                     )  # fmt: skip
                 last, last_parent = finish, parent[e]
@@ -235,9 +241,9 @@ class _Builder:
         ev, trace = self.ev, self.trace
         n_cpu = ev.n_cpu
         rows = self.window_gpu
-        syncs = np.isin(ev.name[rows], (EVENT_SYNC, CONTEXT_SYNC))
+        syncs = ev.name.isin((EVENT_SYNC, CONTEXT_SYNC))[rows]
         rows = rows[((ev.stream[rows] != -1) | syncs) & (ev.launch[rows] >= 0)]
-        is_sync = ev.cat[rows] == GPU_SYNC_CATEGORY
+        is_sync = self.is_sync[rows]
         sort_by = np.where(is_sync, ev.end[rows], ev.ts[rows])
         rows = rows[np.lexsort((self.index[rows], sort_by))]
         after_enqueue, after_start = self._queue()
@@ -245,43 +251,44 @@ class _Builder:
         last: dict[int, int] = {}  # stream -> end node of its last kernel
         waits: dict[int, int] = {}  # kernel event -> the event it must wait for
         graphs: set[tuple[int, int]] = set()  # (graph launch call, stream) already released
+        streams, launches, ts = ev.stream.tolist(), ev.launch.tolist(), ev.ts.tolist()
+        after_enqueue, after_start = after_enqueue.tolist(), after_start.tolist()
         for e in rows.tolist():
-            if ev.cat[e] == GPU_SYNC_CATEGORY:
+            if self.sync_[e]:
                 self._sync(e, records, last, waits)
                 continue
-            begin, finish = int(self.start_node[e]), int(self.end_node[e])
+            begin, finish = self.begin_[e], self.finish_[e]
             if begin < 0:
                 continue
             self.add(begin, finish, OPERATOR, event=e)
-            stream = int(ev.stream[e])
-            runtime = int(ev.launch[e])
-            launched = int(ev.ts[runtime])
+            stream, runtime = streams[e], launches[e]
+            launched = ts[runtime]
             previous = last.get(stream, -1)
             waited = waits.pop(e, None)
-            wait_end = int(self.end_node[waited]) if waited is not None else -1
+            wait_end = self.finish_[waited] if waited is not None else -1
             if waited is not None and wait_end >= 0:
                 self.add(wait_end, begin, SYNC)
             elif waited is not None:
                 waited = None
             g = e - n_cpu
             # a graph launch releases its kernels: the first on each stream waits for the call
-            released = self.is_graph_launch[runtime] and (runtime, stream) not in graphs
+            released = self.graph_launch_[runtime] and (runtime, stream) not in graphs
             graphs.add((runtime, stream))
             alone = released or (after_enqueue[g] == 1 and after_start[g] == 0)
             if (
                 alone
-                and (previous < 0 or self.node_ts[previous] < launched)
-                and (waited is None or self.node_ts[wait_end] < launched)
+                and (previous < 0 or self.ts_[previous] < launched)
+                and (waited is None or self.ts_[wait_end] < launched)
             ):
-                runtime_start = int(self.start_node[runtime])
+                runtime_start = self.begin_[runtime]
                 if runtime_start >= 0:
                     self.add(runtime_start, begin, LAUNCH_DELAY)
             elif (
                 previous >= 0
-                and self.node_ts[begin] - self.node_ts[previous] < KERNEL_KERNEL_DELAY_THRESHOLD_NS
-                and (waited is None or self.node_ts[wait_end] < self.node_ts[previous])
+                and self.ts_[begin] - self.ts_[previous] < KERNEL_KERNEL_DELAY_THRESHOLD_NS
+                and (waited is None or self.ts_[wait_end] < self.ts_[previous])
             ):
-                self.add(previous, begin, KERNEL_KERNEL_DELAY, event=int(self.node_event[previous]))
+                self.add(previous, begin, KERNEL_KERNEL_DELAY, event=self.event_[previous])
             last[stream] = finish
 
     def _queue(self) -> tuple[np.ndarray, np.ndarray]:
@@ -299,7 +306,7 @@ class _Builder:
 
     def _sync(self, e: int, records: Records, last: dict, waits: dict) -> None:
         ev = self.ev
-        name, runtime = ev.name[e], int(ev.launch[e])
+        name, runtime = ev.name[e], int(ev.launch[e])  # one lookup
         if name in (STREAM_WAIT_EVENT, EVENT_SYNC):
             waited = records.recorded_kernel(e)
             if waited < 0:
@@ -308,16 +315,16 @@ class _Builder:
                 target = records.next_kernel(runtime, int(ev.stream[e]))
                 if target >= 0:
                     waits[target] = waited
-            elif self.end_node[waited] >= 0 and self.end_node[runtime] >= 0:
-                self.add(int(self.end_node[waited]), int(self.end_node[runtime]), SYNC)
+            elif self.finish_[waited] >= 0 and self.finish_[runtime] >= 0:
+                self.add(int(self.finish_[waited]), int(self.finish_[runtime]), SYNC)
             return
-        if self.end_node[runtime] < 0:
+        if self.finish_[runtime] < 0:
             return
         ends = list(last.values()) if name == CONTEXT_SYNC else [last.get(int(ev.stream[e]), -1)]
         if name in (STREAM_SYNC, CONTEXT_SYNC):
             for node in ends:
                 if node >= 0:
-                    self.add(node, int(self.end_node[runtime]), SYNC)
+                    self.add(node, int(self.finish_[runtime]), SYNC)
 
     def graph(self) -> Graph:
         keys = list(self.edges)
@@ -335,9 +342,11 @@ class _Builder:
         )
 
 
-def build(trace: RankTrace, window: Window, index: np.ndarray, data_load_events=None) -> Graph:
+def build(
+    trace: RankTrace, events: Events, window: Window, index: np.ndarray, data_load_events=None
+) -> Graph:
     """The graph of the events in ``window`` (edges in the reference's order)."""
-    builder = _Builder(trace, Events.of(trace), index, window, data_load_events)
+    builder = _Builder(trace, events, index, window, data_load_events)
     builder.runtime_lock()
     builder.call_stacks()
     builder.kernels()

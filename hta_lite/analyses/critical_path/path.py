@@ -102,13 +102,15 @@ def longest_path(n_nodes: int, graph: Graph, health: Counter) -> list[int]:
 class CriticalPath:
     """The critical path of one rank's region, with the reference's methods.
 
-    ``graph``: nodes and edges (:class:`~.graph.Graph`); ``path``: edge ids on the longest
-    path, in order; ``success``; ``health``: edges repaired (``cp_negative_edge``: weight set
-    to 0) or cut (``cp_cycle_edge_cut``) because the trace was inconsistent (also added to the
-    rank's health report by ``TraceAnalysis.critical_path_analysis``)."""
+    ``events``: the rank's events in one numbering; ``graph``: nodes and edges
+    (:class:`~.graph.Graph`); ``path``: edge ids on the longest path, in order; ``success``;
+    ``health``: edges repaired (``cp_negative_edge``: weight set to 0) or cut
+    (``cp_cycle_edge_cut``) because the trace was inconsistent (also added to the rank's health
+    report by ``TraceAnalysis.critical_path_analysis``)."""
 
     rank: int
     trace: RankTrace
+    events: Events
     graph: Graph
     path: list[int]
     event_idx: np.ndarray
@@ -143,7 +145,7 @@ class CriticalPath:
         attributed to: its row in ``analysis.t.get_trace(rank)``; NaN for dependencies and
         launch delays), ``duration`` (µs), ``type``, ``s_name``, ``cat``, ``pid``, ``tid``,
         ``stream``, ``index``, ``bound_by``."""
-        g, ev = self.graph, Events.of(self.trace)
+        g, ev = self.graph, self.events
         edges = np.asarray(self.path, np.int64)
         event = g.event[edges] if len(edges) else np.zeros(0, np.int64)
         kind = g.kind[edges] if len(edges) else np.zeros(0, np.int8)
@@ -153,7 +155,7 @@ class CriticalPath:
         def of(values, fill):
             return np.where(has, values[pick] if len(values) else fill, fill)
 
-        names = of(ev.name, None)
+        names = np.where(has, ev.name[pick], None) if len(pick) else np.array([], object)
         stream = of(ev.stream, -1)
         bound = _bound_by(kind, stream, names, is_communication(self.trace, ev, pick) & has,
                           self.data_load_events)  # fmt: skip
@@ -163,8 +165,8 @@ class CriticalPath:
                 "event_idx": pd.array(np.where(has, index, 0), dtype="Int64"),
                 "duration": us(g.weight[edges]) if len(edges) else np.zeros(0),
                 "type": [EDGE_TYPES[k] for k in kind],
-                "s_name": [short_name(n) if n is not None else None for n in names],
-                "cat": of(ev.cat, None),
+                "s_name": _short_names(names),
+                "cat": np.where(has, ev.cat[pick], None) if len(pick) else [],
                 "pid": of(ev.pid, -1),
                 "tid": of(ev.tid, -1),
                 "stream": stream,
@@ -185,6 +187,12 @@ class CriticalPath:
     def bound_by_us(self) -> pd.Series:
         """µs of the path per ``bound_by``."""
         return self.get_critical_path_breakdown().groupby("bound_by")["duration"].sum()
+
+
+def _short_names(names: np.ndarray) -> list:
+    """``short_name`` of each name, computed once per distinct name (None stays None)."""
+    short = {n: short_name(n) for n in set(names.tolist()) if n is not None}
+    return [short.get(n) if n is not None else None for n in names.tolist()]
 
 
 def _bound_by(kind, stream, names, communication, data_load_events) -> list[str]:
@@ -218,7 +226,10 @@ def critical_path(
     ``annotation=""``: the whole trace)."""
     window = select(trace, annotation, instance_id)
     index = event_index(trace)
-    graph = build(trace, window, index, data_load_events)
+    events = Events.of(trace)
+    graph = build(trace, events, window, index, data_load_events)
     health = Counter(graph.health)
     path = longest_path(len(graph.node_ts), graph, health)
-    return CriticalPath(trace.rank, trace, graph, path, index, data_load_events, bool(path), health)
+    return CriticalPath(
+        trace.rank, trace, events, graph, path, index, data_load_events, bool(path), health
+    )
