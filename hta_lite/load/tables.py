@@ -172,14 +172,23 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
 
 def _collective_args(args: Events, health: Counter) -> dict:
     """The collective metadata c10d writes on NCCL kernels and ``record_param_comms``
-    (``collective_name`` ... as categoricals, sizes int64; missing / -1 where not recorded)."""
+    (``collective_name`` ... as categoricals, sizes int64; missing / -1 where not recorded).
+    Converted on the rows that carry it only (a few per step among thousands of events)."""
     n = len(args)
-    present = any(args.field("collective_name"))
-    cols = {
-        name: _ints(args, name, health) if present else np.full(n, -1) for name in _COLLECTIVE_INTS
-    }
+    names = args.field("collective_name")
+    rows = np.flatnonzero(np.fromiter((v is not None for v in names), bool, count=n))
+    cols = {name: np.full(n, -1, np.int64) for name in _COLLECTIVE_INTS}
+    if not len(rows):
+        cols.update({name: empty_category(n) for name in _TEXT_ARGS})
+        return cols
+    held = args.take(rows)
+    for name in _COLLECTIVE_INTS:
+        cols[name][rows] = _ints(held, name, health)
     for name in _TEXT_ARGS:
-        cols[name] = to_category(args.field(name)) if present else empty_category(n)
+        category = to_category(held.field(name))
+        codes = np.full(n, -1, np.int64)
+        codes[rows] = category.codes
+        cols[name] = pd.Categorical.from_codes(codes, dtype=category.dtype)
     return cols
 
 
