@@ -176,8 +176,8 @@ def _collective_args(args: Events, health: Counter) -> dict:
     Converted on the rows that carry it only (a few per step among thousands of events)."""
     n = len(args)
     names = args.field("collective_name")
-    rows = np.flatnonzero(np.fromiter((v is not None for v in names), bool, count=n))
     cols = {name: np.full(n, -1, np.int64) for name in _COLLECTIVE_INTS}
+    rows = np.flatnonzero(np.not_equal(names, None)) if any(names) else []
     if not len(rows):
         cols.update({name: empty_category(n) for name in _TEXT_ARGS})
         return cols
