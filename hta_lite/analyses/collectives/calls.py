@@ -47,7 +47,7 @@ CALL_COLUMNS = [
 UNKNOWN_GROUP = "?"
 
 
-def parse(text: str) -> list | None:
+def _parse(text: str) -> list | None:
     return parse_json(text) if text else None
 
 
@@ -83,7 +83,7 @@ def _names_where(names: pd.Series, predicate) -> np.ndarray:
 
 def _members(texts: np.ndarray) -> np.ndarray:
     """``"[0, 1]"`` (c10d's ``Process Group Ranks``) -> ``"0,1"``."""
-    out = {t: ",".join(str(r) for r in (parse(t) or [])) if t else "" for t in set(texts)}
+    out = {t: ",".join(str(r) for r in (_parse(t) or [])) if t else "" for t in set(texts)}
     return np.array([out[t] for t in texts], dtype=object)
 
 
@@ -190,7 +190,7 @@ def out_bytes_from_input(
 @functools.lru_cache(maxsize=4096)
 def _first_tensor_bytes(dims_text: str, types_text: str) -> tuple[int, str]:
     """Bytes and type of the first tensor of an op's recorded inputs (-1, "" when none)."""
-    dims, types = parse(dims_text) or [], parse(types_text) or []
+    dims, types = _parse(dims_text) or [], _parse(types_text) or []
     for shape, kind in zip(dims, types):
         if kind in DTYPE_BYTES and isinstance(shape, list):
             return int(np.prod(shape, dtype=np.int64)) * DTYPE_BYTES[kind], kind
