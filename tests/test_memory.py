@@ -152,8 +152,11 @@ def test_raw_timeline_by_category_equals_a_direct_sum(tmp_path):
     path = tmp_path / "raw.json.gz"
     path.write_bytes(gzip.compress(json.dumps(rows).encode()))
     m = MemoryAnalysis(path)
-    wide = m.memory_by_category().set_index("ts")
-    assert wide.index.tolist() == [10, 20, 30]  # before-profiling memory at the first time
+    wide = m.memory_by_category()
+    # HTA's rows: the before-profiling run, placed at the first real time, then one per run
+    assert wide["ts"].tolist() == [10, 10, 20, 30]
+    assert wide.iloc[0][["PARAMETER", "ACTIVATION"]].tolist() == [512, 0]
+    wide = wide.iloc[1:].set_index("ts")
     assert wide.loc[10, "PARAMETER"] == 512 and wide.loc[10, "ACTIVATION"] == 100
     assert wide.loc[20, "ACTIVATION"] == 0 and wide.loc[30, "GRADIENT"] == 8
     direct = pd.DataFrame(rows, columns=["ts", "a", "b", "c"]).groupby("c")["b"].sum()

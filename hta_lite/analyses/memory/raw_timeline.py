@@ -46,23 +46,20 @@ def read(path: str | Path) -> pd.DataFrame:
 
 
 def by_category(raw: pd.DataFrame) -> pd.DataFrame:
-    """Bytes held per category after each distinct time (rows: ``ts`` ns, memory that existed
-    before profiling at the first real time; columns: the categories), as HTA's
-    ``MemoryAnalysis`` computes it (entries taken in file order)."""
+    """Bytes held per category after each run of entries with one ``ts`` (rows: ``ts`` ns;
+    columns: the categories), as HTA's ``MemoryAnalysis`` computes it: entries in file order, a
+    new row whenever ``ts`` changes; the run of memory that existed before profiling (ts -1)
+    is the first row, placed at the first real time."""
     if raw.empty:
         return pd.DataFrame(columns=["ts", *MEMORY_CATEGORIES])
     ts = raw["ts"].to_numpy()
+    index = pd.Index(MEMORY_CATEGORIES).get_indexer(raw["category"])
+    held = np.zeros((len(raw), len(MEMORY_CATEGORIES)), np.int64)
+    held[np.arange(len(raw)), index] = raw["bytes"].to_numpy()
+    held = np.cumsum(held, axis=0)
+    last_of_run = np.append(ts[1:] != ts[:-1], True)
     real = ts[ts >= 0]
     first = int(real.min()) if len(real) else 0
-    ts = np.where(ts < 0, first, ts)
-    wide = (
-        pd.crosstab(
-            index=np.arange(len(raw)), columns=raw["category"], values=raw["bytes"], aggfunc="sum"
-        )
-        .reindex(columns=list(MEMORY_CATEGORIES))
-        .fillna(0)
-        .astype(np.int64)
-        .cumsum()
-    )
-    wide.insert(0, "ts", ts)
-    return wide.groupby("ts", sort=False).last().reset_index()
+    out = pd.DataFrame(held[last_of_run], columns=list(MEMORY_CATEGORIES))
+    out.insert(0, "ts", np.where(ts[last_of_run] < 0, first, ts[last_of_run]))
+    return out
