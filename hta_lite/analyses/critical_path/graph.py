@@ -114,20 +114,36 @@ class _Builder:
         self.begin_, self.finish_ = self.start_node.tolist(), self.end_node.tolist()
         self.lock_, self.blocking_ = self.is_lock.tolist(), self.is_blocking.tolist()
         self.sync_, self.graph_launch_ = self.is_sync.tolist(), self.is_graph_launch.tolist()
-        self.edges: dict[tuple[int, int], tuple[int, int, int]] = {}
+        # edges in the order they are added: Python lists from the loops, array chunks from the
+        # vectorized call-stack walk; graph() computes weights and keeps the last of duplicates
+        self.chunks: list[tuple[np.ndarray, ...]] = []
+        self._src: list[int] = []
+        self._dst: list[int] = []
+        self._kind: list[int] = []
+        self._zero: list[bool] = []
+        self._event: list[int] = []
         self.health: Counter = Counter()
 
     # ---- edges -------------------------------------------------------------------------------
     def add(self, u: int, v: int, kind: int, zero: bool = False, event: int = -1) -> None:
-        timed = not zero and kind not in (DEPENDENCY, SYNC)
-        weight = int(self.ts_[v] - self.ts_[u]) if timed else 0
-        if weight < 0:
-            self.health["cp_negative_edge"] += 1
-            weight = 0
-        if kind not in (OPERATOR, KERNEL_KERNEL_DELAY):
-            event = -1  # only spans and kernel gaps are some event's time
-        self.edges.pop((u, v), None)  # a later edge replaces an earlier one (and its order)
-        self.edges[(u, v)] = (kind, weight, event)
+        self._src.append(u)
+        self._dst.append(v)
+        self._kind.append(kind)
+        self._zero.append(zero)
+        self._event.append(event)
+
+    def add_many(self, src, dst, kind, zero, event) -> None:
+        self._flush()
+        self.chunks.append((src, dst, kind.astype(np.int64), zero, event))
+
+    def _flush(self) -> None:
+        if self._src:
+            self.chunks.append(
+                (np.array(self._src, np.int64), np.array(self._dst, np.int64),
+                 np.array(self._kind, np.int64), np.array(self._zero, bool),
+                 np.array(self._event, np.int64))
+            )  # fmt: skip
+            self._src, self._dst, self._kind, self._zero, self._event = [], [], [], [], []
 
     def attributed(self, u: int, v: int, kind: int, parent: int) -> int:
         """The event an operator / kernel-kernel edge's time belongs to (the reference's rule):
@@ -200,6 +216,7 @@ class _Builder:
         children: dict[int, list[int]] = {-1: []}
         parent: dict[int, int] = {}
         stack: list[int] = []
+        consistent = True  # every end closes the start on top of the stack
         for e, s in zip(who, starts):
             if s:
                 p = stack[-1] if stack else -1
@@ -208,7 +225,40 @@ class _Builder:
                 children.setdefault(e, [])
                 stack.append(e)
             elif stack:
-                stack.pop()
+                consistent &= stack.pop() == e
+            else:
+                consistent = False
+        if consistent:
+            self._walk_in_order(np.array(who, np.int64), np.array(starts, bool), parent)
+        else:
+            self._walk_tree(children, parent)
+
+    def _walk_in_order(self, who: np.ndarray, starts: np.ndarray, parent: dict) -> None:
+        """The depth-first walk of a call tree whose every end closed its own start: the points
+        in time order (the same edges as :meth:`_walk_tree`, computed on arrays)."""
+        node = np.where(starts, self.start_node[who], self.end_node[who])
+        keep = node >= 0
+        who, starts, node = who[keep], starts[keep], node[keep]
+        if len(node) < 2:
+            return
+        depth = np.cumsum(np.where(starts, 1, -1)) - np.where(starts, 1, -1)  # before each point
+        u, v = node[:-1], node[1:]
+        into_start = starts[1:]
+        kind = np.where(into_start & (depth[1:] == 0), DEPENDENCY, OPERATOR)
+        ev_u, ev_v = self.node_event[u], self.node_event[v]
+        locked = (
+            self.is_lock[ev_u] & self.is_lock[ev_v] & (self.node_start[u] | ~self.node_start[v])
+        )
+        owner_parent = np.array([parent[e] for e in who[:-1].tolist()], np.int64)
+        owner = np.where(
+            self.node_start[u], ev_u, np.where(~self.node_start[v], ev_v, owner_parent)
+        )
+        zero = ~into_start & self.is_blocking[who[1:]]
+        ok = ~locked
+        self.add_many(u[ok], v[ok], kind[ok], zero[ok], owner[ok])
+
+    def _walk_tree(self, children: dict, parent: dict) -> None:
+        """The reference's depth-first walk over a call tree (any shape)."""
         last, last_parent, depth = -1, -1, 0
         work = [(c, False) for c in reversed(children[-1])]
         while work:
@@ -327,17 +377,31 @@ class _Builder:
                     self.add(node, int(self.finish_[runtime]), SYNC)
 
     def graph(self) -> Graph:
-        keys = list(self.edges)
-        values = list(self.edges.values())
+        self._flush()
+        parts = list(zip(*self.chunks)) if self.chunks else [[np.zeros(0, np.int64)]] * 5
+        src, dst, kind, zero, event = (np.concatenate(p) for p in parts)
+        zero = zero.astype(bool)
+        # a later edge between the same two nodes replaces an earlier one (and takes its place)
+        key = src * (len(self.node_ts) + 1) + dst
+        _, last = np.unique(key[::-1], return_index=True)
+        keep = np.sort(len(key) - 1 - last)
+        src, dst, kind, zero, event = src[keep], dst[keep], kind[keep], zero[keep], event[keep]
+        timed = ~zero & (kind != DEPENDENCY) & (kind != SYNC)
+        weight = np.where(timed, self.node_ts[dst] - self.node_ts[src], 0)
+        self.health["cp_negative_edge"] += int((weight < 0).sum())
+        if not self.health["cp_negative_edge"]:
+            del self.health["cp_negative_edge"]
+        weight = np.maximum(weight, 0)
+        spans = (kind == OPERATOR) | (kind == KERNEL_KERNEL_DELAY)
         return Graph(
             node_event=self.node_event,
             node_start=self.node_start,
             node_ts=self.node_ts,
-            src=np.array([k[0] for k in keys], np.int64),
-            dst=np.array([k[1] for k in keys], np.int64),
-            kind=np.array([v[0] for v in values], np.int8),
-            weight=np.array([v[1] for v in values], np.int64),
-            event=np.array([v[2] for v in values], np.int64),
+            src=src,
+            dst=dst,
+            kind=kind.astype(np.int8),
+            weight=weight.astype(np.int64),
+            event=np.where(spans, event, -1),  # only spans and kernel gaps are some event's time
             health=self.health,
         )
 

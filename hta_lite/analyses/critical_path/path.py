@@ -44,21 +44,19 @@ def longest_path(n_nodes: int, graph: Graph, health: Counter) -> list[int]:
     src, dst, weight = graph.src, graph.dst, graph.weight
     if n_nodes == 0 or len(src) == 0:
         return []
-    alive = np.ones(len(src), bool)
+    alive = [True] * len(src)
     by_dst = np.argsort(dst, kind="stable")  # incoming edges, each node's in added order
     in_start = np.searchsorted(dst[by_dst], np.arange(n_nodes + 1))
     by_src = np.argsort(src, kind="stable")
     out_start = np.searchsorted(src[by_src], np.arange(n_nodes + 1))
     indegree = np.bincount(dst, minlength=n_nodes)
-    dist = np.zeros(n_nodes, np.int64)
-    best = np.full(n_nodes, -1, np.int64)
-    done = np.zeros(n_nodes, bool)
+    done = [False] * n_nodes
     order: list[int] = []
     src_l, dst_l, w_l = src.tolist(), dst.tolist(), weight.tolist()
     in_l, out_l = by_dst.tolist(), by_src.tolist()
     in_s, out_s = in_start.tolist(), out_start.tolist()
     deg = indegree.tolist()
-    dist_l, best_l = dist.tolist(), best.tolist()
+    dist_l, best_l = [0] * n_nodes, [-1] * n_nodes
     ready = deque(i for i in range(n_nodes) if deg[i] == 0)
     while True:
         while ready:
@@ -83,11 +81,11 @@ def longest_path(n_nodes: int, graph: Graph, health: Counter) -> list[int]:
         if len(order) == n_nodes:
             break
         # a cycle (an inconsistent trace): cut the backward edges among what is left
-        left = ~done
-        cut = alive & left[src] & left[dst] & (src > dst)
+        left = ~np.array(done)
+        cut = np.array(alive) & left[src] & left[dst] & (src > dst)
         health["cp_cycle_edge_cut"] += int(cut.sum())
-        alive &= ~cut
         for e in np.flatnonzero(cut).tolist():
+            alive[e] = False
             deg[dst_l[e]] -= 1
         ready.extend(v for v in np.flatnonzero(left).tolist() if deg[v] == 0)
     end = max(order, key=lambda v: dist_l[v])  # the first node (in order) with the longest path
