@@ -31,7 +31,7 @@ import pandas as pd
 
 from ..kineto import CPU_COLLECTIVE
 from ..load.rank_trace import RankTrace
-from .collectives.matching import Matching, match_traces
+from .collectives.matching import Matching, match_traces, wait_caused
 from .common import select, us, wanted
 from .idle import idle_gaps
 from .steps import profiled_steps, step_breakdown
@@ -129,9 +129,6 @@ def rank_skew(skew: pd.DataFrame) -> pd.DataFrame:
     if skew.empty:
         return pd.DataFrame(columns=columns)
     lateness = skew.groupby(["rank", "step"])["skew_us"].sum().groupby(level="rank").mean()
-    waits = skew.groupby("instance")["wait_us"].sum()
-    last = skew[skew["arrived_last"]]
-    caused = pd.Series(waits.reindex(last["instance"]).to_numpy(), index=last["rank"].to_numpy())
     table = skew.groupby("rank").agg(
         max_skew_us=("skew_us", "max"),
         last_arrivals=("arrived_last", "sum"),
@@ -139,7 +136,7 @@ def rank_skew(skew: pd.DataFrame) -> pd.DataFrame:
         wait_suffered_us=("wait_us", "sum"),
     )
     table.insert(0, "lateness_us", lateness)
-    table["wait_caused_us"] = caused.groupby(level=0).sum().reindex(table.index, fill_value=0.0)
+    table["wait_caused_us"] = wait_caused(skew, "wait_us").reindex(table.index, fill_value=0.0)
     table["last_arrivals"] = table["last_arrivals"].astype(np.int64)
     return table.sort_values(["lateness_us", "last_arrivals"], ascending=False).reset_index()[
         columns

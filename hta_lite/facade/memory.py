@@ -25,15 +25,21 @@ NO_MEMORY = (
 class Memory:
     """Memory methods of :class:`hta_lite.TraceAnalysis`."""
 
-    def _memory(self, rank: int) -> pd.DataFrame:
+    def _memory_of(self, rank: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The rank's memory events and timeline, built once (disagreeing totals go to health)."""
         cache = self.__dict__.setdefault("_memory_cache", {})
         if rank not in cache:
             trace = self.trace(rank)
-            cache[rank] = memory_events(trace)
-            mismatches = timeline.total_mismatches(timeline.timeline(cache[rank], rank))
+            events = memory_events(trace)
+            line = timeline.timeline(events, rank)
+            mismatches = timeline.total_mismatches(line)
             if mismatches:
                 trace.health["memory_total_mismatch"] = mismatches
+            cache[rank] = events, line
         return cache[rank]
+
+    def _memory(self, rank: int) -> pd.DataFrame:
+        return self._memory_of(rank)[0]
 
     def _memory_ranks(self, ranks) -> list[int]:
         chosen = [t.rank for t in select(self.traces, ranks)]
@@ -70,8 +76,7 @@ class Memory:
             :data:`hta_lite.analyses.memory.timeline.TIMELINE_COLUMNS` (bytes, ts ns).
         """
         line = pd.concat(
-            [timeline.timeline(self._memory(r), r) for r in self._memory_ranks(ranks)],
-            ignore_index=True,
+            [self._memory_of(r)[1] for r in self._memory_ranks(ranks)], ignore_index=True
         )
         if visualize:
             steps = {r: self.trace(r).steps for r in line["rank"].unique()}

@@ -68,6 +68,15 @@ class Matching:
         return self.calls[self.calls["instance"].isin(good)]
 
 
+def wait_caused(calls: pd.DataFrame, wait: str = "wait") -> pd.Series:
+    """Per rank (index): the others' waits (column ``wait``, summed) in the matched collectives
+    it reached last; over all ranks this sums to every wait."""
+    waits = calls.groupby("instance")[wait].sum()
+    last = calls[calls["arrived_last"]]
+    caused = pd.Series(waits.reindex(last["instance"]).to_numpy(), index=last["rank"].to_numpy())
+    return caused.groupby(level=0).sum()
+
+
 def _members(calls: pd.DataFrame) -> dict[str, set[int]]:
     """Global ranks of each group: as recorded, else the ranks that called it."""
     out = {}

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..common import us
-from .matching import Matching
+from .matching import Matching, wait_caused
 
 #: columns of :func:`by_collective`
 COLLECTIVE_COLUMNS = [
@@ -74,17 +74,15 @@ def by_rank(matching: Matching) -> pd.DataFrame:
     if calls.empty:
         return pd.DataFrame(columns=RANK_COLUMNS)
     measured = matching.measured()
-    waits = measured.groupby("instance")["wait"].sum()
-    last = measured[measured["arrived_last"]]
-    caused = pd.Series(waits.reindex(last["instance"]).to_numpy(), index=last["rank"].to_numpy())
     table = calls.groupby("rank").agg(
         calls=("instance", "size"),
         unmatched=("instance", lambda v: int((v < 0).sum())),
         time_us=("dur", "sum"),
     )
     table["time_us"] = us(table["time_us"].to_numpy())
+    last = measured[measured["arrived_last"]]
     table["arrived_last"] = last.groupby("rank").size().reindex(table.index, fill_value=0)
-    table["wait_caused_us"] = us(caused.groupby(level=0).sum().reindex(table.index, fill_value=0))
+    table["wait_caused_us"] = us(wait_caused(measured).reindex(table.index, fill_value=0))
     table["wait_suffered_us"] = us(
         measured.groupby("rank")["wait"].sum().reindex(table.index, fill_value=0)
     )

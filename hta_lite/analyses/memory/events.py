@@ -35,12 +35,17 @@ MEMORY_COLUMNS = [
 
 
 def device_label(device_type: np.ndarray, device_id: np.ndarray) -> np.ndarray:
-    """``cuda:0`` / ``cpu`` (``type<N>`` for an unknown type)."""
-    out = []
-    for t, i in zip(device_type.tolist(), device_id.tolist()):
+    """``cuda:0`` / ``cpu`` (``type<N>`` for an unknown type), made once per distinct device."""
+    pairs, inverse = np.unique(
+        np.stack([device_type, device_id], axis=1), axis=0, return_inverse=True
+    )
+    labels = []
+    for t, i in pairs.tolist():
         name = DEVICE_TYPES.get(t, f"type{t}")
-        out.append(name if i is None or i < 0 else f"{name}:{i}")
-    return np.array(out, dtype=object)
+        labels.append(name if i < 0 else f"{name}:{i}")
+    return (
+        np.array(labels, dtype=object)[inverse.reshape(-1)] if len(pairs) else np.zeros(0, object)
+    )
 
 
 def memory_events(trace: RankTrace) -> pd.DataFrame:
