@@ -247,6 +247,12 @@ def test_batch_summaries_match_across_ranks_from_worker_partials(tmp_path):
     a = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
     pd.testing.assert_frame_equal(by_rank, a.get_collective_summary("rank"))
     pd.testing.assert_frame_equal(summary["collectives"], a.get_collective_summary())
+    report = a.get_straggler_report()
+    assert report.stragglers == [41] and summary["rank_lateness"].iloc[0]["rank"] == 41
+    pd.testing.assert_frame_equal(summary["rank_lateness"], report.ranks)
+    pd.testing.assert_frame_equal(summary["straggler_causes"], report.causes)
+    assert report.causes["cause"].tolist() == ["compute-bound"]
+    pd.testing.assert_frame_equal(summary["timers"], a.get_timers_across_ranks().reset_index())
 
 
 def test_sizes_from_the_launching_ops_inputs_when_metadata_has_none(tmp_path):

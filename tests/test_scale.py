@@ -1,19 +1,20 @@
-"""Parquet cache (hit, miss, invalidation, corruption, environment) and executor equivalence."""
+"""Cache (hit, miss, invalidation, corruption, environment) and executor equivalence."""
 
 from __future__ import annotations
 
 import gzip
 import os
+import pickle
 import shutil
 
 import pandas as pd
-import pyarrow.parquet as pq
+import pyarrow.feather as feather
 import pytest
 from conftest import SAMPLES
 
 from hta_lite import TraceAnalysis
 from hta_lite.load import cache as cache_mod
-from hta_lite.tools.batch import SUMMARY_TABLES, summarize_folder
+from hta_lite.tools.batch import CROSS_RANK_TABLES, SUMMARY_TABLES, summarize_folder
 
 
 @pytest.fixture()
@@ -44,7 +45,38 @@ def test_cache_hit_gives_identical_tables(folder, tmp_path):
         second.get_temporal_breakdown(visualize=False),
     )
     # plain Parquet, readable without hta_lite
-    assert pq.read_table(entries(root)[0] / "gpu.parquet").num_rows > 0
+    assert feather.read_table(entries(root)[0] / "gpu.arrow").num_rows > 0
+
+
+def test_reopen_reads_only_the_tables_used(folder, tmp_path):
+    root = tmp_path / "cache"
+    cold = TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
+    warm = TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
+    pd.testing.assert_frame_equal(
+        cold.get_temporal_breakdown(visualize=False), warm.get_temporal_breakdown(visualize=False)
+    )
+    built = {name for name in cache_mod.TABLES if name in vars(warm.trace(0))}
+    assert built == {"gpu"}
+    # a worker hands back the entry's address, not the tables
+    reopened = TraceAnalysis(trace_dir=folder, cache=root, parallel=False).trace(1)
+    assert "gpu" not in vars(reopened) and len(pickle.dumps(reopened)) < 20_000
+    # process pool: the same tables, mapped in this process
+    pooled = TraceAnalysis(trace_dir=folder, cache=root, parallel=True, progress=False)
+    for rank in cold.ranks:
+        for name in cache_mod.TABLES:
+            pd.testing.assert_frame_equal(
+                getattr(cold.trace(rank), name), getattr(pooled.trace(rank), name)
+            )
+
+
+def test_entry_gone_before_first_use_parses_again(folder, tmp_path):
+    root = tmp_path / "cache"
+    cold = TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
+    warm = TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
+    shutil.rmtree(root)
+    for name in cache_mod.TABLES:
+        pd.testing.assert_frame_equal(getattr(cold.trace(0), name), getattr(warm.trace(0), name))
+    assert len(entries(root)) == 1  # rewritten by the parse
 
 
 def test_changed_file_is_never_served_stale(folder, tmp_path):
@@ -64,11 +96,12 @@ def test_corrupt_or_foreign_entries_are_rebuilt(folder, tmp_path):
     root = tmp_path / "cache"
     TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
     first, second = entries(root)
-    (first / "gpu.parquet").write_bytes(b"not parquet")
+    (first / "gpu.arrow").write_bytes(b"not arrow")
     (second / "meta.json").write_bytes(b'{"version": 999}')
     again = TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
     assert sorted(again.ranks) == [0, 1] and len(again.gpu_events(0)) == 602
-    assert pq.read_table(first / "gpu.parquet").num_rows > 0  # rewritten
+    assert len(again.gpu_events(1)) > 0  # tables are read when first used: found bad now
+    assert feather.read_table(first / "gpu.arrow").num_rows > 0  # rewritten
 
 
 def test_cache_off_and_environment(folder, tmp_path, monkeypatch):
@@ -94,7 +127,8 @@ def test_read_only_cache_location_still_loads(folder, tmp_path):
 def test_executors_agree(folder, tmp_path):
     serial = summarize_folder(folder, executor="serial", cache=False)
     process = summarize_folder(folder, executor="process", cache=False)
-    for name in SUMMARY_TABLES:
+    assert set(serial) == {*SUMMARY_TABLES, *CROSS_RANK_TABLES}
+    for name in serial:
         pd.testing.assert_frame_equal(serial[name], process[name])
     assert serial["temporal_breakdown"]["idle_time_pctg"].tolist() == [53.56, 54.72]
     distributed = pytest.importorskip("dask.distributed")
@@ -103,7 +137,7 @@ def test_executors_agree(folder, tmp_path):
     ) as cluster:
         with distributed.Client(cluster) as client:
             via_dask = summarize_folder(folder, executor=client, cache=tmp_path / "dask-cache")
-    for name in SUMMARY_TABLES:
+    for name in serial:
         pd.testing.assert_frame_equal(serial[name], via_dask[name])
 
 

@@ -23,7 +23,7 @@ host-bound, otherwise it was itself waiting (on communication or other ranks).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,7 +34,7 @@ from ..load.rank_trace import RankTrace
 from .collectives.matching import Matching, match_traces, wait_caused
 from .common import select, us, wanted
 from .idle import idle_gaps
-from .steps import profiled_steps, step_breakdown
+from .steps import profiled_steps
 
 
 def _matched(
@@ -98,7 +98,11 @@ def collective_skew(
     """Per matched collective (:mod:`~hta_lite.analyses.collectives.matching`) and rank:
     ``start_us`` (relative to the earliest call), ``skew_us`` (its arrival after the first
     rank), ``wait_us`` (time it waited for the last rank), ``arrived_last``."""
-    calls = _matched(traces, ranks, steps, matching)
+    return skew_table(_matched(traces, ranks, steps, matching))
+
+
+def skew_table(calls: pd.DataFrame) -> pd.DataFrame:
+    """:func:`collective_skew` of measured matched calls (``Matching.measured()`` in steps)."""
     if calls.empty:
         return pd.DataFrame(columns=SKEW_COLUMNS)
     first = calls.groupby("instance")["ts"].transform("min")
@@ -153,33 +157,47 @@ def find_stragglers(skew_by_rank: pd.DataFrame, factor: float = 3.0) -> list[int
     return [int(r) for r in skew_by_rank.loc[keep, "rank"]]
 
 
-def _host_wait_us(trace: RankTrace, steps: set[int]) -> float:
+def host_wait_by_step(trace: RankTrace) -> pd.DataFrame:
+    """``rank, step, host_wait_us``: the rank's GPU idle time waiting for the host per step,
+    summed over its streams (a per-rank partial of :func:`explain`)."""
     gaps = idle_gaps(trace)
-    chosen = gaps["step"].isin(list(steps)) & (gaps["idle_category"] == "host_wait")
-    return float(gaps.loc[chosen, "idle_interval"].sum())
+    per_step = gaps[gaps["idle_category"] == "host_wait"].groupby("step")["idle_interval"].sum()
+    return pd.DataFrame(
+        {
+            "rank": np.full(len(per_step), trace.rank, np.int64),
+            "step": per_step.index.to_numpy(np.int64),
+            "host_wait_us": per_step.to_numpy(np.float64),
+        }
+    )
 
 
 def explain(
-    traces: Mapping[int, RankTrace],
+    per_step: pd.DataFrame,
+    host_wait: pd.DataFrame,
+    timers: Callable[[], pd.DataFrame],
     lateness: pd.DataFrame,
     stragglers: list[int],
-    steps: Iterable[int] | None = None,
 ) -> tuple[pd.DataFrame, dict[int, str]]:
     """For each straggler: extra compute, host wait, communication and CPU step time per step
     (µs) against the median of the other ranks, the cause and a paragraph.
 
+    Inputs are tables, so the same code runs on per-rank partials made in worker processes:
+    ``per_step`` (``step_breakdown`` of the chosen steps), ``host_wait``
+    (:func:`host_wait_by_step` of every rank), ``timers`` (gives ``annotation_timers`` of the
+    chosen steps: called only for CPU-only jobs).
+
     The cause is the component that accounts for at least half of the rank's lateness: compute
     kernels (compute-bound) or GPU idle waiting for the host (host-bound); else it was itself
     waiting (on communication or other ranks)."""
-    per_step = step_breakdown(traces, steps=steps)
     if per_step.empty or per_step["gpu_busy"].sum() == 0:
-        return _explain_cpu(traces, lateness, stragglers, steps)
-    chosen = set(per_step["step"])
+        return _explain_cpu(timers(), lateness, stragglers)
+    chosen = host_wait[host_wait["step"].isin(per_step["step"].unique())]
     per_rank = per_step.groupby("rank")[
         ["step_time", "compute", "communication", "gpu_busy"]
     ].mean()
     n_steps = per_step.groupby("rank")["step"].nunique()
-    per_rank["host_wait"] = [_host_wait_us(traces[r], chosen) / n_steps[r] for r in per_rank.index]
+    waited = chosen.groupby("rank")["host_wait_us"].sum().reindex(per_rank.index, fill_value=0.0)
+    per_rank["host_wait"] = waited / n_steps
     late_by_rank = (
         lateness.set_index("rank")["lateness_us"] if len(lateness) else pd.Series(dtype=float)
     )
@@ -234,13 +252,12 @@ def explain(
 
 
 def _explain_cpu(
-    traces, lateness: pd.DataFrame, stragglers: list[int], steps
+    timers: pd.DataFrame, lateness: pd.DataFrame, stragglers: list[int]
 ) -> tuple[pd.DataFrame, dict[int, str]]:
     """CPU-only jobs: the user annotation (timer) whose time per step exceeds the median rank's
     the most; host-bound when it accounts for at least half of the lateness."""
-    from .timers import STEP_TIMER, annotation_timers
+    from .timers import STEP_TIMER
 
-    timers = annotation_timers(traces, steps=steps)
     timers = timers[(timers["name"] != STEP_TIMER) & ~timers["name"].str.match(CPU_COLLECTIVE)]
     if timers.empty:
         return pd.DataFrame(), {}

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from ..analyses import stragglers, timers
+from ..analyses.steps import step_breakdown
 from ..analyses.timers import LogOption
 from .base import plots
 
@@ -137,5 +138,11 @@ class CrossRank:
         skew = stragglers.collective_skew(self.traces, steps=steps, matching=self.get_collectives())
         lateness = stragglers.rank_skew(skew)
         found = stragglers.find_stragglers(lateness, factor)
-        causes, texts = stragglers.explain(self.traces, lateness, found, steps)
+        causes, texts = stragglers.explain(
+            step_breakdown(self.traces, steps=steps),
+            pd.concat([stragglers.host_wait_by_step(t) for t in self.traces.values()]),
+            lambda: timers.annotation_timers(self.traces, steps=steps),
+            lateness,
+            found,
+        )
         return stragglers.StragglerReport(skew, lateness, found, causes, texts)

@@ -1,10 +1,12 @@
-"""Parquet cache of parsed rank tables, so a folder loads once and then in milliseconds.
+"""Cache of parsed rank tables, so a folder parses once and then reopens in milliseconds.
 
-Key: the file's size, modification time and a BLAKE2 hash of its first and last MiB, plus the
+Key: the file's size, modification time and a BLAKE2 hash of its first and last 64 KiB, plus the
 loader options and the cache format version; a changed file gets a new key and is never served
-stale. Entries are plain Parquet files (readable by pyarrow, polars, duckdb) and one JSON file of
-metadata, written to a temporary folder and renamed into place. A corrupt, partial or foreign
-entry is ignored and rebuilt; nothing is unpickled.
+stale. Entries are uncompressed Arrow IPC files, one per table (Feather v2: readable by
+pyarrow, polars, duckdb), and one JSON file of metadata, written to a temporary folder and
+renamed into place. A reopen maps the files and turns a table into a DataFrame when an analysis
+first reads it. A corrupt, partial or foreign entry is ignored and rebuilt; nothing is
+unpickled.
 
 Location: ``cache_dir=`` argument, else ``$HTA_LITE_CACHE_DIR``, else the user cache folder
 (``$XDG_CACHE_HOME/hta_lite`` or ``~/.cache/hta_lite``), so read-only trace folders work.
@@ -27,17 +29,17 @@ from pathlib import Path
 import msgspec
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.ipc as ipc
 
 from .columns import TEXT
-from .rank_trace import RankTrace
+from .rank_trace import RankTrace, parse_file
 
 TEXT_DTYPE = pd.Index([], dtype=TEXT).dtype
 
-FORMAT_VERSION = 8  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
-# 6: collective args on cpu rows; 7: GPU-side waits; 8: allocator args of instants
+FORMAT_VERSION = 9  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
+# 6: collective args on cpu rows; 7: GPU-side waits; 8: allocator args of instants; 9: Arrow IPC
 TABLES = RankTrace.TABLES
-_SAMPLE = 1 << 20
+_SAMPLE = 1 << 16
 
 
 def enabled(cache: bool | str | Path | None) -> bool:
@@ -80,28 +82,52 @@ class _Meta(msgspec.Struct):
     health: dict[str, int]
 
 
-def load(root: Path, key: str) -> RankTrace | None:
-    """The cached trace, or None when absent or unusable (never raises)."""
+def load(root: Path, key: str, path: Path, include_last_profiler_step: bool) -> RankTrace | None:
+    """The cached trace, or None when absent or unusable (never raises). Its tables are read
+    when first used (memory-mapped Arrow files, then DataFrames)."""
     folder = root / key
     try:
         meta = msgspec.json.decode((folder / "meta.json").read_bytes(), type=_Meta)
         if meta.version != FORMAT_VERSION or meta.key != key:
             return None
         os.utime(folder / "meta.json")  # last used now: the eviction order
-        tables = {
-            name: _text_categories(pq.ParquetFile(folder / f"{name}.parquet").read().to_pandas())
-            for name in TABLES
-        }
-    except (OSError, msgspec.MsgspecError, pa.ArrowException, ValueError, KeyError):
+    except (OSError, msgspec.MsgspecError, ValueError):
         return None
-    return RankTrace(
+    return RankTrace.deferred(
+        _Tables(root, key, path, include_last_profiler_step),
         rank=meta.rank,
         path=meta.path,
         metadata=meta.metadata,
         events_read=meta.events_read,
         health=meta.health,
-        **tables,
     )
+
+
+class _Tables:
+    """Reads the tables of one cache entry when first used: the Arrow file is memory-mapped
+    (no copy) and converted to a DataFrame. Pickles as the entry's address, so a worker hands
+    a reopened rank to the caller in a few bytes. A table file that is gone or unreadable by
+    then means the trace file is parsed again (same key: same content) and the entry
+    rewritten."""
+
+    def __init__(self, root: Path, key: str, path: Path, include_last_profiler_step: bool):
+        self.address = (root, key, path, include_last_profiler_step)
+        self.parsed: RankTrace | None = None
+
+    def __reduce__(self):
+        return _Tables, self.address
+
+    def __call__(self, name: str) -> pd.DataFrame:
+        root, key, path, include_last = self.address
+        if self.parsed is None:
+            try:
+                with pa.memory_map(str(root / key / f"{name}.arrow")) as source:
+                    table = ipc.open_file(source).read_all()
+                return _text_categories(table.to_pandas())
+            except (OSError, pa.ArrowException, ValueError, TypeError):
+                self.parsed = parse_file(path, None, include_last)
+                store(root, key, self.parsed)
+        return getattr(self.parsed, name)
 
 
 def _text_categories(df):
@@ -137,9 +163,12 @@ def store(root: Path, key: str, trace: RankTrace) -> None:
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
         for name in TABLES:
-            pq.write_table(
-                _arrow(getattr(trace, name)), tmp / f"{name}.parquet", compression="zstd"
-            )
+            table = _arrow(getattr(trace, name))
+            with ipc.new_file(str(tmp / f"{name}.arrow"), table.schema) as writer:
+                # one batch even when empty: an empty table has none, and would lose the
+                # categories of its categoricals (a CPU-only trace's kernel_type)
+                columns = [column.combine_chunks() for column in table.columns]
+                writer.write_batch(pa.record_batch(columns, schema=table.schema))
         meta = _Meta(
             FORMAT_VERSION,
             key,

@@ -64,7 +64,7 @@ class LoadOptions:
         start_method: how worker processes start: ``"fork"``, ``"forkserver"`` or ``"spawn"``;
             default: fork where it is safe (a process with one thread, not a notebook kernel),
             else forkserver (see :func:`start_method`).
-        cache: the Parquet cache of parsed ranks (:mod:`hta_lite.load.cache`): ``None``
+        cache: the cache of parsed ranks (:mod:`hta_lite.load.cache`): ``None``
             (default) lets ``HTA_LITE_CACHE`` decide (on unless ``off``), ``False`` turns it off,
             ``True`` or a folder turns it on (there).
     """
@@ -83,7 +83,7 @@ class LoadOptions:
 
     @property
     def cache_root(self) -> Path | None:
-        """Folder of the Parquet cache, None when the cache is off."""
+        """Folder of the cache, None when the cache is off."""
         return cache.cache_dir(self.cache) if cache.enabled(self.cache) else None
 
 
@@ -128,7 +128,7 @@ def load_file(
     try:
         key = cache.entry_key(path, include_last_profiler_step) if cache_root else None
         if key is not None:
-            cached = cache.load(cache_root, key)
+            cached = cache.load(cache_root, key, path, include_last_profiler_step)
             if cached is not None:
                 cached.path = str(path)
                 cached.rank = rank if rank is not None else cached.rank

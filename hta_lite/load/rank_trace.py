@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,27 @@ class RankTrace:
         "gpu", "cpu", "gpu_annotations", "steps", "instants", "flows", "counters", "meta_events",
         "kernel_counters",
     )  # fmt: skip
+
+    @classmethod
+    def deferred(cls, build: Callable[[str], pd.DataFrame], **fields: Any) -> RankTrace:
+        """A trace whose tables are made by ``build(name)`` when first read (a reopen from the
+        cache builds only the tables its analyses use). ``fields``: the other fields."""
+        trace = cls.__new__(cls)
+        trace.__dict__.update(fields, _build=build)
+        return trace
+
+    def __getattr__(self, name: str):
+        """Called only for a missing attribute: a table of a deferred trace not built yet."""
+        build = self.__dict__.get("_build")
+        if build is None or name not in self.TABLES:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        table = self.__dict__[name] = build(name)
+        return table
+
+    def stub(self) -> RankTrace:
+        """The same rank without its tables (empty frames; nothing is built)."""
+        fields = {k: v for k, v in self.__dict__.items() if k not in self.TABLES and k[0] != "_"}
+        return RankTrace(**fields, **{name: pd.DataFrame() for name in self.TABLES})
 
     @property
     def is_cpu_only(self) -> bool:

@@ -17,7 +17,17 @@ from typing import Any
 
 import pandas as pd
 
-from ..analyses import counters, idle, kernels, operators, overlap, steps, temporal
+from ..analyses import (
+    counters,
+    idle,
+    kernels,
+    operators,
+    overlap,
+    steps,
+    stragglers,
+    temporal,
+    timers,
+)
 from ..analyses.collectives import summaries
 from ..analyses.collectives.calls import collective_calls
 from ..analyses.collectives.matching import match
@@ -25,7 +35,6 @@ from ..analyses.health import health_summary
 from ..errors import TraceError
 from ..load import cache
 from ..load.loader import LoadOptions, assign_ranks, collect, discover, load_file, map_in_processes
-from ..load.rank_trace import RankTrace
 
 SUMMARY_TABLES = (
     "temporal_breakdown",
@@ -37,9 +46,15 @@ SUMMARY_TABLES = (
     "health_summary",
     "operator_summary",
     "collective_calls",
+    "host_wait",
+    "annotation_timers",
 )
-#: tables across ranks, computed in the driver from the per-rank ``collective_calls``
-CROSS_RANK_TABLES = ("collectives", "collectives_by_rank", "collective_problems")
+#: tables across ranks, computed in the driver from the per-rank partials above
+#: (``collective_calls``, ``step_breakdown``, ``host_wait``, ``annotation_timers``)
+CROSS_RANK_TABLES = (
+    "collectives", "collectives_by_rank", "collective_problems", "rank_lateness",
+    "straggler_causes", "timers",
+)  # fmt: skip
 
 
 def summarize_rank(trace) -> dict[str, pd.DataFrame]:
@@ -59,6 +74,8 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
             rank=trace.rank
         ),
         "collective_calls": collective_calls(trace),
+        "host_wait": stragglers.host_wait_by_step(trace),
+        "annotation_timers": timers.annotation_timers(one),
     }
 
 
@@ -70,10 +87,7 @@ def _summarize_job(job: tuple[Path, int | None], options: LoadOptions):
     result = load_file(path, rank, options.include_last_profiler_step, options.cache_root)
     if isinstance(result, TraceError):
         return result, None
-    tables = summarize_rank(result)
-    for name in RankTrace.TABLES:
-        setattr(result, name, getattr(result, name).iloc[:0])
-    return result, tables
+    return result.stub(), summarize_rank(result)
 
 
 def summarize_folder(
@@ -118,11 +132,33 @@ def summarize_folder(
                 table = table.assign(rank=rank)
             parts.append(table)
         out[name] = pd.concat(parts, ignore_index=True)
-    matching = match(out["collective_calls"], ranked)
-    out["collectives"] = summaries.by_collective(matching)
-    out["collectives_by_rank"] = summaries.by_rank(matching)
-    out["collective_problems"] = matching.problems
+    out.update(cross_rank(out, ranked))
     return out
+
+
+def cross_rank(partials: dict[str, pd.DataFrame], ranks) -> dict[str, pd.DataFrame]:
+    """``CROSS_RANK_TABLES`` from the per-rank partials of all ranks (concatenated): the
+    collectives matched across ranks, the lateness of each rank at them, the stragglers' causes
+    (as :meth:`TraceAnalysis.get_straggler_report`) and Megatron's min/max timers."""
+    matching = match(partials["collective_calls"], ranks)
+    calls = matching.measured()
+    lateness = stragglers.rank_skew(stragglers.skew_table(calls[calls["step"] >= 0]))
+    causes, _ = stragglers.explain(
+        partials["step_breakdown"],
+        partials["host_wait"],
+        lambda: partials["annotation_timers"],
+        lateness,
+        stragglers.find_stragglers(lateness),
+    )
+    tidy = partials["annotation_timers"]
+    return {
+        "collectives": summaries.by_collective(matching),
+        "collectives_by_rank": summaries.by_rank(matching),
+        "collective_problems": matching.problems,
+        "rank_lateness": lateness,
+        "straggler_causes": causes,
+        "timers": timers.timers_across_ranks(tidy).reset_index() if len(tidy) else tidy,
+    }
 
 
 class Summary(dict):

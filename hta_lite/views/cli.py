@@ -81,9 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     counters.add_argument("--suffix", default="_with_counters", help="added to each file name")
     _common(counters)
 
-    cache = sub.add_parser(
-        "cache", help="what the Parquet cache of parsed ranks holds, or clear it"
-    )
+    cache = sub.add_parser("cache", help="what the cache of parsed ranks holds, or clear it")
     cache.add_argument("action", choices=("info", "clear"))
     cache.add_argument(
         "--dir", help="cache folder (default: $HTA_LITE_CACHE_DIR or ~/.cache/hta_lite)"
@@ -133,7 +131,7 @@ def _common(cmd: argparse.ArgumentParser) -> None:
         help="unreadable files: raise (stop, default), or skip / warn (go on with the good ranks)",
     )
     cmd.add_argument(
-        "--no-cache", action="store_true", help="do not read or write the Parquet cache"
+        "--no-cache", action="store_true", help="do not read or write the cache of parsed ranks"
     )
 
 

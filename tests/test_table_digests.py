@@ -1,0 +1,43 @@
+"""Every trace's tables are identical to what the loader made before the performance round:
+``data/table_digests.json`` holds their digests (columns, dtypes, categories, values) as commit
+bfce178 made them, for the repository's traces and the shared ones. A loader change that alters
+any table fails here; a deliberate one regenerates the file and says why in its commit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import DATA, ROOT, SHARED_TRACES
+from table_digest import trace_digests
+
+from hta_lite import TraceAnalysis
+from hta_lite.load.rank_trace import parse_file
+
+DIGESTS = json.loads((DATA / "table_digests.json").read_text())
+
+
+def _path(name: str):
+    return (
+        SHARED_TRACES / name.removeprefix("shared:") if name.startswith("shared:") else ROOT / name
+    )
+
+
+@pytest.mark.parametrize("name", sorted(DIGESTS))
+def test_tables_identical_to_before(name):
+    path = _path(name)
+    if not path.exists():
+        pytest.skip(f"{path} needs ../shared (the project's workspace)")
+    assert trace_digests(parse_file(path)) == DIGESTS[name]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["sample_traces/two_ranks/sampled_rank-0.json.gz", "sample_traces/memory_leak/rank-0.json.gz"],
+)
+def test_tables_identical_after_a_cache_round_trip(name, tmp_path):
+    path = _path(name)
+    for _ in range(2):  # fills the cache, then reopens from it
+        reopened = TraceAnalysis(trace_files={0: path}, cache=tmp_path, parallel=False)
+    assert "gpu" not in vars(reopened.trace(0))  # really from the cache
+    assert trace_digests(reopened.trace(0)) == DIGESTS[name]
