@@ -2,11 +2,14 @@
 
     python benchmarks/bench_scale.py --ranks 64
         [--template ../shared/traces/hta/diff_control/control.json.gz]
-        [--executor process|serial|dask] [--workdir /tmp/hta_scale]
+        [--generator copies|straggler] [--executor process|serial|dask] [--workdir /tmp/hta_scale]
 
-Generates the folder once (byte-for-byte copies of a real trace with distinct ranks), then in
-fresh processes: ``summarize_folder`` cold (cache off), and again with the cache (first run fills
-it, second is warm). Reports wall time, the parent's peak RSS and the largest worker's peak RSS.
+Generates the folder once — byte-for-byte copies of a real trace with distinct ranks, or with
+``--generator straggler`` the straggler generator's folder (``make_straggler_folder``: rank N // 3
+late by 5 ms at each step's last long collective, clocks jittered) — then in fresh processes:
+``summarize_folder`` cold (cache off), and again with the cache (first run fills it, second is
+warm). Reports wall time, the parent's peak RSS, the largest worker's peak RSS, and the
+stragglers the batch's cross-rank tables name (from the workers' partials).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -33,6 +37,7 @@ print(json.dumps({
     "ranks": len(out["temporal_breakdown"]),
     "parent_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    "stragglers": [int(r) for r in out["straggler_causes"].get("rank", [])],
 }))
 """
 
@@ -51,14 +56,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE)
+    parser.add_argument("--generator", choices=("copies", "straggler"), default="copies")
     parser.add_argument("--executor", default="process")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/hta_scale"))
     args = parser.parse_args()
-    from hta_lite.tools.synthetic import replicate_trace
+    from hta_lite.tools.synthetic import make_straggler_folder, replicate_trace
 
-    folder = args.workdir / f"ranks{args.ranks}"
+    folder = args.workdir / f"{args.generator}-{args.template.parent.name}-{args.ranks}"
     if not folder.exists() or len(list(folder.iterdir())) != args.ranks:
-        replicate_trace(args.template, folder, args.ranks)
+        t = time.perf_counter()
+        if args.generator == "straggler":
+            late = args.ranks // 3
+            make_straggler_folder(args.template, folder, args.ranks, late, "host", seed=3)
+        else:
+            replicate_trace(args.template, folder, args.ranks)
+        print(f"generated in {time.perf_counter() - t:.0f} s")
     gz_mb = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
     cache_dir = args.workdir / "cache"
     shutil.rmtree(cache_dir, ignore_errors=True)
@@ -71,11 +83,14 @@ def main() -> None:
         f"{args.ranks} ranks of {args.template.name} ({gz_mb:.0f} MB gzip),"
         f" executor={args.executor}"
     )
-    print("| run | seconds | parent peak RSS MB | largest worker peak RSS MB |\n|---|---|---|---|")
+    print(
+        "| run | seconds | parent peak RSS MB | largest worker peak RSS MB | stragglers named |"
+        "\n|---|---|---|---|---|"
+    )
     for name, r in rows:
         print(
             f"| {name} | {r['seconds']:.1f} | {r['parent_peak_rss_mb']:.0f}"
-            f" | {r['worker_peak_rss_mb']:.0f} |"
+            f" | {r['worker_peak_rss_mb']:.0f} | {r['stragglers']} |"
         )
 
 

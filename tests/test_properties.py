@@ -301,3 +301,17 @@ def test_shape_text_canonical_form_is_a_json_round_trip(value, spacing):
         else json.dumps(value, separators=(",", ":"))
     )
     assert _canonical_json(text) == json.dumps(json.loads(text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=2**40), max_size=60), st.booleans())
+def test_first_seen_numbering_matches_factorize(values, dense):
+    """Both ways of numbering codes by first appearance (a table for dense codes, a sort for
+    sparse ones) give what factorizing the values gives."""
+    from hta_lite.load.columns import factorize, first_seen
+
+    codes = np.array([v % 7 for v in values] if dense else values, np.int64)
+    renumbered, rows = first_seen(codes)
+    expected, distinct = factorize(codes.tolist())
+    assert renumbered.tolist() == expected.tolist()
+    assert codes[rows].tolist() == distinct

@@ -80,9 +80,22 @@ def wanted(asked, present, what: str, where: str | None = None) -> list | None:
 
 
 def factorize_rows(frame: pd.DataFrame) -> tuple[np.ndarray, list[tuple]]:
-    """Each row's code among the distinct rows of ``frame`` (first seen first), and those rows
-    as tuples (an empty frame: no codes, no rows)."""
+    """Each row's code among the distinct rows of ``frame`` (first seen first; missing values are
+    values), and those rows as tuples (an empty frame: no codes, no rows). Each column is
+    factorized alone and the codes combined in numpy: no tuple per row."""
     if len(frame) == 0:
         return np.zeros(0, np.int64), []
-    codes, uniques = pd.MultiIndex.from_frame(frame).factorize()
-    return np.asarray(codes, np.int64), list(uniques)
+    key, size = np.zeros(len(frame), np.int64), 1
+    for name in frame.columns:
+        codes, uniques = pd.factorize(frame[name], use_na_sentinel=False)
+        size *= max(len(uniques), 1)
+        if size >= 2**62:  # the combined key would overflow
+            codes, uniques = pd.MultiIndex.from_frame(frame).factorize()
+            return np.asarray(codes, np.int64), list(uniques)
+        key = key * len(uniques) + codes
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    rows = frame.iloc[first[order]]
+    return rank[inverse.ravel()], list(rows.itertuples(index=False, name=None))

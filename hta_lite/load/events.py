@@ -107,6 +107,7 @@ class EventColumns:
         self._times = times
         self._args = args
         self._index = index
+        self._index_sorted: bool | None = None  # found at the first sparse lookup
         self._arrays = (
             {} if arrays is None else arrays
         )  # name -> object ndarray of the field, made at the first take
@@ -166,9 +167,19 @@ class EventColumns:
     def _held(self, rows: bytes) -> tuple[np.ndarray, np.ndarray]:
         """Of a sparse column's rows: the selected positions that hold a value, and where."""
         held = np.frombuffer(rows, np.int32)
-        wanted = np.arange(self._n) if self._index is None else self._index
-        pos = np.minimum(np.searchsorted(held, wanted), max(len(held) - 1, 0))
-        hit = np.flatnonzero(held[pos] == wanted) if len(held) else np.zeros(0, np.int64)
+        if self._index is None:
+            return held.astype(np.int64), np.arange(len(held))
+        wanted = self._index
+        if len(wanted) == 0 or len(held) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        if self._index_sorted is None:
+            self._index_sorted = bool(np.all(wanted[1:] > wanted[:-1]))
+        if self._index_sorted:  # look the few held rows up among the selected ones
+            at = np.searchsorted(wanted, held)
+            ok = np.flatnonzero(wanted[np.minimum(at, len(wanted) - 1)] == held)
+            return at[ok], ok
+        pos = np.minimum(np.searchsorted(held, wanted), len(held) - 1)
+        hit = np.flatnonzero(held[pos] == wanted)
         return hit, pos[hit]
 
     def ints(self, name: str) -> tuple[np.ndarray, int]:
