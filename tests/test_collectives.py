@@ -255,6 +255,21 @@ def test_batch_summaries_match_across_ranks_from_worker_partials(tmp_path):
     pd.testing.assert_frame_equal(summary["timers"], a.get_timers_across_ranks().reset_index())
 
 
+def test_cross_rank_tables_on_a_dask_cluster_equal_the_process_pool(tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    folder = make_straggler_folder(NCCL, tmp_path / "f", 8, 5, "host", seed=3, gz=False)
+    pooled = summarize_folder(folder, executor="process", cache=False)
+    assert pooled["straggler_causes"]["rank"].tolist() == [5]
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        with distributed.Client(cluster) as client:
+            via_dask = summarize_folder(folder, executor=client, cache=False)
+    assert set(via_dask) == set(pooled)
+    for name in pooled:
+        pd.testing.assert_frame_equal(pooled[name], via_dask[name])
+
+
 def test_sizes_from_the_launching_ops_inputs_when_metadata_has_none(tmp_path):
     """No c10d metadata: the size comes from the first tensor of the enclosing
     record_param_comms' recorded inputs; the collective from the nccl: range, the group from the

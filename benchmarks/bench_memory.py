@@ -1,0 +1,87 @@
+"""Memory analyses: HTA's raw-timeline ``MemoryAnalysis`` side by side, and the cost of the
+Kineto memory views.
+
+Each job runs in a fresh process (imports excluded), median of ``--repeat``:
+
+- *raw timeline*: ``hta_lite.MemoryAnalysis(path).memory_by_category()`` against
+  ``hta.memory_analysis.MemoryAnalysis(path)._process_raw_events()`` (what its chart plots), on
+  the raw memory timeline of HTA's tests (``../shared/memory_timeline``), when ``--hta-python``
+  names a venv with traceinsight 0.6.1;
+- *Kineto memory views*: ``get_memory_timeline``, ``get_memory_peaks``, ``get_memory_lifetimes``,
+  ``get_memory_by_operator`` and ``get_memory_by_step`` on a loaded trace recorded with
+  ``profile_memory=True`` (HTA has no equivalent).
+
+    python benchmarks/bench_memory.py [--hta-python /path/to/refvenv/bin/python] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RAW = HERE.parent.parent / "shared" / "memory_timeline" / "memory_timeline.raw.gz"
+KINETO = [HERE.parent / "sample_traces" / "memory_leak"]
+
+OURS_RAW = """
+import json, sys, time
+from hta_lite import MemoryAnalysis
+t = time.perf_counter()
+rows = len(MemoryAnalysis(sys.argv[1]).memory_by_category())
+print(json.dumps({"seconds": time.perf_counter() - t, "rows": rows}))
+"""
+HTA_RAW = """
+import json, logging, sys, time
+logging.disable(logging.CRITICAL)
+from hta.memory_analysis import MemoryAnalysis
+t = time.perf_counter()
+times, sizes = MemoryAnalysis(sys.argv[1])._process_raw_events()
+print(json.dumps({"seconds": time.perf_counter() - t, "rows": len(times)}))
+"""
+OURS_VIEWS = """
+import json, sys, time
+from hta_lite import TraceAnalysis
+a = TraceAnalysis(trace_dir=sys.argv[1], parallel=False, progress=False, cache=False)
+t = time.perf_counter()
+a.get_memory_timeline(); a.get_memory_peaks(); a.get_memory_lifetimes()
+a.get_memory_by_operator(); a.get_memory_by_step()
+events = len(a.get_memory_events())
+print(json.dumps({"seconds": time.perf_counter() - t, "rows": events}))
+"""
+
+
+def run(python: str, code: str, path: Path) -> dict:
+    out = subprocess.run(
+        [python, "-c", code, str(path)], capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def median(python: str, code: str, path: Path, repeat: int) -> dict:
+    runs = [run(python, code, path) for _ in range(repeat)]
+    return {"seconds": statistics.median(r["seconds"] for r in runs), "rows": runs[0]["rows"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--hta-python", help="python of a venv with traceinsight 0.6.1")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    if RAW.exists():
+        ours = median(sys.executable, OURS_RAW, RAW, args.repeat)
+        print("| raw timeline | rows | hta_lite s | HTA s | speedup |\n|---|---|---|---|---|")
+        hta = median(args.hta_python, HTA_RAW, RAW, args.repeat) if args.hta_python else None
+        ref = f"{hta['seconds']:.4f} | {hta['seconds'] / ours['seconds']:.1f}x" if hta else "- | -"
+        print(f"| {RAW.name} | {ours['rows']} | {ours['seconds']:.4f} | {ref} |")
+    print("\n| Kineto memory views | memory events | hta_lite s |\n|---|---|---|")
+    for folder in KINETO:
+        views = median(sys.executable, OURS_VIEWS, folder, args.repeat)
+        print(f"| {folder.name} | {views['rows']} | {views['seconds']:.4f} |")
+
+
+if __name__ == "__main__":
+    main()
