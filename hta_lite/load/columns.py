@@ -89,7 +89,7 @@ TEXT = "str"  # category dtype of every text column (pandas' string dtype)
 
 
 def empty_category(n: int) -> pd.Categorical:
-    """``n`` missing values of a text categorical (keeps its type through Parquet)."""
+    """``n`` missing values of a text categorical (keeps its type through the cache)."""
     return pd.Categorical.from_codes(
         np.full(n, -1, np.int8), dtype=pd.CategoricalDtype(pd.Index([], dtype=TEXT))
     )
