@@ -18,7 +18,10 @@
 
    A column is a list of one value per row when at least half the rows hold the key, else
    (rows, values): the rows that hold it (int32 bytes, increasing) and their values, so that a
-   key few rows have costs memory for those rows only.
+   key few rows have costs memory for those rows only. A column of integers (kind K_INT_STR,
+   an integer default) where no row holds text has no Python object per value: (None, int64
+   bytes of every row, the default where absent) or, sparse, (rows, int64 bytes of their
+   values).
 
    It gives exactly what the msgspec path of hta_lite.load.decode would give (schema.Event and
    schema.Args: the same keys, types and defaults), or None whenever it meets anything
@@ -69,8 +72,12 @@ static const char *PHASES = "XBEiICbneSTpFstfPNODMVvRc()";
 
 typedef struct {
     int32_t *rows;       /* the rows that hold the key, increasing */
-    PyObject **vals;     /* their values (new references) */
+    PyObject **vals;     /* their values (new references; NULL: the integer in ``ints``) */
+    int64_t *ints;       /* integer values, for a typed column */
     Py_ssize_t count, cap;
+    int typed;           /* integers are kept in ``ints`` (kind K_INT_STR, integer default) */
+    int has_obj;         /* a row of a typed column holds text: the column is made of objects */
+    int64_t int_dflt;    /* the default, for a typed column */
 } Column;
 
 /* ---- parser state ----------------------------------------------------------------------- */
@@ -706,8 +713,9 @@ static int find_field(const FieldIndex *index, const char *key, Py_ssize_t len) 
 
 /* Store a new reference as the current row's value of a column (the last of repeated keys wins). */
 static int set_slot(Parser *ps, Column *col, PyObject *v) {
+    if (v && col->typed) col->has_obj = 1;
     if (col->count && col->rows[col->count - 1] == (int32_t)ps->rows) {
-        Py_SETREF(col->vals[col->count - 1], v);
+        Py_XSETREF(col->vals[col->count - 1], v);
         return 0;
     }
     if (col->count == col->cap) {
@@ -715,17 +723,33 @@ static int set_slot(Parser *ps, Column *col, PyObject *v) {
         int32_t *rows = PyMem_Realloc(col->rows, cap * sizeof(int32_t));
         if (rows) col->rows = rows;
         PyObject **vals = rows ? PyMem_Realloc(col->vals, cap * sizeof(PyObject *)) : NULL;
-        if (!vals) {
-            Py_DECREF(v);
+        if (vals) col->vals = vals;
+        int64_t *ints = vals && col->typed ? PyMem_Realloc(col->ints, cap * sizeof(int64_t)) : NULL;
+        if (ints) col->ints = ints;
+        if (!vals || (col->typed && !ints)) {
+            Py_XDECREF(v);
             ps->error = 1;
             PyErr_NoMemory();
             return -1;
         }
-        col->vals = vals;
         col->cap = cap;
     }
     col->rows[col->count] = (int32_t)ps->rows;
     col->vals[col->count++] = v;
+    return 0;
+}
+
+/* An integer of a typed column: kept as int64, no object (at most 18 digits, else decline). */
+static int set_int_slot(Parser *ps, Column *col) {
+    Number n;
+    if (scan_number(ps, &n) < 0) return -1;
+    if (n.n_frac || n.has_exp || n.n_int > 18) {
+        decline(ps);
+        return -1;
+    }
+    int64_t v = digits_value(n.int_digits, n.n_int);
+    if (set_slot(ps, col, NULL) < 0) return -1;
+    col->ints[col->count - 1] = n.negative ? -v : v;
     return 0;
 }
 
@@ -763,6 +787,10 @@ static inline int read_object(Parser *ps, int (*member)(Parser *, const char *, 
 /* A typed field's value into the current row of its column, or an unknown key's value walked. */
 static int read_member(Parser *ps, const FieldIndex *index, Column *cols, const char *key, Py_ssize_t len) {
     int f = find_field(index, key, len);
+    if (f >= 0 && cols[f].typed) {
+        int c = peek(ps);
+        if (c == '-' || (c >= '0' && c <= '9')) return set_int_slot(ps, &cols[f]);
+    }
     PyObject *v = f >= 0 ? typed_value(ps, index->specs[f].kind) : value(ps, 0, 2);
     if (!v) return -1;
     if (f >= 0) return set_slot(ps, &cols[f], v);
@@ -777,7 +805,7 @@ static int args_member(Parser *ps, const char *key, Py_ssize_t len) {
 static int read_args(Parser *ps) {
     for (size_t i = 0; i < ps->n_args; i++) { /* a repeated "args" key replaces the whole struct */
         Column *col = &ps->args_cols[i];
-        if (col->count && col->rows[col->count - 1] == (int32_t)ps->rows) Py_DECREF(col->vals[--col->count]);
+        if (col->count && col->rows[col->count - 1] == (int32_t)ps->rows) Py_XDECREF(col->vals[--col->count]);
     }
     if (peek(ps) == 'n') return expect_literal(ps, "null");
     return read_object(ps, args_member);
@@ -909,8 +937,38 @@ done:
 
 /* The column as the caller gets it (the values move out of it): a list of one value per row
    when at least half the rows hold the key, else (rows as int32 bytes, values). */
+/* A typed column without text: (None, int64 per row) when at least half the rows hold the key,
+   else (rows as int32 bytes, int64 of their values). */
+static PyObject *int_column_object(Parser *ps, Column *col) {
+    Py_ssize_t n = ps->rows, count = col->count;
+    int dense = count * 2 >= n;
+    PyObject *values = PyBytes_FromStringAndSize(NULL, (dense ? n : count) * (Py_ssize_t)sizeof(int64_t));
+    PyObject *rows = dense ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)col->rows, count * (Py_ssize_t)sizeof(int32_t));
+    PyObject *out = NULL;
+    if (values && rows) {
+        int64_t *v = (int64_t *)PyBytes_AS_STRING(values);
+        if (dense) {
+            for (Py_ssize_t r = 0; r < n; r++) v[r] = col->int_dflt;
+            for (Py_ssize_t k = 0; k < count; k++) v[col->rows[k]] = col->ints[k];
+        } else {
+            memcpy(v, col->ints, count * sizeof(int64_t));
+        }
+        out = PyTuple_Pack(2, rows, values);
+    }
+    Py_XDECREF(values);
+    Py_XDECREF(rows);
+    if (out) col->count = 0; /* no references were held */
+    return out;
+}
+
 static PyObject *column_object(Parser *ps, Column *col, PyObject *dflt) {
     Py_ssize_t n = ps->rows, count = col->count;
+    if (col->typed && !col->has_obj) return int_column_object(ps, col);
+    for (Py_ssize_t k = 0; col->typed && k < count; k++) { /* text among the integers: objects */
+        if (col->vals[k]) continue;
+        col->vals[k] = PyLong_FromLongLong(col->ints[k]);
+        if (!col->vals[k]) return NULL;
+    }
     int dense = count * 2 >= n;
     PyObject *list = PyList_New(dense ? n : count);
     if (!list) return NULL;
@@ -982,9 +1040,10 @@ static PyObject *result(Parser *ps) {
 }
 
 static void free_column(Column *col) {
-    for (Py_ssize_t k = 0; k < col->count; k++) Py_DECREF(col->vals[k]);
+    for (Py_ssize_t k = 0; k < col->count; k++) Py_XDECREF(col->vals[k]);
     PyMem_Free(col->rows);
     PyMem_Free(col->vals);
+    PyMem_Free(col->ints);
 }
 
 static void parser_free(Parser *ps) {
@@ -1031,6 +1090,13 @@ static int read_spec(Parser *ps, PyObject *spec, FieldSpec **specs, Column **col
         f->name = name;
         f->kind = (enum kind)kind;
         f->dflt = dflt;
+        if (kind == K_INT_STR && PyLong_CheckExact(dflt)) { /* integers without objects */
+            int overflow;
+            long long d = PyLong_AsLongLongAndOverflow(dflt, &overflow);
+            if (d == -1 && PyErr_Occurred()) return -1;
+            (*cols)[i].typed = !overflow;
+            (*cols)[i].int_dflt = d;
+        }
     }
     index->specs = *specs;
     index->n = *n;

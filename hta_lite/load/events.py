@@ -4,7 +4,7 @@ Two containers with the same interface, so that :mod:`hta_lite.load.tables` does
 decoder ran:
 
 - :class:`EventColumns`: one list per field, from the C decoder (``hta_lite.load._fastjson``); no
-  Python object per event, equal strings shared, ``ts`` / ``dur`` already int64 nanoseconds.
+  Python object per event, equal strings shared, ``ts`` / ``dur`` and integer args already int64.
 - :class:`EventList`: the msgspec structs of :mod:`hta_lite.load.decode` (the path taken without the
   C decoder, or for traces it declines).
 
@@ -138,6 +138,8 @@ class EventColumns:
         values = self._fields.get(name)
         if values is None:
             return [self._defaults[name]] * len(self)
+        if isinstance(values, tuple) and isinstance(values[1], bytes):  # integers, typed
+            return self.ints(name)[0].tolist()
         if isinstance(values, tuple):  # (rows, values): a key few rows hold
             return self._sparse_field(name, *values)
         if self._index is None:
@@ -184,6 +186,14 @@ class EventColumns:
 
     def ints(self, name: str) -> tuple[np.ndarray, int]:
         values = self._fields.get(name)
+        if isinstance(values, tuple) and isinstance(values[1], bytes):  # int64 from the decoder
+            rows, array = values[0], np.frombuffer(values[1], np.int64)
+            if rows is None:  # one value per row
+                return (array.copy() if self._index is None else array[self._index]), 0
+            hit, pos = self._held(rows)
+            out = np.full(len(self), self._defaults[name], np.int64)
+            out[hit] = array[pos]
+            return out, 0
         if isinstance(values, tuple):  # sparse: convert the values held, not a list per row
             held, bad = int_column(values[1])
             if not bad:
