@@ -2,14 +2,17 @@
 
     python benchmarks/bench_scale.py --ranks 64
         [--template ../shared/traces/hta/diff_control/control.json.gz]
-        [--generator copies|straggler] [--executor process|serial|dask] [--workdir /tmp/hta_scale]
+        [--generator copies|straggler] [--executor process|serial|dask|analysis]
+        [--workdir /tmp/hta_scale]
 
 Generates the folder once — byte-for-byte copies of a real trace with distinct ranks, or with
 ``--generator straggler`` the straggler generator's folder (``make_straggler_folder``: rank N // 3
 late by 5 ms at each step's last long collective, clocks jittered) — then in fresh processes:
 ``summarize_folder`` cold (cache off), and again with the cache (first run fills it, second is
 warm). Reports wall time, the parent's peak RSS, the largest worker's peak RSS, and the
-stragglers the batch's cross-rank tables name (from the workers' partials).
+stragglers the batch's cross-rank tables name (from the workers' partials). ``--executor
+analysis`` runs ``TraceAnalysis`` (process pool) + ``get_temporal_breakdown`` instead: the
+driver of a multi-rank load.
 """
 
 from __future__ import annotations
@@ -27,17 +30,24 @@ DEFAULT_TEMPLATE = HERE.parent.parent / "shared/traces/hta/diff_control/control.
 
 CHILD = r"""
 import json, os, resource, sys, time
-from hta_lite.tools.batch import summarize_folder
 folder, executor, cache = sys.argv[1], sys.argv[2], sys.argv[3]
+cache = False if cache == "off" else cache
 t = time.perf_counter()
-out = summarize_folder(folder, executor=executor, cache=False if cache == "off" else cache)
+if executor == "analysis":  # TraceAnalysis (process pool) + its first analysis
+    from hta_lite import TraceAnalysis
+    a = TraceAnalysis(trace_dir=folder, cache=cache, progress=False)
+    out = {"temporal_breakdown": a.get_temporal_breakdown(visualize=False)}
+else:
+    from hta_lite.tools.batch import summarize_folder
+    out = summarize_folder(folder, executor=executor, cache=cache)
 seconds = time.perf_counter() - t
+causes = out.get("straggler_causes")
 print(json.dumps({
     "seconds": seconds,
     "ranks": len(out["temporal_breakdown"]),
     "parent_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
-    "stragglers": [int(r) for r in out["straggler_causes"].get("rank", [])],
+    "stragglers": [] if causes is None else [int(r) for r in causes.get("rank", [])],
 }))
 """
 

@@ -69,6 +69,18 @@ def test_reopen_reads_only_the_tables_used(folder, tmp_path):
             )
 
 
+def test_workers_hand_parsed_ranks_back_through_the_cache(folder, tmp_path):
+    serial = TraceAnalysis(trace_dir=folder, cache=False, parallel=False)
+    pooled = TraceAnalysis(trace_dir=folder, cache=tmp_path / "c", parallel=True, progress=False)
+    assert all("gpu" not in vars(pooled.trace(rank)) for rank in pooled.ranks)  # not sent
+    for rank in serial.ranks:
+        assert pooled.trace(rank).health == serial.trace(rank).health
+        for name in cache_mod.TABLES:
+            pd.testing.assert_frame_equal(
+                getattr(serial.trace(rank), name), getattr(pooled.trace(rank), name)
+            )
+
+
 def test_entry_gone_before_first_use_parses_again(folder, tmp_path):
     root = tmp_path / "cache"
     cold = TraceAnalysis(trace_dir=folder, cache=root, parallel=False)

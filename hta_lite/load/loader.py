@@ -120,10 +120,15 @@ def load_file(
     rank: int | None = None,
     include_last_profiler_step: bool = False,
     cache_root: Path | None = None,
+    by_address: bool = False,
 ) -> RankTrace | TraceError:
     """Parse one file, through the cache when ``cache_root`` is given. Returns the error
     instead of raising it (this runs in worker processes; the caller decides what an error
-    means). An unexpected exception is returned as :class:`TraceParseError` naming the file."""
+    means). An unexpected exception is returned as :class:`TraceParseError` naming the file.
+
+    ``by_address``: a parsed trace that was stored in the cache comes back as the cache entry
+    (its tables read when first used), so that a worker sends the caller a few bytes instead
+    of every table."""
     path = Path(path)
     try:
         key = cache.entry_key(path, include_last_profiler_step) if cache_root else None
@@ -136,6 +141,14 @@ def load_file(
         trace = parse_file(path, rank, include_last_profiler_step)
         if key is not None:
             cache.store(cache_root, key, trace)
+            stored = (
+                cache.load(cache_root, key, path, include_last_profiler_step)
+                if by_address
+                else None
+            )
+            if stored is not None:
+                stored.path, stored.rank = trace.path, trace.rank
+                return stored
         return trace
     except TraceError as exc:
         return exc
@@ -147,9 +160,11 @@ def load_file(
         )
 
 
-def _load_job(job: tuple[Path, int | None], options: LoadOptions) -> RankTrace | TraceError:
+def _load_job(
+    job: tuple[Path, int | None], options: LoadOptions, by_address: bool = False
+) -> RankTrace | TraceError:
     path, rank = job
-    return load_file(path, rank, options.include_last_profiler_step, options.cache_root)
+    return load_file(path, rank, options.include_last_profiler_step, options.cache_root, by_address)
 
 
 def parse_many(
@@ -161,6 +176,9 @@ def parse_many(
     show = options.progress if options.progress is not None else len(jobs) > 1
     workers = min(len(jobs), options.max_workers or os.cpu_count() or 1)
     if options.parallel and len(jobs) > 1 and workers > 1:
+        # workers hand back cached ranks by address: the tables travel through the cache files,
+        # and this process reads only those its analyses use
+        work = functools.partial(_load_job, options=options, by_address=True)
         done = map_in_processes(work, jobs, workers, options.start_method)
         return list(_progress(done, len(jobs), show))
     return list(_progress(map(work, jobs), len(jobs), show))
