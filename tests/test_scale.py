@@ -173,7 +173,19 @@ def test_cache_keeps_the_recently_used_within_its_cap(folder, tmp_path, monkeypa
     assert cache_mod.evict(root, limit) == older[1]
     assert [e[0] for e in cache_mod.entries(root)] == [newer[0]]
     monkeypatch.setenv("HTA_LITE_CACHE_MAX_GB", str(limit / 1e9))
-    TraceAnalysis(trace_dir=folder, cache=root, parallel=False)  # a load evicts to the cap
+    # a load keeps the entries it uses (its ranks read their tables from them later), even
+    # above the cap ...
+    again = TraceAnalysis(trace_dir=folder, cache=root, parallel=True, progress=False)
+    assert cache_mod.usage(root)["entries"] == 2
+    os.utime(cache_mod.entries(root)[0][0] / "meta.json", (1, 1))
+    os.utime(cache_mod.entries(root)[1][0] / "meta.json", (2, 2))
+    assert len(again.gpu_events(0)) == 602
+    # ... and the next load evicts them to the cap
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(folder / "sampled_rank-0.json.gz", other / "rank-0.json.gz")
+    os.utime(other / "rank-0.json.gz", (3, 3))  # another file: another key
+    TraceAnalysis(trace_dir=other, cache=root, parallel=False)
     assert cache_mod.usage(root)["bytes"] <= limit and cache_mod.usage(root)["entries"] == 1
 
 

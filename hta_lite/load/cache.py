@@ -13,7 +13,8 @@ Location: ``cache_dir=`` argument, else ``$HTA_LITE_CACHE_DIR``, else the user c
 ``HTA_LITE_CACHE=off`` (or ``0``/``false``/``no``) or ``cache=False`` turns it off.
 
 Size: after each load the least recently used entries are removed until the folder holds at
-most ``$HTA_LITE_CACHE_MAX_GB`` (default 10) GB; an entry is used when it is written or read.
+most ``$HTA_LITE_CACHE_MAX_GB`` (default 10) GB, except those the load itself used; an entry is
+used when it is written or read.
 ``clear()`` (or ``hta-lite cache clear``) empties it; ``usage()`` (``hta-lite cache info``) says
 what it holds.
 """
@@ -217,14 +218,17 @@ def entries(root: Path) -> list[tuple[Path, int, float]]:
     return sorted(out, key=lambda e: e[2])
 
 
-def evict(root: Path, limit: int | None = None) -> int:
+def evict(root: Path, limit: int | None = None, keep_since: float | None = None) -> int:
     """Remove least recently used entries until ``root`` holds at most ``limit`` bytes (default
-    :func:`max_bytes`); returns the bytes freed. Never raises."""
+    :func:`max_bytes`); returns the bytes freed. Never raises. Entries used at or after
+    ``keep_since`` (a time.time()) stay even above the limit: a load's ranks read their tables
+    from their entries after the load returns, so a load larger than the cap keeps its own
+    entries until a later load evicts them."""
     limit = max_bytes() if limit is None else limit
     listed = entries(root)
     total, freed = sum(size for _, size, _ in listed), 0
-    for folder, size, _ in listed:
-        if total - freed <= limit:
+    for folder, size, used in listed:
+        if total - freed <= limit or (keep_since is not None and used >= keep_since):
             break
         shutil.rmtree(folder, ignore_errors=True)
         freed += size

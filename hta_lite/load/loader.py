@@ -21,6 +21,7 @@ import os
 import re
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
@@ -309,9 +310,10 @@ def load(
     options = options or LoadOptions()
     warn = warn or (lambda msg: warnings.warn(msg, stacklevel=3))
     jobs = jobs_for(trace_dir, trace_files)
+    started = time.time()
     results = parse_many(jobs, options)
     if options.cache_root is not None:
-        cache.evict(options.cache_root)
+        cache.evict(options.cache_root, keep_since=started - 1.0)  # 1 s: coarse file times
     loaded, skipped = collect([p for p, _ in jobs], results, options.on_error, warn, trace_dir)
     return assign_ranks(loaded, warn), skipped
 
