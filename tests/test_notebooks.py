@@ -20,6 +20,7 @@ def test_notebooks_are_stored_without_outputs():
             for c in cells
             if c["cell_type"] == "code"
         ), path.name
+        assert all(c.get("id") for c in cells), f"{path.name}: a cell without an id (nbformat 4.5)"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
