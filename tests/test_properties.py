@@ -263,8 +263,10 @@ def stack_walk(rows):
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
-@given(rows=nested_intervals())
-def test_nesting_matches_a_call_stack_walk(rows):
+@given(rows=nested_intervals(), scale=st.sampled_from([1, 2**55]))
+def test_nesting_matches_a_call_stack_walk(rows, scale):
+    """``scale``: times so far apart that (thread, time) keys would overflow int64, which takes
+    the other way of making them."""
     import pandas as pd
 
     from hta_lite.load.links import nesting
@@ -273,14 +275,33 @@ def test_nesting_matches_a_call_stack_walk(rows):
         {
             "pid": 1,
             "tid": [r[0] for r in rows],
-            "ts": np.array([r[1] for r in rows], np.int64),
-            "dur": np.array([r[2] - r[1] for r in rows], np.int64),
+            "ts": np.array([r[1] for r in rows], np.int64) * scale,
+            "dur": np.array([r[2] - r[1] for r in rows], np.int64) * scale,
         }
     )
     depth, parent = nesting(table)
     expected_depth, expected_parent = stack_walk(rows)
     assert depth.tolist() == expected_depth
     assert parent.tolist() == expected_parent
+
+
+def test_nesting_far_apart_times_on_several_threads():
+    """Two threads and times 2^61 ns apart: (thread, time) keys take the rank of each time."""
+    import pandas as pd
+
+    from hta_lite.load.links import nesting
+
+    far = 2**61
+    table = pd.DataFrame(
+        {
+            "pid": 1,
+            "tid": [1, 1, 2, 2],
+            "ts": np.array([0, 1, far, far + 1], np.int64),
+            "dur": np.array([far + 10, 5, 10, 2], np.int64),
+        }
+    )
+    depth, parent = nesting(table)
+    assert depth.tolist() == [0, 1, 0, 1] and parent.tolist() == [-1, 0, -1, 2]
 
 
 SHAPES = st.recursive(st.integers(-(2**40), 2**40), lambda inner: st.lists(inner, max_size=4))

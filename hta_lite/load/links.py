@@ -94,11 +94,18 @@ def nesting(cpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     thread = thread[0].astype(np.int64) * (int(thread[1].max()) + 1) + thread[1]
     ts = cpu["ts"].to_numpy()
     end = ts + cpu["dur"].to_numpy()
-    # one int64 key per (thread, time): times replaced by their rank among all times
-    times, inverse = np.unique(np.concatenate([ts, end]), return_inverse=True)
-    width = len(times) + 1
-    start_key = thread * width + inverse[:n]
-    end_key = np.sort(thread * width + inverse[n:])
+    # one int64 key per (thread, time): the time since the first, or where thread x span would
+    # overflow, the time's rank among all times (a sort more)
+    first = int(min(ts.min(), end.min()))
+    width = int(max(ts.max(), end.max())) - first + 1
+    if (int(thread.max()) + 1) * width < 2**62:
+        start_at, end_at = ts - first, end - first
+    else:
+        times, inverse = np.unique(np.concatenate([ts, end]), return_inverse=True)
+        width = len(times) + 1
+        start_at, end_at = inverse[:n], inverse[n:]
+    start_key = thread * width + start_at
+    end_key = np.sort(thread * width + end_at)
     order = np.lexsort((-end, ts, thread))  # parents before their children
     sorted_thread = thread[order]
     starts_before = np.arange(n) - np.searchsorted(sorted_thread, sorted_thread, side="left")
