@@ -3,8 +3,6 @@ docs/analyses/critical-path.md)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..analyses.critical_path import CriticalPath, critical_path
 from ..tools.critical_path_overlay import overlay
 from .base import plots
@@ -67,10 +65,9 @@ class CriticalPaths:
         """
         if critical_path_graph.rank != rank:
             raise ValueError(f"the critical path is of rank {critical_path_graph.rank}, not {rank}")
-        written = overlay(
-            critical_path_graph, output_dir, only_show_critical_events, show_all_edges
+        return str(
+            overlay(critical_path_graph, output_dir, only_show_critical_events, show_all_edges)
         )
-        return str(Path(written))
 
     def get_critical_path_summary(
         self, rank: int, annotation: str = "ProfilerStep", instance_id=0, *, visualize: bool = False
@@ -87,9 +84,6 @@ class CriticalPaths:
             Indexed by ``bound_by``: ``duration_us``, ``pctg``.
         """
         cp, _ = self.critical_path_analysis(rank, annotation, instance_id)
-        table = cp.bound_by_us().rename("duration_us").to_frame()
-        total = table["duration_us"].sum()
-        table["pctg"] = table["duration_us"] / total * 100 if total else 0.0
         if visualize:
             plots.show(plots.plot_critical_path(cp))
-        return table
+        return cp.bound_by_table()

@@ -292,7 +292,7 @@ def _critical_path_section(report: Report, analysis: TraceAnalysis) -> None:
         f" {html.escape(annotation + ' #' + str(instance)) if annotation else 'trace'}: CPU"
         " operators, launches, kernels, cross-stream waits and host synchronizations, with what"
         " bounds each part (docs/analyses/critical-path.md).</p>",
-        _table(critical_path_rows(analysis)),
+        _table(critical_path_rows(analysis, cp)),
         report.chart(plots.plot_critical_path(cp)),
     )
 

@@ -73,12 +73,15 @@ def critical_path_region(analysis) -> tuple[int, str, int | None] | None:
     return (rank, "ProfilerStep", 0) if len(trace.steps) else (rank, "", None)
 
 
-def critical_path_rows(analysis) -> pd.DataFrame | None:
+def critical_path_rows(analysis, cp=None) -> pd.DataFrame | None:
+    """The summary's critical path by ``bound_by`` (``cp``: that path, when already computed)."""
     region = critical_path_region(analysis)
     if region is None:
         return None
     rank, annotation, instance = region
-    table = analysis.get_critical_path_summary(rank, annotation, instance).reset_index()
+    if cp is None:
+        cp, _ = analysis.critical_path_analysis(rank, annotation, instance)
+    table = cp.bound_by_table().reset_index()
     where = f"{annotation} #{instance}" if annotation else "whole trace"
     return table.assign(rank=rank, region=where)[
         ["rank", "region", "bound_by", "duration_us", "pctg"]

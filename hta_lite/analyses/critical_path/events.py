@@ -5,6 +5,7 @@ Events: ``cpu`` rows first (``0..C-1``), then ``gpu`` rows (``C..C+G-1``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -136,6 +137,13 @@ class Records:
         )
         hits = np.flatnonzero(chosen)
         return int(self.kernel[hits[0]]) if len(hits) else -1
+
+
+def data_load_pattern(data_load_events: list[str] | None) -> re.Pattern | None:
+    """One regex of the user's data-loading event names (None: none given)."""
+    if not data_load_events:
+        return None
+    return re.compile("|".join(f"(?:{p})" for p in data_load_events))
 
 
 def is_communication(trace: RankTrace, events: Events, event: np.ndarray) -> np.ndarray:

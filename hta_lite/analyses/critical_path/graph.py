@@ -29,7 +29,6 @@ counted (``cp_negative_edge``).
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -59,7 +58,7 @@ from .edge_types import (  # noqa: F401 (re-exported: the graph's vocabulary)
     OPERATOR,
     SYNC,
 )
-from .events import Events, Records
+from .events import Events, Records, data_load_pattern
 from .window import Window
 
 
@@ -87,8 +86,8 @@ class _Builder(CallStacks):
         n_cpu = events.n_cpu
         cpu_rows, gpu_rows = window.cpu, window.gpu + n_cpu
         is_op = events.cat.isin((CPU_OP_CATEGORY, *RUNTIME_CATEGORIES))[cpu_rows]
-        if data_load_events:
-            pattern = re.compile("|".join(f"(?:{p})" for p in data_load_events))
+        pattern = data_load_pattern(data_load_events)
+        if pattern is not None:
             is_op |= events.name.where(pattern.search)[cpu_rows]
         gpu_nodes = gpu_rows[(events.stream[gpu_rows] != -1) & (events.launch[gpu_rows] >= 0)]
         node_events = np.concatenate([cpu_rows[is_op], gpu_nodes])
@@ -283,9 +282,9 @@ class _Builder(CallStacks):
         src, dst, kind, zero, event = src[keep], dst[keep], kind[keep], zero[keep], event[keep]
         timed = ~zero & (kind != DEPENDENCY) & (kind != SYNC)
         weight = np.where(timed, self.node_ts[dst] - self.node_ts[src], 0)
-        self.health["cp_negative_edge"] += int((weight < 0).sum())
-        if not self.health["cp_negative_edge"]:
-            del self.health["cp_negative_edge"]
+        backwards = int((weight < 0).sum())
+        if backwards:
+            self.health["cp_negative_edge"] += backwards
         weight = np.maximum(weight, 0)
         spans = (kind == OPERATOR) | (kind == KERNEL_KERNEL_DELAY)
         return Graph(

@@ -15,7 +15,6 @@ operator / kernel span, ``cpu_bound`` on the CPU (``data_loading`` when the even
 
 from __future__ import annotations
 
-import re
 from collections import Counter, deque
 from dataclasses import dataclass
 
@@ -25,7 +24,7 @@ import pandas as pd
 from ...classify import short_name
 from ...load.rank_trace import RankTrace
 from ..common import us
-from .events import Events, is_communication
+from .events import Events, data_load_pattern, is_communication
 from .graph import DEPENDENCY, EDGE_TYPES, KERNEL_KERNEL_DELAY, LAUNCH_DELAY, SYNC, Graph, build
 from .window import event_index, select
 
@@ -186,6 +185,13 @@ class CriticalPath:
         """µs of the path per ``bound_by``."""
         return self.get_critical_path_breakdown().groupby("bound_by")["duration"].sum()
 
+    def bound_by_table(self) -> pd.DataFrame:
+        """Indexed by ``bound_by``: ``duration_us``, ``pctg`` (of the path)."""
+        table = self.bound_by_us().rename("duration_us").to_frame()
+        total = table["duration_us"].sum()
+        table["pctg"] = table["duration_us"] / total * 100 if total else 0.0
+        return table
+
 
 def _short_names(names: np.ndarray) -> list:
     """``short_name`` of each name, computed once per distinct name (None stays None)."""
@@ -194,9 +200,7 @@ def _short_names(names: np.ndarray) -> list:
 
 
 def _bound_by(kind, stream, names, communication, data_load_events) -> list[str]:
-    pattern = (
-        re.compile("|".join(f"(?:{p})" for p in data_load_events)) if data_load_events else None
-    )
+    pattern = data_load_pattern(data_load_events)
     out = []
     for k, s, n, c in zip(kind.tolist(), stream.tolist(), names, communication.tolist()):
         if k == KERNEL_KERNEL_DELAY:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .events import memory_events
-
 TIMELINE_COLUMNS = [
     "rank", "device", "ts", "bytes", "allocated", "reserved", "fragmentation", "recomputed",
     "operator", "annotation", "module", "step",
@@ -114,10 +112,3 @@ def by_step(line: pd.DataFrame) -> pd.DataFrame:
     median = table.groupby(level=["device", "step"])["peak_allocated"].transform("median")
     table["peak_vs_median_rank"] = table["peak_allocated"] / median.where(median > 0)
     return table.reset_index()[STEP_COLUMNS]
-
-
-def rank_timelines(traces, ranks) -> pd.DataFrame:
-    """:func:`timeline` of every selected rank."""
-    parts = [timeline(memory_events(t), t.rank) for t in ranks]
-    parts = [p for p in parts if len(p)]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=TIMELINE_COLUMNS)
