@@ -136,6 +136,7 @@ CASES = {
         (TraceDecodeError, "truncated"),
     ),
     "empty_file": (lambda f: _write(f, b""), (TraceDecodeError, "empty")),
+    "whitespace_file": (lambda f: _write(f, b" \n\t\r\n"), (TraceDecodeError, "empty")),
     "json_list": (lambda f: _write(f, [1, 2, 3]), (TraceFormatError, "JSON list")),
     "json_object_not_a_trace": (
         lambda f: _write(f, {"hello": "world"}),

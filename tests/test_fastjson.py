@@ -471,3 +471,37 @@ def test_a_key_few_rows_hold_costs_memory_for_those_rows_only():
     assert columns.args().field("stream")[:2] == [1, -1]
     assert len(columns.args().field("stream")) == 200_001
     assert columns.take(np.array([0, 5])).args().field("group_size") == [1, -1]
+
+
+# ---- int_rows: the raw memory timeline ------------------------------------------------------
+
+INT_ROWS_TAKEN = [
+    (b"[]", []),
+    (b" [ [1, 2] ,[3,-4]]\n", [[1, 2], [3, -4]]),
+    (b"[[0,-0]]", [[0, 0]]),
+    (b"[[9223372036854775807,-9223372036854775808]]", [[2**63 - 1, -(2**63)]]),
+]
+INT_ROWS_DECLINED = [
+    b"", b"[", b"[[1,2]", b"[[1,2],]", b"[[1,2]]x", b"[[1,2],[3]]", b"[[1,2,3]]", b"[[01,2]]",
+    b"[[1.0,2]]", b"[[1e3,2]]", b"[[+1,2]]", b"[[-,2]]", b"[[9223372036854775808,1]]",
+    b"[[-9223372036854775809,1]]", b"[[99999999999999999999,1]]", b'[["1",2]]', b"[[1,null]]",
+    b"{}",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text, rows", INT_ROWS_TAKEN)
+def test_int_rows_reads_rows_of_integers(text, rows):
+    got = dec.int_rows(text, 2)
+    assert got.dtype == np.int64 and got.reshape(-1, 2).tolist() == rows
+
+
+@pytest.mark.parametrize("text", INT_ROWS_DECLINED)
+def test_int_rows_declines_anything_else(text):
+    assert dec.int_rows(text, 2) is None
+
+
+@given(st.lists(st.tuples(*[st.integers(-(2**63), 2**63 - 1)] * 4), max_size=30), st.booleans())
+def test_int_rows_equal_msgspec(rows, indent):
+    text = json.dumps(rows, indent=1 if indent else None).encode()
+    expected = msgspec.json.decode(text, type=list[tuple[int, int, int, int]])
+    assert dec.int_rows(text, 4).tolist() == [list(r) for r in expected]

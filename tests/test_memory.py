@@ -189,3 +189,19 @@ def test_raw_timeline_that_is_not_one_is_an_error(tmp_path):
     path.write_text('{"traceEvents": []}')
     with pytest.raises(TraceParseError, match="not a raw memory timeline"):
         MemoryAnalysis(path)
+
+
+def test_raw_timeline_same_without_the_c_decoder(tmp_path, monkeypatch):
+    rows = [[-1, 1, 512, 0], [10, 2, 100, 4], [1696966048083248105, 9, -100, 4]]
+    path = tmp_path / "raw.json"
+    path.write_text(json.dumps(rows))
+    with_c = MemoryAnalysis(path)
+    from hta_lite.load import decode
+
+    monkeypatch.setattr(decode, "_fastjson", None)
+    without = MemoryAnalysis(path)
+    pd.testing.assert_frame_equal(with_c.memory_by_category(), without.memory_by_category())
+    raw = without.raw
+    assert raw["ts"].tolist() == [r[0] for r in rows] and raw["bytes"].tolist() == [512, 100, -100]
+    assert raw["action"].tolist() == ["PREEXISTING", "CREATE", "action 9"]
+    assert raw["category"].tolist() == ["PARAMETER", "ACTIVATION", "ACTIVATION"]

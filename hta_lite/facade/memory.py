@@ -176,7 +176,12 @@ class MemoryAnalysis:
 
     def __init__(self, path: str | Path):
         self.path = path
-        self.raw = raw_timeline.read(path)
+        self._rows = raw_timeline.read(path)
+
+    @property
+    def raw(self) -> pd.DataFrame:
+        """The entries, in file order: ``ts`` (ns), ``action``, ``bytes``, ``category``."""
+        return raw_timeline.table(self._rows)
 
     def memory_by_category(self) -> pd.DataFrame:
         """Bytes held per category after each time (``ts`` ns, one column per category).
@@ -184,7 +189,7 @@ class MemoryAnalysis:
         Returns:
             ``ts`` and one column per :data:`hta_lite.kineto.MEMORY_CATEGORIES`.
         """
-        return raw_timeline.by_category(self.raw)
+        return raw_timeline.by_category(self._rows)
 
     def plot_memory_timeline(self, save_graph: bool = False):
         """Memory by category over time, stacked (HTA's chart).

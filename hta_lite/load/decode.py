@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from ..errors import TraceDecodeError, TraceFormatError, TraceReadError
 from . import schema
@@ -134,7 +135,7 @@ def gunzip(data: bytes) -> bytes:
 
 def decode(data: bytes, path: Path) -> Decoded:
     """Decode the JSON document of one trace file (repairing invalid UTF-8 and NaN literals)."""
-    if not data.strip():
+    if not data or data.isspace():  # not strip(): it copies a file with whitespace at an end
         raise TraceDecodeError(path, "file is empty")
     skipped: Counter = Counter()
     try:
@@ -290,6 +291,16 @@ def _repair(data: bytes, skipped: Counter) -> bytes | None:
 
 def gzip_compress(data: bytes) -> bytes:
     return _gzip.compress(data)
+
+
+def int_rows(data: bytes, width: int) -> np.ndarray | None:
+    """``[[int, ...], ...]`` rows of ``width`` integers as an int64 array (rows, width) by the C
+    decoder; None when it is not built or the text is anything else (the caller decodes it with
+    msgspec, which names the problem)."""
+    if _fastjson is None:
+        return None
+    out = _fastjson.int_rows(data, width)
+    return None if out is None else np.frombuffer(out, np.int64).reshape(-1, width)
 
 
 def read_and_decode(path: Path) -> Decoded:

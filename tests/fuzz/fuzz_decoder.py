@@ -75,6 +75,10 @@ def seeds() -> list[bytes]:
         + b"}}]",
         # more distinct strings than the first string table holds: it grows and rehashes
         json.dumps([{"name": f"op{i}", "cat": f"c{i % 7}"} for i in range(3000)]).encode(),
+        # raw memory timelines (int_rows)
+        b"[[-1, 1, 37888, 7], [1696966048083248105, 3, -4000, 0]]",
+        b"[[9223372036854775807,-9223372036854775808,0,1]]",
+        b" [ ] ",
     ]
     return out
 
@@ -148,6 +152,28 @@ def compare(data: bytes, out: dict, ref_decoder, same) -> str | None:
         if cols.factorized(name)[0].tolist() != ref.factorized(name)[0].tolist():
             return f"codes {name}"
     return None
+
+
+def check_int_rows(data: bytes, fast) -> tuple[str | None, bool]:
+    """``(problem, accepted)`` for ``int_rows``: when it takes the input (widths 1 and 4), the
+    values must be msgspec's rows of int64."""
+    import msgspec
+    import numpy as np
+
+    took = False
+    for width in (1, 4):
+        out = fast.int_rows(data, width)
+        if out is None:
+            continue
+        took = True
+        try:
+            ref = msgspec.json.decode(data, type=list[tuple[(int,) * width]])
+            ref = np.array(ref, np.int64).reshape(-1, width)
+        except Exception as exc:
+            return f"int_rows accepted input msgspec rejects ({type(exc).__name__}: {exc})", took
+        if np.frombuffer(out, np.int64).tolist() != ref.ravel().tolist():
+            return f"int_rows values differ (width {width})", took
+    return None, took
 
 
 def same(a, b) -> bool:
@@ -227,6 +253,9 @@ def run(args) -> int:
         data = mutate(rng.choice(corpus), pool, rng)
         last.write_bytes(data)
         problem, took = check(data, fast, ref_decoder, spec, rng.getrandbits(64), same)
+        if problem is None:
+            problem, took_rows = check_int_rows(data, fast)
+            took = took or took_rows
         executions += 1
         accepted += took
         if took and problem is None and len(corpus) < 5000:

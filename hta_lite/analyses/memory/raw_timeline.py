@@ -18,48 +18,54 @@ from ...load import decode as dec
 RAW_COLUMNS = ["ts", "action", "bytes", "category"]
 
 
-def read(path: str | Path) -> pd.DataFrame:
-    """The file (``.json`` or gzip) as ``ts`` (ns), ``action`` and ``category`` (names),
-    ``bytes`` (int64); a file that is not such a list is a ``TraceParseError``."""
-    import msgspec
-
+def read(path: str | Path) -> np.ndarray:
+    """The file (``.json`` or gzip) as an int64 array of rows ``ts, action, bytes, category``; a
+    file that is not such a list, or names an unknown category, is a ``TraceParseError``."""
     path = Path(path)
-    try:
-        rows = msgspec.json.decode(dec.read_bytes(path), type=list[tuple[int, int, int, int]])
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise TraceParseError(
-            path, f"not a raw memory timeline ([[ts, action, bytes, category], ...]): {exc}"
-        ) from None
-    data = np.array(rows, np.int64).reshape(-1, 4)
-    categories = np.array(MEMORY_CATEGORIES, dtype=object)
-    bad = (data[:, 3] < 0) | (data[:, 3] >= len(categories))
+    text = dec.read_bytes(path)
+    rows = dec.int_rows(text, 4)
+    if rows is None:  # no C decoder, or not plain integer rows: msgspec decodes or names why
+        import msgspec
+
+        try:
+            decoded = msgspec.json.decode(text, type=list[tuple[int, int, int, int]])
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise TraceParseError(
+                path, f"not a raw memory timeline ([[ts, action, bytes, category], ...]): {exc}"
+            ) from None
+        rows = np.array(decoded, np.int64).reshape(-1, 4)
+    category = rows[:, 3]
+    bad = (category < 0) | (category >= len(MEMORY_CATEGORIES))
     if bad.any():
         raise TraceParseError(path, f"{int(bad.sum())} entries with an unknown category index")
+    return rows
+
+
+def table(rows: np.ndarray) -> pd.DataFrame:
+    """The rows of :func:`read` as a table: ``ts`` (ns), ``action`` and ``category``
+    (categoricals of their names), ``bytes`` (int64)."""
+    actions, action_codes = np.unique(rows[:, 1], return_inverse=True)
+    action_names = [MEMORY_ACTIONS.get(a, f"action {a}") for a in actions.tolist()]
     return pd.DataFrame(
         {
-            "ts": data[:, 0],
-            "action": [MEMORY_ACTIONS.get(a, f"action {a}") for a in data[:, 1].tolist()],
-            "bytes": data[:, 2],
-            "category": categories[data[:, 3]],
+            "ts": rows[:, 0],
+            "action": pd.Categorical.from_codes(action_codes, action_names, validate=False),
+            "bytes": rows[:, 2],
+            "category": pd.Categorical.from_codes(rows[:, 3], MEMORY_CATEGORIES, validate=False),
         }
     )
 
 
-def by_category(raw: pd.DataFrame) -> pd.DataFrame:
+def by_category(rows: np.ndarray) -> pd.DataFrame:
     """Bytes held per category after each run of entries with one ``ts`` (rows: ``ts`` ns;
-    columns: the categories), as HTA's ``MemoryAnalysis`` computes it: entries in file order, a
-    new row whenever ``ts`` changes; the run of memory that existed before profiling (ts -1)
-    is the first row, placed at the first real time."""
-    if raw.empty:
-        return pd.DataFrame(columns=["ts", *MEMORY_CATEGORIES])
-    ts = raw["ts"].to_numpy()
-    index = pd.Index(MEMORY_CATEGORIES).get_indexer(raw["category"])
-    held = np.zeros((len(raw), len(MEMORY_CATEGORIES)), np.int64)
-    held[np.arange(len(raw)), index] = raw["bytes"].to_numpy()
-    held = np.cumsum(held, axis=0)
-    last_of_run = np.append(ts[1:] != ts[:-1], True)
+    columns: the categories), as HTA's ``MemoryAnalysis`` computes it from the rows of
+    :func:`read`: entries in file order, a new row whenever ``ts`` changes; the run of memory
+    that existed before profiling (ts -1) is the first row, placed at the first real time."""
+    ts, nbytes, category = rows[:, 0], rows[:, 2], rows[:, 3]
+    last_of_run = np.flatnonzero(np.append(ts[1:] != ts[:-1], True)) if len(ts) else ts
+    out = np.empty((len(last_of_run), 1 + len(MEMORY_CATEGORIES)), np.int64)
     real = ts[ts >= 0]
-    first = int(real.min()) if len(real) else 0
-    out = pd.DataFrame(held[last_of_run], columns=list(MEMORY_CATEGORIES))
-    out.insert(0, "ts", np.where(ts[last_of_run] < 0, first, ts[last_of_run]))
-    return out
+    out[:, 0] = np.maximum(ts[last_of_run], real.min() if len(real) else 0)
+    for index in range(len(MEMORY_CATEGORIES)):
+        out[:, 1 + index] = np.cumsum(np.where(category == index, nbytes, 0))[last_of_run]
+    return pd.DataFrame(out, columns=pd.Index(["ts", *MEMORY_CATEGORIES], dtype=object))
