@@ -54,6 +54,10 @@ class EventList:
         """The field as int64 (-1 when absent or unusable) and the count of unusable values."""
         return int_column(self.field(name))
 
+    def holding(self, name: str) -> np.ndarray:
+        """Positions of the rows whose field is not None (absent or null)."""
+        return np.flatnonzero([v is not None for v in self.field(name)])
+
     def floats(self, name: str) -> np.ndarray:
         """The field as float64 (NaN when absent or not a number)."""
         return float_column(self.field(name))
@@ -183,6 +187,14 @@ class EventColumns:
         pos = np.minimum(np.searchsorted(held, wanted), len(held) - 1)
         hit = np.flatnonzero(held[pos] == wanted)
         return hit, pos[hit]
+
+    def holding(self, name: str) -> np.ndarray:
+        values = self._fields.get(name)
+        if isinstance(values, tuple) and not isinstance(values[1], bytes) and values[0]:
+            hit, pos = self._held(values[0])  # a key few rows hold: look at those rows only
+            present = np.fromiter((v is not None for v in values[1]), bool, len(values[1]))
+            return hit[present[pos]]
+        return np.flatnonzero([v is not None for v in self.field(name)])
 
     def ints(self, name: str) -> tuple[np.ndarray, int]:
         values = self._fields.get(name)

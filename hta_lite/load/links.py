@@ -90,8 +90,8 @@ def nesting(cpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     n = len(cpu)
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    thread = pd.MultiIndex.from_arrays([cpu["pid"], cpu["tid"]]).codes
-    thread = thread[0].astype(np.int64) * (int(thread[1].max()) + 1) + thread[1]
+    pid, tid = (pd.factorize(cpu[name].to_numpy())[0] for name in ("pid", "tid"))
+    thread = pid.astype(np.int64) * (int(tid.max()) + 1) + tid
     ts = cpu["ts"].to_numpy()
     end = ts + cpu["dur"].to_numpy()
     # one int64 key per (thread, time): the time since the first, or where thread x span would
@@ -105,8 +105,8 @@ def nesting(cpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         width = len(times) + 1
         start_at, end_at = inverse[:n], inverse[n:]
     start_key = thread * width + start_at
-    end_key = np.sort(thread * width + end_at)
-    order = np.lexsort((-end, ts, thread))  # parents before their children
+    end_key = np.sort(thread * width + end_at, kind="stable")  # timsort: ends come almost sorted
+    order = _by_start_longest_first(start_key, end)  # parents before their children
     sorted_thread = thread[order]
     starts_before = np.arange(n) - np.searchsorted(sorted_thread, sorted_thread, side="left")
     ends_before = np.searchsorted(end_key, start_key[order], side="right") - np.searchsorted(
@@ -124,18 +124,36 @@ def nesting(cpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     sorted_depth = np.maximum(starts_before - ends_before, 0)
     depth = np.empty(n, np.int64)
     depth[order] = sorted_depth
-    # parent = the last event before me (in sorted order) one level up, in my thread
-    sorted_parent = np.full(n, -1, np.int64)
-    for level in range(1, int(sorted_depth.max()) + 1):
-        children = np.flatnonzero(sorted_depth == level)
-        candidates = np.flatnonzero(sorted_depth == level - 1)
-        pos = np.searchsorted(candidates, children) - 1
-        found = gather(candidates, pos, -1)
-        same_thread = gather(sorted_thread, found, -1) == sorted_thread[children]
-        sorted_parent[children] = np.where(same_thread, found, -1)
+    # parent = the last event before me (in sorted order) one level up, in my thread: one
+    # search among all events keyed (depth, position) for (my depth - 1, my position)
+    small = sorted_depth.astype(np.uint16) if sorted_depth.max() < 2**16 else sorted_depth
+    by_level = np.argsort(small, kind="stable")  # a radix sort for 16-bit depths
+    keys = sorted_depth[by_level] * n + by_level
+    before = np.empty(n, np.int64)
+    before[by_level] = np.searchsorted(keys, keys - n) - 1  # sorted queries: a fast search
+    found = by_level[np.maximum(before, 0)]
+    is_parent = (
+        (sorted_depth > 0)
+        & (before >= 0)
+        & (sorted_depth[found] == sorted_depth - 1)
+        & (sorted_thread[found] == sorted_thread)
+    )
+    sorted_parent = np.where(is_parent, found, -1)
     parent = np.empty(n, np.int64)
     parent[order] = gather(order, sorted_parent, -1)
     return depth, parent
+
+
+def _by_start_longest_first(start_key: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """``np.lexsort((-end, start_key))``: a stable sort by start (fast on the almost sorted starts
+    of a trace), then the rare events sharing a start put longest first."""
+    order = np.argsort(start_key, kind="stable")
+    tied = np.flatnonzero(start_key[order][1:] == start_key[order][:-1])
+    if len(tied):
+        at = np.union1d(tied, tied + 1)  # the positions of every group of equal starts
+        rows = order[at]
+        order[at] = rows[np.lexsort((-end[rows], start_key[rows]))]
+    return order
 
 
 def nearest_ancestor(parent: np.ndarray, is_target: np.ndarray, rows: np.ndarray) -> np.ndarray:

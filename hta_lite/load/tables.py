@@ -182,9 +182,10 @@ def _collective_args(args: Events, health: Counter) -> dict:
     (``collective_name`` ... as categoricals, sizes int64; missing / -1 where not recorded).
     Converted on the rows that carry it only (a few per step among thousands of events)."""
     n = len(args)
-    names = args.field("collective_name")
     cols = {name: np.full(n, -1, np.int64) for name in _COLLECTIVE_INTS}
-    rows = np.flatnonzero(np.not_equal(names, None)) if any(names) else []
+    rows = args.holding("collective_name")
+    if len(rows) and not any(args.take(rows).field("collective_name")):
+        rows = rows[:0]  # only empty names: none recorded
     if not len(rows):
         cols.update({name: empty_category(n) for name in _TEXT_ARGS})
         return cols
