@@ -215,3 +215,32 @@ def test_operator_table_of_a_64_rank_folder(tmp_path):
     pd.testing.assert_frame_equal(got, expected)
     per_rank = summary.groupby("rank")["device_self_sum(us)"].sum()
     assert per_rank.nunique() == 1  # identical copies, every GPU event counted once each
+
+
+def _strictly_equal(parsed: pd.DataFrame, reopened: pd.DataFrame, where: str) -> None:
+    pd.testing.assert_frame_equal(parsed, reopened, check_exact=True, obj=where)
+    for name in parsed.columns:
+        a, b = parsed[name], reopened[name]
+        assert a.dtype == b.dtype, (where, name)
+        if isinstance(a.dtype, pd.CategoricalDtype):
+            assert a.cat.categories.dtype == b.cat.categories.dtype, (where, name)
+            assert a.cat.codes.tolist() == b.cat.codes.tolist(), (where, name)
+
+
+@pytest.mark.parametrize(
+    "trace", ["two_ranks", "memory_leak", "amd_mi250", "gloo_4ranks", "h100_bert_small"]
+)
+def test_reopened_tables_are_the_parsed_ones_column_by_column(trace, tmp_path):
+    """The cache's own Arrow -> DataFrame conversion (``cache.frame``) gives exactly the tables
+    a parse gives: dtypes, categories and their dtype, codes, nullable integers."""
+    root = tmp_path / "cache"
+    parsed = TraceAnalysis(trace_dir=SAMPLES / trace, cache=False, parallel=False)
+    TraceAnalysis(trace_dir=SAMPLES / trace, cache=root, parallel=False)
+    reopened = TraceAnalysis(trace_dir=SAMPLES / trace, cache=root, parallel=False)
+    for rank in parsed.ranks:
+        for name in cache_mod.TABLES:
+            _strictly_equal(
+                getattr(parsed.traces[rank], name),
+                getattr(reopened.traces[rank], name),
+                f"{trace} rank {rank} {name}",
+            )
