@@ -6,7 +6,8 @@
    attribute name, kind, default) per field, the default being a row's value without the key.
 
      {"n": rows,
-      "fields": {"ph": column, ...},     event keys held by some row (absent: every row default)
+      "fields": {"id": column, ...},     event keys held by some row (absent: every row default),
+                                but for the text and pid / tid fields, given by their codes alone
       "args": {"stream": column, ...},   args keys, by attribute name
       "coded": {"ph": (codes, distinct), ...}   text and pid / tid fields: each row's object
                                 numbered by identity (int32 bytes) and the distinct objects
@@ -30,9 +31,18 @@
    digits, malformed JSON, ...): the caller then takes the msgspec path, which decides.
    Equal strings share one object and small integers are reused, so the lists are cheap.
 
-   Buffer lifetime: the string table keys point into ``buffer``, which the call holds (a
-   Py_buffer) until the table is freed, just before it returns; nothing it returns points
-   into the buffer. Untrusted input: the string table's hash is seeded (``seed``, random per
+   The same parser reads the array in pieces (a gzip stream, without the whole text in memory):
+   stream_open(event_spec, args_spec, seed, rows) -> stream; stream_feed(stream, buffer,
+   final) -> (bytes consumed, the closing ``]`` read) or None (declined): the buffer holds the
+   text after the opening ``[``, or what follows the bytes consumed by the previous feed; an
+   event cut by the end of the buffer is left for the next feed (with ``final``, the text must
+   end the array). stream_result(stream) -> the dict above.
+
+   int_rows(buffer, width): [[int, ...], ...] rows of ``width`` integers (HTA's raw memory
+   timeline) as int64 bytes, row after row, or None.
+
+   Buffer lifetime: nothing kept points into a buffer after a call returns (the string table's
+   keys are the UTF-8 of its own str objects). Untrusted input: the string table's hash is seeded (``seed``, random per
    process) and its probes are bounded (a string not found within MAX_PROBES slots is made
    unshared), so no input makes a lookup cost more than MAX_PROBES comparisons.
 */
@@ -340,7 +350,13 @@ static PyObject *cached_str(Parser *ps, const char *s, Py_ssize_t len) {
         for (probes = 0; ps->cache[j].obj && probes < MAX_PROBES; probes++) j = (j + 1) & ps->cache_mask;
         if (ps->cache[j].obj) return str;
     }
-    ps->cache[j] = (CacheEntry){h, s, len, str};
+    Py_ssize_t utf8_len;
+    const char *key = PyUnicode_AsUTF8AndSize(str, &utf8_len); /* lives as long as the str */
+    if (!key || utf8_len != len) { /* cannot happen for valid UTF-8; then not shared */
+        PyErr_Clear();
+        return str;
+    }
+    ps->cache[j] = (CacheEntry){h, key, len, str};
     Py_INCREF(str); /* one reference held by the cache */
     ps->cache_used++;
     return str;
@@ -876,6 +892,18 @@ bad:
 
 /* ---- result ----------------------------------------------------------------------------- */
 
+/* Release a column's values and memory (it is then empty). */
+static void free_column(Column *col) {
+    for (Py_ssize_t k = 0; k < col->count; k++) Py_XDECREF(col->vals[k]);
+    PyMem_Free(col->rows);
+    PyMem_Free(col->vals);
+    PyMem_Free(col->ints);
+    col->rows = NULL;
+    col->vals = NULL;
+    col->ints = NULL;
+    col->count = col->cap = 0;
+}
+
 /* (codes, distinct) of a column: each row's object (its value, or the default) numbered by
    identity in order of first appearance (int32 bytes), and the distinct objects. Equal values are
    nearly always one object here (strings are shared, small integers reused); the caller merges
@@ -1001,14 +1029,18 @@ static PyObject *columns_dict(Parser *ps, const FieldSpec *specs, Column *cols, 
         if (!cols[i].count) continue;
         enum kind kind = specs[i].kind;
         int rc = 0;
-        if (coded && (kind == K_RAW || (is_event && (kind == K_PHASE || kind == K_OPT_STR || kind == K_INT_STR_NULL)))) {
+        int codes_only = is_event && (kind == K_PHASE || kind == K_OPT_STR || kind == K_INT_STR_NULL);
+        if (coded && (kind == K_RAW || codes_only)) {
             PyObject *pair = identity_codes(&cols[i], specs[i].dflt, ps->rows);
             rc = pair ? PyDict_SetItem(coded, specs[i].name, pair) : -1;
             Py_XDECREF(pair);
         }
-        PyObject *column = rc == 0 ? column_object(ps, &cols[i], specs[i].dflt) : NULL;
-        rc = column ? PyDict_SetItem(d, specs[i].name, column) : -1;
-        Py_XDECREF(column);
+        if (rc == 0 && !(coded && codes_only)) { /* text and id event fields: their codes alone */
+            PyObject *column = column_object(ps, &cols[i], specs[i].dflt);
+            rc = column ? PyDict_SetItem(d, specs[i].name, column) : -1;
+            Py_XDECREF(column);
+        }
+        free_column(&cols[i]); /* now, not at the end: a lower peak */
         if (rc < 0) goto fail;
     }
     return d;
@@ -1037,13 +1069,6 @@ static PyObject *result(Parser *ps) {
     Py_XDECREF(fields);
     Py_XDECREF(args);
     return out;
-}
-
-static void free_column(Column *col) {
-    for (Py_ssize_t k = 0; k < col->count; k++) Py_XDECREF(col->vals[k]);
-    PyMem_Free(col->rows);
-    PyMem_Free(col->vals);
-    PyMem_Free(col->ints);
 }
 
 static void parser_free(Parser *ps) {
@@ -1141,6 +1166,151 @@ static PyObject *decode_events(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ---- the events array in pieces ---------------------------------------------------------- */
+
+#define STREAM_CAPSULE "hta_lite._fastjson.stream"
+
+typedef struct {
+    Parser *ps;
+    PyObject *specs; /* (event_spec, args_spec), kept alive: the FieldSpecs point into them */
+    int state;       /* 0: before the first event, 1: after an event, 2: after a comma, 3: done */
+} Stream;
+
+static void stream_free(Stream *st) {
+    if (st->ps) {
+        parser_free(st->ps);
+        PyMem_Free(st->ps);
+    }
+    Py_XDECREF(st->specs);
+    PyMem_Free(st);
+}
+
+static void stream_capsule_free(PyObject *capsule) {
+    Stream *st = PyCapsule_GetPointer(capsule, STREAM_CAPSULE);
+    if (st) stream_free(st);
+}
+
+static PyObject *stream_open(PyObject *self, PyObject *args) {
+    PyObject *event_spec, *args_spec;
+    unsigned long long seed;
+    Py_ssize_t rows;
+    if (!PyArg_ParseTuple(args, "OOKn", &event_spec, &args_spec, &seed, &rows)) return NULL;
+    Stream *st = PyMem_Calloc(1, sizeof(Stream));
+    if (!st) return PyErr_NoMemory();
+    st->ps = PyMem_Calloc(1, sizeof(Parser));
+    st->specs = PyTuple_Pack(2, event_spec, args_spec);
+    Parser *ps = st->ps;
+    if (!ps || !st->specs) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        stream_free(st);
+        return NULL;
+    }
+    ps->seed = seed;
+    if (read_spec(ps, event_spec, &ps->event_specs, &ps->event_cols, &ps->n_event, &ps->event_index) < 0 ||
+        read_spec(ps, args_spec, &ps->args_specs, &ps->args_cols, &ps->n_args, &ps->args_index) < 0 ||
+        cache_grow(ps) < 0 || reserve(ps, rows < 1024 ? 1024 : rows) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "too many rows");
+        stream_free(st);
+        return NULL;
+    }
+    PyObject *capsule = PyCapsule_New(st, STREAM_CAPSULE, stream_capsule_free);
+    if (!capsule) stream_free(st);
+    return capsule;
+}
+
+/* Undo what a partly read event put in row ``ps->rows`` (it is read again with more text). */
+static void forget_row(Parser *ps) {
+    int32_t row = (int32_t)ps->rows;
+    Column *sets[2] = {ps->event_cols, ps->args_cols};
+    size_t counts[2] = {ps->n_event, ps->n_args};
+    for (int s = 0; s < 2; s++) {
+        for (size_t i = 0; i < counts[s]; i++) {
+            Column *col = &sets[s][i];
+            while (col->count && col->rows[col->count - 1] == row) Py_XDECREF(col->vals[--col->count]);
+        }
+    }
+    ps->ts[row] = ps->dur[row] = 0;
+    ps->ts_valid[row] = ps->dur_valid[row] = 0;
+}
+
+static PyObject *stream_feed(PyObject *self, PyObject *args) {
+    PyObject *capsule;
+    Py_buffer buf;
+    int final;
+    if (!PyArg_ParseTuple(args, "Oy*p", &capsule, &buf, &final)) return NULL;
+    Stream *st = PyCapsule_GetPointer(capsule, STREAM_CAPSULE);
+    if (!st) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    Parser *ps = st->ps;
+    if (st->state == 3 || ps->decline || ps->error) { /* done or declined: nothing more to read */
+        PyBuffer_Release(&buf);
+        ps->decline = 1;
+        Py_RETURN_NONE;
+    }
+    const char *start = buf.buf;
+    ps->p = start;
+    ps->end = start + buf.len;
+    for (;;) {
+        skip_ws(ps);
+        if (ps->p == ps->end) break;
+        int c = peek(ps);
+        if (st->state == 1) {
+            if (c == ',') {
+                ps->p++;
+                st->state = 2;
+                continue;
+            }
+            if (c != ']') decline(ps);
+            else {
+                ps->p++;
+                st->state = 3;
+            }
+            break;
+        }
+        if (st->state == 0 && c == ']') {
+            ps->p++;
+            st->state = 3;
+            break;
+        }
+        if (ps->rows == ps->cap && reserve(ps, ps->cap * 2) < 0) break;
+        const char *event_start = ps->p;
+        if (read_event(ps) == 0) {
+            ps->rows++;
+            st->state = 1;
+            continue;
+        }
+        if (!ps->error && !final) { /* cut by the end of the buffer, perhaps: wait for more */
+            forget_row(ps);
+            ps->decline = 0;
+            ps->p = event_start;
+        }
+        break;
+    }
+    Py_ssize_t consumed = ps->p - start;
+    PyBuffer_Release(&buf);
+    ps->p = ps->end = NULL; /* nothing points into the buffer once it is released */
+    if (ps->error) return NULL;
+    if (final && st->state != 3) decline(ps); /* the text ended inside the array */
+    if (ps->decline) Py_RETURN_NONE;
+    return Py_BuildValue("(nO)", consumed, st->state == 3 ? Py_True : Py_False);
+}
+
+static PyObject *stream_result(PyObject *self, PyObject *args) {
+    PyObject *capsule;
+    if (!PyArg_ParseTuple(args, "O", &capsule)) return NULL;
+    Stream *st = PyCapsule_GetPointer(capsule, STREAM_CAPSULE);
+    if (!st) return NULL;
+    if (st->state != 3 || st->ps->decline || st->ps->error) {
+        PyErr_SetString(PyExc_ValueError, "the events array was not read to its end");
+        return NULL;
+    }
+    PyObject *out = result(st->ps);
+    st->ps->decline = 1; /* the columns moved out: no second result */
+    return out;
+}
+
 /* ---- rows of integers ------------------------------------------------------------------- */
 
 /* One JSON integer that fits int64 into *v: -?(0|[1-9][0-9]*) not followed by a fraction or an
@@ -1227,6 +1397,12 @@ static PyObject *int_rows(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"decode_events", decode_events, METH_VARARGS,
      "decode_events(buffer, event_spec, args_spec, seed) -> dict | None: the events array as columns"},
+    {"stream_open", stream_open, METH_VARARGS,
+     "stream_open(event_spec, args_spec, seed, rows) -> stream: the events array read in pieces"},
+    {"stream_feed", stream_feed, METH_VARARGS,
+     "stream_feed(stream, buffer, final) -> (consumed, done) | None: the complete events of buffer"},
+    {"stream_result", stream_result, METH_VARARGS,
+     "stream_result(stream) -> dict: the columns, as decode_events gives them"},
     {"int_rows", int_rows, METH_VARARGS,
      "int_rows(buffer, width) -> bytes | None: [[int, ...], ...] as int64 values, row after row"},
     {NULL, NULL, 0, NULL},

@@ -9,7 +9,6 @@ can and counts the rest in ``skipped``.
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import stat
@@ -35,10 +34,9 @@ if os.environ.get("HTA_LITE_NO_C"):  # compare both paths, or rule the C decoder
     _fastjson = None
 
 try:  # python-isal gunzips ~1.7x faster than zlib (benchmarks/bench_decode.py)
-    from isal import igzip as _gzip
     from isal import isal_zlib as _zlib
 except ImportError:  # pragma: no cover - isal is a declared dependency
-    _gzip, _zlib = gzip, zlib
+    _zlib = zlib
 
 
 class RangeEvent(msgspec.Struct, gc=False):
@@ -92,9 +90,8 @@ class Decoded(msgspec.Struct):
     events: EventColumns | EventList
     metadata: dict[str, Any]
     skipped: Counter
-    raw_events: (
-        Any  # the events' JSON text (msgspec.Raw or memoryview), kept to decode counters on demand
-    )
+    # the events' JSON text (msgspec.Raw or memoryview), kept to decode counters on demand
+    raw_events: Any
 
 
 def read_bytes(path: Path) -> bytes:
@@ -287,10 +284,6 @@ def _repair(data: bytes, skipped: Counter) -> bytes | None:
     repaired, n_non_finite = _NON_FINITE.subn(b"null", repaired)
     note(skipped, "non_finite_literal", n_non_finite)
     return repaired if repaired != data else None
-
-
-def gzip_compress(data: bytes) -> bytes:
-    return _gzip.compress(data)
 
 
 def int_rows(data: bytes, width: int) -> np.ndarray | None:

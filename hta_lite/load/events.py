@@ -140,6 +140,10 @@ class EventColumns:
 
     def field(self, name: str) -> list:
         values = self._fields.get(name)
+        if values is None and name in self._coded:  # text and id fields come as codes alone
+            codes, distinct = self._coded[name]
+            codes = codes if self._index is None else codes[self._index]
+            return np.fromiter(distinct, dtype=object, count=len(distinct))[codes].tolist()
         if values is None:
             return [self._defaults[name]] * len(self)
         if isinstance(values, tuple) and isinstance(values[1], bytes):  # integers, typed
@@ -225,7 +229,7 @@ class EventColumns:
         return float_column(self.field(name))
 
     def factorized(self, name: str) -> tuple[np.ndarray, list]:
-        if name not in self._fields:  # no row holds it
+        if name not in self._fields and name not in self._coded:  # no row holds it
             return np.zeros(len(self), np.int64), [self._defaults[name]] if len(self) else []
         if name not in self._coded:
             return factorize(self.field(name))

@@ -26,6 +26,7 @@ from .links import (
     nesting,
     profiler_steps,
 )
+from .stream import decode_in_pieces
 from .tables import build_tables
 
 
@@ -108,7 +109,7 @@ def parse_file(
     gc_was_enabled = gc.isenabled()
     gc.disable()  # hundreds of thousands of short-lived containers, no cycles: ~10% faster
     try:
-        decoded = dec.read_and_decode(path)
+        decoded = decode_in_pieces(path) or dec.read_and_decode(path)
         tables, events_read, health = build_tables(decoded)
         del decoded.events
     finally:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import msgspec
+from isal import igzip
 
 from ..errors import TraceError
 from ..load import decode as dec
@@ -59,7 +60,7 @@ def write_trace(
     document = b"{" + b",".join(parts + [b'"traceEvents":[' + body + b"]"]) + b"}"
     with open(src, "rb") as f:
         gz = f.read(2) == b"\x1f\x8b"
-    payload = dec.gzip_compress(document) if gz else document
+    payload = igzip.compress(document) if gz else document
     dst.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=dst.parent)
     try:

@@ -154,6 +154,31 @@ def compare(data: bytes, out: dict, ref_decoder, same) -> str | None:
     return None
 
 
+def check_stream(data: bytes, fast, spec, seed, rng, accepted: bool, ref_decoder) -> str | None:
+    """The same input fed to ``stream_feed`` in pieces cut at random: declined exactly when the
+    whole call declines, else the same result."""
+    body = data.lstrip()
+    if body[:1] != b"[":
+        return None
+    handle = fast.stream_open(*spec, seed, 16)
+    cuts = sorted(rng.randint(1, max(1, len(body) - 1)) for _ in range(rng.randint(0, 3)))
+    window, start, out = b"", 1, None
+    for end in [*cuts, len(body)]:
+        window += body[start:end]
+        start = end
+        fed = fast.stream_feed(handle, window, end == len(body))
+        if fed is None:
+            break
+        window = window[fed[0] :]
+        if fed[1]:
+            if not (window + body[end:]).strip():
+                out = fast.stream_result(handle)
+            break
+    if (out is None) != (not accepted):
+        return f"stream {'declined' if out is None else 'took'} what the whole call did not"
+    return None if out is None else compare(data, out, ref_decoder, same)
+
+
 def check_int_rows(data: bytes, fast) -> tuple[str | None, bool]:
     """``(problem, accepted)`` for ``int_rows``: when it takes the input (widths 1 and 4), the
     values must be msgspec's rows of int64."""
@@ -252,7 +277,10 @@ def run(args) -> int:
     while problem is None and time.monotonic() < deadline:
         data = mutate(rng.choice(corpus), pool, rng)
         last.write_bytes(data)
-        problem, took = check(data, fast, ref_decoder, spec, rng.getrandbits(64), same)
+        seed = rng.getrandbits(64)
+        problem, took = check(data, fast, ref_decoder, spec, seed, same)
+        if problem is None:
+            problem = check_stream(data, fast, spec, seed, rng, took, ref_decoder)
         if problem is None:
             problem, took_rows = check_int_rows(data, fast)
             took = took or took_rows

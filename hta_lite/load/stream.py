@@ -1,0 +1,111 @@
+"""A large trace file decoded in pieces: the events array goes through the C decoder one
+piece (1 MiB of text) at a time as it is gunzipped, so the whole JSON text is never in memory.
+
+The peak of a load was the text and the decoded columns alive together; this removes the text
+(35 MB for a 35 MB trace) from it, and with it the cost of touching that much fresh memory.
+It takes the usual layout only (``{..., "traceEvents": [...], ...}``, every event in the C
+decoder's subset, no counter or profiler-range events, which need a second pass over the
+text): anything else returns None and the caller decodes the whole text
+(:func:`hta_lite.load.decode.read_and_decode`), which decides, reports or repairs.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+
+from ..kineto import PROFILER_RANGE_CATEGORY
+from . import decode as dec
+from . import schema
+from .events import EventColumns
+
+MIN_FILE_BYTES = 256 * 1024  # smaller files: the whole text is small, one call is simpler
+PIECE_BYTES = 1 << 20
+_HEAD_LIMIT = 64 << 20  # the events key further in than this: the unusual layout
+_CUT_EVENT_LIMIT = 64 << 20  # text waiting for an event's end: malformed, let the caller say so
+
+
+def decode_in_pieces(path: Path) -> dec.Decoded | None:
+    """The file decoded in pieces, or None when it is small, not a regular file, declined by
+    the C decoder or laid out otherwise (the caller then decodes the whole text)."""
+    if dec._fastjson is None:
+        return None
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size < MIN_FILE_BYTES:
+            return None
+        with open(path, "rb") as file:
+            if file.read(2) != b"\x1f\x8b":  # plain JSON: read in pieces too
+                file.seek(0)
+                return _decode(iter(lambda: file.read(PIECE_BYTES), b""), info.st_size)
+            file.seek(0)
+            data = file.read()
+        size = int.from_bytes(data[-4:], "little")  # gzip's last 4 bytes: the text's size
+        return _decode(_gunzipped(data), size)
+    except (OSError, EOFError, ValueError, zlib.error, dec._zlib.error, msgspec.MsgspecError):
+        return None
+
+
+def _decode(pieces: Iterator[bytes], size_hint: int) -> dec.Decoded | None:
+    window = bytearray()
+    for piece in pieces:  # the head, up to "traceEvents": [
+        window += piece
+        key = dec._EVENTS_KEY.search(window)
+        if key is not None:
+            break
+        if len(window) > _HEAD_LIMIT:
+            return None
+    else:
+        return None
+    head = bytes(window[: key.start()]).rstrip()
+    del window[: key.end()]
+    stream = dec._fastjson.stream_open(
+        dec._C_EVENT_SPEC, dec._C_ARGS_SPEC, dec._C_SEED, size_hint // 96 + 1024
+    )
+    done = False
+    while not done:
+        piece = next(pieces, None)
+        if piece is not None:
+            window += piece
+        fed = dec._fastjson.stream_feed(stream, window, piece is None)
+        if fed is None or len(window) > _CUT_EVENT_LIMIT:
+            return None
+        consumed, done = fed
+        del window[:consumed]
+    tail = bytes(window) + b"".join(pieces)
+    metadata = dec._metadata_decoder.decode(dec._without_events(head, tail))
+    out = dec._fastjson.stream_result(stream)
+    coded = out["coded"]
+    if (
+        "C" in coded.get("ph", ((), ()))[1]
+        or PROFILER_RANGE_CATEGORY in coded.get("cat", ((), ()))[1]
+    ):
+        return None  # counters and profiler ranges are read by a second pass over the text
+    events = EventColumns.from_decoder(out, schema.EVENT_DEFAULTS, schema.ARGS_DEFAULTS)
+    return dec.Decoded(events=events, metadata=metadata, skipped=Counter(), raw_events=None)
+
+
+def _gunzipped(data: bytes) -> Iterator[bytes]:
+    """The text of gzip ``data`` (every member), ``PIECE_BYTES`` at a time."""
+    size = PIECE_BYTES
+    while True:
+        member = dec._zlib.decompressobj(wbits=31)
+        pending = data
+        while not member.eof:
+            piece = member.decompress(pending, size)
+            if piece:
+                yield piece
+            elif len(member.unconsumed_tail) >= len(pending):  # no progress: the data ended
+                raise EOFError("compressed data ended before the end-of-stream marker")
+            pending = member.unconsumed_tail
+        data = member.unused_data
+        if not data.strip(b"\x00"):  # gzip allows zero padding at the end
+            return
+        if data[:2] != b"\x1f\x8b":
+            raise OSError("unexpected bytes after the gzip data")

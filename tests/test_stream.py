@@ -1,0 +1,163 @@
+"""A large file decoded in pieces (``hta_lite.load.stream``) gives exactly the tables of the
+whole-text path, declines whatever it does not take (the whole-text path then decides), and
+never holds the whole text."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tracemalloc
+
+import msgspec
+import pytest
+from conftest import DATA, SAMPLES, sample_folders, shared_cases
+from fuzz.fuzz_decoder import compare, same
+from table_digest import trace_digests
+
+from hta_lite.errors import TraceReadError
+from hta_lite.load import decode as dec
+from hta_lite.load import rank_trace, schema, stream
+
+if dec._fastjson is None:
+    pytest.skip("the C decoder is not built (or HTA_LITE_NO_C is set)", allow_module_level=True)
+
+SPEC = (dec._C_EVENT_SPEC, dec._C_ARGS_SPEC)
+SOURCE = SAMPLES / "two_ranks" / sorted(p.name for p in (SAMPLES / "two_ranks").iterdir())[0]
+
+
+def _events_text(n: int) -> bytes:
+    events = json.loads(gzip.decompress(SOURCE.read_bytes()))["traceEvents"][:n]
+    return json.dumps(events, indent=1).encode()
+
+
+def _feed(text: bytes, cuts: list[int]):
+    """``text`` (an events array) fed to the stream cut at ``cuts``; None when declined."""
+    handle = dec._fastjson.stream_open(*SPEC, 7, 16)
+    window, start = b"", 1  # the text after the opening "["
+    for end in [*cuts, len(text)]:
+        window += text[start:end]
+        start = end
+        fed = dec._fastjson.stream_feed(handle, window, end == len(text))
+        if fed is None:
+            return None
+        window = window[fed[0] :]
+        if fed[1]:  # the array ended: what follows is the caller's (here: nothing may)
+            rest = window + text[end:]
+            return dec._fastjson.stream_result(handle) if not rest.strip() else None
+    return dec._fastjson.stream_result(handle)
+
+
+def test_every_cut_gives_what_the_whole_text_gives():
+    text = _events_text(12)
+    ref = msgspec.json.Decoder(list[schema.Event])
+    for cut in range(1, len(text)):
+        assert compare(text, _feed(text, [cut]), ref, same) is None, cut
+
+
+def test_many_small_pieces():
+    text = _events_text(400)
+    ref = msgspec.json.Decoder(list[schema.Event])
+    assert compare(text, _feed(text, list(range(1, len(text), 37))), ref, same) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [b"[{}, ]", b"[{}", b'[{"ts": NaN}]', b"[{}] x", b'[{"ph": 1}]', b"[1]", b"[{},,{}]"],
+)
+def test_what_the_whole_text_would_decline_is_declined(text):
+    assert dec._fastjson.decode_events(text, *SPEC, 7) is None
+    assert _feed(text, [len(text) // 2]) is None
+
+
+def _cases() -> dict:
+    cases = {**sample_folders(), "data/nccl_parser_config": DATA / "nccl_parser_config"}
+    cases.update({f"shared/{k}": v for k, v in shared_cases().items()})
+    return {
+        f"{name}/{f.name}": f
+        for name, folder in cases.items()
+        for f in sorted(folder.iterdir())
+        if f.name.endswith((".json", ".gz", ".pt"))
+    }
+
+
+@pytest.mark.parametrize("path", list(_cases().values()), ids=list(_cases()))
+def test_tables_equal_the_whole_text_path(path, monkeypatch):
+    """Every file of the repository and the workspace, forced through the pieces path in pieces
+    of 64 KiB: the same tables, health, metadata and event counts."""
+    whole = rank_trace.parse_file(path)
+    monkeypatch.setattr(stream, "MIN_FILE_BYTES", 0)
+    monkeypatch.setattr(stream, "PIECE_BYTES", 1 << 16)
+    pieces = rank_trace.parse_file(path)
+    assert trace_digests(pieces) == trace_digests(whole)
+    assert (pieces.health, pieces.metadata, pieces.events_read) == (
+        whole.health,
+        whole.metadata,
+        whole.events_read,
+    )
+
+
+def _trace_file(tmp_path, events: list, gz: bool = True, name: str = "t.json.gz"):
+    doc = json.dumps({"schemaVersion": 1, "traceEvents": events, "traceName": "x"}).encode()
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(doc) if gz else doc)
+    return path
+
+
+def test_counters_and_profiler_ranges_take_the_whole_text(tmp_path, monkeypatch):
+    monkeypatch.setattr(stream, "MIN_FILE_BYTES", 0)
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2}
+    counter = {"ph": "C", "name": "mem", "pid": 0, "ts": 1, "args": {"x": 1}}
+    prange = {**kernel, "cat": "cuda_profiler_range"}
+    assert stream.decode_in_pieces(_trace_file(tmp_path, [kernel])) is not None
+    assert stream.decode_in_pieces(_trace_file(tmp_path, [kernel, counter])) is None
+    assert stream.decode_in_pieces(_trace_file(tmp_path, [kernel, prange])) is None
+    trace = rank_trace.parse_file(_trace_file(tmp_path, [kernel, counter]))
+    assert len(trace.counters) == 1  # read by the whole-text path's second pass
+
+
+def test_bad_gzip_and_layouts_leave_the_verdict_to_the_whole_text_path(tmp_path, monkeypatch):
+    monkeypatch.setattr(stream, "MIN_FILE_BYTES", 0)
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2}
+    path = _trace_file(tmp_path, [kernel] * 50)
+    path.write_bytes(path.read_bytes()[:-30])  # truncated
+    assert stream.decode_in_pieces(path) is None
+    with pytest.raises(TraceReadError, match="corrupt or truncated gzip"):
+        rank_trace.parse_file(path)
+    listed = tmp_path / "list.json"
+    listed.write_text(json.dumps([kernel]))
+    assert stream.decode_in_pieces(listed) is None  # no "traceEvents": the whole-text path
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": NaN}]}')
+    assert stream.decode_in_pieces(nan) is None  # repaired by the whole-text path
+
+
+def test_several_gzip_members_and_plain_json(tmp_path, monkeypatch):
+    monkeypatch.setattr(stream, "MIN_FILE_BYTES", 0)
+    monkeypatch.setattr(stream, "PIECE_BYTES", 100)
+    text = gzip.decompress(SOURCE.read_bytes())
+    half = len(text) // 2
+    members = tmp_path / "members.json.gz"
+    members.write_bytes(gzip.compress(text[:half]) + gzip.compress(text[half:]) + b"\0\0")
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(text)
+    whole = trace_digests(rank_trace.parse_file(SOURCE))
+    for path in (members, plain):
+        assert stream.decode_in_pieces(path) is not None
+        assert trace_digests(rank_trace.parse_file(path)) == whole
+
+
+def test_the_whole_text_is_never_in_memory(tmp_path, monkeypatch):
+    """An 11 MB trace: the pieces path's peak is the whole-text path's less most of the text."""
+    kernel = {"ph": "X", "cat": "kernel", "name": "void k<float>(int)", "pid": 0, "tid": 7,
+              "ts": 1712195495519689.047, "dur": 2.5, "args": {"stream": 7}}  # fmt: skip
+    monkeypatch.setattr(stream, "MIN_FILE_BYTES", 0)  # it compresses to 40 KB
+    path = _trace_file(tmp_path, [kernel] * 80_000)
+    size = len(gzip.decompress(path.read_bytes()))
+    peaks = []
+    for decode in (stream.decode_in_pieces, dec.read_and_decode):
+        tracemalloc.start()
+        decoded = decode(path)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert len(decoded.events) == 80_000
+    assert size > 10e6 and peaks[0] < peaks[1] - 0.75 * size  # a piece and a cut event held
