@@ -146,7 +146,7 @@ def nesting(cpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def _by_start_longest_first(start_key: np.ndarray, end: np.ndarray) -> np.ndarray:
     """``np.lexsort((-end, start_key))``: a stable sort by start (fast on the almost sorted starts
-    of a trace), then the rare events sharing a start put longest first."""
+    of a trace), then each group of events sharing a start put longest first."""
     order = np.argsort(start_key, kind="stable")
     tied = np.flatnonzero(start_key[order][1:] == start_key[order][:-1])
     if len(tied):

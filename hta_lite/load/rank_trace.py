@@ -109,7 +109,9 @@ def parse_file(
     gc_was_enabled = gc.isenabled()
     gc.disable()  # hundreds of thousands of short-lived containers, no cycles: ~10% faster
     try:
-        decoded = decode_in_pieces(path) or dec.read_and_decode(path)
+        decoded = decode_in_pieces(path)  # a large file, never whole in memory
+        if decoded is None:
+            decoded = dec.read_and_decode(path)
         tables, events_read, health = build_tables(decoded)
         del decoded.events
     finally:
