@@ -231,8 +231,8 @@ def _strictly_equal(parsed: pd.DataFrame, reopened: pd.DataFrame, where: str) ->
     "trace", ["two_ranks", "memory_leak", "amd_mi250", "gloo_4ranks", "h100_bert_small"]
 )
 def test_reopened_tables_are_the_parsed_ones_column_by_column(trace, tmp_path):
-    """The cache's own Arrow -> DataFrame conversion (``cache.frame``) gives exactly the tables
-    a parse gives: dtypes, categories and their dtype, codes, nullable integers."""
+    """A reopened rank's tables (Arrow -> DataFrame) are exactly the tables a parse gives:
+    dtypes, categories and their dtype, codes, nullable integers."""
     root = tmp_path / "cache"
     parsed = TraceAnalysis(trace_dir=SAMPLES / trace, cache=False, parallel=False)
     TraceAnalysis(trace_dir=SAMPLES / trace, cache=root, parallel=False)

@@ -28,12 +28,11 @@ import tempfile
 from pathlib import Path
 
 import msgspec
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from .columns import TEXT, empty_category
+from .columns import TEXT
 from .rank_trace import RankTrace, parse_file
 
 TEXT_DTYPE = pd.Index([], dtype=TEXT).dtype
@@ -125,55 +124,11 @@ class _Tables:
             try:
                 with pa.memory_map(str(root / key / f"{name}.arrow")) as source:
                     table = ipc.open_file(source).read_all()
-                return frame(table)
+                return _text_categories(table.to_pandas())
             except (OSError, pa.ArrowException, ValueError, TypeError):
                 self.parsed = parse_file(path, None, include_last)
                 store(root, key, self.parsed)
         return getattr(self.parsed, name)
-
-
-def frame(table: pa.Table) -> pd.DataFrame:
-    """The DataFrame of a stored table, column by column: int64 and float64 as numpy, text
-    dictionaries as categoricals, nullable integers as ``Int64``. ``to_pandas`` costs about
-    0.15 ms per column in a fresh process (a 32-column table: 5 ms for 929 rows), this a fifth of
-    that; a table with any other column type takes ``to_pandas``."""
-    meta = table.schema.pandas_metadata or {}
-    nullable = {c["name"] for c in meta.get("columns", ()) if c.get("numpy_type") == "Int64"}
-    columns = {}
-    for field, column in zip(table.schema, table.columns):
-        array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-        kind = field.type
-        if kind == pa.int64() and field.name in nullable:  # allocator args: values and a mask
-            values, valid = _values(array)
-            columns[field.name] = pd.arrays.IntegerArray(np.where(valid, values, 0), ~valid)
-        elif kind in (pa.int64(), pa.float64()) and array.null_count == 0:
-            columns[field.name] = _values(array)[0].copy()  # writable, not the mapped file
-        elif pa.types.is_dictionary(kind) and kind.value_type in (pa.string(), pa.large_string()):
-            if len(array.dictionary) == 0:  # no value recorded: the shared empty text dtype
-                columns[field.name] = empty_category(len(array))
-                continue
-            codes, valid = _values(array.indices)
-            categories = pd.Index(pd.array(array.dictionary, dtype=TEXT))
-            columns[field.name] = pd.Categorical.from_codes(
-                np.where(valid, codes, -1), dtype=pd.CategoricalDtype(categories), validate=False
-            )
-        else:
-            return _text_categories(table.to_pandas())
-    return pd.DataFrame(columns, copy=False) if columns else _text_categories(table.to_pandas())
-
-
-def _values(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """A fixed-width array's values (a view) and where they are valid, read from its buffers
-    (no Arrow compute call)."""
-    if len(array) == 0:
-        return np.zeros(0, array.type.to_pandas_dtype()), np.ones(0, bool)
-    validity, data = array.buffers()[:2]
-    start, end = array.offset, array.offset + len(array)
-    values = np.frombuffer(data, array.type.to_pandas_dtype(), count=end)[start:]
-    if array.null_count == 0:
-        return values, np.ones(len(array), bool)
-    bits = np.unpackbits(np.frombuffer(validity, np.uint8), count=end, bitorder="little")
-    return values, bits[start:].astype(bool)
 
 
 def _text_categories(df):
