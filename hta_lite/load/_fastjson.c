@@ -1137,6 +1137,22 @@ static int read_spec(Parser *ps, PyObject *spec, FieldSpec **specs, Column **col
     return 0;
 }
 
+/* The parser ready for the fields of both specs and ``rows`` rows: 0, else -1 with ps->error set
+   (an exception) or, for too many rows, declined. */
+static int parser_setup(Parser *ps, PyObject *event_spec, PyObject *args_spec, uint64_t seed, Py_ssize_t rows) {
+    ps->seed = seed;
+    if (read_spec(ps, event_spec, &ps->event_specs, &ps->event_cols, &ps->n_event, &ps->event_index) < 0 ||
+        read_spec(ps, args_spec, &ps->args_specs, &ps->args_cols, &ps->n_args, &ps->args_index) < 0) {
+        ps->error = 1;
+        return -1;
+    }
+    if (cache_grow(ps) < 0 || reserve(ps, rows) < 0) {
+        ps->error = ps->error || PyErr_Occurred() != NULL;
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *decode_events(PyObject *self, PyObject *args) {
     PyObject *event_spec, *args_spec;
     unsigned long long seed;
@@ -1149,14 +1165,8 @@ static PyObject *decode_events(PyObject *self, PyObject *args) {
     }
     ps->p = buf.buf;
     ps->end = (const char *)buf.buf + buf.len;
-    ps->seed = seed;
-    PyObject *out = NULL;
-    if (read_spec(ps, event_spec, &ps->event_specs, &ps->event_cols, &ps->n_event, &ps->event_index) < 0 ||
-        read_spec(ps, args_spec, &ps->args_specs, &ps->args_cols, &ps->n_args, &ps->args_index) < 0) {
-        ps->error = 1;
-    } else if (cache_grow(ps) < 0 || reserve(ps, buf.len / 96 + 1024) < 0) { /* events: 100-300 B */
-        ps->error = ps->error || PyErr_Occurred() != NULL;
-    } else if (read_events(ps) == 0) {
+    PyObject *out = NULL; /* events: 100-300 B each */
+    if (parser_setup(ps, event_spec, args_spec, seed, buf.len / 96 + 1024) == 0 && read_events(ps) == 0) {
         out = result(ps);
     }
     if (!out && !ps->error) out = Py_NewRef(Py_None); /* declined */
@@ -1205,10 +1215,7 @@ static PyObject *stream_open(PyObject *self, PyObject *args) {
         stream_free(st);
         return NULL;
     }
-    ps->seed = seed;
-    if (read_spec(ps, event_spec, &ps->event_specs, &ps->event_cols, &ps->n_event, &ps->event_index) < 0 ||
-        read_spec(ps, args_spec, &ps->args_specs, &ps->args_cols, &ps->n_args, &ps->args_index) < 0 ||
-        cache_grow(ps) < 0 || reserve(ps, rows < 1024 ? 1024 : rows) < 0) {
+    if (parser_setup(ps, event_spec, args_spec, seed, rows < 1024 ? 1024 : rows) < 0) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "too many rows");
         stream_free(st);
         return NULL;

@@ -56,7 +56,7 @@ class EventList:
 
     def holding(self, name: str) -> np.ndarray:
         """Positions of the rows whose field is not None (absent or null)."""
-        return np.flatnonzero([v is not None for v in self.field(name)])
+        return _not_none(self.field(name))
 
     def floats(self, name: str) -> np.ndarray:
         """The field as float64 (NaN when absent or not a number)."""
@@ -198,7 +198,7 @@ class EventColumns:
             hit, pos = self._held(values[0])  # a key few rows hold: look at those rows only
             present = np.fromiter((v is not None for v in values[1]), bool, len(values[1]))
             return hit[present[pos]]
-        return np.flatnonzero([v is not None for v in self.field(name)])
+        return _not_none(self.field(name))
 
     def ints(self, name: str) -> tuple[np.ndarray, int]:
         values = self._fields.get(name)
@@ -282,6 +282,10 @@ class EventColumns:
 
     def args(self) -> EventColumns:
         return self._args
+
+
+def _not_none(values: list) -> np.ndarray:
+    return np.flatnonzero([v is not None for v in values])
 
 
 def _coded(coded: dict) -> dict:

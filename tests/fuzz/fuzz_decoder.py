@@ -154,26 +154,31 @@ def compare(data: bytes, out: dict, ref_decoder, same) -> str | None:
     return None
 
 
-def check_stream(data: bytes, fast, spec, seed, rng, accepted: bool, ref_decoder) -> str | None:
-    """The same input fed to ``stream_feed`` in pieces cut at random: declined exactly when the
-    whole call declines, else the same result."""
+def feed_in_pieces(fast, data: bytes, spec, seed: int, cuts: list[int]):
+    """The events array ``data`` fed to ``stream_feed`` cut at ``cuts`` (positions in ``data``):
+    the stream's result, or None when it declines or text other than whitespace follows."""
     body = data.lstrip()
     if body[:1] != b"[":
         return None
     handle = fast.stream_open(*spec, seed, 16)
-    cuts = sorted(rng.randint(1, max(1, len(body) - 1)) for _ in range(rng.randint(0, 3)))
-    window, start, out = b"", 1, None
-    for end in [*cuts, len(body)]:
-        window += body[start:end]
-        start = end
-        fed = fast.stream_feed(handle, window, end == len(body))
+    window, start = b"", 1  # the text after the opening "["
+    for end in [*(c - (len(data) - len(body)) for c in cuts), len(body)]:
+        window += body[start : max(start, end)]
+        start = max(start, end)
+        fed = fast.stream_feed(handle, window, start == len(body))
         if fed is None:
-            break
+            return None
         window = window[fed[0] :]
-        if fed[1]:
-            if not (window + body[end:]).strip():
-                out = fast.stream_result(handle)
-            break
+        if fed[1]:  # the array ended: what follows is the caller's (here: nothing may)
+            return fast.stream_result(handle) if not (window + body[start:]).strip() else None
+    return None
+
+
+def check_stream(data: bytes, fast, spec, seed, rng, accepted: bool, ref_decoder) -> str | None:
+    """The same input fed to ``stream_feed`` in pieces cut at random: declined exactly when the
+    whole call declines, else the same result."""
+    cuts = sorted(rng.randint(1, max(1, len(data) - 1)) for _ in range(rng.randint(0, 3)))
+    out = feed_in_pieces(fast, data, spec, seed, cuts)
     if (out is None) != (not accepted):
         return f"stream {'declined' if out is None else 'took'} what the whole call did not"
     return None if out is None else compare(data, out, ref_decoder, same)

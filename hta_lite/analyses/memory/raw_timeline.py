@@ -15,8 +15,6 @@ from ...errors import TraceParseError
 from ...kineto import MEMORY_ACTIONS, MEMORY_CATEGORIES
 from ...load import decode as dec
 
-RAW_COLUMNS = ["ts", "action", "bytes", "category"]
-
 
 def read(path: str | Path) -> np.ndarray:
     """The file (``.json`` or gzip) as an int64 array of rows ``ts, action, bytes, category``; a
