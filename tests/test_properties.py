@@ -336,3 +336,25 @@ def test_first_seen_numbering_matches_factorize(values, dense):
     expected, distinct = factorize(codes.tolist())
     assert renumbered.tolist() == expected.tolist()
     assert codes[rows].tolist() == distinct
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(
+    values=st.lists(st.one_of(st.none(), NAMES), max_size=40),
+    picks=st.lists(st.integers(0, 39), max_size=20),
+    as_text=st.booleans(),
+)
+def test_text_values_equal_pandas_conversion(values, picks, as_text):
+    """The codes-based ``text_values`` (used on categorical name / type columns) gives exactly
+    pandas' ``to_numpy(dtype=object)``, missing values (NaN) included, at any rows."""
+    import pandas as pd
+
+    from hta_lite.analyses.common import text_values
+
+    dtype = pd.CategoricalDtype(pd.Index(sorted({v for v in values if v}), dtype="str"))
+    column = pd.Series(values, dtype="str" if as_text else dtype)
+    rows = np.array([p for p in picks if p < len(values)], np.intp)
+    want = column.to_numpy(dtype=object)
+    for got, expected in ((text_values(column), want), (text_values(column, rows), want[rows])):
+        assert got.dtype == object and len(got) == len(expected)
+        assert [None if v != v else v for v in got] == [None if v != v else v for v in expected]

@@ -26,7 +26,7 @@ from ..classify import MEMORY
 from ..kineto import GRAPH_LAUNCH_NAMES, LAUNCH_NAMES, memcpy_kind
 from ..load.links import gather
 from ..load.rank_trace import RankTrace
-from .common import select, us
+from .common import select, text_values, us
 
 
 def _group_starts(sorted_groups: np.ndarray) -> np.ndarray:
@@ -50,9 +50,7 @@ def queue_changes(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     gpu, cpu = trace.gpu, trace.cpu
     launch = gpu["launch_row"].to_numpy()
     launch_names = (
-        gather(np.asarray(cpu["name"].astype(object)), launch, None)
-        if len(cpu)
-        else np.full(len(gpu), None)
+        gather(text_values(cpu["name"]), launch, None) if len(cpu) else np.full(len(gpu), None)
     )
     queued = np.flatnonzero(
         (launch >= 0) & np.isin(launch_names.astype(object), LAUNCH_NAMES + GRAPH_LAUNCH_NAMES)

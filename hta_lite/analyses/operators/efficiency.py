@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import SelectionError
-from ..common import us
+from ..common import text_values, us
 from .attribution import UNOWNED_LABELS, Attribution
 
 VALUES = ("blocks_per_sm", "warps_per_sm", "occupancy_pct", "registers_per_thread", "shared_memory")
@@ -32,9 +32,9 @@ def kernel_efficiency(attrs: list[Attribution], by: str = "kernel") -> pd.DataFr
         for column in ("registers_per_thread", "shared_memory"):  # -1: not written
             frame[column] = frame[column].where(frame[column] >= 0)
         if by == "kernel":
-            frame["key"] = gpu["name"].to_numpy(dtype=object)[rows]
+            frame["key"] = text_values(gpu["name"], rows)
         else:
-            names = attr.trace.cpu["name"].to_numpy(dtype=object)
+            names = text_values(attr.trace.cpu["name"])
             owner = attr.owner
             frame["key"] = np.where(
                 owner >= 0,

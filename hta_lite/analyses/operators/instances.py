@@ -31,7 +31,7 @@ import pandas as pd
 from ...intervals import union_length_by_group
 from ...load.links import gather, nearest_ancestor
 from ...load.rank_trace import RankTrace
-from ..common import factorize_rows, us
+from ..common import factorize_rows, text_values, us
 from .attribution import Attribution
 from .flops import model
 from .shapes import forward_op, module_paths, parse
@@ -57,7 +57,7 @@ def operator_instances(trace: RankTrace, attribution: Attribution | None = None)
         {
             "rank": trace.rank,
             "row": ops,
-            "name": cpu["name"].to_numpy(dtype=object)[ops],
+            "name": text_values(cpu["name"], ops),
             "iteration": cpu["iteration"].to_numpy()[ops],
             "tid": cpu["tid"].to_numpy()[ops],
             "ts": cpu["ts"].to_numpy()[ops],
@@ -98,7 +98,7 @@ def _add_inputs(out: pd.DataFrame, trace: RankTrace, attr: Attribution) -> None:
     forward = forward_op(trace, attr.is_op, attr.op_depth)[ops]
     described_by = np.where(forward >= 0, forward, ops)
     for column in INPUT_COLUMNS:
-        out[column] = cpu[column].to_numpy(dtype=object)[described_by]
+        out[column] = text_values(cpu[column], described_by)
     has_own = cpu["input_dims"].notna().to_numpy()[ops]
     out["shapes_from"] = np.where(forward >= 0, "forward", np.where(has_own, "own", ""))
     out["forward_row"] = forward

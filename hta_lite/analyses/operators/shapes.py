@@ -25,6 +25,7 @@ import pandas as pd
 from ...kineto import FWDBWD_FLOW_CATEGORY, MODULE_PREFIX, PYTHON_FUNCTION_CATEGORY
 from ...load.links import gather, nearest_ancestor
 from ...load.rank_trace import RankTrace
+from ..common import text_values
 
 
 def forward_op(trace: RankTrace, is_op: np.ndarray, depth: np.ndarray) -> np.ndarray:
@@ -121,7 +122,7 @@ def module_paths(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     all_rows = np.arange(len(cpu))
     module_of[:] = nearest_ancestor(parent, is_module, all_rows)
     modules = np.flatnonzero(is_module)
-    own = names.to_numpy(dtype=object)[modules]
+    own = text_values(names, modules)
     paths[modules] = [n[len(MODULE_PREFIX) :] for n in own]
     # parents before children: extend each path by its enclosing module's, level by level
     outer = module_of[modules]
