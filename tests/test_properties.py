@@ -345,11 +345,12 @@ def test_first_seen_numbering_matches_factorize(values, dense):
     as_text=st.booleans(),
 )
 def test_text_values_equal_pandas_conversion(values, picks, as_text):
-    """The codes-based ``text_values`` (used on categorical name / type columns) gives exactly
-    pandas' ``to_numpy(dtype=object)``, missing values (NaN) included, at any rows."""
+    """The codes-based ``text_values`` / ``text_array`` (used on categorical name / type
+    columns) give exactly pandas' ``to_numpy(dtype=object)``, missing values (NaN) included, at
+    any rows; ``text_array`` with the categories' string dtype."""
     import pandas as pd
 
-    from hta_lite.analyses.common import text_values
+    from hta_lite.analyses.common import text_array, text_values
 
     dtype = pd.CategoricalDtype(pd.Index(sorted({v for v in values if v}), dtype="str"))
     column = pd.Series(values, dtype="str" if as_text else dtype)
@@ -358,3 +359,8 @@ def test_text_values_equal_pandas_conversion(values, picks, as_text):
     for got, expected in ((text_values(column), want), (text_values(column, rows), want[rows])):
         assert got.dtype == object and len(got) == len(expected)
         assert [None if v != v else v for v in got] == [None if v != v else v for v in expected]
+    for got, expected in ((text_array(column), want), (text_array(column, rows), want[rows])):
+        got = pd.Series(got)
+        assert as_text or got.dtype == dtype.categories.dtype
+        assert got.isna().tolist() == pd.isna(expected).tolist()
+        assert got.fillna("").tolist() == [v if v == v else "" for v in expected]

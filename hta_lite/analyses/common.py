@@ -7,9 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..errors import RankNotFoundError, SelectionError
 from ..kineto import GPU_WORK_CATEGORIES
+from ..load.columns import first_seen
 from ..load.rank_trace import RankTrace
 
 NS_PER_US = 1000.0
@@ -31,6 +33,27 @@ def text_values(column: pd.Series, rows: np.ndarray | None = None) -> np.ndarray
     if rows is not None:
         codes = codes[rows]
     return np.append(np.asarray(column.cat.categories, dtype=object), np.nan)[codes]
+
+
+def text_array(column: pd.Series, rows: np.ndarray | None = None):
+    """:func:`text_values` as a column for a table: with pandas' Arrow string dtype (pandas 3)
+    taken by Arrow from the categories (no Python string per row, 5-10x faster than converting
+    objects); otherwise the object array."""
+    categories = column.cat.categories if isinstance(column.dtype, pd.CategoricalDtype) else None
+    dtype = getattr(categories, "dtype", None)
+    if not (isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow"):
+        return text_values(column, rows)
+    codes = column.cat.codes.to_numpy()
+    codes = codes if rows is None else codes[rows]
+    taken = pa.array(categories.array).take(pa.array(codes, mask=codes < 0))
+    return pd.array(taken, dtype=dtype)
+
+
+def starts_with(column: pd.Series, prefix: str) -> np.ndarray:
+    """Per row of a categorical text ``column``: does it start with ``prefix`` (missing: False);
+    tested once per distinct value, not per row."""
+    hit = np.asarray(column.cat.categories.str.startswith(prefix), bool)
+    return np.append(hit, False)[column.cat.codes.to_numpy()]
 
 
 def select(traces: Mapping[int, RankTrace], ranks: Iterable[int] | int | None) -> list[RankTrace]:
@@ -92,23 +115,18 @@ def wanted(asked, present, what: str, where: str | None = None) -> list | None:
     return values
 
 
-def factorize_rows(frame: pd.DataFrame) -> tuple[np.ndarray, list[tuple]]:
-    """Each row's code among the distinct rows of ``frame`` (first seen first; missing values are
-    values), and those rows as tuples (an empty frame: no codes, no rows). Each column is
-    factorized alone and the codes combined in numpy: no tuple per row."""
-    if len(frame) == 0:
-        return np.zeros(0, np.int64), []
-    key, size = np.zeros(len(frame), np.int64), 1
-    for name in frame.columns:
-        codes, uniques = pd.factorize(frame[name], use_na_sentinel=False)
-        size *= max(len(uniques), 1)
-        if size >= 2**62:  # the combined key would overflow
-            codes, uniques = pd.MultiIndex.from_frame(frame).factorize()
-            return np.asarray(codes, np.int64), list(uniques)
-        key = key * len(uniques) + codes
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.arange(len(order))
-    rows = frame.iloc[first[order]]
-    return rank[inverse.ravel()], list(rows.itertuples(index=False, name=None))
+def combine_codes(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's group among the distinct combinations of integer code columns (codes >= -1,
+    -1 a value of its own), numbered in order of first appearance, and the first row of each
+    group: the distinct rows of a table, found from its columns' codes with no tuple per row."""
+    n = len(columns[0]) if columns else 0
+    key, size = np.zeros(n, np.int64), 1
+    for codes in columns:
+        codes = np.asarray(codes, np.int64) + 1
+        top = int(codes.max()) + 1 if n else 1
+        size *= top
+        if size >= 2**62:  # the combined key would overflow: one column of row-wise uniques
+            _, key = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
+            return first_seen(key.ravel())
+        key = key * top + codes
+    return first_seen(key)

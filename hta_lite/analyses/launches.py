@@ -22,7 +22,7 @@ import pandas as pd
 from ..kineto import COPY_LAUNCH_NAMES, KERNEL_LAUNCH_NAMES, LAUNCH_NAMES
 from ..load.links import gather, nearest_ancestor
 from ..load.rank_trace import RankTrace
-from .common import select, us, wanted
+from .common import select, starts_with, us, wanted
 
 STATS_COLUMNS = [
     "correlation",
@@ -82,11 +82,7 @@ def aten_op_kernels(trace: RankTrace) -> pd.DataFrame:
     columns = ATEN_COLUMNS
     cpu = trace.cpu
     gpu_rows, cpu_rows = _launched(trace, LAUNCH_NAMES)
-    is_aten = (
-        np.asarray(cpu["name"].astype(str).str.startswith("aten::"))
-        if len(cpu)
-        else np.zeros(0, bool)
-    )
+    is_aten = starts_with(cpu["name"], "aten::")
     op_rows = nearest_ancestor(cpu["parent_row"].to_numpy(), is_aten, cpu_rows)
     keep = op_rows >= 0
     if not keep.any():

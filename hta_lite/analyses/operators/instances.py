@@ -31,7 +31,7 @@ import pandas as pd
 from ...intervals import union_length_by_group
 from ...load.links import gather, nearest_ancestor
 from ...load.rank_trace import RankTrace
-from ..common import factorize_rows, text_values, us
+from ..common import combine_codes, text_array, text_values, us
 from .attribution import Attribution
 from .flops import model
 from .shapes import forward_op, module_paths, parse
@@ -57,7 +57,7 @@ def operator_instances(trace: RankTrace, attribution: Attribution | None = None)
         {
             "rank": trace.rank,
             "row": ops,
-            "name": text_values(cpu["name"], ops),
+            "name": text_array(cpu["name"], ops),
             "iteration": cpu["iteration"].to_numpy()[ops],
             "tid": cpu["tid"].to_numpy()[ops],
             "ts": cpu["ts"].to_numpy()[ops],
@@ -98,7 +98,7 @@ def _add_inputs(out: pd.DataFrame, trace: RankTrace, attr: Attribution) -> None:
     forward = forward_op(trace, attr.is_op, attr.op_depth)[ops]
     described_by = np.where(forward >= 0, forward, ops)
     for column in INPUT_COLUMNS:
-        out[column] = text_values(cpu[column], described_by)
+        out[column] = text_array(cpu[column], described_by)
     has_own = cpu["input_dims"].notna().to_numpy()[ops]
     out["shapes_from"] = np.where(forward >= 0, "forward", np.where(has_own, "own", ""))
     out["forward_row"] = forward
@@ -114,17 +114,48 @@ def _add_inputs(out: pd.DataFrame, trace: RankTrace, attr: Attribution) -> None:
     out["module"] = np.where(module_row >= 0, gather(paths, module_row, ""), "")
 
 
+def instance_keys(
+    trace: RankTrace, inst: pd.DataFrame, columns: list[str]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Each call's group among the distinct values of its text ``columns`` (numbered in order of
+    first appearance; a missing value counts as ``""``) and those values per column (object
+    arrays, one entry per group). Found from the codes of the categorical ``trace.cpu`` columns
+    the values come from: no string is hashed or copied per call."""
+    rows = inst["row"].to_numpy()
+    forward = inst["forward_row"].to_numpy()
+    described_by = np.where(forward >= 0, forward, rows)
+    where = {column: described_by if column in INPUT_COLUMNS else rows for column in columns}
+    codes = []
+    for column in columns:
+        if column == "shapes_from":
+            codes.append(pd.factorize(inst[column])[0])
+            continue
+        values = trace.cpu[column]
+        own = values.cat.codes.to_numpy()[where[column]]
+        empty = values.cat.categories.get_indexer([""])[0]
+        codes.append(np.where(own >= 0, own, empty) if empty >= 0 else own)
+    group, first = combine_codes(codes)
+    uniques = {}
+    for column in columns:
+        if column == "shapes_from":
+            uniques[column] = inst[column].to_numpy(dtype=object)[first]
+        else:
+            values = text_values(trace.cpu[column], where[column][first])
+            uniques[column] = np.where(pd.isna(values), "", values)
+    return group, uniques
+
+
 def _add_work(out: pd.DataFrame, attr: Attribution) -> None:
     """FLOPs / bytes per call, each distinct (name, inputs) modelled once."""
     keys = ["name", *INPUT_COLUMNS, "shapes_from"]
-    codes, uniques = factorize_rows(out[keys].fillna(""))
+    codes, uniques = instance_keys(attr.trace, out, keys)
     works = [
         model(
             name,
             Inputs(parse(dims or None) or [], parse(types or None) or [], parse(conc or None)),
             forward_inputs=source == "forward",
         )
-        for name, dims, types, conc, source in uniques
+        for name, dims, types, conc, source in zip(*uniques.values())
     ]
     flops = np.array([w.flops if w else np.nan for w in works] + [np.nan])
     nbytes = np.array([w.bytes if w else np.nan for w in works] + [np.nan])

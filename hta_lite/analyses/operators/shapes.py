@@ -25,7 +25,7 @@ import pandas as pd
 from ...kineto import FWDBWD_FLOW_CATEGORY, MODULE_PREFIX, PYTHON_FUNCTION_CATEGORY
 from ...load.links import gather, nearest_ancestor
 from ...load.rank_trace import RankTrace
-from ..common import text_values
+from ..common import starts_with, text_values
 
 
 def forward_op(trace: RankTrace, is_op: np.ndarray, depth: np.ndarray) -> np.ndarray:
@@ -112,7 +112,7 @@ def module_paths(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     cpu = trace.cpu
     names = cpu["name"]
     is_module = np.asarray(
-        (cpu["cat"] == PYTHON_FUNCTION_CATEGORY) & names.astype(str).str.startswith(MODULE_PREFIX)
+        (cpu["cat"] == PYTHON_FUNCTION_CATEGORY) & starts_with(names, MODULE_PREFIX)
     )
     parent = cpu["parent_row"].to_numpy()
     module_of = np.full(len(cpu), -1, np.int64)

@@ -23,50 +23,63 @@ import pandas as pd
 from ...errors import SelectionError
 from ...intervals import union_length_by_group
 from ...kineto import STEP_PREFIX
-from ..common import factorize_rows, us
+from ..common import combine_codes, starts_with, us
 from .attribution import UNOWNED_LABELS, Attribution
+from .instances import instance_keys
 
 GROUPINGS = {"name": ["name"], "shape": ["name", "input_dims", "input_types"]}
 SUMMED = ("calls", "host_self(us)", "host_total(us)", "kernels", "device_self_sum(us)",
           "device_self(us)", "device_total_sum(us)", "device_total(us)")  # fmt: skip
 
 
-def group_keys(attr: Attribution, inst: pd.DataFrame, by: str, stack_depth: int) -> pd.DataFrame:
-    """The key columns of each instance's group."""
+def group_of(attr: Attribution, inst: pd.DataFrame, by: str, stack_depth: int):
+    """Each instance's group (numbered in order of first appearance) and the key columns of
+    each group, one row per group."""
     if by in GROUPINGS:
-        return inst[GROUPINGS[by]].fillna("")
+        codes, uniques = instance_keys(attr.trace, inst, GROUPINGS[by])
+        return codes, pd.DataFrame(uniques)
     if by == "stack":
-        return pd.DataFrame({"stack": _stacks(attr, inst["row"].to_numpy(), stack_depth)})
+        return _stacks(attr, inst["row"].to_numpy(), stack_depth)
     raise SelectionError(None, f"by must be one of {[*GROUPINGS, 'stack', 'module']}, not {by!r}")
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # "<built-in method argmax of ... at 0x7f1a...>"
 
 
-def _stacks(attr: Attribution, rows: np.ndarray, depth: int) -> np.ndarray:
+def _stacks(attr: Attribution, rows: np.ndarray, depth: int) -> tuple[np.ndarray, pd.DataFrame]:
     """``outer > ... > op``: the operator and the names of up to ``depth - 1`` CPU events around
-    it (operators, Python frames, annotations; not ``ProfilerStep#N``)."""
+    it (operators, Python frames, annotations; not ``ProfilerStep#N``). The groups are found
+    from the name codes of each level; the text is made once per group."""
     cpu = attr.trace.cpu
-    categories = [_ADDRESS.sub("", str(c)) for c in cpu["name"].cat.categories]
-    names = np.array([*categories, ""], dtype=object)[cpu["name"].cat.codes.to_numpy()]
+    categories = cpu["name"].cat.categories
+    text, same = pd.factorize(
+        pd.Index([_ADDRESS.sub("", str(c)) for c in categories], dtype=object)
+    )  # names equal once their addresses are gone: one code
+    names = np.append(np.asarray(same, dtype=object), "")
+    code_of_row = np.append(text, len(same))[cpu["name"].cat.codes.to_numpy()]
     parent = cpu["parent_row"].to_numpy()
-    is_step = np.asarray(cpu["name"].astype(str).str.startswith(STEP_PREFIX))
-    stack = names[rows].astype(object)
+    is_step = starts_with(cpu["name"], STEP_PREFIX)
+    levels = [code_of_row[rows]]
     current = rows
     for _ in range(max(depth, 1) - 1):
         current = np.where(current >= 0, parent[np.maximum(current, 0)], -1)
         current = np.where((current >= 0) & is_step[np.maximum(current, 0)], -1, current)
-        has = current >= 0
-        stack[has] = names[current[has]] + " > " + stack[has]
-    return stack
+        levels.append(np.where(current >= 0, code_of_row[np.maximum(current, 0)], -1))
+    codes, first = combine_codes(levels)
+    stack = names[levels[0][first]]
+    for level in levels[1:]:
+        outer = level[first]
+        has = outer >= 0
+        stack[has] = names[outer[has]] + " > " + stack[has]
+    merged, texts = pd.factorize(stack)  # names holding " > " can give two groups one text
+    return merged[codes], pd.DataFrame({"stack": np.asarray(texts, dtype=object)})
 
 
 def rank_summary(attr: Attribution, inst: pd.DataFrame, by: str = "name", stack_depth: int = 3):
     """One rank's groups with the summed columns (no percentages), plus the unowned rows."""
-    keys = group_keys(attr, inst, by, stack_depth)
-    key_names = list(keys.columns)
-    codes, uniques = factorize_rows(keys)
-    n_groups = len(uniques)
+    codes, out = group_of(attr, inst, by, stack_depth)
+    key_names = list(out.columns)
+    n_groups = len(out)
     ops_group = np.full(len(attr.parent_op), -1, np.int64)
     ops_group[inst["row"].to_numpy()] = codes
     owned = attr.owner >= 0
@@ -76,7 +89,6 @@ def rank_summary(attr: Attribution, inst: pd.DataFrame, by: str = "name", stack_
     # a kernel under two calls of one group (nested: aten::to in aten::to) counts once
     key = np.unique(pair_k.astype(np.int64) * (n_groups + 1) + pair_group)
     uk, ug = key // (n_groups + 1), key % (n_groups + 1)
-    out = pd.DataFrame(uniques, columns=key_names)
     out["calls"] = np.bincount(codes, minlength=n_groups)
     for column in ("host_self(us)", "host_total(us)"):
         out[column] = np.bincount(codes, weights=inst[column].to_numpy(), minlength=n_groups)
@@ -122,7 +134,10 @@ def combine(parts: list[pd.DataFrame], total_gpu_us: float) -> pd.DataFrame:
         )
     frame = pd.concat(parts, ignore_index=True)
     keys = [c for c in frame.columns if c not in SUMMED]
-    out = frame.groupby(keys, sort=False, dropna=False)[list(SUMMED)].sum().reset_index()
+    if len(parts) == 1:  # one rank's groups are distinct already
+        out = frame[[*keys, *SUMMED]]
+    else:
+        out = frame.groupby(keys, sort=False, dropna=False)[list(SUMMED)].sum().reset_index()
     unowned = out[keys[0]].isin(UNOWNED_LABELS.values())
     out = pd.concat(
         [
