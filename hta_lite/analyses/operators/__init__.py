@@ -91,8 +91,10 @@ def devices_of(traces: list[RankTrace], device: str | DeviceSpec | None = None):
 
 
 def roofline_table(ranks: list[RankOperators], devices: dict) -> pd.DataFrame:
-    inst = pd.concat([r.instances for r in ranks], ignore_index=True) if ranks else None
-    return roofline(inst, devices) if inst is not None else pd.DataFrame()
+    if not ranks:
+        return pd.DataFrame()
+    inst = pd.concat([r.instances for r in ranks], ignore_index=True) if len(ranks) > 1 else None
+    return roofline(ranks[0].instances if inst is None else inst, devices)
 
 
 def mfu_table(ranks: list[RankOperators], devices: dict, table: pd.DataFrame) -> pd.DataFrame:

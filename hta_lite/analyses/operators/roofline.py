@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..common import NS_PER_US
+from ..common import NS_PER_US, combine_codes
 from .devices import DeviceSpec
 from .work import MATRIX_KINDS
 
@@ -32,20 +32,21 @@ def roofline(inst: pd.DataFrame, devices: dict[int, DeviceSpec | None]) -> pd.Da
     the FP32 peak, so as TF32: measured against TF32). Device columns are NaN (and ``device`` is
     ``"unknown"``) where the device is not known. Groups that ran no GPU event are left out.
     """
-    counted = inst[inst["counted"] & (inst["device_total(us)"] > 0)].copy()
-    counted["device"] = [_name(devices.get(r)) for r in counted["rank"]]
+    keep = inst["counted"].to_numpy() & (inst["device_total(us)"].to_numpy() > 0)
+    used = ["rank", *GROUP[1:], "row", "device_total(us)", "flops", "bytes"]
+    counted = inst.loc[keep, used]
+    counted.insert(
+        0, "device", counted["rank"].map({r: _name(devices.get(r)) for r in set(counted["rank"])})
+    )
     for column in ("input_dims", "input_types"):
         counted[column] = counted[column].fillna("")
-    out = (
-        counted.groupby(GROUP, sort=False)
-        .agg(
-            calls=("row", "size"),
-            **{"gpu_time(us)": ("device_total(us)", "sum")},
-            flops=("flops", "sum"),
-            bytes=("bytes", "sum"),
-        )
-        .reset_index()
-    )
+    group, first = combine_codes([pd.factorize(counted[column])[0] for column in GROUP])
+    out = counted[GROUP].iloc[first].reset_index(drop=True)
+    out["calls"] = np.bincount(group, minlength=len(first))
+    sums = counted[["device_total(us)", "flops", "bytes"]].groupby(group, sort=False).sum()
+    out["gpu_time(us)"] = sums["device_total(us)"].to_numpy()
+    out["flops"] = sums["flops"].to_numpy()
+    out["bytes"] = sums["bytes"].to_numpy()
     seconds = out["gpu_time(us)"].to_numpy() * 1e-6
     out["achieved_tflops"] = out["flops"] / seconds / 1e12
     out["achieved_tbps"] = out["bytes"] / seconds / 1e12
