@@ -384,3 +384,21 @@ def test_where_tracelens_differs():
                            [kv, kv, kv, kv, kv, [], [], [], [], [], [], []], [BF16] * 5 + [""] * 7,
                            [""] * 11 + ["True"])  # fmt: skip
     assert causal_backward.flops == 2.5 * square.flops
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("[[1, 2], [], [3]]", [[1, 2], [], [3]]),
+        ('[1.5e300, "c10::Half", true, null]', [1.5e300, "c10::Half", True, None]),
+        ("[123456789012345678901234567890]", [123456789012345678901234567890]),  # past 64 bits
+        ("5", None),  # not a list
+        (None, None),
+    ],
+)
+def test_input_texts_parse_as_the_standard_library_reads_them(text, expected):
+    from hta_lite.analyses.operators.shapes import parse
+
+    assert parse(text) == expected
+    nan = parse("[NaN]")  # msgspec refuses NaN: the standard library's reading
+    assert len(nan) == 1 and math.isnan(nan[0])

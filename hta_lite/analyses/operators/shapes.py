@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -142,5 +143,8 @@ def parse(text: str | None) -> list | None:
     """A JSON text of the operator inputs (``input_dims`` ...) as a list, None when absent."""
     if text is None or text != text:  # missing (NaN in object arrays)
         return None
-    value = json.loads(text)
+    try:
+        value = msgspec.json.decode(text)  # 3-5x faster than json.loads
+    except msgspec.DecodeError:  # NaN, integers past 64 bits: the standard library's reading
+        value = json.loads(text)
     return value if isinstance(value, list) else None

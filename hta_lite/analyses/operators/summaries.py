@@ -77,9 +77,9 @@ def _stacks(attr: Attribution, rows: np.ndarray, depth: int) -> tuple[np.ndarray
 
 def rank_summary(attr: Attribution, inst: pd.DataFrame, by: str = "name", stack_depth: int = 3):
     """One rank's groups with the summed columns (no percentages), plus the unowned rows."""
-    codes, out = group_of(attr, inst, by, stack_depth)
-    key_names = list(out.columns)
-    n_groups = len(out)
+    codes, keys = group_of(attr, inst, by, stack_depth)
+    key_names = list(keys.columns)
+    n_groups = len(keys)
     ops_group = np.full(len(attr.parent_op), -1, np.int64)
     ops_group[inst["row"].to_numpy()] = codes
     owned = attr.owner >= 0
@@ -89,15 +89,20 @@ def rank_summary(attr: Attribution, inst: pd.DataFrame, by: str = "name", stack_
     # a kernel under two calls of one group (nested: aten::to in aten::to) counts once
     key = np.unique(pair_k.astype(np.int64) * (n_groups + 1) + pair_group)
     uk, ug = key // (n_groups + 1), key % (n_groups + 1)
-    out["calls"] = np.bincount(codes, minlength=n_groups)
-    for column in ("host_self(us)", "host_total(us)"):
-        out[column] = np.bincount(codes, weights=inst[column].to_numpy(), minlength=n_groups)
-    out["kernels"] = np.bincount(self_group, minlength=n_groups)
     dur = attr.dur
-    out["device_self_sum(us)"] = us(np.bincount(self_group, dur[owned], minlength=n_groups))
-    out["device_self(us)"] = us(_union(self_group, attr.ts[owned], attr.end[owned], n_groups))
-    out["device_total_sum(us)"] = us(np.bincount(ug, dur[uk], minlength=n_groups))
-    out["device_total(us)"] = us(_union(ug, attr.ts[uk], attr.end[uk], n_groups))
+    sums = {
+        "calls": np.bincount(codes, minlength=n_groups),
+        **{
+            column: np.bincount(codes, weights=inst[column].to_numpy(), minlength=n_groups)
+            for column in ("host_self(us)", "host_total(us)")
+        },
+        "kernels": np.bincount(self_group, minlength=n_groups),
+        "device_self_sum(us)": us(np.bincount(self_group, dur[owned], minlength=n_groups)),
+        "device_self(us)": us(_union(self_group, attr.ts[owned], attr.end[owned], n_groups)),
+        "device_total_sum(us)": us(np.bincount(ug, dur[uk], minlength=n_groups)),
+        "device_total(us)": us(_union(ug, attr.ts[uk], attr.end[uk], n_groups)),
+    }
+    out = pd.DataFrame({**{name: keys[name] for name in key_names}, **sums})
     unowned = _unowned(attr, key_names)
     return pd.concat([out, unowned], ignore_index=True) if len(unowned) else out
 
@@ -132,20 +137,18 @@ def combine(parts: list[pd.DataFrame], total_gpu_us: float) -> pd.DataFrame:
         return pd.DataFrame(
             columns=[*GROUPINGS["name"], *SUMMED, "device_self_pctg", "cumulative_pctg"]
         )
-    frame = pd.concat(parts, ignore_index=True)
-    keys = [c for c in frame.columns if c not in SUMMED]
+    keys = [c for c in parts[0].columns if c not in SUMMED]
     if len(parts) == 1:  # one rank's groups are distinct already
-        out = frame[[*keys, *SUMMED]]
+        out = parts[0][[*keys, *SUMMED]]
     else:
+        frame = pd.concat(parts, ignore_index=True)
         out = frame.groupby(keys, sort=False, dropna=False)[list(SUMMED)].sum().reset_index()
-    unowned = out[keys[0]].isin(UNOWNED_LABELS.values())
-    out = pd.concat(
-        [
-            out[~unowned].sort_values("device_self_sum(us)", ascending=False, kind="stable"),
-            out[unowned],
-        ],
-        ignore_index=True,
-    )
+    # by device_self_sum(us), largest first (ties in order), then the unowned rows
+    unowned = np.asarray(out[keys[0]].isin(UNOWNED_LABELS.values()))
+    owned = np.flatnonzero(~unowned)
+    largest_first = np.argsort(-out["device_self_sum(us)"].to_numpy()[owned], kind="stable")
+    out = out.iloc[np.concatenate([owned[largest_first], np.flatnonzero(unowned)])]
+    out = out.reset_index(drop=True)
     pct = 100.0 * out["device_self_sum(us)"] / (total_gpu_us or np.nan)  # no GPU work: NaN
     out["device_self_pctg"] = pct.round(2)
     out["cumulative_pctg"] = pct.cumsum().round(2)
