@@ -364,3 +364,18 @@ def test_text_values_equal_pandas_conversion(values, picks, as_text):
         assert as_text or got.dtype == dtype.categories.dtype
         assert got.isna().tolist() == pd.isna(expected).tolist()
         assert got.fillna("").tolist() == [v if v == v else "" for v in expected]
+
+
+@settings(max_examples=100, derandomize=True, deadline=None)
+@given(
+    values=st.lists(NAMES | st.just(""), min_size=1, max_size=8), picks=st.lists(st.integers(0, 7))
+)
+def test_text_column_equals_indexing(values, picks):
+    """``text_column(values, codes)`` holds ``values[codes]`` (repeated and empty values too)."""
+    import pandas as pd
+
+    from hta_lite.analyses.common import text_column
+
+    codes = np.array([p % len(values) for p in picks], np.intp)
+    got = pd.Series(text_column(values, codes))
+    assert got.tolist() == [values[c] for c in codes]

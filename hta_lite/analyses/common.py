@@ -49,6 +49,14 @@ def text_array(column: pd.Series, rows: np.ndarray | None = None):
     return pd.array(taken, dtype=dtype)
 
 
+def text_column(values, codes: np.ndarray):
+    """``values[codes]`` (``values``: a few strings) as a column for a table, made as
+    :func:`text_array` makes one."""
+    categorical = pd.Categorical(np.asarray(values, dtype=object))
+    codes = categorical.codes[codes]
+    return text_array(pd.Series(pd.Categorical.from_codes(codes, dtype=categorical.dtype)))
+
+
 def starts_with(column: pd.Series, prefix: str) -> np.ndarray:
     """Per row of a categorical text ``column``: does it start with ``prefix`` (missing: False);
     tested once per distinct value, not per row."""

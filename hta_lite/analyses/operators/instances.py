@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 
 from ...intervals import union_length_by_group
-from ...load.links import gather, nearest_ancestor
+from ...load.links import nearest_ancestor
 from ...load.rank_trace import RankTrace
-from ..common import combine_codes, text_array, text_values, us
+from ..common import combine_codes, text_array, text_column, text_values, us
 from .attribution import Attribution
 from .flops import model
 from .shapes import forward_op, module_paths, parse
@@ -100,7 +100,8 @@ def _add_inputs(out: pd.DataFrame, trace: RankTrace, attr: Attribution) -> None:
     for column in INPUT_COLUMNS:
         out[column] = text_array(cpu[column], described_by)
     has_own = cpu["input_dims"].notna().to_numpy()[ops]
-    out["shapes_from"] = np.where(forward >= 0, "forward", np.where(has_own, "own", ""))
+    source = np.where(forward >= 0, 0, np.where(has_own, 1, 2))
+    out["shapes_from"] = text_column(["forward", "own", ""], source)
     out["forward_row"] = forward
     module_of, paths = module_paths(trace)
     # outside every module (a backward operator, or an operator it calls): the module of the
@@ -111,7 +112,8 @@ def _add_inputs(out: pd.DataFrame, trace: RankTrace, attr: Attribution) -> None:
     module_row = module_of[ops]
     inherit = (module_row < 0) & (anchor >= 0)
     module_row[inherit] = module_of[forward_of[anchor[inherit]]]
-    out["module"] = np.where(module_row >= 0, gather(paths, module_row, ""), "")
+    used, module_code = np.unique(module_row, return_inverse=True)
+    out["module"] = text_column([paths[r] if r >= 0 else "" for r in used], module_code.ravel())
 
 
 def instance_keys(
@@ -167,10 +169,9 @@ def _add_work(out: pd.DataFrame, attr: Attribution) -> None:
     transfer = crossing[out["row"].to_numpy()]
     out["flops"] = np.where(transfer, np.nan, flops[codes])
     out["bytes"] = np.where(transfer, np.nan, nbytes[codes])
-    precision = np.array([w.precision if w else "" for w in works] + [""], object)[codes]
-    kind = np.array([w.kind if w else "" for w in works] + [""], object)[codes]
-    out["precision"] = np.where(transfer, "", precision)
-    out["kind"] = np.where(transfer, "transfer", kind)
+    described = np.where(transfer, len(works), codes)  # the last value: a transfer's
+    out["precision"] = text_column([w.precision if w else "" for w in works] + [""], described)
+    out["kind"] = text_column([w.kind if w else "" for w in works] + ["transfer"], described)
     modelled = np.zeros(len(attr.parent_op), bool)
     modelled[out["row"].to_numpy()] = out["flops"].notna().to_numpy()
     inside = nearest_ancestor(attr.parent_op, modelled, out["row"].to_numpy()) >= 0
