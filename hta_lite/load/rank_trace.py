@@ -212,8 +212,7 @@ def _link(cpu: pd.DataFrame, gpu: pd.DataFrame, steps: pd.DataFrame, health: Cou
         gpu["stream"].to_numpy()[on_streams], ts, ts + gpu["dur"].to_numpy()[on_streams]
     )
     note(health, "gpu_overlap_on_stream", overlaps)
-    cpu["op_row"] = -1
     runtime = _runtime_rows(cpu)
-    cpu.loc[runtime, "op_row"] = nearest_ancestor(
-        parent, np.asarray(cpu["cat"] == CPU_OP_CATEGORY), runtime
-    )
+    op_row = np.full(len(cpu), -1, np.int64)
+    op_row[runtime] = nearest_ancestor(parent, np.asarray(cpu["cat"] == CPU_OP_CATEGORY), runtime)
+    cpu["op_row"] = op_row  # a whole column: setting rows with .loc would copy the table

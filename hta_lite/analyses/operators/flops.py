@@ -143,6 +143,11 @@ def is_backward_node(name: str) -> bool:
     return name.removeprefix(BACKWARD_WRAPPER) in BACKWARD_NODES
 
 
+def is_modelled(name: str) -> bool:
+    """Whether :func:`model` has a model of ``name`` (for any inputs)."""
+    return name in MODELS
+
+
 def model(name: str, inputs: Inputs, forward_inputs: bool = False) -> Work | None:
     """The work of one call of ``name`` with these inputs; None when not modelled. A backward
     node is modelled only from its forward operator's inputs (``forward_inputs``)."""

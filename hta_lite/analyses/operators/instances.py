@@ -33,7 +33,7 @@ from ...load.links import nearest_ancestor
 from ...load.rank_trace import RankTrace
 from ..common import combine_codes, text_array, text_column, text_values, us
 from .attribution import Attribution
-from .flops import model
+from .flops import is_modelled, model
 from .shapes import forward_op, module_paths, parse
 from .work import Inputs
 
@@ -157,6 +157,8 @@ def _add_work(out: pd.DataFrame, attr: Attribution) -> None:
             Inputs(parse(dims or None) or [], parse(types or None) or [], parse(conc or None)),
             forward_inputs=source == "forward",
         )
+        if is_modelled(name)  # the inputs of the others are not read
+        else None
         for name, dims, types, conc, source in zip(*uniques.values())
     ]
     flops = np.array([w.flops if w else np.nan for w in works] + [np.nan])
