@@ -113,7 +113,7 @@ def mfu(traces_inst: list, devices: dict[int, DeviceSpec | None], tf32_ranks: di
     for attr, inst in traces_inst:
         rank = attr.trace.rank
         device = devices.get(rank)
-        counted = inst[inst["counted"]]
+        counted = inst.loc[inst["counted"].to_numpy(), ["row", "kind", "precision", "flops"]]
         matrix = counted[counted["kind"].isin(MATRIX_KINDS)]
         by_precision = matrix.groupby("precision")["flops"].sum()
         precision = by_precision.idxmax() if len(by_precision) else ""
