@@ -1,7 +1,7 @@
 """Operator view: how long it takes, against PyTorch's TensorBoard plugin.
 
-Per shared trace with shapes, each in a fresh process (imports excluded), median of
-``--repeat``:
+Per shared trace with shapes, each in a fresh process (imports excluded), the two taking turns,
+median of ``--repeat``:
 
 - *hta_lite op view*: the operator analysis of an already loaded trace (attribution, instances,
   summaries by name / shape / stack, roofline, MFU), of the folder's first file (one rank, as the
@@ -75,6 +75,7 @@ def main() -> None:
     parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
     parser.add_argument("--tb-python")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--only", nargs="*", help="trace names to run (default: all)")
     args = parser.parse_args()
     print(
         "| trace | op view s | cold load + op view s | TB plugin s | speedup"
@@ -82,13 +83,18 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|")
     for case in CASES:
+        if args.only and Path(case).name not in args.only:
+            continue
         folder = args.traces / case
-        ours = [run(sys.executable, OURS, folder) for _ in range(args.repeat)]
+        ours, tb = [], []
+        for _ in range(args.repeat):  # taking turns: both see the same machine load
+            ours.append(run(sys.executable, OURS, folder))
+            if args.tb_python:
+                tb.append(run(args.tb_python, TB, folder))
         view = statistics.median(r["ops"] for r in ours)
         cold = statistics.median(r["load"] + r["ops"] for r in ours)
         tb_text, speedup, tb_us = "–", "–", "–"
         if args.tb_python:
-            tb = [run(args.tb_python, TB, folder) for _ in range(args.repeat)]
             if all(tb):
                 tb_s = statistics.median(r["seconds"] for r in tb)
                 tb_text, speedup = f"{tb_s:.3f}", f"{tb_s / cold:.1f}x"
