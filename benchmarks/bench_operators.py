@@ -13,12 +13,14 @@ median of ``--repeat``:
   GPU time its operator table attributes.
 
     python benchmarks/bench_operators.py [--tb-python /path/to/tbp/bin/python] [--repeat 5]
+        [--only diff_control] [--base /path/to/worktree of another commit]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -63,8 +65,12 @@ print(json.dumps({"seconds": t1 - t0, "attributed_us": attributed}))
 """
 
 
-def run(python: str, code: str, folder: Path) -> dict | None:
-    out = subprocess.run([python, "-c", code, str(folder)], capture_output=True, text=True)
+def run(python: str, code: str, folder: Path, checkout: Path | None = None) -> dict | None:
+    """One job in a fresh process; ``checkout``: run hta_lite from that source tree."""
+    env = None if checkout is None else {**os.environ, "PYTHONPATH": str(checkout)}
+    out = subprocess.run(
+        [python, "-c", code, str(folder)], capture_output=True, text=True, env=env, cwd=checkout
+    )
     if out.returncode != 0:
         return None
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -76,6 +82,9 @@ def main() -> None:
     parser.add_argument("--tb-python")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", nargs="*", help="trace names to run (default: all)")
+    parser.add_argument(
+        "--base", type=Path, help="also time the op view of this checkout (a git worktree)"
+    )
     args = parser.parse_args()
     print(
         "| trace | op view s | cold load + op view s | TB plugin s | speedup"
@@ -86,11 +95,13 @@ def main() -> None:
         if args.only and Path(case).name not in args.only:
             continue
         folder = args.traces / case
-        ours, tb = [], []
-        for _ in range(args.repeat):  # taking turns: both see the same machine load
+        ours, tb, base = [], [], []
+        for _ in range(args.repeat):  # taking turns: all see the same machine load
             ours.append(run(sys.executable, OURS, folder))
             if args.tb_python:
                 tb.append(run(args.tb_python, TB, folder))
+            if args.base:
+                base.append(run(sys.executable, OURS, folder, args.base))
         view = statistics.median(r["ops"] for r in ours)
         cold = statistics.median(r["load"] + r["ops"] for r in ours)
         tb_text, speedup, tb_us = "–", "–", "–"
@@ -106,6 +117,13 @@ def main() -> None:
             f" {ours[0]['attributed_us']:,.0f} / {tb_us} |",
             flush=True,
         )
+        if base:
+            print(
+                f"  base checkout: op view {statistics.median(r['ops'] for r in base):.3f} s"
+                f" (fastest {min(r['ops'] for r in base):.3f}), this one"
+                f" {view:.3f} s (fastest {min(r['ops'] for r in ours):.3f})",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
