@@ -379,3 +379,27 @@ def test_text_column_equals_indexing(values, picks):
     codes = np.array([p % len(values) for p in picks], np.intp)
     got = pd.Series(text_column(values, codes))
     assert got.tolist() == [values[c] for c in codes]
+
+
+@settings(max_examples=100, derandomize=True, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(-1, 3), st.integers(-1, 2), st.integers(-1, 5)), max_size=30
+    ),
+    huge=st.booleans(),
+)
+def test_combine_codes_numbers_distinct_rows_in_order_of_appearance(rows, huge):
+    """``combine_codes`` gives each row the number of its distinct (code, code, code) row in
+    order of first appearance, and the first row of each; with codes too large to combine in
+    one int64 key too (``huge``)."""
+    from hta_lite.analyses.common import combine_codes
+
+    scale = 2**40 if huge else 1
+    columns = [
+        np.array([r[i] * scale if r[i] >= 0 else -1 for r in rows], np.int64) for i in range(3)
+    ]
+    group, first = combine_codes(columns)
+    seen: dict = {}
+    want = [seen.setdefault(r, len(seen)) for r in rows]
+    assert group.tolist() == want
+    assert first.tolist() == [rows.index(r) for r in seen]
