@@ -145,14 +145,16 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
     is_gpu = np.asarray(cats.isin(GPU_CATEGORIES))
     is_anno = np.asarray(cats == GPU_ANNOTATION_CATEGORY)
     is_range = np.asarray(cats == PROFILER_RANGE_CATEGORY)  # table of their own (second pass)
+    rows = {
+        "gpu": np.flatnonzero(is_gpu),
+        "gpu_annotations": np.flatnonzero(is_anno),
+        "cpu": np.flatnonzero(~(is_gpu | is_anno | is_range)),
+    }
+    families = {family: _subset(shared, idx) for family, idx in rows.items()}
+    del shared, ts, dur, stream  # before the args are read: less memory at the peak of a load
     out = {}
-    for family, mask in (
-        ("gpu", is_gpu),
-        ("gpu_annotations", is_anno),
-        ("cpu", ~(is_gpu | is_anno | is_range)),
-    ):
-        idx = np.flatnonzero(mask)
-        cols = _subset(shared, idx)
+    for family, cols in families.items():
+        idx = rows[family]
         if family == "gpu":
             fam_args = args.take(idx)
             cols["stream"] = np.where(cols["stream"] == -1, cols["tid"], cols["stream"])
