@@ -363,7 +363,7 @@ def test_text_values_equal_pandas_conversion(values, picks, as_text):
         got = pd.Series(got)
         assert as_text or got.dtype == dtype.categories.dtype
         assert got.isna().tolist() == pd.isna(expected).tolist()
-        assert got.fillna("").tolist() == [v if v == v else "" for v in expected]
+        assert got.fillna("").tolist() == ["" if pd.isna(v) else v for v in expected]
 
 
 @settings(max_examples=100, derandomize=True, deadline=None)
