@@ -402,3 +402,23 @@ def test_input_texts_parse_as_the_standard_library_reads_them(text, expected):
     assert parse(text) == expected
     nan = parse("[NaN]")  # msgspec refuses NaN: the standard library's reading
     assert len(nan) == 1 and math.isnan(nan[0])
+
+
+def test_backward_operator_described_by_the_last_forward_one_of_its_sequence_number(tmp_path):
+    """Without fwdbwd flows: the last forward operator (by start) with the backward one's
+    sequence number describes it, unless forward operators of two threads share that number."""
+    b = TraceBuilder()
+    fwd = {"Fwd thread id": 0}
+    b.cpu_op("aten::mm", 10, 5, **{"Sequence number": 5, "Input Dims": [[2, 3], [3, 4]], **fwd})
+    b.cpu_op("aten::mm", 20, 5, **{"Sequence number": 5, "Input Dims": [[6, 7], [7, 8]], **fwd})
+    b.cpu_op("aten::mm", 30, 5, **{"Sequence number": 7, "Input Dims": [[1, 1], [1, 1]], **fwd})
+    b.cpu_op("aten::mm", 31, 5, tid=3, **{"Sequence number": 7, **fwd})  # a second thread
+    back = {"Fwd thread id": 1}
+    b.cpu_op("MmBackward0", 50, 5, tid=2, **{"Sequence number": 5, **back})
+    b.cpu_op("MmBackward0", 60, 5, tid=2, **{"Sequence number": 7, **back})
+    b.cpu_op("MmBackward0", 70, 5, tid=2, **{"Sequence number": 9, **back})  # no forward one
+    folder = b.write(tmp_path / "t" / "rank-0.json").parent
+    inst = TraceAnalysis(trace_dir=folder, parallel=False).get_operator_instances()
+    nodes = inst[inst["name"] == "MmBackward0"].reset_index(drop=True)
+    assert nodes["shapes_from"].tolist() == ["forward", "", ""]
+    assert nodes["input_dims"].iloc[0] == "[[6, 7], [7, 8]]"  # the later of the two

@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 
 from ...kineto import FWDBWD_FLOW_CATEGORY, MODULE_PREFIX, PYTHON_FUNCTION_CATEGORY
-from ...load.links import gather, nearest_ancestor
+from ...load.links import nearest_ancestor
 from ...load.rank_trace import RankTrace
-from ..common import starts_with, text_values
+from ..common import combine_codes, starts_with, text_values
 
 
 def forward_op(trace: RankTrace, is_op: np.ndarray, depth: np.ndarray) -> np.ndarray:
@@ -78,6 +78,8 @@ def _by_flows(cpu: pd.DataFrame, flows: pd.DataFrame, is_op, depth) -> np.ndarra
 
 
 def _by_sequence_number(cpu: pd.DataFrame, is_op: np.ndarray) -> np.ndarray:
+    """A backward operator's forward one: the last (by start, then row) forward operator of its
+    process with its sequence number, where only one thread ran forward operators with it."""
     seq = cpu["sequence_number"].to_numpy()
     fwd_tid = cpu["fwd_thread_id"].to_numpy()
     out = np.full(len(cpu), -1, np.int64)
@@ -85,25 +87,21 @@ def _by_sequence_number(cpu: pd.DataFrame, is_op: np.ndarray) -> np.ndarray:
     backward = np.flatnonzero(is_op & (seq >= 0) & (fwd_tid > 0))
     if not len(forward) or not len(backward):
         return out
-    fwd = pd.DataFrame(
-        {
-            "pid": cpu["pid"].to_numpy()[forward],
-            "tid": cpu["tid"].to_numpy()[forward],
-            "seq": seq[forward],
-            "ts": cpu["ts"].to_numpy()[forward],
-            "row": forward,
-        }
-    )
-    one_thread = fwd.groupby(["pid", "seq"])["tid"].transform("nunique") == 1
-    last = (
-        fwd[one_thread]
-        .sort_values("ts", kind="stable")
-        .drop_duplicates(["pid", "seq"], keep="last")
-    )
-    index = pd.MultiIndex.from_frame(last[["pid", "seq"]])
-    wanted = pd.MultiIndex.from_arrays([cpu["pid"].to_numpy()[backward], seq[backward]])
-    found = index.get_indexer(wanted)
-    out[backward] = gather(last["row"].to_numpy(), found, -1)
+    both = np.concatenate([forward, backward])
+    pid, tid = cpu["pid"].to_numpy(), cpu["tid"].to_numpy()
+    key, _ = combine_codes([pd.factorize(pid[both])[0], pd.factorize(seq[both])[0]])
+    key_f, key_b = key[: len(forward)], key[len(forward) :]
+    # (pid, seq) keys whose forward operators ran on one thread
+    threads, _ = combine_codes([key_f, pd.factorize(tid[forward])[0]])
+    _, first = np.unique(threads, return_index=True)
+    one_thread = np.bincount(key_f[first], minlength=int(key.max()) + 1) == 1
+    # per key the last forward operator by (start, row): the end of its run in that order
+    order = np.lexsort((forward, cpu["ts"].to_numpy()[forward], key_f))
+    last = np.flatnonzero(np.append(key_f[order][1:] != key_f[order][:-1], True))
+    chosen = np.full(len(one_thread), -1, np.int64)
+    chosen[key_f[order][last]] = forward[order][last]
+    chosen[~one_thread] = -1
+    out[backward] = chosen[key_b]
     return out
 
 
