@@ -103,7 +103,7 @@ def nesting(cpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 # Each step is a function of its own so that its temporaries (a dozen arrays of one int64 per
-# event) are freed when it returns: 2-3x less memory at the peak of a load.
+# event) are freed when it returns: its peak is about half (11 -> 6 MB on a 35 MB trace).
 
 
 def _depth_in_start_order(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray):

@@ -92,8 +92,7 @@ def _by_sequence_number(cpu: pd.DataFrame, is_op: np.ndarray) -> np.ndarray:
     key, _ = combine_codes([pd.factorize(pid[both])[0], pd.factorize(seq[both])[0]])
     key_f, key_b = key[: len(forward)], key[len(forward) :]
     # (pid, seq) keys whose forward operators ran on one thread
-    threads, _ = combine_codes([key_f, pd.factorize(tid[forward])[0]])
-    _, first = np.unique(threads, return_index=True)
+    _, first = combine_codes([key_f, pd.factorize(tid[forward])[0]])  # each (key, thread)
     one_thread = np.bincount(key_f[first], minlength=int(key.max()) + 1) == 1
     # per key the last forward operator by (start, row): the end of its run in that order
     order = np.lexsort((forward, cpu["ts"].to_numpy()[forward], key_f))
