@@ -403,3 +403,21 @@ def test_combine_codes_numbers_distinct_rows_in_order_of_appearance(rows, huge):
     want = [seen.setdefault(r, len(seen)) for r in rows]
     assert group.tolist() == want
     assert first.tolist() == [rows.index(r) for r in seen]
+
+
+@settings(max_examples=100, derandomize=True, deadline=None)
+@given(
+    values=st.lists(st.one_of(st.none(), NAMES), max_size=30),
+    prefix=st.sampled_from(["aten::", "Pro", "", "x"]),
+)
+def test_starts_with_equals_the_string_method(values, prefix):
+    """``starts_with`` (once per category) equals pandas' ``str.startswith`` per row; missing
+    values do not start with anything."""
+    import pandas as pd
+
+    from hta_lite.analyses.common import starts_with
+
+    column = pd.Series(values, dtype="category")
+    want = [v is not None and v.startswith(prefix) for v in values]
+    got = starts_with(column, prefix)
+    assert got.dtype == bool and got.tolist() == want

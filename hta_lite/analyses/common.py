@@ -60,7 +60,12 @@ def text_column(values, codes: np.ndarray):
 def starts_with(column: pd.Series, prefix: str) -> np.ndarray:
     """Per row of a categorical text ``column``: does it start with ``prefix`` (missing: False);
     tested once per distinct value, not per row."""
-    hit = np.asarray(column.cat.categories.str.startswith(prefix), bool)
+    categories = column.cat.categories
+    hit = (
+        np.asarray(categories.str.startswith(prefix), bool)
+        if len(categories)
+        else np.zeros(0, bool)
+    )
     return np.append(hit, False)[column.cat.codes.to_numpy()]
 
 
