@@ -1,5 +1,6 @@
-"""A digest of every table of a loaded rank: columns, dtypes, categories and values. Equal
-digests mean identical tables (``tests/test_table_digests.py`` holds a loader change to them)."""
+"""A digest of every table of a loaded rank, and of every table of the operator view: columns,
+dtypes, categories and values. Equal digests mean identical tables (``tests/test_table_digests.py``
+holds a change to them)."""
 
 from __future__ import annotations
 
@@ -25,3 +26,27 @@ def table_digest(df: pd.DataFrame) -> str:
 
 def trace_digests(trace: RankTrace) -> dict[str, str]:
     return {name: table_digest(getattr(trace, name)) for name in RankTrace.TABLES}
+
+
+OPERATOR_CALLS = {
+    "instances": lambda a: a.get_operator_instances(),
+    **{f"summary_{by}": (lambda a, by=by: a.get_operator_summary(by=by))
+       for by in ("name", "shape", "stack", "module")},
+    "summary_stack_5": lambda a: a.get_operator_summary(by="stack", stack_depth=5),
+    "roofline": lambda a: a.get_operator_roofline(),
+    "targets": lambda a: a.get_optimization_targets(),
+    "mfu": lambda a: a.get_mfu(),
+    "kernel_efficiency": lambda a: a.get_kernel_efficiency(),
+}  # fmt: skip
+
+
+def operator_digests(analysis) -> dict[str, str]:
+    """The digest of each operator-view table of ``analysis`` (the error's name where a call
+    refuses the trace, e.g. no ``nn.Module`` events)."""
+    out = {}
+    for name, call in OPERATOR_CALLS.items():
+        try:
+            out[name] = table_digest(call(analysis))
+        except Exception as exc:  # noqa: BLE001 -- which error is part of the answer
+            out[name] = f"error: {type(exc).__name__}"
+    return out
