@@ -46,6 +46,7 @@ def test_tables_identical_after_a_cache_round_trip(name, tmp_path):
 OPERATOR_DIGESTS = json.loads((DATA / "operator_digests.json").read_text())
 
 
+@pytest.mark.filterwarnings("ignore:rank .* is not in the peak table")  # devices of no roof
 @pytest.mark.parametrize("name", sorted(OPERATOR_DIGESTS))
 def test_operator_view_identical_to_before(name):
     """Every table of the operator view, pinned at commit 6117a23 (round two, third session):
