@@ -71,3 +71,14 @@ def write_operator_digests() -> None:
         for name in names
     }
     (DATA / "operator_digests.json").write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+
+
+@pytest.mark.filterwarnings("ignore:rank .* is not in the peak table")
+@pytest.mark.parametrize("name", ["sample_traces/two_ranks", "sample_traces/h100_bert_small"])
+def test_operator_view_identical_after_a_cache_round_trip(name, tmp_path):
+    """The operator view of ranks reopened from the cache (their text categories read back from
+    Arrow) equals the pinned one."""
+    for _ in range(2):  # fills the cache, then reopens from it
+        analysis = TraceAnalysis(trace_dir=_path(name), cache=tmp_path, parallel=False)
+    assert all("cpu" not in vars(analysis.trace(rank)) for rank in analysis.traces)
+    assert operator_digests(analysis) == OPERATOR_DIGESTS[name]
