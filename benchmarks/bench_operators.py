@@ -86,6 +86,9 @@ def main() -> None:
         "--base", type=Path, help="also time the op view of this checkout (a git worktree)"
     )
     args = parser.parse_args()
+    unknown = set(args.only or ()) - {Path(case).name for case in CASES}
+    if unknown:
+        parser.error(f"--only: {sorted(unknown)} not among {[Path(c).name for c in CASES]}")
     print(
         "| trace | op view s | cold load + op view s | TB plugin s | speedup"
         " | GPU µs attributed to operators: hta_lite / TB plugin |"

@@ -392,7 +392,7 @@ def test_combine_codes_numbers_distinct_rows_in_order_of_appearance(rows, huge):
     """``combine_codes`` gives each row the number of its distinct (code, code, code) row in
     order of first appearance, and the first row of each; with codes too large to combine in
     one int64 key too (``huge``)."""
-    from hta_lite.analyses.common import combine_codes
+    from hta_lite.load.columns import combine_codes
 
     scale = 2**40 if huge else 1
     columns = [

@@ -11,7 +11,6 @@ import pyarrow as pa
 
 from ..errors import RankNotFoundError, SelectionError
 from ..kineto import GPU_WORK_CATEGORIES
-from ..load.columns import first_seen
 from ..load.rank_trace import RankTrace
 
 NS_PER_US = 1000.0
@@ -126,20 +125,3 @@ def wanted(asked, present, what: str, where: str | None = None) -> list | None:
         place = f" in {where}" if where else ""
         raise SelectionError(None, f"{what} {missing} not found{place}; there are: {shown}")
     return values
-
-
-def combine_codes(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's group among the distinct combinations of integer code columns (codes >= -1,
-    -1 a value of its own), numbered in order of first appearance, and the first row of each
-    group: the distinct rows of a table, found from its columns' codes with no tuple per row."""
-    n = len(columns[0]) if columns else 0
-    key, size = np.zeros(n, np.int64), 1
-    for codes in columns:
-        codes = np.asarray(codes, np.int64) + 1
-        top = int(codes.max()) + 1 if n else 1
-        size *= top
-        if size >= 2**62:  # the combined key would overflow: one column of row-wise uniques
-            _, key = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
-            return first_seen(key.ravel())
-        key = key * top + codes
-    return first_seen(key)

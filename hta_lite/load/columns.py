@@ -117,6 +117,23 @@ def first_seen(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rank[inverse.ravel()], first[order]
 
 
+def combine_codes(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's group among the distinct combinations of integer code columns (codes >= -1,
+    -1 a value of its own), numbered in order of first appearance, and the first row of each
+    group: the distinct rows of a table, found from its columns' codes with no tuple per row."""
+    n = len(columns[0]) if columns else 0
+    key, size = np.zeros(n, np.int64), 1
+    for codes in columns:
+        codes = np.asarray(codes, np.int64) + 1
+        top = int(codes.max()) + 1 if n else 1
+        size *= top
+        if size >= 2**62:  # the combined key would overflow: one column of row-wise uniques
+            _, key = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
+            return first_seen(key.ravel())
+        key = key * top + codes
+    return first_seen(key)
+
+
 def to_category(values: Sequence) -> pd.Categorical:
     """Strings (lists joined with ',', other values as text) -> pandas categorical (None:
     missing)."""

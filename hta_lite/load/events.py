@@ -23,6 +23,7 @@ import numpy as np
 
 from .columns import (
     category_from_codes,
+    combine_codes,
     factorize,
     first_seen,
     float_column,
@@ -244,14 +245,7 @@ class EventColumns:
     def combinations(self, names: tuple) -> tuple[np.ndarray, list[tuple]]:
         """As :meth:`EventList.combinations`, from each field's codes combined in numpy."""
         fields = [self.factorized(name) for name in names]
-        if (
-            np.prod([float(len(values)) for _, values in fields]) >= 2.0**62
-        ):  # the key would overflow
-            return factorize(list(zip(*(self.field(name) for name in names))))
-        key = np.zeros(len(self), np.int64)
-        for codes, values in fields:
-            key = key * len(values) + codes
-        codes, rows = first_seen(key)
+        codes, rows = combine_codes([field_codes for field_codes, _ in fields])
         return codes, list(
             zip(
                 *([values[c] for c in field_codes[rows].tolist()] for field_codes, values in fields)

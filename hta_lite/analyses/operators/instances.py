@@ -29,9 +29,10 @@ import numpy as np
 import pandas as pd
 
 from ...intervals import union_length_by_group
+from ...load.columns import combine_codes
 from ...load.links import nearest_ancestor
 from ...load.rank_trace import RankTrace
-from ..common import combine_codes, text_array, text_column, text_values, us
+from ..common import text_array, text_column, text_values, us
 from .attribution import Attribution
 from .flops import is_modelled, model
 from .shapes import forward_op, module_paths, parse

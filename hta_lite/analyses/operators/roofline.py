@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..common import NS_PER_US, combine_codes
+from ...load.columns import combine_codes
+from ..common import NS_PER_US
 from .devices import DeviceSpec
 from .work import MATRIX_KINDS
 

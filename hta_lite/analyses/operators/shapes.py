@@ -24,9 +24,10 @@ import numpy as np
 import pandas as pd
 
 from ...kineto import FWDBWD_FLOW_CATEGORY, MODULE_PREFIX, PYTHON_FUNCTION_CATEGORY
+from ...load.columns import combine_codes
 from ...load.links import nearest_ancestor
 from ...load.rank_trace import RankTrace
-from ..common import combine_codes, starts_with, text_values
+from ..common import starts_with, text_values
 
 
 def forward_op(trace: RankTrace, is_op: np.ndarray, depth: np.ndarray) -> np.ndarray:

@@ -23,7 +23,8 @@ import pandas as pd
 from ...errors import SelectionError
 from ...intervals import union_length_by_group
 from ...kineto import STEP_PREFIX
-from ..common import combine_codes, starts_with, us
+from ...load.columns import combine_codes
+from ..common import starts_with, us
 from .attribution import UNOWNED_LABELS, Attribution
 from .instances import instance_keys
 
