@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .kineto import COMMUNICATION_KERNEL, MEMORY_KERNEL, NOT_COMPUTE_KERNEL
 
@@ -34,11 +36,20 @@ def kernel_type(name: str) -> str:
 
 
 def kernel_types(names: pd.Series) -> pd.Categorical:
-    """Vectorized over a categorical name column: each distinct name is classified once."""
+    """Vectorized over a categorical name column: the distinct names are classified together by
+    Arrow's regex engine (RE2, one pass per rule; Python's ``re`` retries the unanchored
+    alternatives at every position of names hundreds of characters long, 10x slower)."""
     names = names.astype("category")
-    per_name = np.array(
-        [KERNEL_TYPES.index(kernel_type(str(n))) for n in names.cat.categories], dtype=np.int8
+    distinct = pa.array([str(n) for n in names.cat.categories], type=pa.string())
+    per_name = np.full(len(distinct), KERNEL_TYPES.index(COMPUTATION), np.int8)
+    rules = (
+        (NOT_COMPUTE_KERNEL, OTHER),
+        (MEMORY_KERNEL, MEMORY),
+        (COMMUNICATION_KERNEL, COMMUNICATION),
     )
+    for rule, kind in rules:  # the first rule of kernel_type wins: applied last
+        hit = pc.match_substring_regex(distinct, rule.pattern).to_numpy(zero_copy_only=False)
+        per_name[hit] = KERNEL_TYPES.index(kind)
     codes = names.cat.codes.to_numpy()
     type_codes = np.where(
         codes >= 0,

@@ -421,3 +421,27 @@ def test_starts_with_equals_the_string_method(values, prefix):
     want = [v is not None and v.startswith(prefix) for v in values]
     got = starts_with(column, prefix)
     assert got.dtype == bool and got.tolist() == want
+
+
+# pieces of the names the kernel type rules look for, placed anywhere in a name
+_RULE_PIECES = ["nccl", "rccl", "hccl", "ncclKernel", "ncclDevKernel", "hip", "Memcpy", "Memset",
+                "dma", "Sync", "Stream Wait Event", "cuda", "LaunchKernel", "runFunction",
+                "job_exe", "packet", "pe_exe", "gemm", " ", "\n", "ü"]  # fmt: skip
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(
+    names=st.lists(
+        st.one_of(st.none(), st.lists(st.sampled_from(_RULE_PIECES), max_size=4).map("".join)),
+        max_size=20,
+    )
+)
+def test_kernel_types_equal_the_per_name_rules(names):
+    """The vectorized classification (Arrow's RE2 over the distinct names) equals
+    ``kernel_type`` (Python's ``re``) name by name; a missing name is OTHER."""
+    import pandas as pd
+
+    from hta_lite.classify import kernel_type, kernel_types
+
+    got = kernel_types(pd.Series(names, dtype=object)).astype(object).tolist()
+    assert got == [kernel_type(n) if n is not None else "OTHER" for n in names]
