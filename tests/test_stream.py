@@ -120,6 +120,31 @@ def test_bad_gzip_and_layouts_leave_the_verdict_to_the_whole_text_path(tmp_path,
     assert stream.decode_in_pieces(nan) is None  # repaired by the whole-text path
 
 
+@pytest.mark.parametrize("piece, join", [(3, 1), (7, 16), (100, 1 << 14), (4096, 8)])
+def test_any_piece_and_join_size_gives_the_whole_text(tmp_path, monkeypatch, piece, join):
+    """Pieces cut anywhere; the event cut at a piece's start completed from the next piece's
+    first ``join`` bytes or, longer than that, from the whole of it; the array's end among
+    those bytes."""
+    path = _trace_file(tmp_path, json.loads(_events_text(300)))
+    whole = rank_trace.parse_file(path)  # small: the whole-text path
+    monkeypatch.setattr(stream, "MIN_FILE_BYTES", 0)
+    monkeypatch.setattr(stream, "PIECE_BYTES", piece)
+    monkeypatch.setattr(stream, "_JOIN_BYTES", join)
+    assert stream.decode_in_pieces(path) is not None
+    pieces = rank_trace.parse_file(path)
+    assert trace_digests(pieces) == trace_digests(whole)
+    assert pieces.metadata == whole.metadata == {"schemaVersion": 1, "traceName": "x"}
+
+
+def test_the_array_ending_in_the_completing_bytes(monkeypatch):
+    """The array's end among the first bytes of a piece: the rest of that piece is the tail."""
+    monkeypatch.setattr(stream, "_JOIN_BYTES", 2)
+    event = b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2}'
+    pieces = [b'{"schemaVersion": 1, "traceEvents": [' + event[:20], event[20:], b'], "x": [5]}']
+    decoded = stream._decode(iter(pieces), 200)
+    assert len(decoded.events) == 1 and decoded.metadata == {"schemaVersion": 1, "x": [5]}
+
+
 def test_several_gzip_members_and_plain_json(tmp_path, monkeypatch):
     monkeypatch.setattr(stream, "MIN_FILE_BYTES", 0)
     monkeypatch.setattr(stream, "PIECE_BYTES", 100)

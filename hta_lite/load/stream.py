@@ -29,6 +29,7 @@ MIN_FILE_BYTES = 256 * 1024  # smaller files: the whole text is small, one call 
 PIECE_BYTES = 1 << 20
 _HEAD_LIMIT = 64 << 20  # the events key further in than this: the unusual layout
 _CUT_EVENT_LIMIT = 64 << 20  # text waiting for an event's end: malformed, let the caller say so
+_JOIN_BYTES = 16 << 10  # the event cut by a piece's start is completed from this much of it
 
 
 def decode_in_pieces(path: Path) -> dec.Decoded | None:
@@ -64,21 +65,43 @@ def _decode(pieces: Iterator[bytes], size_hint: int) -> dec.Decoded | None:
     else:
         return None
     head = bytes(window[: key.start()]).rstrip()
-    del window[: key.end()]
     stream = dec._fastjson.stream_open(
         dec._C_EVENT_SPEC, dec._C_ARGS_SPEC, dec._C_SEED, size_hint // 96 + 1024
     )
-    done = False
-    while not done:
-        piece = next(pieces, None)
-        if piece is not None:
-            window += piece
-        fed = dec._fastjson.stream_feed(stream, window, piece is None)
-        if fed is None or len(window) > _CUT_EVENT_LIMIT:
+    feed = dec._fastjson.stream_feed
+    pending = memoryview(window)[key.end() :]
+    del window  # freed with the first pending text
+    while True:  # each piece fed where it lies: only the event cut at its start is copied
+        fed = feed(stream, pending, False)
+        if fed is None:
             return None
         consumed, done = fed
-        del window[:consumed]
-    tail = bytes(window) + b"".join(pieces)
+        carry = bytes(pending[consumed:])
+        pending = piece = None  # not held while the next piece is made
+        if done:
+            break
+        if len(carry) > _CUT_EVENT_LIMIT:
+            return None
+        piece = next(pieces, None)
+        if piece is None:  # the text ended: what is left must close the array
+            fed = feed(stream, carry, True)
+            if fed is None:
+                return None
+            carry = carry[fed[0] :]
+            break
+        joint = carry + piece[:_JOIN_BYTES]  # the cut event, completed from the piece's start
+        fed = feed(stream, joint, False)
+        if fed is None:
+            return None
+        consumed, done = fed
+        if done:
+            carry = joint[consumed:] + piece[_JOIN_BYTES:]
+            break
+        if consumed < len(carry):  # an event longer than _JOIN_BYTES: the piece copied whole
+            pending = memoryview(joint[consumed:] + piece[_JOIN_BYTES:])
+        else:
+            pending = memoryview(piece)[consumed - len(carry) :]
+    tail = carry + b"".join(pieces)
     metadata = dec._metadata_decoder.decode(dec._without_events(head, tail))
     out = dec._fastjson.stream_result(stream)
     coded = out["coded"]
@@ -101,6 +124,7 @@ def _gunzipped(data: bytes) -> Iterator[bytes]:
             piece = member.decompress(pending, size)
             if piece:
                 yield piece
+                del piece  # not held while the next one is made
             elif len(member.unconsumed_tail) >= len(pending):  # no progress: the data ended
                 raise EOFError("compressed data ended before the end-of-stream marker")
             pending = member.unconsumed_tail
