@@ -195,6 +195,8 @@ class EventColumns:
 
     def holding(self, name: str) -> np.ndarray:
         values = self._fields.get(name)
+        if values is None and name not in self._coded:  # no row has the key: its default
+            return np.arange(len(self) if self._defaults[name] is not None else 0)
         if isinstance(values, tuple) and not isinstance(values[1], bytes) and values[0]:
             hit, pos = self._held(values[0])  # a key few rows hold: look at those rows only
             present = np.fromiter((v is not None for v in values[1]), bool, len(values[1]))
