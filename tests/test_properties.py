@@ -445,3 +445,25 @@ def test_kernel_types_equal_the_per_name_rules(names):
 
     got = kernel_types(pd.Series(names, dtype=object)).astype(object).tolist()
     assert got == [kernel_type(n) if n is not None else "OTHER" for n in names]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    values=st.lists(
+        st.one_of(st.none(), SHAPES, st.lists(st.sampled_from(["float", "", "Scalar"]))),
+        max_size=8,
+    ),
+    spacing=st.sampled_from([None, 0, 1]),
+)
+def test_canonical_texts_of_a_column_equal_each_text_alone(values, spacing):
+    """The texts of a column made canonical together (integer lists joined and respaced at once)
+    equal each text made canonical alone."""
+    import json
+
+    from hta_lite.load.columns import _canonical_json, _canonical_texts
+
+    separators = (",", ":") if spacing is None else None
+    texts = [
+        None if v is None else json.dumps(v, indent=spacing, separators=separators) for v in values
+    ]
+    assert _canonical_texts(texts) == [None if t is None else _canonical_json(t) for t in texts]

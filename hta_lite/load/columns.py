@@ -164,7 +164,18 @@ def json_text_category(codes: np.ndarray, texts: list) -> pd.Categorical:
     """Factorized JSON texts (see :func:`factorize`) -> categorical of their canonical text
     (``json.dumps`` of the value: ``[[2, 3], [3]]`` whatever the trace's spacing; JSON null and
     absent: missing). Each distinct text is parsed once."""
-    return category_from_codes(codes, [None if t is None else _canonical_json(t) for t in texts])
+    return category_from_codes(codes, _canonical_texts(texts))
+
+
+def _canonical_texts(texts: list) -> list:
+    """:func:`_canonical_json` of each text (None kept). Integer lists, the usual (shapes and
+    strides), are respaced in one pass over all of them joined."""
+    present = [t for t in texts if t is not None]
+    joined = "\0".join(present)
+    if all(present) and _INT_LISTS_OR_NUL.fullmatch(joined) and "-0" not in joined:
+        canonical = iter(", ".join(joined.translate(_NO_SPACE).split(",")).split("\0"))
+        return [None if t is None else next(canonical) for t in texts]
+    return [None if t is None else _canonical_json(t) for t in texts]
 
 
 def _canonical_json(text: str) -> str | None:
@@ -176,6 +187,7 @@ def _canonical_json(text: str) -> str | None:
 
 
 _INT_LISTS = re.compile(r"[\[\]0-9, \n\r\t-]+")
+_INT_LISTS_OR_NUL = re.compile(r"[\[\]0-9, \n\r\t\0-]*")
 _NO_SPACE = str.maketrans("", "", " \n\r\t")
 
 
