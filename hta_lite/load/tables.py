@@ -25,7 +25,6 @@ from . import decode as dec
 from .columns import (
     MISSING_INT,
     empty_category,
-    int_column,
     json_text_category,
     to_category,
     to_int,
@@ -262,10 +261,9 @@ def _flows(events: Events, health: Counter) -> pd.DataFrame:
         events, ts = events.take(np.flatnonzero(ok)), ts[ok]
     names = ("ph", "cat", "pid", "tid")
     few = _few_distinct_columns(*events.combinations(names), names, health)
-    ids = events.field("id")
-    flow_id, text_ids = int_column(ids)
+    flow_id, text_ids = events.ints("id")
     if text_ids:  # Chrome traces allow string ids
-        flow_id = to_category([None if v is None else str(v) for v in ids])
+        flow_id = to_category([None if v is None else str(v) for v in events.field("id")])
     return pd.DataFrame(
         {
             "ts": ts,
