@@ -123,8 +123,7 @@ def test_bad_gzip_and_layouts_leave_the_verdict_to_the_whole_text_path(tmp_path,
 @pytest.mark.parametrize("piece, join", [(3, 1), (7, 16), (100, 1 << 14), (4096, 8)])
 def test_any_piece_and_join_size_gives_the_whole_text(tmp_path, monkeypatch, piece, join):
     """Pieces cut anywhere; the event cut at a piece's start completed from the next piece's
-    first ``join`` bytes or, longer than that, from the whole of it; the array's end among
-    those bytes."""
+    first ``join`` bytes or, longer than that, from the whole of it."""
     path = _trace_file(tmp_path, json.loads(_events_text(300)))
     whole = rank_trace.parse_file(path)  # small: the whole-text path
     monkeypatch.setattr(stream, "MIN_FILE_BYTES", 0)
