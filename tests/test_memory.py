@@ -205,3 +205,26 @@ def test_raw_timeline_same_without_the_c_decoder(tmp_path, monkeypatch):
     assert raw["ts"].tolist() == [r[0] for r in rows] and raw["bytes"].tolist() == [512, 100, -100]
     assert raw["action"].tolist() == ["PREEXISTING", "CREATE", "action 9"]
     assert raw["category"].tolist() == ["PARAMETER", "ACTIVATION", "ACTIVATION"]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_raw_timeline_sums_in_c_equal_the_numpy_sums(seed):
+    """The C decoder's one pass and the numpy path: runs of one ts, entries before profiling
+    (ts -1, alone or with no real time at all), every category, sums that wrap."""
+    from hta_lite.analyses.memory import raw_timeline
+    from hta_lite.load import decode
+
+    if decode._fastjson is None:
+        pytest.skip("the C decoder is not built (or HTA_LITE_NO_C is set)")
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 60))
+    ts = np.sort(rng.integers(-1 if seed % 3 else -5, 6, n))
+    ts[ts < 0] = -1
+    if seed % 7 == 0:
+        ts[:] = -1
+    nbytes = rng.integers(-(2**62), 2**62, n) if seed % 5 == 0 else rng.integers(-999, 999, n)
+    rows = np.column_stack([ts, rng.integers(0, 5, n), nbytes, rng.integers(0, 8, n)])
+    c_sums = decode.category_sums(rows, 8)
+    assert c_sums.flags.writeable
+    np.testing.assert_array_equal(c_sums, raw_timeline._category_sums(rows).T)
+    assert decode.category_sums(np.array([[1, 1, 1, 8]]), 8) is None  # out of range: numpy's

@@ -40,6 +40,7 @@
 
    int_rows(buffer, width): [[int, ...], ...] rows of ``width`` integers (HTA's raw memory
    timeline) as int64 bytes, row after row, or None.
+   category_sums(rows, categories): those rows summed per category after each run of one ts.
 
    Buffer lifetime: nothing kept points into a buffer after a call returns (the string table's
    keys are the UTF-8 of its own str objects). Untrusted input: the string table's hash is seeded (``seed``, random per
@@ -1320,22 +1321,9 @@ static PyObject *stream_result(PyObject *self, PyObject *args) {
 
 /* ---- rows of integers ------------------------------------------------------------------- */
 
-/* One JSON integer that fits int64 into *v: -?(0|[1-9][0-9]*) not followed by a fraction or an
-   exponent; -1 otherwise. */
-static int read_int64(Parser *ps, int64_t *v) {
-    const unsigned char *p = (const unsigned char *)ps->p, *end = (const unsigned char *)ps->end;
-    int negative = p < end && *p == '-';
-    p += negative;
-    const unsigned char *digits = p;
-    uint64_t u = 0; /* 19 digits fit in uint64 */
-    while (p < end && *p >= '0' && *p <= '9' && p - digits < 20) u = u * 10 + (uint64_t)(*p++ - '0');
-    Py_ssize_t n = (const unsigned char *)p - digits;
-    if (n == 0 || n > 19 || (n > 1 && *digits == '0')) return -1;
-    if (p < end && (*p == '.' || *p == 'e' || *p == 'E' || (*p >= '0' && *p <= '9'))) return -1;
-    if (u > (uint64_t)INT64_MAX + (uint64_t)negative) return -1;
-    *v = negative ? (int64_t)(0 - u) : (int64_t)u;
-    ps->p = (const char *)p;
-    return 0;
+static inline const unsigned char *skip_spaces(const unsigned char *p, const unsigned char *end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
 }
 
 /* int_rows(buffer, width): a JSON array of arrays of `width` integers (as
@@ -1350,9 +1338,7 @@ static PyObject *int_rows(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "width must be 1 to 64");
         return NULL;
     }
-    Parser ps = {0};
-    ps.p = buf.buf;
-    ps.end = (const char *)buf.buf + buf.len;
+    const unsigned char *p = buf.buf, *end = p + buf.len;
     /* each row takes at least 2 * width + 2 bytes: '[', digits, commas, ']' and a separator */
     Py_ssize_t cap = buf.len / (2 * width + 2) + 1, rows = 0;
     PyObject *out = PyBytes_FromStringAndSize(NULL, cap * width * (Py_ssize_t)sizeof(int64_t));
@@ -1360,37 +1346,41 @@ static PyObject *int_rows(PyObject *self, PyObject *args) {
         PyBuffer_Release(&buf);
         return NULL;
     }
-    int64_t *values = (int64_t *)PyBytes_AS_STRING(out);
+    int64_t *v = (int64_t *)PyBytes_AS_STRING(out);
     int ok = 0;
-    skip_ws(&ps);
-    if (peek(&ps) == '[') {
-        ps.p++;
-        skip_ws(&ps);
-        if (peek(&ps) == ']') {
-            ps.p++;
+    p = skip_spaces(p, end);
+    if (p < end && *p == '[') {
+        p = skip_spaces(p + 1, end);
+        if (p < end && *p == ']') {
+            p++;
             ok = 1;
         }
-        while (!ok && rows < cap && peek(&ps) == '[') {
-            ps.p++;
+        while (!ok && rows < cap && p < end && *p == '[') {
+            p++;
             Py_ssize_t i = 0;
-            for (; i < width; i++) {
-                skip_ws(&ps);
-                if (read_int64(&ps, &values[rows * width + i]) < 0) break;
-                skip_ws(&ps);
-                if (peek(&ps) != (i + 1 < width ? ',' : ']')) break;
-                ps.p++;
+            for (; i < width; i++) { /* an integer: sign, 1 to 19 digits, no leading zero */
+                p = skip_spaces(p, end);
+                int negative = p < end && *p == '-';
+                p += negative;
+                const unsigned char *digits = p;
+                uint64_t u = 0;
+                while (p < end && (unsigned)(*p - '0') < 10 && p - digits < 20) u = u * 10 + (*p++ - '0');
+                Py_ssize_t n = p - digits;
+                if (n == 0 || n > 19 || (n > 1 && *digits == '0')) break;
+                if (u > (uint64_t)INT64_MAX + (uint64_t)negative) break;
+                *v++ = negative ? (int64_t)(0 - u) : (int64_t)u;
+                p = skip_spaces(p, end);
+                if (p == end || *p != (i + 1 < width ? ',' : ']')) break; /* also ends 1.5, 1e3 */
+                p++;
             }
             if (i < width) break;
             rows++;
-            skip_ws(&ps);
-            int c = peek(&ps);
-            if (c != ']' && c != ',') break;
-            ps.p++;
-            ok = c == ']';
-            skip_ws(&ps);
+            p = skip_spaces(p, end);
+            if (p == end || (*p != ']' && *p != ',')) break;
+            ok = *p++ == ']';
+            p = skip_spaces(p, end);
         }
-        skip_ws(&ps);
-        ok = ok && ps.p == ps.end;
+        ok = ok && skip_spaces(p, end) == end;
     }
     PyBuffer_Release(&buf);
     if (!ok) {
@@ -1398,6 +1388,50 @@ static PyObject *int_rows(PyObject *self, PyObject *args) {
         Py_RETURN_NONE;
     }
     if (_PyBytes_Resize(&out, rows * width * (Py_ssize_t)sizeof(int64_t)) < 0) return NULL;
+    return out;
+}
+
+/* category_sums(rows, categories): the rows of int_rows(text, 4) (ts, action, bytes, category)
+   as HTA's MemoryAnalysis sums them: one output row per run of entries with one ts, in file
+   order: the run's ts (a ts before the first real one, -1 for memory that existed before
+   profiling, placed at the first real ts; 0 when there is none) and the bytes held per category
+   after the run, as int64 (runs, 1 + categories) in a bytearray; None when a category is out of
+   range. */
+static PyObject *category_sums(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t k;
+    if (!PyArg_ParseTuple(args, "y*n", &buf, &k)) return NULL;
+    const int64_t *r = buf.buf;
+    Py_ssize_t n = buf.len / (Py_ssize_t)(4 * sizeof(int64_t)), runs = 0;
+    int64_t first = INT64_MAX;
+    PyObject *out = NULL;
+    if (k < 1 || k > 64 || buf.len % (Py_ssize_t)(4 * sizeof(int64_t))) {
+        PyErr_SetString(PyExc_ValueError, "rows of 4 int64 and 1 to 64 categories");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int64_t *row = r + 4 * i;
+        if (row[3] < 0 || row[3] >= k) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (row[0] >= 0 && row[0] < first) first = row[0];
+        runs += i + 1 == n || row[0] != row[4];
+    }
+    if (first == INT64_MAX) first = 0;
+    out = PyByteArray_FromStringAndSize(NULL, runs * (1 + k) * (Py_ssize_t)sizeof(int64_t));
+    if (!out) goto done;
+    int64_t *o = (int64_t *)PyByteArray_AS_STRING(out); /* a bytearray: the table is writable */
+    uint64_t held[64] = {0}; /* unsigned: a sum wraps as numpy's does, never undefined */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int64_t *row = r + 4 * i;
+        held[row[3]] += (uint64_t)row[2];
+        if (i + 1 < n && row[0] == row[4]) continue;
+        *o++ = row[0] < first ? first : row[0];
+        for (Py_ssize_t c = 0; c < k; c++) *o++ = (int64_t)held[c];
+    }
+done:
+    PyBuffer_Release(&buf);
     return out;
 }
 
@@ -1412,6 +1446,8 @@ static PyMethodDef methods[] = {
      "stream_result(stream) -> dict: the columns, as decode_events gives them"},
     {"int_rows", int_rows, METH_VARARGS,
      "int_rows(buffer, width) -> bytes | None: [[int, ...], ...] as int64 values, row after row"},
+    {"category_sums", category_sums, METH_VARARGS,
+     "category_sums(rows, categories) -> bytearray | None: bytes held per category after each ts"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import stat
-import zlib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ import msgspec
 
 from ..kineto import PROFILER_RANGE_CATEGORY
 from . import decode as dec
-from . import schema
+from . import gzip_text, schema
 from .events import EventColumns
 
 MIN_FILE_BYTES = 256 * 1024  # smaller files: the whole text is small, one call is simpler
@@ -45,15 +44,17 @@ def decode_in_pieces(path: Path) -> dec.Decoded | None:
             if file.read(2) != b"\x1f\x8b":  # plain JSON: read in pieces too
                 file.seek(0)
                 return _decode(iter(lambda: file.read(PIECE_BYTES), b""), info.st_size)
+            file.seek(-4, os.SEEK_END)
+            size = int.from_bytes(file.read(4), "little")  # gzip's last 4 bytes: the text's size
             file.seek(0)
-            data = file.read()
-        size = int.from_bytes(data[-4:], "little")  # gzip's last 4 bytes: the text's size
-        return _decode(_gunzipped(data), size)
-    except (OSError, EOFError, ValueError, zlib.error, dec._zlib.error, msgspec.MsgspecError):
+            return _decode(gzip_text.gunzipped_pieces(file, PIECE_BYTES), size)
+    except (*gzip_text.GZIP_ERRORS, msgspec.MsgspecError):
         return None
 
 
-def _decode(pieces: Iterator[bytes], size_hint: int) -> dec.Decoded | None:
+def _decode(pieces: Iterator[bytes | memoryview], size_hint: int) -> dec.Decoded | None:
+    """The text's pieces decoded; a piece may be overwritten by the next (one buffer), so none
+    is held past the next ``next(pieces)``."""
     window = bytearray()
     for piece in pieces:  # the head, up to "traceEvents": [
         window += piece
@@ -101,7 +102,7 @@ def _decode(pieces: Iterator[bytes], size_hint: int) -> dec.Decoded | None:
             pending = memoryview(joint[consumed:] + piece[_JOIN_BYTES:])
         else:
             pending = memoryview(piece)[consumed - len(carry) :]
-    tail = carry + b"".join(pieces)
+    tail = carry + b"".join(bytes(piece) for piece in pieces)  # each piece its own copy
     metadata = dec._metadata_decoder.decode(dec._without_events(head, tail))
     out = dec._fastjson.stream_result(stream)
     coded = out["coded"]
@@ -112,24 +113,3 @@ def _decode(pieces: Iterator[bytes], size_hint: int) -> dec.Decoded | None:
         return None  # counters and profiler ranges are read by a second pass over the text
     events = EventColumns.from_decoder(out, schema.EVENT_DEFAULTS, schema.ARGS_DEFAULTS)
     return dec.Decoded(events=events, metadata=metadata, skipped=Counter(), raw_events=None)
-
-
-def _gunzipped(data: bytes) -> Iterator[bytes]:
-    """The text of gzip ``data`` (every member), ``PIECE_BYTES`` at a time."""
-    size = PIECE_BYTES
-    while True:
-        member = dec._zlib.decompressobj(wbits=31)
-        pending = data
-        while not member.eof:
-            piece = member.decompress(pending, size)
-            if piece:
-                yield piece
-                del piece  # not held while the next one is made
-            elif len(member.unconsumed_tail) >= len(pending):  # no progress: the data ended
-                raise EOFError("compressed data ended before the end-of-stream marker")
-            pending = member.unconsumed_tail
-        data = member.unused_data
-        if not data.strip(b"\x00"):  # gzip allows zero padding at the end
-            return
-        if data[:2] != b"\x1f\x8b":
-            raise OSError("unexpected bytes after the gzip data")

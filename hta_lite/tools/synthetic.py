@@ -188,7 +188,7 @@ def replicate_trace(
     """``n_ranks`` byte-for-byte copies of a real trace, each with its own ``distributedInfo.rank``
     (for scale benchmarks: the events are untouched, so every rank parses exactly like the
     template)."""
-    from ..load.decode import read_bytes
+    from ..load.gzip_text import read_bytes
 
     data = read_bytes(Path(template))
     top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])

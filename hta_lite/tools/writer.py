@@ -17,6 +17,7 @@ from isal import igzip
 
 from ..errors import TraceError
 from ..load import decode as dec
+from ..load.gzip_text import read_bytes
 
 _raw_list = msgspec.json.Decoder(list[msgspec.Raw])
 _encode = msgspec.json.encode
@@ -48,7 +49,7 @@ def write_trace(
     src, dst = Path(src), Path(dst)
     if dst.resolve() == src.resolve():
         raise TraceError(dst, "refusing to write over the input trace")
-    data = dec.read_bytes(src)
+    data = read_bytes(src)
     top = dec.decode_top(data, src)
     if "traceEvents" not in top:
         raise TraceError(src, "no 'traceEvents' key: not a Kineto/Chrome trace")

@@ -78,6 +78,8 @@ def seeds() -> list[bytes]:
         # raw memory timelines (int_rows)
         b"[[-1, 1, 37888, 7], [1696966048083248105, 3, -4000, 0]]",
         b"[[9223372036854775807,-9223372036854775808,0,1]]",
+        b"[[-1, 1, 5, 7], [-1, 1, 9223372036854775807, 7], [3, 2, 9, 7], [3, 2, 1, 0]]",
+        b"[[4, 1, 1, 8]]",
         b" [ ] ",
     ]
     return out
@@ -203,7 +205,25 @@ def check_int_rows(data: bytes, fast) -> tuple[str | None, bool]:
             return f"int_rows accepted input msgspec rejects ({type(exc).__name__}: {exc})", took
         if np.frombuffer(out, np.int64).tolist() != ref.ravel().tolist():
             return f"int_rows values differ (width {width})", took
+        if width == 4 and (problem := check_category_sums(ref, fast)):
+            return problem, took
     return None, took
+
+
+def check_category_sums(rows, fast) -> str | None:
+    """``category_sums`` over rows ``int_rows`` took: numpy's sums (``raw_timeline``), or None
+    exactly when a category is outside 0-7."""
+    import numpy as np
+
+    from hta_lite.analyses.memory.raw_timeline import _category_sums
+
+    out = fast.category_sums(rows.tobytes(), 8)
+    if out is None:
+        bad = ((rows[:, 3] < 0) | (rows[:, 3] > 7)).any()
+        return None if bad else "category_sums declined rows of known categories"
+    if np.frombuffer(out, np.int64).tolist() != _category_sums(rows).T.ravel().tolist():
+        return "category_sums differ from numpy's"
+    return None
 
 
 def same(a, b) -> bool:

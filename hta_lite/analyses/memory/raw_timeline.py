@@ -6,6 +6,7 @@ HTA's ``MemoryAnalysis`` plots it by category; :func:`by_category` is that serie
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +15,14 @@ import pandas as pd
 from ...errors import TraceParseError
 from ...kineto import MEMORY_ACTIONS, MEMORY_CATEGORIES
 from ...load import decode as dec
+from ...load.gzip_text import read_bytes
 
 
 def read(path: str | Path) -> np.ndarray:
     """The file (``.json`` or gzip) as an int64 array of rows ``ts, action, bytes, category``; a
     file that is not such a list, or names an unknown category, is a ``TraceParseError``."""
     path = Path(path)
-    text = dec.read_bytes(path)
+    text = read_bytes(path)
     rows = dec.int_rows(text, 4)
     if rows is None:  # no C decoder, or not plain integer rows: msgspec decodes or names why
         import msgspec
@@ -59,6 +61,19 @@ def by_category(rows: np.ndarray) -> pd.DataFrame:
     columns: the categories), as HTA's ``MemoryAnalysis`` computes it from the rows of
     :func:`read`: entries in file order, a new row whenever ``ts`` changes; the run of memory
     that existed before profiling (ts -1) is the first row, placed at the first real time."""
+    sums = dec.category_sums(rows, len(MEMORY_CATEGORIES))  # one pass in C: 30x the numpy path
+    if sums is None:
+        sums = _category_sums(rows).T
+    return pd.DataFrame(sums, columns=_columns(), copy=False)
+
+
+@functools.cache
+def _columns() -> pd.Index:
+    return pd.Index(["ts", *MEMORY_CATEGORIES], dtype=object)
+
+
+def _category_sums(rows: np.ndarray) -> np.ndarray:
+    """:func:`by_category`'s values without the C decoder: int64 (1 + categories, runs)."""
     ts, nbytes, category = rows[:, 0], rows[:, 2], rows[:, 3]
     last_of_run = np.flatnonzero(np.append(ts[1:] != ts[:-1], True)) if len(ts) else ts
     # one row per column, one buffer for every category's running sum: in a fresh process
@@ -71,5 +86,4 @@ def by_category(rows: np.ndarray) -> pd.DataFrame:
         np.multiply(category == index, nbytes, out=held)
         np.cumsum(held, out=held)
         np.take(held, last_of_run, out=out[1 + index])
-    columns = pd.Index(["ts", *MEMORY_CATEGORIES], dtype=object)
-    return pd.DataFrame(out.T, columns=columns, copy=False)
+    return out
