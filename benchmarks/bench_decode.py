@@ -15,7 +15,7 @@ import msgspec
 import orjson
 from isal import igzip
 
-from hta_lite.load import decode, gzip_text
+from hta_lite.load import decode, gzip_text, stream
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared/traces/hta/diff_control/control.json.gz"
 
@@ -55,11 +55,17 @@ def main() -> None:
         ),
     ]
     if decode._fastjson is not None:
-        defaults = (decode._EVENT_DEFAULTS, decode._ARGS_DEFAULTS)
+        spec = (decode._C_EVENT_SPEC, decode._C_ARGS_SPEC, decode._C_SEED)
         rows.append(
             (
                 "JSON, C decoder, events to columns (hta_lite.load._fastjson)",
-                best(lambda: decode._fastjson.decode_events(top["traceEvents"], *defaults)),
+                best(lambda: decode._fastjson.decode_events(top["traceEvents"], *spec)),
+            )
+        )
+        rows.append(
+            (
+                "gunzip + C decoder in 1 MiB pieces (hta_lite.load.stream, a large file)",
+                best(lambda: stream.decode_in_pieces(path)),
             )
         )
     rows.append(

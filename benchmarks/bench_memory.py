@@ -1,7 +1,8 @@
 """Memory analyses: HTA's raw-timeline ``MemoryAnalysis`` side by side, and the cost of the
 Kineto memory views.
 
-Each job runs in a fresh process (imports excluded), median of ``--repeat``:
+Each job runs in a fresh process (imports excluded), median of ``--repeat`` (the raw timeline:
+the two libraries taking turns):
 
 - *raw timeline*: ``hta_lite.MemoryAnalysis(path).memory_by_category()`` against
   ``hta.memory_analysis.MemoryAnalysis(path)._process_raw_events()`` (what its chart plots), on
@@ -66,15 +67,30 @@ def median(python: str, code: str, path: Path, repeat: int) -> dict:
     return {"seconds": statistics.median(r["seconds"] for r in runs), "rows": runs[0]["rows"]}
 
 
+def turns(ours_python: str, hta_python: str | None, repeat: int) -> tuple[dict, dict | None]:
+    """The raw timeline read by each library in turn (the machine's speed drifts), medians."""
+    ours, hta = [], []
+    for _ in range(repeat):
+        ours.append(run(ours_python, OURS_RAW, RAW))
+        if hta_python:
+            hta.append(run(hta_python, HTA_RAW, RAW))
+
+    def summary(runs: list[dict]) -> dict | None:
+        if not runs:
+            return None
+        return {"seconds": statistics.median(r["seconds"] for r in runs), "rows": runs[0]["rows"]}
+
+    return summary(ours), summary(hta)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--hta-python", help="python of a venv with traceinsight 0.6.1")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     if RAW.exists():
-        ours = median(sys.executable, OURS_RAW, RAW, args.repeat)
+        ours, hta = turns(sys.executable, args.hta_python, args.repeat)
         print("| raw timeline | rows | hta_lite s | HTA s | speedup |\n|---|---|---|---|---|")
-        hta = median(args.hta_python, HTA_RAW, RAW, args.repeat) if args.hta_python else None
         ref = f"{hta['seconds']:.4f} | {hta['seconds'] / ours['seconds']:.1f}x" if hta else "- | -"
         print(f"| {RAW.name} | {ours['rows']} | {ours['seconds']:.4f} | {ref} |")
     print("\n| Kineto memory views | memory events | hta_lite s |\n|---|---|---|")
