@@ -227,4 +227,4 @@ def test_raw_timeline_sums_in_c_equal_the_numpy_sums(seed):
     c_sums = decode.category_sums(rows, 8)
     assert c_sums.flags.writeable
     np.testing.assert_array_equal(c_sums, raw_timeline._category_sums(rows).T)
-    assert decode.category_sums(np.array([[1, 1, 1, 8]]), 8) is None  # out of range: numpy's
+    assert decode.category_sums(np.array([[1, 1, 1, 8]]), 8) is None  # out of range: left to numpy
