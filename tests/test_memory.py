@@ -224,7 +224,13 @@ def test_raw_timeline_sums_in_c_equal_the_numpy_sums(seed):
         ts[:] = -1
     nbytes = rng.integers(-(2**62), 2**62, n) if seed % 5 == 0 else rng.integers(-999, 999, n)
     rows = np.column_stack([ts, rng.integers(0, 5, n), nbytes, rng.integers(0, 8, n)])
-    c_sums = decode.category_sums(rows, 8)
+    text = json.dumps(rows.tolist(), indent=1 if seed % 2 else None).encode()
+    c_sums = decode.category_sums(text, 8)
     assert c_sums.flags.writeable
     np.testing.assert_array_equal(c_sums, raw_timeline._category_sums(rows).T)
-    assert decode.category_sums(np.array([[1, 1, 1, 8]]), 8) is None  # out of range: left to numpy
+    if n:  # a category out of range, last or not: left to numpy, which names the problem
+        for at in (0, n - 1):
+            bad = rows.copy()
+            bad[at, 3] = 8
+            assert decode.category_sums(json.dumps(bad.tolist()).encode(), 8) is None
+    assert decode.category_sums(text[:-1], 8) is None  # not the whole array

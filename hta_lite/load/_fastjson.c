@@ -40,7 +40,8 @@
 
    int_rows(buffer, width): [[int, ...], ...] rows of ``width`` integers (HTA's raw memory
    timeline) as int64 bytes, row after row, or None.
-   category_sums(rows, categories): those rows summed per category after each run of one ts.
+   category_sums(buffer, categories): such rows of 4 (ts, action, bytes, category) summed per
+   category after each run of one ts, without an array of the rows.
 
    Buffer lifetime: nothing kept points into a buffer after a call returns (the string table's
    keys are the UTF-8 of its own str objects). Untrusted input: the string table's hash is seeded (``seed``, random per
@@ -1326,8 +1327,83 @@ static inline const unsigned char *skip_spaces(const unsigned char *p, const uns
     return p;
 }
 
-/* int_rows(buffer, width): a JSON array of arrays of `width` integers (as
-   export_memory_timeline_raw writes) as the bytes of an int64 array, row after row; None for
+/* Eight ASCII digits at once (little-endian loads; the method of simdjson and fast_float). */
+static inline int eight_digits(uint64_t v) {
+    return ((v & 0xF0F0F0F0F0F0F0F0ull) | (((v + 0x0606060606060606ull) & 0xF0F0F0F0F0F0F0F0ull) >> 4)) ==
+           0x3333333333333333ull;
+}
+
+static inline uint64_t eight_digits_value(uint64_t v) {
+    v -= 0x3030303030303030ull;
+    v = v * 10 + (v >> 8);
+    return (((v & 0x000000FF000000FFull) * 0x000F424000000064ull) +
+            (((v >> 16) & 0x000000FF000000FFull) * 0x0000271000000001ull)) >> 32;
+}
+
+/* Rows of integers: a JSON array of arrays of `width` integers (as export_memory_timeline_raw
+   writes), read a row at a time. */
+typedef struct {
+    const unsigned char *p, *end;
+    int done; /* no row after the last (or no array) */
+    int ok;   /* the array closed, nothing but spaces after it */
+} RowReader;
+
+static void rows_begin(RowReader *r, const void *buf, Py_ssize_t len) {
+    r->p = buf;
+    r->end = r->p + len;
+    r->ok = r->done = 0;
+    r->p = skip_spaces(r->p, r->end);
+    if (r->p == r->end || *r->p != '[') {
+        r->done = 1; /* not an array: no row, not ok */
+        return;
+    }
+    r->p = skip_spaces(r->p + 1, r->end);
+    if (r->p < r->end && *r->p == ']') {
+        r->ok = skip_spaces(r->p + 1, r->end) == r->end;
+        r->done = 1;
+    }
+}
+
+/* The next row into v: 1, or 0 at the end of the array (r->ok: it ended as it should) or at
+   anything else (an integer: sign, 1 to 19 digits, no leading zero, within int64). */
+static int rows_next(RowReader *r, Py_ssize_t width, int64_t *v) {
+    const unsigned char *p = r->p, *end = r->end;
+    if (r->done || p == end || *p != '[') return 0;
+    p++;
+    for (Py_ssize_t i = 0; i < width; i++) {
+        p = skip_spaces(p, end);
+        int negative = p < end && *p == '-';
+        p += negative;
+        const unsigned char *digits = p;
+        uint64_t u = 0;
+#if PY_LITTLE_ENDIAN
+        uint64_t w;
+        while (end - p >= 8 && p - digits <= 11 && (memcpy(&w, p, 8), eight_digits(w))) {
+            u = u * 100000000 + eight_digits_value(w); /* at most 19 digits so far */
+            p += 8;
+        }
+#endif
+        while (p < end && (unsigned)(*p - '0') < 10 && p - digits < 20) u = u * 10 + (*p++ - '0');
+        Py_ssize_t n = p - digits;
+        if (n == 0 || n > 19 || (n > 1 && *digits == '0')) return 0;
+        if (u > (uint64_t)INT64_MAX + (uint64_t)negative) return 0;
+        v[i] = negative ? (int64_t)(0 - u) : (int64_t)u;
+        p = skip_spaces(p, end);
+        if (p == end || *p != (i + 1 < width ? ',' : ']')) return 0; /* also ends 1.5, 1e3 */
+        p++;
+    }
+    p = skip_spaces(p, end);
+    if (p == end || (*p != ']' && *p != ',')) return 0;
+    if (*p++ == ']') {
+        r->ok = skip_spaces(p, end) == end;
+        r->done = 1;
+    } else {
+        r->p = skip_spaces(p, end);
+    }
+    return 1;
+}
+
+/* int_rows(buffer, width): the rows as the bytes of an int64 array, row after row; None for
    anything else (the caller's msgspec path then names the problem). */
 static PyObject *int_rows(PyObject *self, PyObject *args) {
     Py_buffer buf;
@@ -1338,7 +1414,6 @@ static PyObject *int_rows(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "width must be 1 to 64");
         return NULL;
     }
-    const unsigned char *p = buf.buf, *end = p + buf.len;
     /* each row takes at least 2 * width + 2 bytes: '[', digits, commas, ']' and a separator */
     Py_ssize_t cap = buf.len / (2 * width + 2) + 1, rows = 0;
     PyObject *out = PyBytes_FromStringAndSize(NULL, cap * width * (Py_ssize_t)sizeof(int64_t));
@@ -1347,43 +1422,11 @@ static PyObject *int_rows(PyObject *self, PyObject *args) {
         return NULL;
     }
     int64_t *v = (int64_t *)PyBytes_AS_STRING(out);
-    int ok = 0;
-    p = skip_spaces(p, end);
-    if (p < end && *p == '[') {
-        p = skip_spaces(p + 1, end);
-        if (p < end && *p == ']') {
-            p++;
-            ok = 1;
-        }
-        while (!ok && rows < cap && p < end && *p == '[') {
-            p++;
-            Py_ssize_t i = 0;
-            for (; i < width; i++) { /* an integer: sign, 1 to 19 digits, no leading zero */
-                p = skip_spaces(p, end);
-                int negative = p < end && *p == '-';
-                p += negative;
-                const unsigned char *digits = p;
-                uint64_t u = 0;
-                while (p < end && (unsigned)(*p - '0') < 10 && p - digits < 20) u = u * 10 + (*p++ - '0');
-                Py_ssize_t n = p - digits;
-                if (n == 0 || n > 19 || (n > 1 && *digits == '0')) break;
-                if (u > (uint64_t)INT64_MAX + (uint64_t)negative) break;
-                *v++ = negative ? (int64_t)(0 - u) : (int64_t)u;
-                p = skip_spaces(p, end);
-                if (p == end || *p != (i + 1 < width ? ',' : ']')) break; /* also ends 1.5, 1e3 */
-                p++;
-            }
-            if (i < width) break;
-            rows++;
-            p = skip_spaces(p, end);
-            if (p == end || (*p != ']' && *p != ',')) break;
-            ok = *p++ == ']';
-            p = skip_spaces(p, end);
-        }
-        ok = ok && skip_spaces(p, end) == end;
-    }
+    RowReader r;
+    rows_begin(&r, buf.buf, buf.len);
+    while (rows < cap && rows_next(&r, width, v + rows * width)) rows++;
     PyBuffer_Release(&buf);
-    if (!ok) {
+    if (!r.ok) {
         Py_DECREF(out);
         Py_RETURN_NONE;
     }
@@ -1391,45 +1434,57 @@ static PyObject *int_rows(PyObject *self, PyObject *args) {
     return out;
 }
 
-/* category_sums(rows, categories): the rows of int_rows(text, 4) (ts, action, bytes, category)
-   as HTA's MemoryAnalysis sums them: one output row per run of entries with one ts, in file
-   order: the run's ts (a ts before the first real one, -1 for memory that existed before
-   profiling, placed at the first real ts; 0 when there is none) and the bytes held per category
-   after the run, as int64 (runs, 1 + categories) in a bytearray; None when a category is out of
-   range. */
+/* category_sums(text, categories): the rows of a raw memory timeline (ts, action, bytes,
+   category; the text int_rows(text, 4) reads) summed as HTA's MemoryAnalysis sums them, in one
+   pass over the text (no array of the rows): one output row per run of entries with one ts,
+   in file order: the run's ts (a ts before the first real one, -1 for memory that existed
+   before profiling, placed at the first real ts; 0 when there is none) and the bytes held per
+   category after the run, as int64 (runs, 1 + categories) in a bytearray; None when the text
+   is anything int_rows declines or a category is out of range. */
 static PyObject *category_sums(PyObject *self, PyObject *args) {
     Py_buffer buf;
     Py_ssize_t k;
     if (!PyArg_ParseTuple(args, "y*n", &buf, &k)) return NULL;
-    const int64_t *r = buf.buf;
-    Py_ssize_t n = buf.len / (Py_ssize_t)(4 * sizeof(int64_t)), runs = 0;
-    int64_t first = INT64_MAX;
     PyObject *out = NULL;
-    if (k < 1 || k > 64 || buf.len % (Py_ssize_t)(4 * sizeof(int64_t))) {
-        PyErr_SetString(PyExc_ValueError, "rows of 4 int64 and 1 to 64 categories");
+    if (k < 1 || k > 64) {
+        PyErr_SetString(PyExc_ValueError, "1 to 64 categories");
         goto done;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const int64_t *row = r + 4 * i;
-        if (row[3] < 0 || row[3] >= k) {
-            out = Py_NewRef(Py_None);
-            goto done;
-        }
-        if (row[0] >= 0 && row[0] < first) first = row[0];
-        runs += i + 1 == n || row[0] != row[4];
-    }
-    if (first == INT64_MAX) first = 0;
-    out = PyByteArray_FromStringAndSize(NULL, runs * (1 + k) * (Py_ssize_t)sizeof(int64_t));
+    /* at most one run per row, a row at least 10 bytes; pages are touched only as written */
+    Py_ssize_t cap = buf.len / 10 + 1, runs = 0, width = 1 + k;
+    out = PyByteArray_FromStringAndSize(NULL, cap * width * (Py_ssize_t)sizeof(int64_t));
     if (!out) goto done;
     int64_t *o = (int64_t *)PyByteArray_AS_STRING(out); /* a bytearray: the table is writable */
     uint64_t held[64] = {0}; /* unsigned: a sum wraps as numpy's does, never undefined */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const int64_t *row = r + 4 * i;
+    int64_t row[4], first = INT64_MAX, ts = 0;
+    int any = 0, bad = 0;
+    RowReader r;
+    rows_begin(&r, buf.buf, buf.len);
+    while (rows_next(&r, 4, row)) {
+        if ((bad = row[3] < 0 || row[3] >= k)) break;
+        if (any && row[0] != ts) { /* the run of `ts` ended */
+            int64_t *line = o + runs++ * width;
+            line[0] = ts;
+            for (Py_ssize_t c = 0; c < k; c++) line[1 + c] = (int64_t)held[c];
+        }
+        any = 1;
+        ts = row[0];
+        if (ts >= 0 && ts < first) first = ts;
         held[row[3]] += (uint64_t)row[2];
-        if (i + 1 < n && row[0] == row[4]) continue;
-        *o++ = row[0] < first ? first : row[0];
-        for (Py_ssize_t c = 0; c < k; c++) *o++ = (int64_t)held[c];
     }
+    if (bad || !r.ok) {
+        Py_SETREF(out, Py_NewRef(Py_None));
+        goto done;
+    }
+    if (any) {
+        int64_t *line = o + runs++ * width;
+        line[0] = ts;
+        for (Py_ssize_t c = 0; c < k; c++) line[1 + c] = (int64_t)held[c];
+    }
+    if (first == INT64_MAX) first = 0;
+    for (Py_ssize_t i = 0; i < runs; i++) /* only a ts below 0 is below the first real one */
+        if (o[i * width] < first) o[i * width] = first;
+    if (PyByteArray_Resize(out, runs * width * (Py_ssize_t)sizeof(int64_t)) < 0) Py_CLEAR(out);
 done:
     PyBuffer_Release(&buf);
     return out;
@@ -1447,7 +1502,7 @@ static PyMethodDef methods[] = {
     {"int_rows", int_rows, METH_VARARGS,
      "int_rows(buffer, width) -> bytes | None: [[int, ...], ...] as int64 values, row after row"},
     {"category_sums", category_sums, METH_VARARGS,
-     "category_sums(rows, categories) -> bytearray | None: bytes held per category after each ts"},
+     "category_sums(buffer, categories) -> bytearray | None: a raw memory timeline's bytes held per category after each ts"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -254,13 +254,14 @@ def int_rows(data: bytes, width: int) -> np.ndarray | None:
     return None if out is None else np.frombuffer(out, np.int64).reshape(-1, width)
 
 
-def category_sums(rows: np.ndarray, categories: int) -> np.ndarray | None:
-    """The C decoder's sums of raw memory timeline rows (see
-    :func:`hta_lite.analyses.memory.raw_timeline.by_category`): int64 (runs, 1 + categories);
-    None when it is not built or a category is out of range."""
+def category_sums(text: bytes, categories: int) -> np.ndarray | None:
+    """The C decoder's one pass over a raw memory timeline's text (see
+    :func:`hta_lite.analyses.memory.raw_timeline.category_sums`): int64 (runs, 1 + categories);
+    None when it is not built, or the text is not plain integer rows of 4, or a category is
+    out of range."""
     if _fastjson is None:
         return None
-    out = _fastjson.category_sums(np.ascontiguousarray(rows, np.int64), categories)
+    out = _fastjson.category_sums(text, categories)
     return None if out is None else np.frombuffer(out, np.int64).reshape(-1, 1 + categories)
 
 

@@ -192,7 +192,7 @@ def check_int_rows(data: bytes, fast) -> tuple[str | None, bool]:
     import msgspec
     import numpy as np
 
-    took = False
+    took, rows = False, None
     for width in (1, 4):
         out = fast.int_rows(data, width)
         if out is None:
@@ -205,19 +205,21 @@ def check_int_rows(data: bytes, fast) -> tuple[str | None, bool]:
             return f"int_rows accepted input msgspec rejects ({type(exc).__name__}: {exc})", took
         if np.frombuffer(out, np.int64).tolist() != ref.ravel().tolist():
             return f"int_rows values differ (width {width})", took
-        if width == 4 and (problem := check_category_sums(ref, fast)):
-            return problem, took
-    return None, took
+        rows = ref if width == 4 else rows
+    return check_category_sums(data, rows, fast), took
 
 
-def check_category_sums(rows, fast) -> str | None:
-    """``category_sums`` over rows ``int_rows`` took: numpy's sums (``raw_timeline``), or None
-    exactly when a category is outside 0-7."""
+def check_category_sums(data: bytes, rows, fast) -> str | None:
+    """``category_sums`` over the text whose rows of 4 ``int_rows`` took (None: declined):
+    numpy's sums (``raw_timeline``), or None exactly when it declined or a category is outside
+    0-7."""
     import numpy as np
 
     from hta_lite.analyses.memory.raw_timeline import _category_sums
 
-    out = fast.category_sums(rows.tobytes(), 8)
+    out = fast.category_sums(data, 8)
+    if rows is None:
+        return None if out is None else "category_sums took text int_rows declined"
     if out is None:
         bad = ((rows[:, 3] < 0) | (rows[:, 3] > 7)).any()
         return None if bad else "category_sums declined rows of known categories"
