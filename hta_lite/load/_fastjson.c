@@ -113,6 +113,7 @@ typedef struct {
     uint64_t seed;           /* of the string table's hash */
     Py_ssize_t probes;       /* string table slots looked at, in all (the complexity probe) */
     Py_ssize_t rows, cap;    /* rows read; rows allocated in the time arrays */
+    Py_ssize_t args_row;     /* the last row whose "args" were read (0 at the start) */
     FieldSpec *event_specs, *args_specs;
     size_t n_event, n_args;
     FieldIndex event_index, args_index;
@@ -125,10 +126,12 @@ static void clear_objs(PyObject **objs, size_t n) {
     for (size_t i = 0; i < n; i++) Py_CLEAR(objs[i]);
 }
 
+static unsigned char IS_SPACE[256]; /* JSON whitespace: space, \n, \r, \t */
+
 static inline void skip_ws(Parser *ps) {
-    const char *p = ps->p;
-    while (p < ps->end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
-    ps->p = p;
+    const unsigned char *p = (const unsigned char *)ps->p, *end = (const unsigned char *)ps->end;
+    while (p < end && IS_SPACE[*p]) p++;
+    ps->p = (const char *)p;
 }
 
 static inline int peek(Parser *ps) { return ps->p < ps->end ? (unsigned char)*ps->p : -1; }
@@ -163,6 +166,7 @@ static unsigned char STRING_STOP[256];
 static void init_tables(void) {
     for (int c = 0; c < 0x20; c++) STRING_STOP[c] = 1;
     STRING_STOP['"'] = STRING_STOP['\\'] = 1;
+    IS_SPACE[' '] = IS_SPACE['\n'] = IS_SPACE['\r'] = IS_SPACE['\t'] = 1;
 }
 
 static int scan_string(Parser *ps, const char **start, Py_ssize_t *len, int *escaped) {
@@ -170,6 +174,7 @@ static int scan_string(Parser *ps, const char **start, Py_ssize_t *len, int *esc
     *escaped = 0;
     *start = (const char *)p;
     for (;;) {
+        while (end - p >= 4 && !(STRING_STOP[p[0]] | STRING_STOP[p[1]] | STRING_STOP[p[2]] | STRING_STOP[p[3]])) p += 4;
         while (p < end && !STRING_STOP[*p]) p++;
         if (p >= end || *p < 0x20) break;
         if (*p == '"') {
@@ -427,9 +432,30 @@ bad:
     return -1;
 }
 
+/* Eight ASCII digits at once (little-endian loads; the method of simdjson and fast_float). */
+static inline int eight_digits(uint64_t v) {
+    return ((v & 0xF0F0F0F0F0F0F0F0ull) | (((v + 0x0606060606060606ull) & 0xF0F0F0F0F0F0F0F0ull) >> 4)) ==
+           0x3333333333333333ull;
+}
+
+static inline uint64_t eight_digits_value(uint64_t v) {
+    v -= 0x3030303030303030ull;
+    v = v * 10 + (v >> 8);
+    return (((v & 0x000000FF000000FFull) * 0x000F424000000064ull) +
+            (((v >> 16) & 0x000000FF000000FFull) * 0x0000271000000001ull)) >> 32;
+}
+
+/* The value of n digits (n <= 18). */
 static int64_t digits_value(const char *s, Py_ssize_t n) {
     int64_t v = 0;
-    for (Py_ssize_t i = 0; i < n; i++) v = v * 10 + (s[i] - '0');
+    Py_ssize_t i = 0;
+#if PY_LITTLE_ENDIAN
+    for (uint64_t w; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        v = v * 100000000 + (int64_t)eight_digits_value(w);
+    }
+#endif
+    for (; i < n; i++) v = v * 10 + (s[i] - '0');
     return v;
 }
 
@@ -821,10 +847,12 @@ static int args_member(Parser *ps, const char *key, Py_ssize_t len) {
 }
 
 static int read_args(Parser *ps) {
-    for (size_t i = 0; i < ps->n_args; i++) { /* a repeated "args" key replaces the whole struct */
+    for (size_t i = 0; ps->args_row == ps->rows && i < ps->n_args; i++) { /* a repeated "args" key
+        replaces the whole struct (looked for only in a row whose args may have been read) */
         Column *col = &ps->args_cols[i];
         if (col->count && col->rows[col->count - 1] == (int32_t)ps->rows) Py_XDECREF(col->vals[--col->count]);
     }
+    ps->args_row = ps->rows;
     if (peek(ps) == 'n') return expect_literal(ps, "null");
     return read_object(ps, args_member);
 }
@@ -1325,19 +1353,6 @@ static PyObject *stream_result(PyObject *self, PyObject *args) {
 static inline const unsigned char *skip_spaces(const unsigned char *p, const unsigned char *end) {
     while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
     return p;
-}
-
-/* Eight ASCII digits at once (little-endian loads; the method of simdjson and fast_float). */
-static inline int eight_digits(uint64_t v) {
-    return ((v & 0xF0F0F0F0F0F0F0F0ull) | (((v + 0x0606060606060606ull) & 0xF0F0F0F0F0F0F0F0ull) >> 4)) ==
-           0x3333333333333333ull;
-}
-
-static inline uint64_t eight_digits_value(uint64_t v) {
-    v -= 0x3030303030303030ull;
-    v = v * 10 + (v >> 8);
-    return (((v & 0x000000FF000000FFull) * 0x000F424000000064ull) +
-            (((v >> 16) & 0x000000FF000000FFull) * 0x0000271000000001ull)) >> 32;
 }
 
 /* Rows of integers: a JSON array of arrays of `width` integers (as export_memory_timeline_raw
