@@ -39,6 +39,7 @@ from .shapes import forward_op, module_paths, parse
 from .work import Inputs
 
 INPUT_COLUMNS = ("input_dims", "input_types", "concrete_inputs")
+SHAPES_FROM = ("forward", "own", "")  # the values of ``shapes_from``, by code
 
 
 def operator_instances(trace: RankTrace, attribution: Attribution | None = None) -> pd.DataFrame:
@@ -100,9 +101,7 @@ def _add_inputs(out: pd.DataFrame, trace: RankTrace, attr: Attribution) -> None:
     described_by = np.where(forward >= 0, forward, ops)
     for column in INPUT_COLUMNS:
         out[column] = text_array(cpu[column], described_by)
-    has_own = cpu["input_dims"].notna().to_numpy()[ops]
-    source = np.where(forward >= 0, 0, np.where(has_own, 1, 2))
-    out["shapes_from"] = text_column(["forward", "own", ""], source)
+    out["shapes_from"] = text_column(SHAPES_FROM, _shapes_from(trace, ops, forward))
     out["forward_row"] = forward
     module_of, paths = module_paths(trace)
     # outside every module (a backward operator, or an operator it calls): the module of the
@@ -115,6 +114,12 @@ def _add_inputs(out: pd.DataFrame, trace: RankTrace, attr: Attribution) -> None:
     module_row[inherit] = module_of[forward_of[anchor[inherit]]]
     used, module_code = np.unique(module_row, return_inverse=True)
     out["module"] = text_column([paths[r] if r >= 0 else "" for r in used], module_code.ravel())
+
+
+def _shapes_from(trace: RankTrace, rows: np.ndarray, forward: np.ndarray) -> np.ndarray:
+    """Each call's code in :data:`SHAPES_FROM`, from the trace (no text read)."""
+    has_own = trace.cpu["input_dims"].cat.codes.to_numpy()[rows] >= 0
+    return np.where(forward >= 0, 0, np.where(has_own, 1, 2))
 
 
 def instance_keys(
@@ -131,7 +136,7 @@ def instance_keys(
     codes = []
     for column in columns:
         if column == "shapes_from":
-            codes.append(pd.factorize(inst[column])[0])
+            codes.append(_shapes_from(trace, rows, forward))
             continue
         values = trace.cpu[column]
         own = values.cat.codes.to_numpy()[where[column]]
@@ -139,9 +144,9 @@ def instance_keys(
         codes.append(np.where(own >= 0, own, empty) if empty >= 0 else own)
     group, first = combine_codes(codes)
     uniques = {}
-    for column in columns:
+    for column, column_codes in zip(columns, codes):
         if column == "shapes_from":
-            uniques[column] = inst[column].to_numpy(dtype=object)[first]
+            uniques[column] = np.array(SHAPES_FROM, dtype=object)[column_codes[first]]
         else:
             values = text_values(trace.cpu[column], where[column][first])
             uniques[column] = np.where(pd.isna(values), "", values)
