@@ -422,3 +422,11 @@ def test_backward_operator_described_by_the_last_forward_one_of_its_sequence_num
     nodes = inst[inst["name"] == "MmBackward0"].reset_index(drop=True)
     assert nodes["shapes_from"].tolist() == ["forward", "", ""]
     assert nodes["input_dims"].iloc[0] == "[[6, 7], [7, 8]]"  # the later of the two
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_sorted_unique_is_numpys_unique(seed):
+    from hta_lite.analyses.common import sorted_unique
+
+    values = np.random.default_rng(seed).integers(-50, 50, seed * 40)
+    np.testing.assert_array_equal(sorted_unique(values), np.unique(values))

@@ -24,7 +24,7 @@ from ...errors import SelectionError
 from ...intervals import union_length_by_group
 from ...kineto import STEP_PREFIX
 from ...load.columns import combine_codes
-from ..common import starts_with, us
+from ..common import sorted_unique, starts_with, us
 from .attribution import UNOWNED_LABELS, Attribution
 from .instances import instance_keys
 
@@ -88,7 +88,7 @@ def rank_summary(attr: Attribution, inst: pd.DataFrame, by: str = "name", stack_
     pair_k, pair_op = attr.pairs
     pair_group = ops_group[pair_op]
     # a kernel under two calls of one group (nested: aten::to in aten::to) counts once
-    key = np.unique(pair_k.astype(np.int64) * (n_groups + 1) + pair_group)
+    key = sorted_unique(pair_k.astype(np.int64) * (n_groups + 1) + pair_group)
     uk, ug = key // (n_groups + 1), key % (n_groups + 1)
     dur = attr.dur
     sums = {
