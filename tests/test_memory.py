@@ -234,3 +234,20 @@ def test_raw_timeline_sums_in_c_equal_the_numpy_sums(seed):
             bad[at, 3] = 8
             assert decode.category_sums(json.dumps(bad.tolist()).encode(), 8) is None
     assert decode.category_sums(text[:-1], 8) is None  # not the whole array
+
+
+def test_raw_timeline_sums_in_c_with_a_run_per_entry():
+    """Compact text where every entry starts a run: the C pass's output grows past its first
+    room (a run per 32 bytes of text) and still equals numpy's."""
+    from hta_lite.analyses.memory import raw_timeline
+    from hta_lite.load import decode
+
+    if decode._fastjson is None:
+        pytest.skip("the C decoder is not built (or HTA_LITE_NO_C is set)")
+    rows = np.column_stack(
+        [np.arange(2000), np.zeros(2000, int), np.ones(2000, int), np.arange(2000) % 8]
+    )
+    text = json.dumps(rows.tolist(), separators=(",", ":")).encode()
+    np.testing.assert_array_equal(
+        decode.category_sums(text, 8), raw_timeline._category_sums(rows).T
+    )

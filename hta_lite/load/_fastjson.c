@@ -1456,6 +1456,23 @@ static PyObject *int_rows(PyObject *self, PyObject *args) {
    before profiling, placed at the first real ts; 0 when there is none) and the bytes held per
    category after the run, as int64 (runs, 1 + categories) in a bytearray; None when the text
    is anything int_rows declines or a category is out of range. */
+/* Output line `run` of category_sums: ts and the bytes held per category (the bytearray grown
+   when full); -1 with the bytearray released and an exception set when memory runs out. */
+static int emit_run(PyObject **out, Py_ssize_t *cap, Py_ssize_t run, Py_ssize_t line_bytes, int64_t ts,
+                    const uint64_t *held, Py_ssize_t k) {
+    if (run == *cap) {
+        *cap *= 2;
+        if (PyByteArray_Resize(*out, *cap * line_bytes) < 0) {
+            Py_CLEAR(*out);
+            return -1;
+        }
+    }
+    int64_t *line = (int64_t *)(PyByteArray_AS_STRING(*out) + run * line_bytes);
+    line[0] = ts;
+    for (Py_ssize_t c = 0; c < k; c++) line[1 + c] = (int64_t)held[c];
+    return 0;
+}
+
 static PyObject *category_sums(PyObject *self, PyObject *args) {
     Py_buffer buf;
     Py_ssize_t k;
@@ -1465,11 +1482,10 @@ static PyObject *category_sums(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "1 to 64 categories");
         goto done;
     }
-    /* at most one run per row, a row at least 10 bytes; pages are touched only as written */
-    Py_ssize_t cap = buf.len / 10 + 1, runs = 0, width = 1 + k;
-    out = PyByteArray_FromStringAndSize(NULL, cap * width * (Py_ssize_t)sizeof(int64_t));
+    /* room for a run per 32 bytes of text (an entry takes about 36), doubled when full */
+    Py_ssize_t cap = buf.len / 32 + 16, runs = 0, width = 1 + k, line_bytes = width * (Py_ssize_t)sizeof(int64_t);
+    out = PyByteArray_FromStringAndSize(NULL, cap * line_bytes); /* a bytearray: writable */
     if (!out) goto done;
-    int64_t *o = (int64_t *)PyByteArray_AS_STRING(out); /* a bytearray: the table is writable */
     uint64_t held[64] = {0}; /* unsigned: a sum wraps as numpy's does, never undefined */
     int64_t row[4], first = INT64_MAX, ts = 0;
     int any = 0, bad = 0;
@@ -1477,11 +1493,7 @@ static PyObject *category_sums(PyObject *self, PyObject *args) {
     rows_begin(&r, buf.buf, buf.len);
     while (rows_next(&r, 4, row)) {
         if ((bad = row[3] < 0 || row[3] >= k)) break;
-        if (any && row[0] != ts) { /* the run of `ts` ended */
-            int64_t *line = o + runs++ * width;
-            line[0] = ts;
-            for (Py_ssize_t c = 0; c < k; c++) line[1 + c] = (int64_t)held[c];
-        }
+        if (any && row[0] != ts && emit_run(&out, &cap, runs++, line_bytes, ts, held, k) < 0) goto done;
         any = 1;
         ts = row[0];
         if (ts >= 0 && ts < first) first = ts;
@@ -1491,15 +1503,12 @@ static PyObject *category_sums(PyObject *self, PyObject *args) {
         Py_SETREF(out, Py_NewRef(Py_None));
         goto done;
     }
-    if (any) {
-        int64_t *line = o + runs++ * width;
-        line[0] = ts;
-        for (Py_ssize_t c = 0; c < k; c++) line[1 + c] = (int64_t)held[c];
-    }
+    if (any && emit_run(&out, &cap, runs++, line_bytes, ts, held, k) < 0) goto done;
     if (first == INT64_MAX) first = 0;
+    int64_t *o = (int64_t *)PyByteArray_AS_STRING(out);
     for (Py_ssize_t i = 0; i < runs; i++) /* only a ts below 0 is below the first real one */
         if (o[i * width] < first) o[i * width] = first;
-    if (PyByteArray_Resize(out, runs * width * (Py_ssize_t)sizeof(int64_t)) < 0) Py_CLEAR(out);
+    if (PyByteArray_Resize(out, runs * line_bytes) < 0) Py_CLEAR(out);
 done:
     PyBuffer_Release(&buf);
     return out;

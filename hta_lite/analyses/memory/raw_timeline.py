@@ -61,12 +61,11 @@ def table(rows: np.ndarray) -> pd.DataFrame:
 
 def category_sums(text: bytes, path: str | Path) -> np.ndarray:
     """Bytes held per category after each run of entries with one ``ts``, as HTA's
-    ``MemoryAnalysis`` computes it from the rows of :func:`rows`: entries in file order, a new
+    ``MemoryAnalysis`` computes it from the rows of :func:`parse`: entries in file order, a new
     row whenever ``ts`` changes; the run of memory that existed before profiling (ts -1) is the
     first row, placed at the first real time. int64 (runs, 1 + categories): ``ts`` (ns), then
-    the categories. The C decoder sums the text in one pass, with no array of the rows (0.5 ms
-    against 1.3 on HTA's test timeline); else numpy over :func:`parse`, which also names what
-    is wrong with a file the C pass declines."""
+    the categories. The C decoder sums the text in one pass, with no array of the rows; else
+    numpy over :func:`parse`, which also names what is wrong with a file the C pass declines."""
     sums = dec.category_sums(text, len(MEMORY_CATEGORIES))
     return _category_sums(parse(text, path)).T if sums is None else sums
 
