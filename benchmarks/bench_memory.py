@@ -62,9 +62,15 @@ def run(python: str, code: str, path: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def median(python: str, code: str, path: Path, repeat: int) -> dict:
-    runs = [run(python, code, path) for _ in range(repeat)]
+def summary(runs: list[dict]) -> dict | None:
+    """The median seconds of ``runs`` and their rows (None: no runs)."""
+    if not runs:
+        return None
     return {"seconds": statistics.median(r["seconds"] for r in runs), "rows": runs[0]["rows"]}
+
+
+def median(python: str, code: str, path: Path, repeat: int) -> dict:
+    return summary([run(python, code, path) for _ in range(repeat)])
 
 
 def turns(ours_python: str, hta_python: str | None, repeat: int) -> tuple[dict, dict | None]:
@@ -74,12 +80,6 @@ def turns(ours_python: str, hta_python: str | None, repeat: int) -> tuple[dict, 
         ours.append(run(ours_python, OURS_RAW, RAW))
         if hta_python:
             hta.append(run(hta_python, HTA_RAW, RAW))
-
-    def summary(runs: list[dict]) -> dict | None:
-        if not runs:
-            return None
-        return {"seconds": statistics.median(r["seconds"] for r in runs), "rows": runs[0]["rows"]}
-
     return summary(ours), summary(hta)
 
 
