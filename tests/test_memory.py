@@ -13,7 +13,7 @@ from conftest import SAMPLES, SHARED, health_messages, needs_shared
 from synth import TraceBuilder
 
 from hta_lite import MemoryAnalysis, TraceAnalysis
-from hta_lite.errors import MissingDataError, TraceParseError
+from hta_lite.errors import MissingDataError, TraceParseError, TraceReadError
 
 LEAK = SAMPLES / "memory_leak"
 MIB = 2**20
@@ -251,3 +251,72 @@ def test_raw_timeline_sums_in_c_with_a_run_per_entry():
     np.testing.assert_array_equal(
         decode.category_sums(text, 8), raw_timeline._category_sums(rows).T
     )
+
+
+def _texts_around(text: bytes) -> list[bytes]:
+    """``text`` and texts a row reader must decline or take alike: cut, spaced, closed early,
+    followed by something, empty."""
+    return [text, text[:-1], text[: len(text) // 2], b" \n" + text + b"\n ", text + b"x",
+            text + b"]", text.replace(b"]]", b"], ]"), b"", b"   ", b"[", b"[ ]", b"[]  [",
+            text.replace(b",", b", ", 3), text.replace(b"1", b"01", 1)]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_raw_timeline_sums_streamed_equal_the_whole_text(seed):
+    """The C pass reading a piece at a time (a reader, as of a gzip file) gives what it gives
+    for the whole text, declines included, wherever the pieces cut the rows."""
+    import io
+
+    from hta_lite.load import decode
+
+    if decode._fastjson is None:
+        pytest.skip("the C decoder is not built (or HTA_LITE_NO_C is set)")
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    rows = np.column_stack([np.sort(rng.integers(-1, 9, n)), rng.integers(0, 5, n),
+                            rng.integers(-(10**15), 10**15, n), rng.integers(0, 8, n)])  # fmt: skip
+    text = json.dumps(rows.tolist(), indent=1 if seed % 2 else None).encode()
+    for case in _texts_around(text):
+        whole = decode._fastjson.category_sums(case, 8)
+        for piece in (1, 2, 3, 5, 8, 13, 40, 4096):
+            streamed = decode._fastjson.category_sums(io.BytesIO(case), 8, len(case), piece)
+            assert streamed == whole, (case, piece)
+    assert decode._fastjson.category_sums(io.BytesIO(text), 8) is not None
+
+
+def test_raw_timeline_sums_streamed_reader_errors_propagate():
+    from hta_lite.load import decode
+
+    if decode._fastjson is None:
+        pytest.skip("the C decoder is not built (or HTA_LITE_NO_C is set)")
+
+    class Failing:
+        def readinto(self, view):
+            raise OSError("disk gone")
+
+    class Lying:
+        def readinto(self, view):
+            return len(view) + 1
+
+    with pytest.raises(OSError, match="disk gone"):
+        decode.category_sums(Failing(), 8)
+    with pytest.raises(ValueError, match="byte count"):
+        decode.category_sums(Lying(), 8)
+
+
+def test_raw_timeline_file_read_errors_name_the_file(tmp_path):
+    rows = json.dumps([[-1, 1, 512, 0], [10, 2, 100, 4]] * 500).encode()
+    good = tmp_path / "raw.json.gz"
+    good.write_bytes(gzip.compress(rows))
+    truncated = tmp_path / "truncated.json.gz"
+    truncated.write_bytes(good.read_bytes()[:-30])
+    corrupt = tmp_path / "corrupt.json.gz"
+    corrupt.write_bytes(good.read_bytes()[:20] + b"\xff" * 40 + good.read_bytes()[60:])
+    for path in (truncated, corrupt):
+        with pytest.raises(TraceReadError, match=f"{path.name}.*gzip"):
+            MemoryAnalysis(path)
+    for path, problem in ((tmp_path / "missing.json", "cannot read"), (tmp_path, "regular")):
+        with pytest.raises(TraceReadError, match=problem):
+            MemoryAnalysis(path)
+    m = MemoryAnalysis(good)  # the text is read again for the entries and a second table
+    assert len(m.raw) == 1000 and m.memory_by_category().equals(m.memory_by_category())

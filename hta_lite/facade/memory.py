@@ -176,14 +176,13 @@ class MemoryAnalysis:
 
     def __init__(self, path: str | Path):
         self.path = path
-        self._text = raw_timeline.read(path)
         # summed now, so that a file that is not a raw timeline is an error here
-        self._sums = raw_timeline.category_sums(self._text, path)
+        self._sums = raw_timeline.file_sums(path)
 
     @property
     def raw(self) -> pd.DataFrame:
         """The entries, in file order: ``ts`` (ns), ``action``, ``bytes``, ``category``."""
-        return raw_timeline.table(raw_timeline.parse(self._text, self.path))
+        return raw_timeline.table(raw_timeline.parse(raw_timeline.read(self.path), self.path))
 
     def memory_by_category(self) -> pd.DataFrame:
         """Bytes held per category after each time (``ts`` ns, one column per category).
@@ -193,7 +192,7 @@ class MemoryAnalysis:
         """
         sums, self._sums = self._sums, None  # the first table takes the sums made at the start
         if sums is None:
-            sums = raw_timeline.category_sums(self._text, self.path)
+            sums = raw_timeline.file_sums(self.path)
         return raw_timeline.by_category(sums)
 
     def plot_memory_timeline(self, save_graph: bool = False):

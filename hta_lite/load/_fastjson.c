@@ -40,8 +40,9 @@
 
    int_rows(buffer, width): [[int, ...], ...] rows of ``width`` integers (HTA's raw memory
    timeline) as int64 bytes, row after row, or None.
-   category_sums(buffer, categories): such rows of 4 (ts, action, bytes, category) summed per
-   category after each run of one ts, without an array of the rows.
+   category_sums(source, categories, ...): such rows of 4 (ts, action, bytes, category) summed
+   per category after each run of one ts, without an array of the rows, from the text or from
+   a reader of it (a piece at a time).
 
    Buffer lifetime: nothing kept points into a buffer after a call returns (the string table's
    keys are the UTF-8 of its own str objects). Untrusted input: the string table's hash is seeded (``seed``, random per
@@ -1356,35 +1357,54 @@ static inline const unsigned char *skip_spaces(const unsigned char *p, const uns
 }
 
 /* Rows of integers: a JSON array of arrays of `width` integers (as export_memory_timeline_raw
-   writes), read a row at a time. */
+   writes), read a row at a time, from one buffer or from pieces of the text one after another
+   (rows_on(r, piece) between them: a row cut by a piece's end is read again, whole, from the
+   start of the next piece, which holds the cut part first). */
+enum { ROWS_START, ROWS_FIRST, ROWS_NEXT, ROWS_CLOSED, ROWS_BAD };
 typedef struct {
     const unsigned char *p, *end;
-    int done; /* no row after the last (or no array) */
-    int ok;   /* the array closed, nothing but spaces after it */
+    int state; /* ROWS_START: before '['; FIRST: after it; NEXT: after a ','; CLOSED: after the
+                  closing ']' (only spaces may follow); BAD: anything else met */
 } RowReader;
 
-static void rows_begin(RowReader *r, const void *buf, Py_ssize_t len) {
+static void rows_on(RowReader *r, const void *buf, Py_ssize_t len) {
     r->p = buf;
     r->end = r->p + len;
-    r->ok = r->done = 0;
-    r->p = skip_spaces(r->p, r->end);
-    if (r->p == r->end || *r->p != '[') {
-        r->done = 1; /* not an array: no row, not ok */
-        return;
-    }
-    r->p = skip_spaces(r->p + 1, r->end);
-    if (r->p < r->end && *r->p == ']') {
-        r->ok = skip_spaces(r->p + 1, r->end) == r->end;
-        r->done = 1;
-    }
 }
 
-/* The next row into v: 1, or 0 at the end of the array (r->ok: it ended as it should) or at
-   anything else (an integer: sign, 1 to 19 digits, no leading zero, within int64). */
-static int rows_next(RowReader *r, Py_ssize_t width, int64_t *v) {
-    const unsigned char *p = r->p, *end = r->end;
-    if (r->done || p == end || *p != '[') return 0;
-    p++;
+/* Before a row can be read (r->state not ROWS_NEXT): the array's opening, its closing or what
+   follows that; 1 when a row follows (r->state ROWS_NEXT, r->p at it), else 0 (as rows_next). */
+static int rows_head(RowReader *r) {
+    const unsigned char *p = skip_spaces(r->p, r->end), *end = r->end;
+    if (r->state == ROWS_START && p < end) {
+        if (*p != '[') {
+            r->state = ROWS_BAD;
+            return 0;
+        }
+        r->state = ROWS_FIRST;
+        p = skip_spaces(p + 1, end);
+    }
+    if (r->state == ROWS_FIRST && p < end) {
+        r->state = *p == ']' ? ROWS_CLOSED : ROWS_NEXT;
+        if (r->state == ROWS_CLOSED) p = skip_spaces(p + 1, end);
+    }
+    if (r->state == ROWS_CLOSED && p < end) r->state = ROWS_BAD;
+    r->p = p;
+    return r->state == ROWS_NEXT;
+}
+
+/* The next row into v: 1; or 0: no row, with r->state CLOSED (spaces after the array so far) or
+   BAD, or the text ends first (r->p at what is left: the start of a cut row, or the end). An
+   integer: sign, 1 to 19 digits, no leading zero, within int64. */
+static inline int rows_next(RowReader *r, Py_ssize_t width, int64_t *v) {
+    if (r->state != ROWS_NEXT && !rows_head(r)) return 0;
+    const unsigned char *p = skip_spaces(r->p, r->end), *end = r->end;
+    if (p == end) {
+        r->p = p;
+        return 0;
+    }
+    const unsigned char *row = p;
+    if (*p++ != '[') goto bad;
     for (Py_ssize_t i = 0; i < width; i++) {
         p = skip_spaces(p, end);
         int negative = p < end && *p == '-';
@@ -1400,22 +1420,26 @@ static int rows_next(RowReader *r, Py_ssize_t width, int64_t *v) {
 #endif
         while (p < end && (unsigned)(*p - '0') < 10 && p - digits < 20) u = u * 10 + (*p++ - '0');
         Py_ssize_t n = p - digits;
-        if (n == 0 || n > 19 || (n > 1 && *digits == '0')) return 0;
-        if (u > (uint64_t)INT64_MAX + (uint64_t)negative) return 0;
-        v[i] = negative ? (int64_t)(0 - u) : (int64_t)u;
         p = skip_spaces(p, end);
-        if (p == end || *p != (i + 1 < width ? ',' : ']')) return 0; /* also ends 1.5, 1e3 */
+        if (p == end) goto cut; /* more digits may follow */
+        if (n == 0 || n > 19 || (n > 1 && *digits == '0')) goto bad;
+        if (u > (uint64_t)INT64_MAX + (uint64_t)negative) goto bad;
+        v[i] = negative ? (int64_t)(0 - u) : (int64_t)u;
+        if (*p != (i + 1 < width ? ',' : ']')) goto bad; /* also ends 1.5, 1e3, and 1 2 */
         p++;
     }
     p = skip_spaces(p, end);
-    if (p == end || (*p != ']' && *p != ',')) return 0;
-    if (*p++ == ']') {
-        r->ok = skip_spaces(p, end) == end;
-        r->done = 1;
-    } else {
-        r->p = skip_spaces(p, end);
-    }
+    if (p == end) goto cut; /* the separator decides whether the row is the last */
+    if (*p != ']' && *p != ',') goto bad;
+    r->state = *p == ']' ? ROWS_CLOSED : ROWS_NEXT;
+    r->p = p + 1;
     return 1;
+cut:
+    r->p = row;
+    return 0;
+bad:
+    r->state = ROWS_BAD;
+    return 0;
 }
 
 /* int_rows(buffer, width): the rows as the bytes of an int64 array, row after row; None for
@@ -1437,11 +1461,12 @@ static PyObject *int_rows(PyObject *self, PyObject *args) {
         return NULL;
     }
     int64_t *v = (int64_t *)PyBytes_AS_STRING(out);
-    RowReader r;
-    rows_begin(&r, buf.buf, buf.len);
+    RowReader r = {.state = ROWS_START};
+    rows_on(&r, buf.buf, buf.len);
     while (rows < cap && rows_next(&r, width, v + rows * width)) rows++;
+    int ok = r.state == ROWS_CLOSED && r.p == r.end;
     PyBuffer_Release(&buf);
-    if (!r.ok) {
+    if (!ok) {
         Py_DECREF(out);
         Py_RETURN_NONE;
     }
@@ -1449,69 +1474,138 @@ static PyObject *int_rows(PyObject *self, PyObject *args) {
     return out;
 }
 
-/* category_sums(text, categories): the rows of a raw memory timeline (ts, action, bytes,
-   category; the text int_rows(text, 4) reads) summed as HTA's MemoryAnalysis sums them, in one
-   pass over the text (no array of the rows): one output row per run of entries with one ts,
-   in file order: the run's ts (a ts before the first real one, -1 for memory that existed
-   before profiling, placed at the first real ts; 0 when there is none) and the bytes held per
-   category after the run, as int64 (runs, 1 + categories) in a bytearray; None when the text
-   is anything int_rows declines or a category is out of range. */
-/* Output line `run` of category_sums: ts and the bytes held per category (the bytearray grown
-   when full); -1 with the bytearray released and an exception set when memory runs out. */
-static int emit_run(PyObject **out, Py_ssize_t *cap, Py_ssize_t run, Py_ssize_t line_bytes, int64_t ts,
-                    const uint64_t *held, Py_ssize_t k) {
-    if (run == *cap) {
-        *cap *= 2;
-        if (PyByteArray_Resize(*out, *cap * line_bytes) < 0) {
-            Py_CLEAR(*out);
-            return -1;
-        }
+/* category_sums(source, categories, size_hint=0, piece_bytes=65536): the rows of a raw memory
+   timeline (ts, action, bytes, category; the text int_rows(text, 4) reads) summed as HTA's
+   MemoryAnalysis sums them, with no array of the rows: one output row per run of entries with
+   one ts, in file order: the run's ts (a ts before the first real one, -1 for memory that
+   existed before profiling, placed at the first real ts; 0 when there is none) and the bytes
+   held per category after the run, as int64 (runs, 1 + categories) in a bytearray; None when
+   the text is anything int_rows declines or a category is out of range. ``source``: the text
+   (a buffer), or a reader of it (``readinto``, e.g. a gzip reader), read ``piece_bytes`` at a
+   time into one buffer, so that the whole text is never in memory (``size_hint``: its length,
+   as far as known, for the output's first room). */
+typedef struct {
+    PyObject *out;         /* bytearray of the lines so far */
+    Py_ssize_t cap, runs, k, line_bytes;
+    uint64_t held[64];     /* unsigned: a sum wraps as numpy's does, never undefined */
+    int64_t first, ts;     /* the first real ts; the current run's */
+    int any, bad;          /* an entry was read; a category was out of range */
+} Sums;
+
+/* Output line ``s->runs``: the run's ts and the bytes held per category (the bytearray grown
+   when full); -1 with an exception set when memory runs out. */
+static int emit_run(Sums *s) {
+    if (s->runs == s->cap) {
+        s->cap *= 2;
+        if (PyByteArray_Resize(s->out, s->cap * s->line_bytes) < 0) return -1;
     }
-    int64_t *line = (int64_t *)(PyByteArray_AS_STRING(*out) + run * line_bytes);
-    line[0] = ts;
-    for (Py_ssize_t c = 0; c < k; c++) line[1 + c] = (int64_t)held[c];
+    int64_t *line = (int64_t *)(PyByteArray_AS_STRING(s->out) + s->runs++ * s->line_bytes);
+    line[0] = s->ts;
+    for (Py_ssize_t c = 0; c < s->k; c++) line[1 + c] = (int64_t)s->held[c];
     return 0;
 }
 
-static PyObject *category_sums(PyObject *self, PyObject *args) {
-    Py_buffer buf;
-    Py_ssize_t k;
-    if (!PyArg_ParseTuple(args, "y*n", &buf, &k)) return NULL;
-    PyObject *out = NULL;
-    if (k < 1 || k > 64) {
-        PyErr_SetString(PyExc_ValueError, "1 to 64 categories");
-        goto done;
+/* The rows the reader gives from its current buffer, summed: -1 on an exception, else 0. */
+static int sum_rows(Sums *s, RowReader *r) {
+    int64_t row[4];
+    while (rows_next(r, 4, row)) {
+        if ((s->bad = row[3] < 0 || row[3] >= s->k)) return 0;
+        if (s->any && row[0] != s->ts && emit_run(s) < 0) return -1;
+        s->any = 1;
+        s->ts = row[0];
+        if (s->ts >= 0 && s->ts < s->first) s->first = s->ts;
+        s->held[row[3]] += (uint64_t)row[2];
     }
-    /* room for a run per 32 bytes of text (an entry takes about 36), doubled when full */
-    Py_ssize_t cap = buf.len / 32 + 16, runs = 0, width = 1 + k, line_bytes = width * (Py_ssize_t)sizeof(int64_t);
-    out = PyByteArray_FromStringAndSize(NULL, cap * line_bytes); /* a bytearray: writable */
-    if (!out) goto done;
-    uint64_t held[64] = {0}; /* unsigned: a sum wraps as numpy's does, never undefined */
-    int64_t row[4], first = INT64_MAX, ts = 0;
-    int any = 0, bad = 0;
-    RowReader r;
-    rows_begin(&r, buf.buf, buf.len);
-    while (rows_next(&r, 4, row)) {
-        if ((bad = row[3] < 0 || row[3] >= k)) break;
-        if (any && row[0] != ts && emit_run(&out, &cap, runs++, line_bytes, ts, held, k) < 0) goto done;
-        any = 1;
-        ts = row[0];
-        if (ts >= 0 && ts < first) first = ts;
-        held[row[3]] += (uint64_t)row[2];
+    return 0;
+}
+
+/* Up to ``len`` bytes of the reader's text into ``buf``: the count (0 at its end), -1 on an
+   exception. */
+static Py_ssize_t read_into(PyObject *reader, char *buf, Py_ssize_t len) {
+    PyObject *view = PyMemoryView_FromMemory(buf, len, PyBUF_WRITE);
+    if (!view) return -1;
+    PyObject *got = PyObject_CallMethod(reader, "readinto", "O", view);
+    Py_DECREF(view);
+    if (!got) return -1;
+    Py_ssize_t n = PyLong_Check(got) ? PyLong_AsSsize_t(got) : -1;
+    Py_DECREF(got);
+    if (n >= 0 && n <= len) return n;
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "readinto gave no byte count");
+    return -1;
+}
+
+/* The reader's text summed a piece at a time: 1 when read to its end, 0 declined, -1 error. */
+static int sum_pieces(Sums *s, RowReader *r, PyObject *reader, Py_ssize_t piece) {
+    char *buf = PyMem_Malloc(piece);
+    if (!buf) {
+        PyErr_NoMemory();
+        return -1;
     }
-    if (bad || !r.ok) {
-        Py_SETREF(out, Py_NewRef(Py_None));
-        goto done;
+    Py_ssize_t filled = 0, got = 1;
+    int status = -1;
+    while (got) {
+        while (filled < piece && (got = read_into(reader, buf + filled, piece - filled)) > 0) filled += got;
+        if (got < 0) goto done;
+        rows_on(r, buf, filled);
+        if (sum_rows(s, r) < 0) goto done;
+        if (s->bad || r->state == ROWS_BAD) break;
+        filled = r->end - r->p; /* a cut row: first in the next piece */
+        memmove(buf, r->p, filled);
+        if (filled == piece) { /* a row longer than the piece: a larger piece */
+            char *larger = PyMem_Realloc(buf, piece * 2);
+            if (!larger) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            buf = larger;
+            piece *= 2;
+        }
     }
-    if (any && emit_run(&out, &cap, runs++, line_bytes, ts, held, k) < 0) goto done;
-    if (first == INT64_MAX) first = 0;
-    int64_t *o = (int64_t *)PyByteArray_AS_STRING(out);
-    for (Py_ssize_t i = 0; i < runs; i++) /* only a ts below 0 is below the first real one */
-        if (o[i * width] < first) o[i * width] = first;
-    if (PyByteArray_Resize(out, runs * line_bytes) < 0) Py_CLEAR(out);
+    status = !got; /* read to its end (a cut row left then: not ROWS_CLOSED) */
 done:
-    PyBuffer_Release(&buf);
-    return out;
+    PyMem_Free(buf);
+    return status;
+}
+
+static PyObject *category_sums(PyObject *self, PyObject *args) {
+    PyObject *source;
+    Py_ssize_t size_hint = 0, piece = 65536;
+    Sums s = {.first = INT64_MAX};
+    if (!PyArg_ParseTuple(args, "On|nn", &source, &s.k, &size_hint, &piece)) return NULL;
+    if (s.k < 1 || s.k > 64 || piece < 1) {
+        PyErr_SetString(PyExc_ValueError, "1 to 64 categories, pieces of 1 byte or more");
+        return NULL;
+    }
+    Py_buffer buf = {0};
+    int whole = PyObject_CheckBuffer(source);
+    if (whole && PyObject_GetBuffer(source, &buf, PyBUF_SIMPLE) < 0) return NULL;
+    /* room for a run per 32 bytes of text (an entry takes about 36), doubled when full */
+    s.line_bytes = (1 + s.k) * (Py_ssize_t)sizeof(int64_t);
+    s.cap = (whole ? buf.len : size_hint > 0 ? size_hint : 0) / 32 + 16;
+    s.out = PyByteArray_FromStringAndSize(NULL, s.cap * s.line_bytes); /* a bytearray: writable */
+    RowReader r = {.state = ROWS_START};
+    int status = -1;
+    if (s.out && whole) {
+        rows_on(&r, buf.buf, buf.len);
+        status = sum_rows(&s, &r) < 0 ? -1 : r.p == r.end;
+    } else if (s.out) {
+        status = sum_pieces(&s, &r, source, piece);
+    }
+    if (whole) PyBuffer_Release(&buf);
+    if (status > 0 && (s.bad || r.state != ROWS_CLOSED)) status = 0;
+    if (status > 0 && s.any && emit_run(&s) < 0) status = -1;
+    if (status <= 0) {
+        Py_XDECREF(s.out);
+        if (status < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (s.first == INT64_MAX) s.first = 0;
+    Py_ssize_t width = 1 + s.k;
+    int64_t *o = (int64_t *)PyByteArray_AS_STRING(s.out);
+    for (Py_ssize_t i = 0; i < s.runs; i++) /* only a ts below 0 is below the first real one */
+        if (o[i * width] < s.first) o[i * width] = s.first;
+    if (PyByteArray_Resize(s.out, s.runs * s.line_bytes) < 0) Py_CLEAR(s.out);
+    return s.out;
 }
 
 static PyMethodDef methods[] = {
@@ -1526,7 +1620,7 @@ static PyMethodDef methods[] = {
     {"int_rows", int_rows, METH_VARARGS,
      "int_rows(buffer, width) -> bytes | None: [[int, ...], ...] as int64 values, row after row"},
     {"category_sums", category_sums, METH_VARARGS,
-     "category_sums(buffer, categories) -> bytearray | None: a raw memory timeline's bytes held per category after each ts"},
+     "category_sums(source, categories, size_hint=0, piece_bytes=65536) -> bytearray | None: a raw memory timeline's bytes held per category after each ts (source: the text, or a reader of it)"},
     {NULL, NULL, 0, NULL},
 };
 

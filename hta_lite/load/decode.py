@@ -254,14 +254,15 @@ def int_rows(data: bytes, width: int) -> np.ndarray | None:
     return None if out is None else np.frombuffer(out, np.int64).reshape(-1, width)
 
 
-def category_sums(text: bytes, categories: int) -> np.ndarray | None:
+def category_sums(source, categories: int, size_hint: int = 0) -> np.ndarray | None:
     """The C decoder's one pass over a raw memory timeline's text (see
     :func:`hta_lite.analyses.memory.raw_timeline.category_sums`): int64 (runs, 1 + categories);
     None when it is not built, or the text is not plain integer rows of 4, or a category is
-    out of range."""
+    out of range. ``source``: the text, or a reader of it (``readinto``), read a piece at a
+    time (``size_hint``: the text's length as far as known)."""
     if _fastjson is None:
         return None
-    out = _fastjson.category_sums(text, categories)
+    out = _fastjson.category_sums(source, categories, size_hint)
     return None if out is None else np.frombuffer(out, np.int64).reshape(-1, 1 + categories)
 
 

@@ -8,6 +8,7 @@ sized once: no growing output, no joining copy, no copy of the compressed data's
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
@@ -53,6 +54,35 @@ def read_bytes(path: Path) -> bytes | bytearray:
         except GZIP_ERRORS as exc:
             raise TraceReadError(path, f"corrupt or truncated gzip data ({exc})") from None
     return data
+
+
+@contextlib.contextmanager
+def text_reader(path: Path) -> Iterator[tuple[BinaryIO, int]]:
+    """A reader (``readinto``) of a trace file's text, gunzipped when it is gzip, and the text's
+    length as far as known (the gzip trailer's, capped as :func:`gunzip` caps it); a
+    ``TraceReadError`` names a file that cannot be read or is corrupt gzip, as
+    :func:`read_bytes` does."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise TraceReadError(path, "not a regular file")
+        file = open(path, "rb")  # noqa: SIM115 - closed below, after the caller's reads
+    except OSError as exc:
+        raise TraceReadError(path, f"cannot read file: {exc.strerror or exc}") from None
+    with file:
+        try:
+            size = os.fstat(file.fileno()).st_size
+            is_gzip = file.read(2) == b"\x1f\x8b"
+            if is_gzip:
+                file.seek(max(size - 4, 0))
+                size = min(int.from_bytes(file.read(4), "little"), MAX_RATIO * size)
+            file.seek(0)
+        except OSError as exc:
+            raise TraceReadError(path, f"cannot read file: {exc.strerror or exc}") from None
+        try:
+            yield (gzip_reader(file) if is_gzip else file), size
+        except GZIP_ERRORS as exc:
+            problem = "corrupt or truncated gzip data" if is_gzip else "cannot read file"
+            raise TraceReadError(path, f"{problem} ({exc})") from None
 
 
 def gunzip(data: bytes) -> bytearray:

@@ -212,12 +212,17 @@ def check_int_rows(data: bytes, fast) -> tuple[str | None, bool]:
 def check_category_sums(data: bytes, rows, fast) -> str | None:
     """``category_sums`` over the text whose rows of 4 ``int_rows`` took (None: declined):
     numpy's sums (``raw_timeline``), or None exactly when it declined or a category is outside
-    0-7."""
+    0-7; the same from a reader of the text."""
+    import io
+
     import numpy as np
 
     from hta_lite.analyses.memory.raw_timeline import _category_sums
 
     out = fast.category_sums(data, 8)
+    for piece in (7, 64):  # read a piece at a time: the same, wherever the pieces cut the rows
+        if fast.category_sums(io.BytesIO(data), 8, len(data), piece) != out:
+            return f"category_sums in pieces of {piece} differ from the whole text's"
     if rows is None:
         return None if out is None else "category_sums took text int_rows declined"
     if out is None:
