@@ -298,8 +298,18 @@ def test_raw_timeline_sums_streamed_reader_errors_propagate():
         def readinto(self, view):
             return len(view) + 1
 
+    class Keeping:  # keeps the view it was given: released after the call, so no later write
+        kept = []
+
+        def readinto(self, view):
+            self.kept.append(view)
+            return 0
+
     with pytest.raises(OSError, match="disk gone"):
         decode.category_sums(Failing(), 8)
+    assert decode.category_sums(Keeping(), 8) is None
+    with pytest.raises(ValueError, match="released"):
+        Keeping.kept[0][0] = 1
     with pytest.raises(ValueError, match="byte count"):
         decode.category_sums(Lying(), 8)
 

@@ -1520,12 +1520,21 @@ static int sum_rows(Sums *s, RowReader *r) {
 }
 
 /* Up to ``len`` bytes of the reader's text into ``buf``: the count (0 at its end), -1 on an
-   exception. */
+   exception. The view handed to the reader is released after the call, so that a reader that
+   kept it cannot write into ``buf`` later (nor hold an export of it: BufferError). */
 static Py_ssize_t read_into(PyObject *reader, char *buf, Py_ssize_t len) {
     PyObject *view = PyMemoryView_FromMemory(buf, len, PyBUF_WRITE);
     if (!view) return -1;
-    PyObject *got = PyObject_CallMethod(reader, "readinto", "O", view);
+    PyObject *got = PyObject_CallMethod(reader, "readinto", "O", view), *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace); /* the reader's exception, kept over the release */
+    PyObject *released = PyObject_CallMethod(view, "release", NULL);
     Py_DECREF(view);
+    if (!released) Py_CLEAR(got);
+    if (type) { /* the reader's exception, not the release's */
+        PyErr_Clear();
+        PyErr_Restore(type, value, trace);
+    }
+    Py_XDECREF(released);
     if (!got) return -1;
     Py_ssize_t n = PyLong_Check(got) ? PyLong_AsSsize_t(got) : -1;
     Py_DECREF(got);

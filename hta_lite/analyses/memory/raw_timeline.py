@@ -79,7 +79,7 @@ def file_sums(path: str | Path) -> np.ndarray:
             sums = dec.category_sums(reader, len(MEMORY_CATEGORIES), size)
         if sums is not None:
             return sums
-    return category_sums(read(path), path)
+    return _category_sums(parse(read(path), path)).T
 
 
 def by_category(sums: np.ndarray) -> pd.DataFrame:
