@@ -39,15 +39,29 @@ else:  # pragma: no cover - an isal without it: the standard library's reader (i
         return gzip.GzipFile(fileobj=source)
 
 
+def _cannot_read(path: Path, exc: OSError) -> TraceReadError:
+    return TraceReadError(path, f"cannot read file: {exc.strerror or exc}")
+
+
+def _open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading; a ``TraceReadError`` when it cannot be, or is not a regular
+    file (a FIFO or device would block or never end)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise TraceReadError(path, "not a regular file")
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+    except OSError as exc:
+        raise _cannot_read(path, exc) from None
+
+
 def read_bytes(path: Path) -> bytes | bytearray:
     """A trace file's text, gunzipped when it is gzip; a ``TraceReadError`` names a file that
     cannot be read or is corrupt gzip."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or device would block or never end
-            raise TraceReadError(path, "not a regular file")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceReadError(path, f"cannot read file: {exc.strerror or exc}") from None
+    with _open_regular(path) as file:
+        try:
+            data = file.read()
+        except OSError as exc:
+            raise _cannot_read(path, exc) from None
     if data[:2] == b"\x1f\x8b":
         try:
             data = gunzip(data)
@@ -62,13 +76,7 @@ def text_reader(path: Path) -> Iterator[tuple[BinaryIO, int]]:
     length as far as known (the gzip trailer's, capped as :func:`gunzip` caps it); a
     ``TraceReadError`` names a file that cannot be read or is corrupt gzip, as
     :func:`read_bytes` does."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise TraceReadError(path, "not a regular file")
-        file = open(path, "rb")  # noqa: SIM115 - closed below, after the caller's reads
-    except OSError as exc:
-        raise TraceReadError(path, f"cannot read file: {exc.strerror or exc}") from None
-    with file:
+    with _open_regular(path) as file:
         try:
             size = os.fstat(file.fileno()).st_size
             is_gzip = file.read(2) == b"\x1f\x8b"
@@ -77,7 +85,7 @@ def text_reader(path: Path) -> Iterator[tuple[BinaryIO, int]]:
                 size = min(int.from_bytes(file.read(4), "little"), MAX_RATIO * size)
             file.seek(0)
         except OSError as exc:
-            raise TraceReadError(path, f"cannot read file: {exc.strerror or exc}") from None
+            raise _cannot_read(path, exc) from None
         try:
             yield (gzip_reader(file) if is_gzip else file), size
         except GZIP_ERRORS as exc:

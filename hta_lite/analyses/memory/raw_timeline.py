@@ -19,7 +19,7 @@ from ...load.gzip_text import read_bytes, text_reader
 
 
 def read(path: str | Path) -> bytes:
-    """The file's text (gunzipped), for :func:`parse` and :func:`category_sums`."""
+    """The file's text (gunzipped), for :func:`parse`."""
     return read_bytes(Path(path))
 
 
@@ -59,21 +59,14 @@ def table(rows: np.ndarray) -> pd.DataFrame:
     )
 
 
-def category_sums(text: bytes, path: str | Path) -> np.ndarray:
+def file_sums(path: str | Path) -> np.ndarray:
     """Bytes held per category after each run of entries with one ``ts``, as HTA's
     ``MemoryAnalysis`` computes it from the rows of :func:`parse`: entries in file order, a new
     row whenever ``ts`` changes; the run of memory that existed before profiling (ts -1) is the
     first row, placed at the first real time. int64 (runs, 1 + categories): ``ts`` (ns), then
-    the categories. The C decoder sums the text in one pass, with no array of the rows; else
-    numpy over :func:`parse`, which also names what is wrong with a file the C pass declines."""
-    sums = dec.category_sums(text, len(MEMORY_CATEGORIES))
-    return _category_sums(parse(text, path)).T if sums is None else sums
-
-
-def file_sums(path: str | Path) -> np.ndarray:
-    """:func:`category_sums` of the file's text, gunzipped and summed a piece at a time by the C
-    decoder (the whole text is never in memory: in a fresh process each of its ~150 pages would
-    cost about 3 us); without it, or for a file it declines, the text read whole."""
+    the categories. The C decoder sums the file's text as it is gunzipped, a piece at a time
+    (neither the whole text nor an array of the rows is ever in memory); without it, or for a
+    file it declines, numpy over :func:`parse`, which also names what is wrong with the file."""
     if dec._fastjson is not None:
         with text_reader(Path(path)) as (reader, size):
             sums = dec.category_sums(reader, len(MEMORY_CATEGORIES), size)
@@ -83,7 +76,7 @@ def file_sums(path: str | Path) -> np.ndarray:
 
 
 def by_category(sums: np.ndarray) -> pd.DataFrame:
-    """:func:`category_sums` as a table (no copy): ``ts`` and one column per category."""
+    """:func:`file_sums` as a table (no copy): ``ts`` and one column per category."""
     return pd.DataFrame(sums, columns=_columns(), copy=False)
 
 
