@@ -56,11 +56,15 @@ def text_array(column: pd.Series, rows: np.ndarray | None = None):
 
 
 def text_column(values, codes: np.ndarray):
-    """``values[codes]`` (``values``: a few strings) as a column for a table, made as
-    :func:`text_array` makes one."""
-    categorical = pd.Categorical(np.asarray(values, dtype=object))
-    codes = categorical.codes[codes]
-    return text_array(pd.Series(pd.Categorical.from_codes(codes, dtype=categorical.dtype)))
+    """``values[codes]`` (``values``: a few strings; codes >= 0) as a column for a table, of the
+    dtype :func:`text_array` gives (pandas' Arrow strings where that is the default)."""
+    if not _ARROW_TEXT:
+        return np.asarray(values, dtype=object)[codes]
+    return pd.array(pa.array(values, pa.large_string()).take(codes), dtype=_TEXT_DTYPE)
+
+
+_TEXT_DTYPE = pd.Series(["text"]).dtype  # the dtype pandas infers for strings
+_ARROW_TEXT = isinstance(_TEXT_DTYPE, pd.StringDtype) and _TEXT_DTYPE.storage == "pyarrow"
 
 
 def starts_with(column: pd.Series, prefix: str) -> np.ndarray:

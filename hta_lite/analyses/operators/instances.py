@@ -55,31 +55,27 @@ def operator_instances(trace: RankTrace, attribution: Attribution | None = None)
     self_kernels = attr.owner >= 0
     pair_k, pair_op = attr.pairs
     kernel_dur = attr.dur
-    out = pd.DataFrame(
-        {
-            "rank": trace.rank,
-            "row": ops,
-            "name": text_array(cpu["name"], ops),
-            "iteration": cpu["iteration"].to_numpy()[ops],
-            "tid": cpu["tid"].to_numpy()[ops],
-            "ts": cpu["ts"].to_numpy()[ops],
-            "op_depth": attr.op_depth[ops],
-            "parent_row": parent,
-            "host_total(us)": us(dur[ops]),
-            "host_self(us)": us(dur[ops] - child_time[ops]),
-            "kernels": np.bincount(attr.owner[self_kernels], minlength=n)[ops],
-            "kernels_total": np.bincount(pair_op, minlength=n)[ops],
-            "device_self(us)": us(_union(attr.owner[self_kernels], attr, self_kernels, n)[ops]),
-            "device_self_sum(us)": us(
-                _sum(attr.owner[self_kernels], kernel_dur[self_kernels], n)[ops]
-            ),
-            "device_total(us)": us(_union(pair_op, attr, pair_k, n)[ops]),
-            "device_total_sum(us)": us(_sum(pair_op, kernel_dur[pair_k], n)[ops]),
-        }
-    )
-    _add_inputs(out, trace, attr)
-    _add_work(out, attr)
-    return out
+    out = {
+        "rank": np.full(len(ops), trace.rank, np.int64),
+        "row": ops,
+        "name": text_array(cpu["name"], ops),
+        "iteration": cpu["iteration"].to_numpy()[ops],
+        "tid": cpu["tid"].to_numpy()[ops],
+        "ts": cpu["ts"].to_numpy()[ops],
+        "op_depth": attr.op_depth[ops],
+        "parent_row": parent,
+        "host_total(us)": us(dur[ops]),
+        "host_self(us)": us(dur[ops] - child_time[ops]),
+        "kernels": np.bincount(attr.owner[self_kernels], minlength=n)[ops],
+        "kernels_total": np.bincount(pair_op, minlength=n)[ops],
+        "device_self(us)": us(_union(attr.owner[self_kernels], attr, self_kernels, n)[ops]),
+        "device_self_sum(us)": us(_sum(attr.owner[self_kernels], kernel_dur[self_kernels], n)[ops]),
+        "device_total(us)": us(_union(pair_op, attr, pair_k, n)[ops]),
+        "device_total_sum(us)": us(_sum(pair_op, kernel_dur[pair_k], n)[ops]),
+    }
+    out |= _inputs(trace, attr, ops)
+    out |= _work(attr, out)
+    return pd.DataFrame(out)
 
 
 def _sum(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
@@ -93,14 +89,13 @@ def _union(group: np.ndarray, attr: Attribution, select: np.ndarray, n: int) -> 
     return out
 
 
-def _add_inputs(out: pd.DataFrame, trace: RankTrace, attr: Attribution) -> None:
-    """Shapes (own, or the forward operator's for a linked backward one) and module paths."""
+def _inputs(trace: RankTrace, attr: Attribution, ops: np.ndarray) -> dict:
+    """The columns of the shapes (own, or the forward operator's for a linked backward one) and
+    module paths of the operators at ``cpu`` rows ``ops``."""
     cpu = trace.cpu
-    ops = out["row"].to_numpy()
     forward = forward_op(trace, attr.is_op, attr.op_depth)[ops]
     described_by = np.where(forward >= 0, forward, ops)
-    for column in INPUT_COLUMNS:
-        out[column] = text_array(cpu[column], described_by)
+    out = {column: text_array(cpu[column], described_by) for column in INPUT_COLUMNS}
     out["shapes_from"] = text_column(SHAPES_FROM, _shapes_from(trace, ops, forward))
     out["forward_row"] = forward
     module_of, paths = module_paths(trace)
@@ -114,6 +109,7 @@ def _add_inputs(out: pd.DataFrame, trace: RankTrace, attr: Attribution) -> None:
     module_row[inherit] = module_of[forward_of[anchor[inherit]]]
     used, module_code = np.unique(module_row, return_inverse=True)
     out["module"] = text_column([paths[r] if r >= 0 else "" for r in used], module_code.ravel())
+    return out
 
 
 def _shapes_from(trace: RankTrace, rows: np.ndarray, forward: np.ndarray) -> np.ndarray:
@@ -123,14 +119,14 @@ def _shapes_from(trace: RankTrace, rows: np.ndarray, forward: np.ndarray) -> np.
 
 
 def instance_keys(
-    trace: RankTrace, inst: pd.DataFrame, columns: list[str]
+    trace: RankTrace, inst: pd.DataFrame | dict, columns: list[str]
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Each call's group among the distinct values of its text ``columns`` (numbered in order of
     first appearance; a missing value counts as ``""``) and those values per column (object
     arrays, one entry per group). Found from the codes of the categorical ``trace.cpu`` columns
     the values come from: no string is hashed or copied per call."""
-    rows = inst["row"].to_numpy()
-    forward = inst["forward_row"].to_numpy()
+    rows = np.asarray(inst["row"])
+    forward = np.asarray(inst["forward_row"])
     described_by = np.where(forward >= 0, forward, rows)
     where = {column: described_by if column in INPUT_COLUMNS else rows for column in columns}
     codes = []
@@ -140,8 +136,8 @@ def instance_keys(
             continue
         values = trace.cpu[column]
         own = values.cat.codes.to_numpy()[where[column]]
-        empty = values.cat.categories.get_indexer([""])[0]
-        codes.append(np.where(own >= 0, own, empty) if empty >= 0 else own)
+        empty = np.flatnonzero(np.asarray(values.cat.categories == ""))  # at most one
+        codes.append(np.where(own >= 0, own, empty[0]) if len(empty) else own)
     group, first = combine_codes(codes)
     uniques = {}
     for column, column_codes in zip(columns, codes):
@@ -153,10 +149,11 @@ def instance_keys(
     return group, uniques
 
 
-def _add_work(out: pd.DataFrame, attr: Attribution) -> None:
-    """FLOPs / bytes per call, each distinct (name, inputs) modelled once."""
+def _work(attr: Attribution, inst: dict) -> dict:
+    """The columns of the FLOPs / bytes per call (``inst``: the columns so far), each distinct
+    (name, inputs) modelled once."""
     keys = ["name", *INPUT_COLUMNS, "shapes_from"]
-    codes, uniques = instance_keys(attr.trace, out, keys)
+    codes, uniques = instance_keys(attr.trace, inst, keys)
     works = [
         model(
             name,
@@ -174,13 +171,15 @@ def _add_work(out: pd.DataFrame, attr: Attribution) -> None:
     pair_k, pair_op = attr.pairs
     crossing = np.zeros(len(attr.parent_op), bool)
     crossing[pair_op[attr.is_transfer[pair_k]]] = True
-    transfer = crossing[out["row"].to_numpy()]
-    out["flops"] = np.where(transfer, np.nan, flops[codes])
+    rows = inst["row"]
+    transfer = crossing[rows]
+    out = {"flops": np.where(transfer, np.nan, flops[codes])}
     out["bytes"] = np.where(transfer, np.nan, nbytes[codes])
     described = np.where(transfer, len(works), codes)  # the last value: a transfer's
     out["precision"] = text_column([w.precision if w else "" for w in works] + [""], described)
     out["kind"] = text_column([w.kind if w else "" for w in works] + ["transfer"], described)
     modelled = np.zeros(len(attr.parent_op), bool)
-    modelled[out["row"].to_numpy()] = out["flops"].notna().to_numpy()
-    inside = nearest_ancestor(attr.parent_op, modelled, out["row"].to_numpy()) >= 0
-    out["counted"] = out["flops"].notna().to_numpy() & ~inside
+    modelled[rows] = ~np.isnan(out["flops"])
+    inside = nearest_ancestor(attr.parent_op, modelled, rows) >= 0
+    out["counted"] = modelled[rows] & ~inside
+    return out

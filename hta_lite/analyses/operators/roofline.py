@@ -33,63 +33,68 @@ def roofline(inst: pd.DataFrame, devices: dict[int, DeviceSpec | None]) -> pd.Da
     the FP32 peak, so as TF32: measured against TF32). Device columns are NaN (and ``device`` is
     ``"unknown"``) where the device is not known. Groups that ran no GPU event are left out.
     """
-    keep = inst["counted"].to_numpy() & (inst["device_total(us)"].to_numpy() > 0)
-    used = ["rank", *GROUP[1:], "row", "device_total(us)", "flops", "bytes"]
-    counted = inst.loc[keep, used]
-    counted.insert(
-        0, "device", counted["rank"].map({r: _name(devices.get(r)) for r in set(counted["rank"])})
+    rows = np.flatnonzero(inst["counted"].to_numpy() & (inst["device_total(us)"].to_numpy() > 0))
+    ranks, rank_code = np.unique(inst["rank"].to_numpy()[rows], return_inverse=True)
+    rank_code = rank_code.ravel()
+    rank_spec = [devices.get(r) for r in ranks.tolist()]
+    text_dtype = inst["name"].dtype
+    text = {
+        "device": pd.array(np.array([_name(d) for d in rank_spec], object)[rank_code], text_dtype)
+    }
+    for column in GROUP[1:]:
+        values = inst[column].array.take(rows)
+        text[column] = values.fillna("") if column in ("input_dims", "input_types") else values
+    group, first = combine_codes([pd.factorize(values)[0] for values in text.values()])
+    sums = (
+        pd.DataFrame(  # pandas' sums (compensated), as before: the same last bits
+            {c: inst[c].to_numpy()[rows] for c in ("device_total(us)", "flops", "bytes")}
+        )
+        .groupby(group, sort=False)
+        .sum()
     )
-    for column in ("input_dims", "input_types"):
-        counted[column] = counted[column].fillna("")
-    group, first = combine_codes([pd.factorize(counted[column])[0] for column in GROUP])
-    out = counted[GROUP].iloc[first].reset_index(drop=True)
-    out["calls"] = np.bincount(group, minlength=len(first))
-    sums = counted[["device_total(us)", "flops", "bytes"]].groupby(group, sort=False).sum()
-    out["gpu_time(us)"] = sums["device_total(us)"].to_numpy()
-    out["flops"] = sums["flops"].to_numpy()
-    out["bytes"] = sums["bytes"].to_numpy()
-    seconds = out["gpu_time(us)"].to_numpy() * 1e-6
-    out["achieved_tflops"] = out["flops"] / seconds / 1e12
-    out["achieved_tbps"] = out["bytes"] / seconds / 1e12
-    out["intensity"] = out["flops"] / out["bytes"].where(out["bytes"] > 0)
-    by_name = {_name(d): d for d in devices.values() if d is not None}
-    peaks = [
-        by_name[d].peak_tflops(p, k in MATRIX_KINDS) if d in by_name else np.nan
-        for d, p, k in zip(out["device"], out["precision"], out["kind"])
-    ]
-    out["peak_tflops"] = peaks
+    order = np.argsort(-sums["device_total(us)"].to_numpy(), kind="stable")  # most time first
+    time_us, flops, nbytes = (
+        sums[c].to_numpy()[order] for c in ("device_total(us)", "flops", "bytes")
+    )
+    calls, first = np.bincount(group, minlength=len(first))[order], first[order]
+    seconds = time_us * 1e-6
+    achieved = flops / seconds / 1e12
+    achieved_tbps = nbytes / seconds / 1e12
+    intensity = flops / np.where(nbytes > 0, nbytes, np.nan)
+    specs = [rank_spec[r] for r in rank_code[first].tolist()]
+    precision = np.asarray(text["precision"][first], dtype=object)
+    matrix = np.isin(np.asarray(text["kind"][first], dtype=object), list(MATRIX_KINDS))
+    peak = np.array(
+        [s.peak_tflops(p, m) if s else np.nan for s, p, m in zip(specs, precision, matrix)]
+    )
     # float32 products faster than the FP32 peak ran as TF32 (allow_tf32 on: the default for
     # matmuls before PyTorch 1.12, for convolutions always): measure them against TF32
-    tf32 = np.array(
-        [by_name[d].peak_tflops("tf32") if d in by_name else np.nan for d in out["device"]]
-    )
-    inferred = (
-        (out["precision"] == "fp32")
-        & (out["achieved_tflops"] > out["peak_tflops"])
-        & (tf32 > out["peak_tflops"])
-    )
-    out.loc[inferred, "precision"] = "tf32"
-    out.loc[inferred, "peak_tflops"] = tf32[inferred.to_numpy()]
-    out["tf32_inferred"] = inferred
-    out["memory_tbps"] = [by_name[d].memory_tbps if d in by_name else np.nan for d in out["device"]]
-    out["ridge"] = out["peak_tflops"] / out["memory_tbps"]
-    memory_roof = out["intensity"].fillna(0.0) * out["memory_tbps"]
-    out["attainable_tflops"] = np.minimum(out["peak_tflops"], memory_roof)
-    out["bound"] = np.where(
-        out["peak_tflops"].isna(),
-        "",
-        np.where(memory_roof < out["peak_tflops"], "memory", "compute"),
-    )
-    # bytes-only groups (no FLOPs: copies, fills) are measured against the bandwidth alone
-    no_flops = out["flops"] <= 0
-    ratio = np.where(
-        no_flops,
-        out["achieved_tbps"] / out["memory_tbps"],
-        out["achieved_tflops"] / out["attainable_tflops"],
-    )
-    out["roof_pctg"] = np.round(100.0 * ratio, 2)
-    out["time_below_roof(us)"] = out["gpu_time(us)"] * np.clip(1.0 - ratio, 0.0, 1.0)
-    return out.sort_values("gpu_time(us)", ascending=False, kind="stable").reset_index(drop=True)
+    tf32 = np.array([s.peak_tflops("tf32") if s else np.nan for s in specs], dtype=np.float64)
+    inferred = (precision == "fp32") & (achieved > peak) & (tf32 > peak)
+    if inferred.any():
+        precision[inferred] = "tf32"
+        peak = peak.astype(np.float64) if (tf32[inferred] % 1).any() else peak
+        peak[inferred] = tf32[inferred]
+    memory_tbps = np.array([s.memory_tbps if s else np.nan for s in specs], dtype=np.float64)
+    memory_roof = np.nan_to_num(intensity, nan=0.0) * memory_tbps
+    attainable = np.minimum(peak, memory_roof)
+    with np.errstate(invalid="ignore", divide="ignore"):  # unknown devices: NaN, as intended
+        # bytes-only groups (no FLOPs: copies, fills) are measured against the bandwidth alone
+        ratio = np.where(flops <= 0, achieved_tbps / memory_tbps, achieved / attainable)
+    bound = np.where(np.isnan(peak), "", np.where(memory_roof < peak, "memory", "compute"))
+    text["precision"] = pd.array(precision, dtype=text_dtype)
+    return pd.DataFrame(
+        {
+            **{c: text[c] if c == "precision" else text[c][first] for c in GROUP},
+            "calls": calls, "gpu_time(us)": time_us, "flops": flops, "bytes": nbytes,
+            "achieved_tflops": achieved, "achieved_tbps": achieved_tbps, "intensity": intensity,
+            "peak_tflops": peak, "tf32_inferred": inferred, "memory_tbps": memory_tbps,
+            "ridge": peak / memory_tbps, "attainable_tflops": attainable,
+            "bound": pd.array(bound.astype(object), dtype=text_dtype),
+            "roof_pctg": np.round(100.0 * ratio, 2),
+            "time_below_roof(us)": time_us * np.clip(1.0 - ratio, 0.0, 1.0),
+        }
+    )  # fmt: skip
 
 
 def optimization_targets(table: pd.DataFrame, top: int = 10) -> pd.DataFrame:
@@ -114,29 +119,30 @@ def mfu(traces_inst: list, devices: dict[int, DeviceSpec | None], tf32_ranks: di
     for attr, inst in traces_inst:
         rank = attr.trace.rank
         device = devices.get(rank)
-        counted = inst.loc[inst["counted"].to_numpy(), ["row", "kind", "precision", "flops"]]
-        matrix = counted[counted["kind"].isin(MATRIX_KINDS)]
-        by_precision = matrix.groupby("precision")["flops"].sum()
-        precision = by_precision.idxmax() if len(by_precision) else ""
+        counted = np.flatnonzero(inst["counted"].to_numpy())
+        flops = inst["flops"].to_numpy()[counted]
+        matrix = inst["kind"].isin(MATRIX_KINDS).to_numpy()[counted]
+        of_call, precisions = pd.factorize(inst["precision"].array.take(counted[matrix]))
+        by_precision = np.bincount(of_call, flops[matrix], minlength=len(precisions))
+        named = np.argsort(np.asarray(precisions, object))  # ties: the first name, as groupby
+        precision = str(precisions[named[np.argmax(by_precision[named])]]) if len(named) else ""
         if precision == "fp32" and device is not None and tf32_ranks.get(rank):
             precision = "tf32"
         peak = device.peak_tflops(precision) if device is not None and precision else np.nan
-        covered = _covered_kernels(attr, counted["row"].to_numpy())
+        covered = _covered_kernels(attr, inst["row"].to_numpy()[counted])
+        call_step = inst["iteration"].to_numpy()[counted]
+        kernel_step = attr.trace.gpu["iteration"].to_numpy()[attr.kernels]
         for step, dur in _windows(attr):
-            in_step = (
-                inst["iteration"].to_numpy() == step if step >= 0 else np.ones(len(inst), bool)
-            )
-            kernel_step = attr.trace.gpu["iteration"].to_numpy()[attr.kernels]
+            in_step = call_step == step if step >= 0 else np.ones(len(counted), bool)
             k_in = kernel_step == step if step >= 0 else np.ones(len(kernel_step), bool)
-            m_flops = float(matrix["flops"].to_numpy()[in_step[matrix.index]].sum())
+            m_flops = float(flops[matrix & in_step].sum())
             gpu_ns = float(attr.dur[k_in].sum())
             achieved = m_flops / (dur / 1e9) / 1e12 if dur > 0 else np.nan
             rows.append(
                 {
                     "rank": rank, "step": step, "step_time(us)": dur / NS_PER_US,
                     "matrix_flops": m_flops,
-                    "other_flops": float(counted["flops"].to_numpy()[in_step[counted.index]].sum())
-                    - m_flops,
+                    "other_flops": float(flops[in_step].sum()) - m_flops,
                     "achieved_tflops": achieved, "precision": precision, "peak_tflops": peak,
                     "mfu_pctg": round(100.0 * achieved / peak, 2) if peak == peak else np.nan,
                     "gpu_time(us)": gpu_ns / NS_PER_US,

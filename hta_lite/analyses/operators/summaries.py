@@ -35,10 +35,9 @@ SUMMED = ("calls", "host_self(us)", "host_total(us)", "kernels", "device_self_su
 
 def group_of(attr: Attribution, inst: pd.DataFrame, by: str, stack_depth: int):
     """Each instance's group (numbered in order of first appearance) and the key columns of
-    each group, one row per group."""
+    each group (``{name: object array}``, one value per group)."""
     if by in GROUPINGS:
-        codes, uniques = instance_keys(attr.trace, inst, GROUPINGS[by])
-        return codes, pd.DataFrame(uniques)
+        return instance_keys(attr.trace, inst, GROUPINGS[by])
     if by == "stack":
         return _stacks(attr, inst["row"].to_numpy(), stack_depth)
     raise SelectionError(None, f"by must be one of {[*GROUPINGS, 'stack', 'module']}, not {by!r}")
@@ -47,7 +46,7 @@ def group_of(attr: Attribution, inst: pd.DataFrame, by: str, stack_depth: int):
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # "<built-in method argmax of ... at 0x7f1a...>"
 
 
-def _stacks(attr: Attribution, rows: np.ndarray, depth: int) -> tuple[np.ndarray, pd.DataFrame]:
+def _stacks(attr: Attribution, rows: np.ndarray, depth: int) -> tuple[np.ndarray, dict]:
     """``outer > ... > op``: the operator and the names of up to ``depth - 1`` CPU events around
     it (operators, Python frames, annotations; not ``ProfilerStep#N``). The groups are found
     from the name codes of each level; the text is made once per group."""
@@ -73,14 +72,14 @@ def _stacks(attr: Attribution, rows: np.ndarray, depth: int) -> tuple[np.ndarray
         has = outer >= 0
         stack[has] = names[outer[has]] + " > " + stack[has]
     merged, texts = pd.factorize(stack)  # names holding " > " can give two groups one text
-    return merged[codes], pd.DataFrame({"stack": np.asarray(texts, dtype=object)})
+    return merged[codes], {"stack": np.asarray(texts, dtype=object)}
 
 
 def rank_summary(attr: Attribution, inst: pd.DataFrame, by: str = "name", stack_depth: int = 3):
     """One rank's groups with the summed columns (no percentages), plus the unowned rows."""
     codes, keys = group_of(attr, inst, by, stack_depth)
-    key_names = list(keys.columns)
-    n_groups = len(keys)
+    key_names = list(keys)
+    n_groups = len(keys[key_names[0]])
     ops_group = np.full(len(attr.parent_op), -1, np.int64)
     ops_group[inst["row"].to_numpy()] = codes
     owned = attr.owner >= 0
@@ -103,9 +102,10 @@ def rank_summary(attr: Attribution, inst: pd.DataFrame, by: str = "name", stack_
         "device_total_sum(us)": us(np.bincount(ug, dur[uk], minlength=n_groups)),
         "device_total(us)": us(_union(ug, attr.ts[uk], attr.end[uk], n_groups)),
     }
-    out = pd.DataFrame({**{name: keys[name] for name in key_names}, **sums})
-    unowned = _unowned(attr, key_names)
-    return pd.concat([out, unowned], ignore_index=True) if len(unowned) else out
+    for label, times in _unowned(attr):  # appended as rows of their own
+        keys = {k: np.append(v, label if k == key_names[0] else "") for k, v in keys.items()}
+        sums = {k: np.append(v, times[k]) for k, v in sums.items()}
+    return pd.DataFrame(keys | sums)
 
 
 def _union(group, ts, end, n) -> np.ndarray:
@@ -115,8 +115,9 @@ def _union(group, ts, end, n) -> np.ndarray:
     return out
 
 
-def _unowned(attr: Attribution, key_names: list[str]) -> pd.DataFrame:
-    """The ``[graph replay]`` / ``[no operator]`` rows: their GPU events, no host time."""
+def _unowned(attr: Attribution) -> list[tuple[str, dict]]:
+    """The ``[graph replay]`` / ``[no operator]`` rows: label and summed columns (their GPU
+    events, no host time)."""
     rows = []
     for kind, label in UNOWNED_LABELS.items():
         mask = attr.owner_kind == kind
@@ -125,10 +126,9 @@ def _unowned(attr: Attribution, key_names: list[str]) -> pd.DataFrame:
                 _union(np.zeros(int(mask.sum()), np.int64), attr.ts[mask], attr.end[mask], 1)[0]
             )
             total = us(int(attr.dur[mask].sum()))
-            keys = {k: "" for k in key_names} | {key_names[0]: label}
             times = dict(zip(SUMMED, (0, 0.0, 0.0, int(mask.sum()), total, span, total, span)))
-            rows.append(keys | times)
-    return pd.DataFrame(rows)
+            rows.append((label, times))
+    return rows
 
 
 def combine(parts: list[pd.DataFrame], total_gpu_us: float) -> pd.DataFrame:
@@ -140,19 +140,21 @@ def combine(parts: list[pd.DataFrame], total_gpu_us: float) -> pd.DataFrame:
         )
     keys = [c for c in parts[0].columns if c not in SUMMED]
     if len(parts) == 1:  # one rank's groups are distinct already
-        out = parts[0][[*keys, *SUMMED]]
+        out = parts[0]
     else:
         frame = pd.concat(parts, ignore_index=True)
         out = frame.groupby(keys, sort=False, dropna=False)[list(SUMMED)].sum().reset_index()
     # by device_self_sum(us), largest first (ties in order), then the unowned rows
     unowned = np.asarray(out[keys[0]].isin(UNOWNED_LABELS.values()))
     owned = np.flatnonzero(~unowned)
-    largest_first = np.argsort(-out["device_self_sum(us)"].to_numpy()[owned], kind="stable")
-    out = out.iloc[np.concatenate([owned[largest_first], np.flatnonzero(unowned)])]
-    out = out.reset_index(drop=True)
-    pct = 100.0 * out["device_self_sum(us)"] / (total_gpu_us or np.nan)  # no GPU work: NaN
-    out["device_self_pctg"] = pct.round(2)
-    out["cumulative_pctg"] = pct.cumsum().round(2)
-    out["calls"] = out["calls"].astype(np.int64)
-    out["kernels"] = out["kernels"].astype(np.int64)
-    return out
+    self_sum = out["device_self_sum(us)"].to_numpy()
+    largest_first = np.argsort(-self_sum[owned], kind="stable")
+    order = np.concatenate([owned[largest_first], np.flatnonzero(unowned)])
+    columns = {c: out[c].array.take(order) for c in keys}
+    columns |= {c: out[c].to_numpy()[order] for c in SUMMED}
+    pct = 100.0 * self_sum[order] / (total_gpu_us or np.nan)  # no GPU work: NaN
+    columns["device_self_pctg"] = pct.round(2)
+    columns["cumulative_pctg"] = pct.cumsum().round(2)
+    columns["calls"] = columns["calls"].astype(np.int64)
+    columns["kernels"] = columns["kernels"].astype(np.int64)
+    return pd.DataFrame(columns)
