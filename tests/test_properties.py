@@ -327,7 +327,7 @@ def test_shape_text_canonical_form_is_a_json_round_trip(value, spacing):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(min_value=0, max_value=2**40), max_size=60), st.booleans())
 def test_first_seen_numbering_matches_factorize(values, dense):
-    """Both ways of numbering codes by first appearance (a table for dense codes, a sort for
+    """Both ways of numbering codes by first appearance (a table for dense codes, a hash table for
     sparse ones) give what factorizing the values gives."""
     from hta_lite.load.columns import factorize, first_seen
 
@@ -467,3 +467,26 @@ def test_canonical_texts_of_a_column_equal_each_text_alone(values, spacing):
         None if v is None else json.dumps(v, indent=spacing, separators=separators) for v in values
     ]
     assert _canonical_texts(texts) == [None if t is None else _canonical_json(t) for t in texts]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(-1, 30), max_size=40),
+    st.lists(st.booleans(), min_size=40, max_size=40),
+    st.lists(st.integers(0, 39), max_size=20),
+)
+def test_nearest_ancestor_walks_up_to_the_closest_target(links, targets, picks):
+    """``nearest_ancestor`` gives what walking each row's parents one by one gives (a forest:
+    every parent row comes before its child)."""
+    from hta_lite.load.links import nearest_ancestor
+
+    parent = np.array([p if p < i else -1 for i, p in enumerate(links)], np.int64)
+    is_target = np.array(targets[: len(parent)], bool)
+    rows = np.array([r for r in picks if r < len(parent)], np.int64)
+    expected = []
+    for row in rows.tolist():
+        current = parent[row]
+        while current >= 0 and not is_target[current]:
+            current = parent[current]
+        expected.append(int(current))
+    assert nearest_ancestor(parent, is_target, rows).tolist() == expected

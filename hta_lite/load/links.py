@@ -184,13 +184,14 @@ def _by_start_longest_first(start_key: np.ndarray, end: np.ndarray) -> np.ndarra
 
 def nearest_ancestor(parent: np.ndarray, is_target: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """For each of ``rows``, the closest ancestor (following ``parent``) where ``is_target``
-    (-1: none)."""
-    current = gather(parent, rows, -1)
+    (-1: none). One level a step, over the rows still searching only."""
     result = np.full(len(rows), -1, np.int64)
-    pending = np.ones(len(rows), bool)
-    while pending.any():
-        hit = pending & (current >= 0) & gather(is_target, current, False)
-        result[hit] = current[hit]
-        pending &= ~hit & (current >= 0)
-        current = np.where(pending, gather(parent, current, -1), -1)
+    pending = np.arange(len(rows))
+    current = gather(parent, rows, -1)
+    while len(pending):
+        alive = current >= 0
+        pending, current = pending[alive], current[alive]
+        hit = is_target[current]
+        result[pending[hit]] = current[hit]
+        pending, current = pending[~hit], parent[current[~hit]]
     return result

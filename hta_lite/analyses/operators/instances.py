@@ -134,10 +134,10 @@ def instance_keys(
         if column == "shapes_from":
             codes.append(_shapes_from(trace, rows, forward))
             continue
-        values = trace.cpu[column]
-        own = values.cat.codes.to_numpy()[where[column]]
-        empty = np.flatnonzero(np.asarray(values.cat.categories == ""))  # at most one
-        codes.append(np.where(own >= 0, own, empty[0]) if len(empty) else own)
+        values = trace.cpu[column].array
+        own = values.codes[where[column]]
+        empty = values.categories.get_loc("") if "" in values.categories else -1
+        codes.append(np.where(own >= 0, own, empty) if empty >= 0 else own)
     group, first = combine_codes(codes)
     uniques = {}
     for column, column_codes in zip(columns, codes):
