@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -490,3 +491,66 @@ def test_nearest_ancestor_walks_up_to_the_closest_target(links, targets, picks):
             current = parent[current]
         expected.append(int(current))
     assert nearest_ancestor(parent, is_target, rows).tolist() == expected
+
+
+def _forward_by_merge(cpu: pd.DataFrame, flows: pd.DataFrame, is_op, depth) -> np.ndarray:
+    """The backward -> forward links of ``fwdbwd`` flows as first written, with pandas' merge,
+    sort, drop_duplicates and pivot: the oracle of the numpy version."""
+    rows = np.flatnonzero(is_op)
+    fwd_tid = cpu["fwd_thread_id"].to_numpy()[rows]
+    seq = cpu["sequence_number"].to_numpy()[rows]
+    ops = pd.DataFrame(
+        {"pid": cpu["pid"].to_numpy()[rows], "tid": cpu["tid"].to_numpy()[rows],
+         "ts": cpu["ts"].to_numpy()[rows], "row": rows,
+         "forward_like": (seq >= 0) & (fwd_tid == 0), "backward_like": (seq >= 0) & (fwd_tid > 0),
+         "depth": depth[rows]}
+    )  # fmt: skip
+    ends = pd.DataFrame({c: np.asarray(flows[c]) for c in ("pid", "tid", "ts", "id")})
+    ends["ph"] = np.asarray(flows["ph"], dtype=object)
+    hits = ends[ends["ph"].isin(("s", "f"))].merge(ops, on=["pid", "tid", "ts"])
+    hits["preferred"] = np.where(hits["ph"] == "s", hits["forward_like"], hits["backward_like"])
+    hits = hits.sort_values(["preferred", "depth"], ascending=[False, True], kind="stable")
+    pairs = hits.drop_duplicates(["id", "ph"]).pivot(index="id", columns="ph", values="row")
+    out = np.full(len(cpu), -1, np.int64)
+    if {"s", "f"} <= set(pairs.columns):
+        pairs = pairs.dropna()
+        out[pairs["f"].to_numpy(np.int64)] = pairs["s"].to_numpy(np.int64)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(st.integers(0, 1), st.integers(0, 3), st.integers(-1, 2), st.integers(0, 2),
+                  st.booleans(), st.integers(0, 3)),
+        max_size=30,
+    ),
+    flows=st.lists(
+        st.tuples(st.integers(0, 1), st.integers(0, 3), st.integers(0, 7),
+                  st.sampled_from(["s", "f", "t"])),
+        max_size=20,
+    ),
+)  # fmt: skip
+def test_forward_links_through_flows_match_a_merge(ops, flows):
+    """Backward -> forward operator links through ``fwdbwd`` flows (several operators and several
+    flow ends at one place, ties on depth, ids reached twice) are what joining the tables with
+    pandas gives."""
+    from hta_lite.analyses.operators.shapes import _by_flows
+
+    cpu = pd.DataFrame(
+        {"tid": [o[0] for o in ops], "ts": [o[1] for o in ops],
+         "sequence_number": [o[2] for o in ops], "fwd_thread_id": [o[3] for o in ops],
+         "pid": np.zeros(len(ops), np.int64)},
+        dtype=np.int64,
+    )  # fmt: skip
+    is_op = np.array([o[4] for o in ops], bool)
+    depth = np.array([o[5] for o in ops], np.int64)
+    flow = pd.DataFrame(
+        {"tid": [f[0] for f in flows], "ts": [f[1] for f in flows], "id": [f[2] for f in flows],
+         "pid": np.zeros(len(flows), np.int64)},
+        dtype=np.int64,
+    )  # fmt: skip
+    flow["ph"] = pd.Categorical([f[3] for f in flows])
+    linked = np.arange(len(flows))
+    expected = _forward_by_merge(cpu, flow, is_op, depth)
+    assert _by_flows(cpu, flow, linked, is_op, depth).tolist() == expected.tolist()

@@ -34,48 +34,52 @@ def forward_op(trace: RankTrace, is_op: np.ndarray, depth: np.ndarray) -> np.nda
     """Per ``cpu`` row: the row of its forward operator, -1 when it is not a linked backward
     operator."""
     flows = trace.flows
-    linked = flows[np.asarray(flows["cat"] == FWDBWD_FLOW_CATEGORY)] if len(flows) else flows
+    linked = np.flatnonzero(np.asarray(flows["cat"] == FWDBWD_FLOW_CATEGORY)) if len(flows) else []
     if len(linked):
-        return _by_flows(trace.cpu, linked, is_op, depth)
+        return _by_flows(trace.cpu, flows, linked, is_op, depth)
     return _by_sequence_number(trace.cpu, is_op)
 
 
-def _by_flows(cpu: pd.DataFrame, flows: pd.DataFrame, is_op, depth) -> np.ndarray:
+def _by_flows(cpu: pd.DataFrame, flows: pd.DataFrame, linked, is_op, depth) -> np.ndarray:
+    """Through the ``fwdbwd`` flows (rows ``linked`` of ``flows``): each end joined to the
+    operators that start where it sits (process, thread, time)."""
     rows = np.flatnonzero(is_op)
-    fwd_tid = cpu["fwd_thread_id"].to_numpy()[rows]
-    seq = cpu["sequence_number"].to_numpy()[rows]
-    ops = pd.DataFrame(
-        {
-            "pid": cpu["pid"].to_numpy()[rows],
-            "tid": cpu["tid"].to_numpy()[rows],
-            "ts": cpu["ts"].to_numpy()[rows],
-            "row": rows,
-            "forward_like": (seq >= 0) & (fwd_tid == 0),
-            "backward_like": (seq >= 0) & (fwd_tid > 0),
-            "depth": depth[rows],
-        }
-    )
-    ends = pd.DataFrame(
-        {
-            "pid": flows["pid"].to_numpy(),
-            "tid": flows["tid"].to_numpy(),
-            "ts": flows["ts"].to_numpy(),
-            "id": np.asarray(flows["id"]),
-            "ph": np.asarray(flows["ph"], dtype=object),
-        }
-    )
-    ends = ends[ends["ph"].isin(("s", "f"))]
-    hits = ends.merge(ops, on=["pid", "tid", "ts"])
-    # several operators start at the flow's time (nested ones): the one autograd recorded the
-    # link on carries a sequence number; else the outermost
-    hits["preferred"] = np.where(hits["ph"] == "s", hits["forward_like"], hits["backward_like"])
-    hits = hits.sort_values(["preferred", "depth"], ascending=[False, True], kind="stable")
-    first = hits.drop_duplicates(["id", "ph"])
-    pairs = first.pivot(index="id", columns="ph", values="row").dropna()
+    phase = np.asarray(flows["ph"], dtype=object)[linked]
+    ends = linked[(phase == "s") | (phase == "f")]
+    is_start = np.asarray(flows["ph"], dtype=object)[ends] == "s"
+    at = [np.concatenate([flows[c].to_numpy()[ends], cpu[c].to_numpy()[rows]]) for c in PLACE]
+    place = combine_codes([pd.factorize(values)[0] for values in at])[0]
+    place_end, place_op = place[: len(ends)], place[len(ends) :]
+    # every (end, operator) pair at one place: ends in order, then operators in row order
+    by_place = np.argsort(place_op, kind="stable")
+    low = np.searchsorted(place_op[by_place], place_end, "left")
+    count = np.searchsorted(place_op[by_place], place_end, "right") - low
+    end = np.repeat(np.arange(len(ends)), count)
+    op = by_place[np.repeat(low - np.cumsum(count) + count, count) + np.arange(count.sum())]
     out = np.full(len(cpu), -1, np.int64)
-    if {"s", "f"} <= set(pairs.columns):
-        out[pairs["f"].to_numpy(np.int64)] = pairs["s"].to_numpy(np.int64)
+    if not len(end):
+        return out
+    # several operators start at the flow's time (nested ones): the one autograd recorded the
+    # link on carries a sequence number; else the outermost; else the first
+    seq = cpu["sequence_number"].to_numpy()[rows[op]]
+    fwd_tid = cpu["fwd_thread_id"].to_numpy()[rows[op]]
+    preferred = (seq >= 0) & np.where(is_start[end], fwd_tid == 0, fwd_tid > 0)
+    ids, id_of_end = np.unique(flows["id"].to_numpy()[ends], return_inverse=True)
+    link_end = id_of_end.ravel()[end] * 2 + is_start[end]  # (id, start or finish)
+    order = np.lexsort((np.arange(len(end)), depth[rows[op]], ~preferred, link_end))
+    chosen = order[np.append(True, link_end[order][1:] != link_end[order][:-1])]
+    start_of, finish_of = np.full(len(ids), -1, np.int64), np.full(len(ids), -1, np.int64)
+    starts = is_start[end[chosen]]
+    start_of[id_of_end.ravel()[end[chosen[starts]]]] = rows[op[chosen[starts]]]
+    finish_of[id_of_end.ravel()[end[chosen[~starts]]]] = rows[op[chosen[~starts]]]
+    both = np.flatnonzero((start_of >= 0) & (finish_of >= 0))
+    # a finish reached from two flows: the later id's start, as before
+    last = len(both) - 1 - np.unique(finish_of[both][::-1], return_index=True)[1]
+    out[finish_of[both][last]] = start_of[both][last]
     return out
+
+
+PLACE = ("pid", "tid", "ts")
 
 
 def _by_sequence_number(cpu: pd.DataFrame, is_op: np.ndarray) -> np.ndarray:
