@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-import pandas as pd
 
 from ...kineto import CPU_OP_CATEGORY, GPU_WORK_CATEGORIES, GRAPH_LAUNCH_NAMES, memcpy_kind
 from ...load.links import gather, nearest_ancestor
 from ...load.rank_trace import RankTrace
+from ..common import one_of
 
 OPERATOR, GRAPH_REPLAY, NO_OPERATOR = "operator", "graph replay", "no operator"
 #: how tables name the GPU events no operator owns
@@ -51,11 +51,11 @@ class Attribution:
     @classmethod
     def of(cls, trace: RankTrace) -> Attribution:
         cpu, gpu = trace.cpu, trace.gpu
-        kernels = np.flatnonzero(np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES)))
+        kernels = np.flatnonzero(one_of(gpu["cat"], GPU_WORK_CATEGORIES))
         ts = gpu["ts"].to_numpy()[kernels]
         end = ts + gpu["dur"].to_numpy()[kernels]
         launch = gpu["launch_row"].to_numpy()[kernels]
-        by_graph = gather(np.asarray(cpu["name"].isin(GRAPH_LAUNCH_NAMES)), launch, False)
+        by_graph = gather(one_of(cpu["name"], GRAPH_LAUNCH_NAMES), launch, False)
         op = gather(cpu["op_row"].to_numpy(), launch, -1)
         owner = np.where(by_graph, -1, op)
         kind = np.where(by_graph, GRAPH_REPLAY, np.where(owner >= 0, OPERATOR, NO_OPERATOR))
@@ -93,12 +93,14 @@ class Attribution:
     def is_transfer(self) -> np.ndarray:
         """Per kernel: a copy between host and device or between devices (its roof is the link,
         not the device memory)."""
-        names = self.trace.gpu["name"]
-        kinds = pd.Series([memcpy_kind(str(c)) for c in names.cat.categories], dtype=object)
-        crossing = kinds.isin(("Memcpy HtoD", "Memcpy DtoH", "Memcpy PtoP")).to_numpy()
-        codes = names.cat.codes.to_numpy()[self.kernels]
-        copies = np.asarray(self.trace.gpu["cat"].isin(("gpu_memcpy", "Memcpy")))[self.kernels]
-        return copies & np.append(crossing, False)[codes]
+        copies = one_of(self.trace.gpu["cat"], ("gpu_memcpy", "Memcpy"))[self.kernels]
+        names = self.trace.gpu["name"].array
+        codes = names.codes[self.kernels]
+        crossing = np.zeros(len(names.categories) + 1, bool)  # the names copies have, once each
+        for code in np.unique(codes[copies]).tolist():
+            kind = memcpy_kind(str(names.categories[code])) if code >= 0 else None
+            crossing[code] = kind in ("Memcpy HtoD", "Memcpy DtoH", "Memcpy PtoP")
+        return copies & crossing[codes]
 
     @cached_property
     def op_depth(self) -> np.ndarray:

@@ -145,16 +145,15 @@ def combine(parts: list[pd.DataFrame], total_gpu_us: float) -> pd.DataFrame:
         frame = pd.concat(parts, ignore_index=True)
         out = frame.groupby(keys, sort=False, dropna=False)[list(SUMMED)].sum().reset_index()
     # by device_self_sum(us), largest first (ties in order), then the unowned rows
-    unowned = np.asarray(out[keys[0]].isin(UNOWNED_LABELS.values()))
+    unowned = np.asarray(out[keys[0]].array.isin(list(UNOWNED_LABELS.values())), bool)
     owned = np.flatnonzero(~unowned)
     self_sum = out["device_self_sum(us)"].to_numpy()
     largest_first = np.argsort(-self_sum[owned], kind="stable")
     order = np.concatenate([owned[largest_first], np.flatnonzero(unowned)])
-    columns = {c: out[c].array.take(order) for c in keys}
-    columns |= {c: out[c].to_numpy()[order] for c in SUMMED}
     pct = 100.0 * self_sum[order] / (total_gpu_us or np.nan)  # no GPU work: NaN
-    columns["device_self_pctg"] = pct.round(2)
-    columns["cumulative_pctg"] = pct.cumsum().round(2)
-    columns["calls"] = columns["calls"].astype(np.int64)
-    columns["kernels"] = columns["kernels"].astype(np.int64)
-    return pd.DataFrame(columns)
+    return out.take(order).reset_index(drop=True).assign(
+        calls=lambda t: t["calls"].astype(np.int64),
+        kernels=lambda t: t["kernels"].astype(np.int64),
+        device_self_pctg=pct.round(2),
+        cumulative_pctg=pct.cumsum().round(2),
+    )
