@@ -151,9 +151,13 @@ def combine(parts: list[pd.DataFrame], total_gpu_us: float) -> pd.DataFrame:
     largest_first = np.argsort(-self_sum[owned], kind="stable")
     order = np.concatenate([owned[largest_first], np.flatnonzero(unowned)])
     pct = 100.0 * self_sum[order] / (total_gpu_us or np.nan)  # no GPU work: NaN
-    return out.take(order).reset_index(drop=True).assign(
-        calls=lambda t: t["calls"].astype(np.int64),
-        kernels=lambda t: t["kernels"].astype(np.int64),
-        device_self_pctg=pct.round(2),
-        cumulative_pctg=pct.cumsum().round(2),
+    return (
+        out.take(order)
+        .reset_index(drop=True)
+        .assign(
+            calls=lambda t: t["calls"].astype(np.int64),
+            kernels=lambda t: t["kernels"].astype(np.int64),
+            device_self_pctg=pct.round(2),
+            cumulative_pctg=pct.cumsum().round(2),
+        )
     )
