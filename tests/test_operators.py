@@ -181,6 +181,21 @@ def test_unknown_device_says_so(tmp_path):
         analysis.get_operator_summary(by="module")
 
 
+def test_float32_product_faster_than_the_fp32_peak_is_measured_as_tf32(tmp_path):
+    """On H100 NVL (FP32 60, TF32 417.5 TFLOP/s) a float32 product at ~220 TFLOP/s ran as TF32:
+    its roof is TF32's, even where every other peak of the table is a whole number (pandas
+    refused to write 417.5 into the column of whole numbers: a TypeError before)."""
+    n = 8192
+    b = TraceBuilder()
+    b.cpu_op("aten::mm", 0, 10, **{"Input Dims": [[n, n], [n, n]], "Input type": ["float"] * 2})
+    _launch(b, "k", 1, 20, 5000)
+    analysis = TraceAnalysis(trace_dir=b.write(tmp_path / "t" / "r.json").parent, parallel=False)
+    row = analysis.get_operator_roofline(device="H100 NVL").iloc[0]
+    assert row["achieved_tflops"] == pytest.approx(2 * n**3 / 5000e-6 / 1e12)  # ~220
+    assert row["tf32_inferred"] and row["precision"] == "tf32" and row["peak_tflops"] == 417.5
+    assert row["roof_pctg"] == round(100 * row["achieved_tflops"] / 417.5, 2)
+
+
 # ---- FLOP models: shapes known by construction -------------------------------------------
 def work(name, dims, types, concrete=None, forward=False):
     return model(name, Inputs(dims, types, concrete), forward_inputs=forward)
