@@ -81,7 +81,7 @@ def starts_with(column: pd.Series, prefix: str) -> np.ndarray:
 
 def one_of(column: pd.Series, values) -> np.ndarray:
     """Per row of a categorical text ``column``: is its value among ``values`` (missing: False);
-    looked up once per value, 5-10x faster than ``Series.isin`` (which other columns take)."""
+    looked up once per value, 4-11x faster than ``Series.isin`` (which other columns take)."""
     if not isinstance(column.dtype, pd.CategoricalDtype):  # e.g. an empty table's column
         return np.asarray(column.isin(values), bool)
     categories = column.array.categories
