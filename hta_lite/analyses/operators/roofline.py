@@ -73,6 +73,7 @@ def roofline(inst: pd.DataFrame, devices: dict[int, DeviceSpec | None]) -> pd.Da
     inferred = (precision == "fp32") & (achieved > peak) & (tf32 > peak)
     if inferred.any():
         precision[inferred] = "tf32"
+        # whole-number peaks stay integers when the TF32 ones are whole too (as pandas kept them)
         peak = peak.astype(np.float64) if (tf32[inferred] % 1).any() else peak
         peak[inferred] = tf32[inferred]
     memory_tbps = np.array([s.memory_tbps if s else np.nan for s in specs], dtype=np.float64)
@@ -82,10 +83,10 @@ def roofline(inst: pd.DataFrame, devices: dict[int, DeviceSpec | None]) -> pd.Da
         # bytes-only groups (no FLOPs: copies, fills) are measured against the bandwidth alone
         ratio = np.where(flops <= 0, achieved_tbps / memory_tbps, achieved / attainable)
     bound = np.where(np.isnan(peak), "", np.where(memory_roof < peak, "memory", "compute"))
-    text["precision"] = pd.array(precision, dtype=text_dtype)
+    keys = {c: text[c][first] for c in GROUP} | {"precision": pd.array(precision, text_dtype)}
     return pd.DataFrame(
         {
-            **{c: text[c] if c == "precision" else text[c][first] for c in GROUP},
+            **keys,
             "calls": calls, "gpu_time(us)": time_us, "flops": flops, "bytes": nbytes,
             "achieved_tflops": achieved, "achieved_tbps": achieved_tbps, "intensity": intensity,
             "peak_tflops": peak, "tf32_inferred": inferred, "memory_tbps": memory_tbps,
