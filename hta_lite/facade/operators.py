@@ -100,12 +100,11 @@ class Operators:
 
     @staticmethod
     def _check_recorded(rank_ops: list[ops.RankOperators], by: str) -> None:
-        inst = [r.instances for r in rank_ops]
-        if by == "shape" and not any(i["input_dims"].notna().any() for i in inst):
+        if by == "shape" and not any((r.columns["input_dims"].codes >= 0).any() for r in rank_ops):
             raise MissingDataError(
                 None, "no operator has input shapes: record with record_shapes=True"
             )
-        if by == "module" and not any((i["module"] != "").any() for i in inst):
+        if by == "module" and not any((r.instances["module"] != "").any() for r in rank_ops):
             raise MissingDataError(
                 None, "no nn.Module events: record with with_stack=True or with_modules=True"
             )

@@ -11,24 +11,27 @@ The modules, in the order data flows through them:
 - :mod:`.devices`, :mod:`.roofline`: device peaks, roofline, targets, MFU;
 - :mod:`.efficiency`: kernel launch efficiency (CUPTI args).
 
-:class:`RankOperators` holds one rank's attribution and instances (computed once, reused by
-every table); the functions below take a list of them (one per rank).
+:class:`RankOperators` holds one rank's attribution and instance columns (computed once, reused
+by every table; the instance table's text is made only when a table shows it); the functions
+below take a list of them (one per rank).
 """
 
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 
+import numpy as np
 import pandas as pd
 
 from ...load.rank_trace import RankTrace
 from .attribution import Attribution
 from .devices import DEVICES, DeviceSpec, detect, resolve
 from .efficiency import kernel_efficiency
-from .instances import operator_instances
+from .instances import LazyText, as_table, instance_columns
 from .modules import combine_modules, rank_module_summary
-from .roofline import mfu, optimization_targets, roofline
+from .roofline import ROOFLINE_INPUTS, mfu, optimization_targets, roofline
 from .summaries import combine, rank_summary
 
 __all__ = [
@@ -40,12 +43,28 @@ __all__ = [
 @dataclass
 class RankOperators:
     attribution: Attribution
-    instances: pd.DataFrame
+    columns: dict  # the instance table's columns, text as LazyText
 
     @classmethod
     def of(cls, trace: RankTrace) -> RankOperators:
         attribution = Attribution.of(trace)
-        return cls(attribution, operator_instances(trace, attribution))
+        return cls(attribution, instance_columns(trace, attribution))
+
+    @cached_property
+    def instances(self) -> pd.DataFrame:
+        """The instance table (columns in :mod:`.instances`)."""
+        return as_table(self.columns)
+
+    def at(self, rows: np.ndarray, names: list[str]) -> pd.DataFrame:
+        """The instance table's ``names`` columns at ``rows`` (only their text made)."""
+        return pd.DataFrame(
+            {
+                c: self.columns[c].take(rows)
+                if isinstance(self.columns[c], LazyText)
+                else self.columns[c][rows]
+                for c in names
+            }
+        )
 
     @property
     def rank(self) -> int:
@@ -65,7 +84,7 @@ def operator_summary(ranks: list[RankOperators], by: str = "name", stack_depth: 
         return combine_modules(
             [rank_module_summary(r.attribution, r.instances) for r in ranks], total
         )
-    parts = [rank_summary(r.attribution, r.instances, by, stack_depth) for r in ranks]
+    parts = [rank_summary(r.attribution, r.columns, by, stack_depth) for r in ranks]
     return combine(parts, total)
 
 
@@ -93,8 +112,15 @@ def devices_of(traces: list[RankTrace], device: str | DeviceSpec | None = None):
 def roofline_table(ranks: list[RankOperators], devices: dict) -> pd.DataFrame:
     if not ranks:
         return pd.DataFrame()
-    inst = pd.concat([r.instances for r in ranks], ignore_index=True) if len(ranks) > 1 else None
-    return roofline(ranks[0].instances if inst is None else inst, devices)
+    # the counted calls that ran GPU work, the only rows the roofline reads (their text only)
+    parts = [
+        r.at(
+            np.flatnonzero(r.columns["counted"] & (r.columns["device_total(us)"] > 0)),
+            ROOFLINE_INPUTS,
+        )
+        for r in ranks
+    ]
+    return roofline(pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0], devices)
 
 
 def mfu_table(ranks: list[RankOperators], devices: dict, table: pd.DataFrame) -> pd.DataFrame:
@@ -104,4 +130,4 @@ def mfu_table(ranks: list[RankOperators], devices: dict, table: pd.DataFrame) ->
     tf32 = {
         r.rank: devices.get(r.rank) is not None and devices[r.rank].name in inferred for r in ranks
     }
-    return mfu([(r.attribution, r.instances) for r in ranks], devices, tf32)
+    return mfu([(r.attribution, r.columns) for r in ranks], devices, tf32)

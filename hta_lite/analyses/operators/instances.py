@@ -21,9 +21,16 @@ Columns:
   another device);
   ``counted``: modelled and inside no other modelled operator (what totals add up, so that
   ``aten::linear`` and the ``aten::addmm`` it calls count once).
+
+:func:`instance_columns` keeps the text columns as :class:`LazyText` (codes, and how to make the
+text): the summaries read codes, the roofline and MFU the text of the few rows they use, and
+:func:`operator_instances` makes the whole table.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -42,9 +49,44 @@ INPUT_COLUMNS = ("input_dims", "input_types", "concrete_inputs")
 SHAPES_FROM = ("forward", "own", "")  # the values of ``shapes_from``, by code
 
 
+@dataclass(frozen=True)
+class LazyText:
+    """A text column of the instance table, made only when read: ``take(rows)`` gives it at
+    those rows (all when None), as :func:`.text_array` makes a column; ``codes`` >= 0 where a
+    value was recorded (-1: missing)."""
+
+    make: Callable[[np.ndarray | None], object]
+    codes: np.ndarray
+
+    def take(self, rows: np.ndarray | None = None):
+        return self.make(rows)
+
+
+def _lazy_text(column: pd.Series, at: np.ndarray) -> LazyText:
+    """``column`` (categorical) at rows ``at``."""
+    return LazyText(
+        lambda rows: text_array(column, at if rows is None else at[rows]), column.array.codes[at]
+    )
+
+
+def _lazy_values(values: list, codes: np.ndarray) -> LazyText:
+    """``values[codes]``."""
+    return LazyText(lambda rows: text_column(values, codes if rows is None else codes[rows]), codes)
+
+
+def as_table(columns: dict) -> pd.DataFrame:
+    """The instance table of :func:`instance_columns`' columns, its text made."""
+    return pd.DataFrame({k: v.take() if isinstance(v, LazyText) else v for k, v in columns.items()})
+
+
 def operator_instances(trace: RankTrace, attribution: Attribution | None = None) -> pd.DataFrame:
     """The operator calls of one rank (columns in the module docstring)."""
-    attr = attribution or Attribution.of(trace)
+    return as_table(instance_columns(trace, attribution or Attribution.of(trace)))
+
+
+def instance_columns(trace: RankTrace, attr: Attribution) -> dict:
+    """The columns of :func:`operator_instances`, the text ones as :class:`LazyText` (the
+    summaries, roofline and MFU read their codes, or their text at a few rows)."""
     cpu = trace.cpu
     ops = attr.ops
     n = len(cpu)
@@ -58,7 +100,7 @@ def operator_instances(trace: RankTrace, attribution: Attribution | None = None)
     out = {
         "rank": np.full(len(ops), trace.rank, np.int64),
         "row": ops,
-        "name": text_array(cpu["name"], ops),
+        "name": _lazy_text(cpu["name"], ops),
         "iteration": cpu["iteration"].to_numpy()[ops],
         "tid": cpu["tid"].to_numpy()[ops],
         "ts": cpu["ts"].to_numpy()[ops],
@@ -75,7 +117,7 @@ def operator_instances(trace: RankTrace, attribution: Attribution | None = None)
     }
     out |= _inputs(trace, attr, ops)
     out |= _work(attr, out)
-    return pd.DataFrame(out)
+    return out
 
 
 def _sum(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
@@ -95,8 +137,8 @@ def _inputs(trace: RankTrace, attr: Attribution, ops: np.ndarray) -> dict:
     cpu = trace.cpu
     forward = forward_op(trace, attr.is_op, attr.op_depth)[ops]
     described_by = np.where(forward >= 0, forward, ops)
-    out = {column: text_array(cpu[column], described_by) for column in INPUT_COLUMNS}
-    out["shapes_from"] = text_column(SHAPES_FROM, _shapes_from(trace, ops, forward))
+    out = {column: _lazy_text(cpu[column], described_by) for column in INPUT_COLUMNS}
+    out["shapes_from"] = _lazy_values(SHAPES_FROM, _shapes_from(trace, ops, forward))
     out["forward_row"] = forward
     module_of, paths = module_paths(trace)
     # outside every module (a backward operator, or an operator it calls): the module of the
@@ -108,7 +150,7 @@ def _inputs(trace: RankTrace, attr: Attribution, ops: np.ndarray) -> dict:
     inherit = (module_row < 0) & (anchor >= 0)
     module_row[inherit] = module_of[forward_of[anchor[inherit]]]
     used, module_code = np.unique(module_row, return_inverse=True)
-    out["module"] = text_column([paths[r] if r >= 0 else "" for r in used], module_code.ravel())
+    out["module"] = _lazy_values([paths[r] if r >= 0 else "" for r in used], module_code.ravel())
     return out
 
 
@@ -176,8 +218,8 @@ def _work(attr: Attribution, inst: dict) -> dict:
     out = {"flops": np.where(transfer, np.nan, flops[codes])}
     out["bytes"] = np.where(transfer, np.nan, nbytes[codes])
     described = np.where(transfer, len(works), codes)  # the last value: a transfer's
-    out["precision"] = text_column([w.precision if w else "" for w in works] + [""], described)
-    out["kind"] = text_column([w.kind if w else "" for w in works] + ["transfer"], described)
+    out["precision"] = _lazy_values([w.precision if w else "" for w in works] + [""], described)
+    out["kind"] = _lazy_values([w.kind if w else "" for w in works] + ["transfer"], described)
     modelled = np.zeros(len(attr.parent_op), bool)
     modelled[rows] = ~np.isnan(out["flops"])
     inside = nearest_ancestor(attr.parent_op, modelled, rows) >= 0

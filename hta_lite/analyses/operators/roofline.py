@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from pandas.arrays import NumpyExtensionArray
 
 from ...load.columns import combine_codes
 from ..common import NS_PER_US
@@ -17,6 +18,8 @@ from .devices import DeviceSpec
 from .work import MATRIX_KINDS
 
 GROUP = ["device", "name", "input_dims", "input_types", "precision", "kind"]
+#: the instance columns :func:`roofline` reads
+ROOFLINE_INPUTS = ["rank", *GROUP[1:], "counted", "device_total(us)", "flops", "bytes"]
 
 
 def roofline(inst: pd.DataFrame, devices: dict[int, DeviceSpec | None]) -> pd.DataFrame:
@@ -44,7 +47,9 @@ def roofline(inst: pd.DataFrame, devices: dict[int, DeviceSpec | None]) -> pd.Da
     for column in GROUP[1:]:
         values = inst[column].array.take(rows)
         text[column] = values.fillna("") if column in ("input_dims", "input_types") else values
-    group, first = combine_codes([pd.factorize(values)[0] for values in text.values()])
+    # (pandas 2 keeps object text in NumpyExtensionArray, which its factorize warns about)
+    plain = [v.to_numpy() if isinstance(v, NumpyExtensionArray) else v for v in text.values()]
+    group, first = combine_codes([pd.factorize(values)[0] for values in plain])
     sums = (
         pd.DataFrame(  # pandas' sums (compensated), as before: the same last bits
             {c: inst[c].to_numpy()[rows] for c in ("device_total(us)", "flops", "bytes")}
@@ -107,31 +112,33 @@ def optimization_targets(table: pd.DataFrame, top: int = 10) -> pd.DataFrame:
 def mfu(traces_inst: list, devices: dict[int, DeviceSpec | None], tf32_ranks: dict) -> pd.DataFrame:
     """Model FLOPs utilization per (rank, ProfilerStep).
 
-    ``traces_inst``: ``(attribution, instances)`` per rank. Columns: ``rank``, ``step`` (-1: the
-    whole trace, when it has no ProfilerStep), ``step_time(us)`` (the step's wall time on the
-    CPU), ``matrix_flops`` (counted matrix products, convolutions, attention), ``other_flops``,
-    ``achieved_tflops`` (matrix FLOPs over the step time), ``precision`` (the one with most
-    matrix FLOPs on the rank; float32 counts as TF32 on the ranks in ``tf32_ranks``, where a
-    product ran faster than the FP32 peak), ``peak_tflops`` (dense, that precision), ``mfu_pctg``,
-    ``gpu_time(us)`` (GPU work launched in the step), ``modelled_gpu_pctg`` (the share of it
-    under a counted call: an MFU built on part of the kernels says how much), ``device``.
+    ``traces_inst``: ``(attribution, instance columns)`` per rank (:mod:`.instances`). Columns:
+    ``rank``, ``step`` (-1: the whole trace, when it has no ProfilerStep), ``step_time(us)``
+    (the step's wall time on the CPU), ``matrix_flops`` (counted matrix products, convolutions,
+    attention), ``other_flops``, ``achieved_tflops`` (matrix FLOPs over the step time),
+    ``precision`` (the one with most matrix FLOPs on the rank; float32 counts as TF32 on the
+    ranks in ``tf32_ranks``, where a product ran faster than the FP32 peak), ``peak_tflops``
+    (dense, that precision), ``mfu_pctg``, ``gpu_time(us)`` (GPU work launched in the step),
+    ``modelled_gpu_pctg`` (the share of it under a counted call: an MFU built on part of the
+    kernels says how much), ``device``.
     """
     rows = []
     for attr, inst in traces_inst:
         rank = attr.trace.rank
         device = devices.get(rank)
-        counted = np.flatnonzero(inst["counted"].to_numpy())
-        flops = inst["flops"].to_numpy()[counted]
-        matrix = inst["kind"].isin(MATRIX_KINDS).to_numpy()[counted]
-        of_call, precisions = pd.factorize(inst["precision"].array.take(counted[matrix]))
+        counted = np.flatnonzero(inst["counted"])
+        flops = inst["flops"][counted]
+        kinds = pd.Series(inst["kind"].take(counted), dtype=object)
+        matrix = kinds.isin(MATRIX_KINDS).to_numpy()
+        of_call, precisions = pd.factorize(inst["precision"].take(counted[matrix]))
         by_precision = np.bincount(of_call, flops[matrix], minlength=len(precisions))
         named = np.argsort(np.asarray(precisions, object))  # ties: the first name, as groupby
         precision = str(precisions[named[np.argmax(by_precision[named])]]) if len(named) else ""
         if precision == "fp32" and device is not None and tf32_ranks.get(rank):
             precision = "tf32"
         peak = device.peak_tflops(precision) if device is not None and precision else np.nan
-        covered = _covered_kernels(attr, inst["row"].to_numpy()[counted])
-        call_step = inst["iteration"].to_numpy()[counted]
+        covered = _covered_kernels(attr, inst["row"][counted])
+        call_step = inst["iteration"][counted]
         kernel_step = attr.trace.gpu["iteration"].to_numpy()[attr.kernels]
         for step, dur in _windows(attr):
             in_step = call_step == step if step >= 0 else np.ones(len(counted), bool)

@@ -39,7 +39,7 @@ def group_of(attr: Attribution, inst: pd.DataFrame, by: str, stack_depth: int):
     if by in GROUPINGS:
         return instance_keys(attr.trace, inst, GROUPINGS[by])
     if by == "stack":
-        return _stacks(attr, inst["row"].to_numpy(), stack_depth)
+        return _stacks(attr, np.asarray(inst["row"]), stack_depth)
     raise SelectionError(None, f"by must be one of {[*GROUPINGS, 'stack', 'module']}, not {by!r}")
 
 
@@ -81,7 +81,7 @@ def rank_summary(attr: Attribution, inst: pd.DataFrame, by: str = "name", stack_
     key_names = list(keys)
     n_groups = len(keys[key_names[0]])
     ops_group = np.full(len(attr.parent_op), -1, np.int64)
-    ops_group[inst["row"].to_numpy()] = codes
+    ops_group[np.asarray(inst["row"])] = codes
     owned = attr.owner >= 0
     self_group = ops_group[attr.owner[owned]]
     pair_k, pair_op = attr.pairs
@@ -93,7 +93,7 @@ def rank_summary(attr: Attribution, inst: pd.DataFrame, by: str = "name", stack_
     sums = {
         "calls": np.bincount(codes, minlength=n_groups),
         **{
-            column: np.bincount(codes, weights=inst[column].to_numpy(), minlength=n_groups)
+            column: np.bincount(codes, weights=np.asarray(inst[column]), minlength=n_groups)
             for column in ("host_self(us)", "host_total(us)")
         },
         "kernels": np.bincount(self_group, minlength=n_groups),
