@@ -4,9 +4,11 @@ answer is known by construction and against real GEMMs / attention calls checked
 from __future__ import annotations
 
 import math
+import pickle
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import SAMPLES, SHARED, needs_shared
 from synth import TraceBuilder
@@ -194,6 +196,17 @@ def test_float32_product_faster_than_the_fp32_peak_is_measured_as_tf32(tmp_path)
     assert row["achieved_tflops"] == pytest.approx(2 * n**3 / 5000e-6 / 1e12)  # ~220
     assert row["tf32_inferred"] and row["precision"] == "tf32" and row["peak_tflops"] == 417.5
     assert row["roof_pctg"] == round(100 * row["achieved_tflops"] / 417.5, 2)
+
+
+def test_analysis_pickles_after_the_operator_view(tmp_path):
+    """The operator view's per-rank state (its text kept as codes until shown) travels with the
+    analysis through pickle (a process pool, a notebook's cache) and gives the same tables."""
+    analysis = build(tmp_path)
+    summary, roof = analysis.get_operator_summary(by="shape"), analysis.get_operator_roofline()
+    again = pickle.loads(pickle.dumps(analysis))
+    pd.testing.assert_frame_equal(again.get_operator_summary(by="shape"), summary)
+    pd.testing.assert_frame_equal(again.get_operator_roofline(), roof)
+    pd.testing.assert_frame_equal(again.get_operator_instances(), analysis.get_operator_instances())
 
 
 # ---- FLOP models: shapes known by construction -------------------------------------------

@@ -29,7 +29,6 @@ text): the summaries read codes, the roofline and MFU the text of the few rows t
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,26 +51,22 @@ SHAPES_FROM = ("forward", "own", "")  # the values of ``shapes_from``, by code
 @dataclass(frozen=True)
 class LazyText:
     """A text column of the instance table, made only when read: ``take(rows)`` gives it at
-    those rows (all when None), as :func:`.text_array` makes a column; ``codes`` >= 0 where a
-    value was recorded (-1: missing)."""
+    those rows (all when None), as :func:`.text_array` makes a column. ``source``: a categorical
+    ``trace.cpu`` column read at rows ``at``, or a few values read at codes ``at``."""
 
-    make: Callable[[np.ndarray | None], object]
-    codes: np.ndarray
+    source: pd.Series | list | tuple
+    at: np.ndarray
 
     def take(self, rows: np.ndarray | None = None):
-        return self.make(rows)
+        at = self.at if rows is None else self.at[rows]
+        if isinstance(self.source, pd.Series):
+            return text_array(self.source, at)
+        return text_column(self.source, at)
 
-
-def _lazy_text(column: pd.Series, at: np.ndarray) -> LazyText:
-    """``column`` (categorical) at rows ``at``."""
-    return LazyText(
-        lambda rows: text_array(column, at if rows is None else at[rows]), column.array.codes[at]
-    )
-
-
-def _lazy_values(values: list, codes: np.ndarray) -> LazyText:
-    """``values[codes]``."""
-    return LazyText(lambda rows: text_column(values, codes if rows is None else codes[rows]), codes)
+    @property
+    def codes(self) -> np.ndarray:
+        """>= 0 where a value was recorded (-1: missing)."""
+        return self.source.array.codes[self.at] if isinstance(self.source, pd.Series) else self.at
 
 
 def as_table(columns: dict) -> pd.DataFrame:
@@ -100,7 +95,7 @@ def instance_columns(trace: RankTrace, attr: Attribution) -> dict:
     out = {
         "rank": np.full(len(ops), trace.rank, np.int64),
         "row": ops,
-        "name": _lazy_text(cpu["name"], ops),
+        "name": LazyText(cpu["name"], ops),
         "iteration": cpu["iteration"].to_numpy()[ops],
         "tid": cpu["tid"].to_numpy()[ops],
         "ts": cpu["ts"].to_numpy()[ops],
@@ -137,8 +132,8 @@ def _inputs(trace: RankTrace, attr: Attribution, ops: np.ndarray) -> dict:
     cpu = trace.cpu
     forward = forward_op(trace, attr.is_op, attr.op_depth)[ops]
     described_by = np.where(forward >= 0, forward, ops)
-    out = {column: _lazy_text(cpu[column], described_by) for column in INPUT_COLUMNS}
-    out["shapes_from"] = _lazy_values(SHAPES_FROM, _shapes_from(trace, ops, forward))
+    out = {column: LazyText(cpu[column], described_by) for column in INPUT_COLUMNS}
+    out["shapes_from"] = LazyText(SHAPES_FROM, _shapes_from(trace, ops, forward))
     out["forward_row"] = forward
     module_of, paths = module_paths(trace)
     # outside every module (a backward operator, or an operator it calls): the module of the
@@ -150,7 +145,7 @@ def _inputs(trace: RankTrace, attr: Attribution, ops: np.ndarray) -> dict:
     inherit = (module_row < 0) & (anchor >= 0)
     module_row[inherit] = module_of[forward_of[anchor[inherit]]]
     used, module_code = np.unique(module_row, return_inverse=True)
-    out["module"] = _lazy_values([paths[r] if r >= 0 else "" for r in used], module_code.ravel())
+    out["module"] = LazyText([paths[r] if r >= 0 else "" for r in used], module_code.ravel())
     return out
 
 
@@ -218,8 +213,8 @@ def _work(attr: Attribution, inst: dict) -> dict:
     out = {"flops": np.where(transfer, np.nan, flops[codes])}
     out["bytes"] = np.where(transfer, np.nan, nbytes[codes])
     described = np.where(transfer, len(works), codes)  # the last value: a transfer's
-    out["precision"] = _lazy_values([w.precision if w else "" for w in works] + [""], described)
-    out["kind"] = _lazy_values([w.kind if w else "" for w in works] + ["transfer"], described)
+    out["precision"] = LazyText([w.precision if w else "" for w in works] + [""], described)
+    out["kind"] = LazyText([w.kind if w else "" for w in works] + ["transfer"], described)
     modelled = np.zeros(len(attr.parent_op), bool)
     modelled[rows] = ~np.isnan(out["flops"])
     inside = nearest_ancestor(attr.parent_op, modelled, rows) >= 0
