@@ -24,7 +24,7 @@ Columns:
 
 :func:`instance_columns` keeps the text columns as :class:`LazyText` (codes, and how to make the
 text): the summaries read codes, the roofline and MFU the text of the few rows they use, and
-:func:`operator_instances` makes the whole table.
+:func:`as_table` makes the whole table.
 """
 
 from __future__ import annotations
@@ -74,14 +74,10 @@ def as_table(columns: dict) -> pd.DataFrame:
     return pd.DataFrame({k: v.take() if isinstance(v, LazyText) else v for k, v in columns.items()})
 
 
-def operator_instances(trace: RankTrace, attribution: Attribution | None = None) -> pd.DataFrame:
-    """The operator calls of one rank (columns in the module docstring)."""
-    return as_table(instance_columns(trace, attribution or Attribution.of(trace)))
-
-
 def instance_columns(trace: RankTrace, attr: Attribution) -> dict:
-    """The columns of :func:`operator_instances`, the text ones as :class:`LazyText` (the
-    summaries, roofline and MFU read their codes, or their text at a few rows)."""
+    """The operator calls of one rank as columns (see the module docstring), the text ones as
+    :class:`LazyText` (the summaries, roofline and MFU read their codes, or their text at a few
+    rows)."""
     cpu = trace.cpu
     ops = attr.ops
     n = len(cpu)
