@@ -30,6 +30,7 @@ text): the summaries read codes, the roofline and MFU the text of the few rows t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -42,7 +43,7 @@ from ..common import text_array, text_column, text_values, us
 from .attribution import Attribution
 from .flops import is_modelled, model
 from .shapes import forward_op, module_paths, parse
-from .work import Inputs
+from .work import Inputs, Work
 
 INPUT_COLUMNS = ("input_dims", "input_types", "concrete_inputs")
 SHAPES_FROM = ("forward", "own", "")  # the values of ``shapes_from``, by code
@@ -182,21 +183,22 @@ def instance_keys(
     return group, uniques
 
 
+@lru_cache(maxsize=65536)
+def _work_of(name: str, dims: str, types: str, concrete: str, source: str) -> Work | None:
+    """The work of one distinct call, modelled once per process (every rank of a job repeats
+    the same shapes; :class:`.Work` is immutable)."""
+    if not is_modelled(name):  # the inputs of the others are not read
+        return None
+    inputs = Inputs(parse(dims or None) or [], parse(types or None) or [], parse(concrete or None))
+    return model(name, inputs, forward_inputs=source == "forward")
+
+
 def _work(attr: Attribution, inst: dict) -> dict:
     """The columns of the FLOPs / bytes per call (``inst``: the columns so far), each distinct
     (name, inputs) modelled once."""
     keys = ["name", *INPUT_COLUMNS, "shapes_from"]
     codes, uniques = instance_keys(attr.trace, inst, keys)
-    works = [
-        model(
-            name,
-            Inputs(parse(dims or None) or [], parse(types or None) or [], parse(conc or None)),
-            forward_inputs=source == "forward",
-        )
-        if is_modelled(name)  # the inputs of the others are not read
-        else None
-        for name, dims, types, conc, source in zip(*uniques.values())
-    ]
+    works = [_work_of(*key) for key in zip(*uniques.values())]
     flops = np.array([w.flops if w else np.nan for w in works] + [np.nan])
     nbytes = np.array([w.bytes if w else np.nan for w in works] + [np.nan])
     # a call that moves data between host and device (or devices) runs at the link's speed,
