@@ -29,7 +29,7 @@ from ...load.rank_trace import RankTrace
 from .attribution import Attribution
 from .devices import DEVICES, DeviceSpec, detect, resolve
 from .efficiency import kernel_efficiency
-from .instances import LazyText, as_table, instance_columns
+from .instances import as_table, instance_columns
 from .modules import combine_modules, rank_module_summary
 from .roofline import ROOFLINE_INPUTS, mfu, optimization_targets, roofline
 from .summaries import combine, rank_summary
@@ -54,17 +54,6 @@ class RankOperators:
     def instances(self) -> pd.DataFrame:
         """The instance table (columns in :mod:`.instances`)."""
         return as_table(self.columns)
-
-    def at(self, rows: np.ndarray, names: list[str]) -> pd.DataFrame:
-        """The instance table's ``names`` columns at ``rows`` (only their text made)."""
-        return pd.DataFrame(
-            {
-                c: self.columns[c].take(rows)
-                if isinstance(self.columns[c], LazyText)
-                else self.columns[c][rows]
-                for c in names
-            }
-        )
 
     @property
     def rank(self) -> int:
@@ -112,14 +101,10 @@ def devices_of(traces: list[RankTrace], device: str | DeviceSpec | None = None):
 def roofline_table(ranks: list[RankOperators], devices: dict) -> pd.DataFrame:
     if not ranks:
         return pd.DataFrame()
-    # the counted calls that ran GPU work, the only rows the roofline reads (their text only)
-    parts = [
-        r.at(
-            np.flatnonzero(r.columns["counted"] & (r.columns["device_total(us)"] > 0)),
-            ROOFLINE_INPUTS,
-        )
-        for r in ranks
-    ]
+    parts = []
+    for r in ranks:  # the counted calls that ran GPU work, the only rows the roofline reads
+        rows = np.flatnonzero(r.columns["counted"] & (r.columns["device_total(us)"] > 0))
+        parts.append(as_table({c: r.columns[c] for c in ROOFLINE_INPUTS}, rows))
     return roofline(pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0], devices)
 
 

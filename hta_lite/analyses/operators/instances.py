@@ -70,9 +70,15 @@ class LazyText:
         return self.source.array.codes[self.at] if isinstance(self.source, pd.Series) else self.at
 
 
-def as_table(columns: dict) -> pd.DataFrame:
-    """The instance table of :func:`instance_columns`' columns, its text made."""
-    return pd.DataFrame({k: v.take() if isinstance(v, LazyText) else v for k, v in columns.items()})
+def as_table(columns: dict, rows: np.ndarray | None = None) -> pd.DataFrame:
+    """The instance table of :func:`instance_columns`' columns (at ``rows``: all when None), its
+    text made."""
+    return pd.DataFrame(
+        {
+            k: v.take(rows) if isinstance(v, LazyText) else v if rows is None else v[rows]
+            for k, v in columns.items()
+        }
+    )
 
 
 def instance_columns(trace: RankTrace, attr: Attribution) -> dict:

@@ -44,9 +44,9 @@ def _by_flows(cpu: pd.DataFrame, flows: pd.DataFrame, linked, is_op, depth) -> n
     """Through the ``fwdbwd`` flows (rows ``linked`` of ``flows``): each end joined to the
     operators that start where it sits (process, thread, time)."""
     rows = np.flatnonzero(is_op)
-    phase = np.asarray(flows["ph"], dtype=object)[linked]
-    ends = linked[(phase == "s") | (phase == "f")]
-    is_start = np.asarray(flows["ph"], dtype=object)[ends] == "s"
+    phase = np.asarray(flows["ph"], dtype=object)
+    ends = linked[(phase[linked] == "s") | (phase[linked] == "f")]
+    is_start = phase[ends] == "s"
     at = [np.concatenate([flows[c].to_numpy()[ends], cpu[c].to_numpy()[rows]]) for c in PLACE]
     place = combine_codes([pd.factorize(values)[0] for values in at])[0]
     place_end, place_op = place[: len(ends)], place[len(ends) :]
@@ -68,10 +68,10 @@ def _by_flows(cpu: pd.DataFrame, flows: pd.DataFrame, linked, is_op, depth) -> n
     link_end = id_of_end.ravel()[end] * 2 + is_start[end]  # (id, start or finish)
     order = np.lexsort((np.arange(len(end)), depth[rows[op]], ~preferred, link_end))
     chosen = order[np.append(True, link_end[order][1:] != link_end[order][:-1])]
+    flow_id, row, starts = link_end[chosen] // 2, rows[op[chosen]], is_start[end[chosen]]
     start_of, finish_of = np.full(len(ids), -1, np.int64), np.full(len(ids), -1, np.int64)
-    starts = is_start[end[chosen]]
-    start_of[id_of_end.ravel()[end[chosen[starts]]]] = rows[op[chosen[starts]]]
-    finish_of[id_of_end.ravel()[end[chosen[~starts]]]] = rows[op[chosen[~starts]]]
+    start_of[flow_id[starts]] = row[starts]
+    finish_of[flow_id[~starts]] = row[~starts]
     both = np.flatnonzero((start_of >= 0) & (finish_of >= 0))
     # a finish reached from two flows: the later id's start, as before
     last = len(both) - 1 - np.unique(finish_of[both][::-1], return_index=True)[1]
