@@ -131,6 +131,8 @@ static unsigned char IS_SPACE[256]; /* JSON whitespace: space, \n, \r, \t */
 
 static inline void skip_ws(Parser *ps) {
     const unsigned char *p = (const unsigned char *)ps->p, *end = (const unsigned char *)ps->end;
+    if (p == end || !IS_SPACE[*p]) return; /* most calls: nothing to skip */
+    p++;
     while (p < end && IS_SPACE[*p]) p++;
     ps->p = (const char *)p;
 }
@@ -305,6 +307,32 @@ static int cache_grow(Parser *ps) {
     return 0;
 }
 
+/* The bytes of s[0..len) as a word (len <= 8), without reading past them: equal bytes and
+   length, equal words (loads of 4 / 2 / 1 bytes, overlapping; no call to memcpy). */
+static inline uint64_t short_word(const char *s, Py_ssize_t len) {
+    uint32_t a, b;
+    if (len >= 4) {
+        memcpy(&a, s, 4);
+        memcpy(&b, s + len - 4, 4);
+        return a | (uint64_t)b << 32;
+    }
+    if (len == 0) return 0;
+    return (uint64_t)(unsigned char)s[0] | (uint64_t)(unsigned char)s[len / 2] << 8 |
+           (uint64_t)(unsigned char)s[len - 1] << 16;
+}
+
+/* a[0..len) == b[0..len): inline for the short strings of a trace (keys, names), memcmp beyond. */
+static inline int same_bytes(const char *a, const char *b, Py_ssize_t len) {
+    uint64_t x, y, u, v;
+    if (len <= 8) return short_word(a, len) == short_word(b, len);
+    if (len > 16) return memcmp(a, b, len) == 0;
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    memcpy(&u, a + len - 8, 8);
+    memcpy(&v, b + len - 8, 8);
+    return ((x ^ y) | (u ^ v)) == 0;
+}
+
 /* 64-bit hash of bytes, seeded per process, every input bit mixed into the low bits the table
    uses (murmur3's finalizer after a multiply-xor pass over 8-byte words). */
 static inline uint64_t mix64(uint64_t h) {
@@ -323,8 +351,7 @@ static uint64_t hash_bytes(uint64_t seed, const char *s, Py_ssize_t len) {
         memcpy(&word, s + i, 8);
         h = mix64(h ^ word);
     }
-    word = 0;
-    memcpy(&word, s + i, (size_t)(len - i));
+    word = short_word(s + i, len - i);
     return mix64(h ^ word ^ ((uint64_t)(len - i) << 56));
 }
 
@@ -336,7 +363,7 @@ static PyObject *cached_str(Parser *ps, const char *s, Py_ssize_t len) {
         ps->probes++;
         CacheEntry *e = &ps->cache[j];
         if (!e->obj) break;
-        if (e->hash == h && e->len == len && memcmp(e->ptr, s, len) == 0) {
+        if (e->hash == h && e->len == len && same_bytes(e->ptr, s, len)) {
             Py_INCREF(e->obj);
             return e->obj;
         }
@@ -748,7 +775,7 @@ static int find_field(const FieldIndex *index, const char *key, Py_ssize_t len) 
     const FieldSpec *specs = index->specs;
     if (len < LEN_SLOTS) {
         for (int i = index->first_of_len[len]; i >= 0; i = specs[i].next_same_len)
-            if (specs[i].key[0] == key[0] && memcmp(specs[i].key, key, len) == 0) return i;
+            if (specs[i].key[0] == key[0] && same_bytes(specs[i].key, key, len)) return i;
         return -1;
     }
     for (size_t i = 0; i < index->n; i++)

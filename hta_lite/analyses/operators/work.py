@@ -26,9 +26,14 @@ class Inputs:
     def __init__(self, dims: list, types: list, concrete: list | None):
         self.dims, self.types = dims, types
         self.concrete = concrete or []
+        # the tensor inputs, found once: the models ask about each input several times
+        self._tensors = [
+            i for i, t in enumerate(types[: len(dims)]) if isinstance(t, str) and t in DTYPE_BYTES
+        ]
+        self._is_tensor = frozenset(self._tensors)
 
     def is_tensor(self, i: int) -> bool:
-        return i < len(self.types) and self.types[i] in DTYPE_BYTES and i < len(self.dims)
+        return i in self._is_tensor
 
     def shape(self, i: int) -> list:
         return self.dims[i] if self.is_tensor(i) else []
@@ -43,14 +48,14 @@ class Inputs:
         return self.numel(i) * self.elt(i)
 
     def tensors(self) -> list[int]:
-        return [i for i in range(len(self.types)) if self.is_tensor(i)]
+        return list(self._tensors)
 
     def precision(self) -> str:
-        for i in self.tensors():
+        for i in self._tensors:
             p = DTYPE_PRECISION.get(self.types[i], "")
             if p.startswith("fp") or p in ("bf16", "tf32"):
                 return p
-        return DTYPE_PRECISION.get(self.types[self.tensors()[0]], "") if self.tensors() else ""
+        return DTYPE_PRECISION.get(self.types[self._tensors[0]], "") if self._tensors else ""
 
     def value(self, i: int, default=None):
         """A concrete input parsed (``"[1, 1]"`` -> [1, 1], ``"True"`` -> True), else default."""
