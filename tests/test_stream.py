@@ -76,9 +76,13 @@ def test_tables_equal_the_whole_text_path(path, monkeypatch):
     whole = rank_trace.parse_file(path)
     monkeypatch.setattr(stream, "MIN_FILE_BYTES", 0)
     monkeypatch.setattr(stream, "PIECE_BYTES", 1 << 16)
-    pieces = rank_trace.parse_file(path)
-    assert trace_digests(pieces) == trace_digests(whole)
-    assert (pieces.health, pieces.metadata, pieces.events_read) == (
+    _assert_same_trace(rank_trace.parse_file(path), whole)
+
+
+def _assert_same_trace(trace, whole) -> None:
+    """The same tables, health, metadata and event counts."""
+    assert trace_digests(trace) == trace_digests(whole)
+    assert (trace.health, trace.metadata, trace.events_read) == (
         whole.health,
         whole.metadata,
         whole.events_read,
@@ -174,3 +178,95 @@ def test_the_whole_text_is_never_in_memory(tmp_path, monkeypatch):
         tracemalloc.stop()
         assert len(decoded.events) == 80_000
     assert size > 10e6 and peaks[0] < peaks[1] - 0.75 * size  # a piece and a cut event held
+
+
+def _split_everywhere(monkeypatch, piece: int = 1 << 16) -> list[bool]:
+    """Every file through the pieces path with a second thread (whatever this machine's CPUs);
+    returns the list the joins of the two threads' events are recorded in."""
+    monkeypatch.setattr(stream, "MIN_FILE_BYTES", 0)
+    monkeypatch.setattr(stream, "PIECE_BYTES", piece)
+    monkeypatch.setattr(stream, "_two_threads", lambda size: True)
+    joins: list[bool] = []
+    fast = dec._fastjson
+
+    class Spy:  # the C module, its joins recorded
+        def __getattr__(self, name):
+            return getattr(fast, name)
+
+        def stream_join(self, first, second):
+            joins.append(fast.stream_join(first, second))
+            return joins[-1]
+
+    monkeypatch.setattr(dec, "_fastjson", Spy())
+    return joins
+
+
+@pytest.mark.parametrize("path", list(_cases().values()), ids=list(_cases()))
+def test_two_threads_give_the_tables_of_one(path, monkeypatch):
+    """Every file of the repository and the workspace read by two threads (the second from the
+    first event after the middle): the tables, health and metadata of the whole-text path."""
+    whole = rank_trace.parse_file(path)
+    joins = _split_everywhere(monkeypatch)
+    _assert_same_trace(rank_trace.parse_file(path), whole)
+    assert joins in ([], [True])  # one join, or none (e.g. a one-line text: no line to start at)
+
+
+def test_the_second_thread_joins_on_kineto_layout(tmp_path, monkeypatch):
+    events = json.loads(_events_text(300))
+    text = b'{"traceEvents": [\n' + b",\n".join(b"  " + json.dumps(e).encode() for e in events)
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(text + b'\n], "traceName": "x"}'))
+    whole = trace_digests(rank_trace.parse_file(path))
+    joins = _split_everywhere(monkeypatch, piece=1000)
+    assert trace_digests(rank_trace.parse_file(path)) == whole
+    assert joins == [True]
+
+
+def test_a_line_opening_an_object_inside_an_event_is_not_taken(tmp_path, monkeypatch):
+    """The second thread starts at the first line opening an object past the middle; here that
+    line is inside an event (an args value), so the first thread does not stop there: it reads
+    on alone, with the same result."""
+    events = json.loads(_events_text(300))
+    for event in events:  # a list of objects, one per line, in every event's args
+        event.setdefault("args", {})["labels"] = [{"a": 1}, {"b": [2]}]
+    text = json.dumps({"traceEvents": events, "traceName": "x"}, indent=1).encode()
+    path = tmp_path / "t.json"
+    path.write_bytes(text)
+    whole = trace_digests(rank_trace.parse_file(path))
+    joins = _split_everywhere(monkeypatch, piece=4096)
+    middle = text.index(b'"labels"', len(text) // 2)  # the event's nested objects follow it
+    monkeypatch.setattr(stream, "second_half_start", lambda size: middle)
+    assert trace_digests(rank_trace.parse_file(path)) == whole
+    assert joins == []  # the first thread stopped at the next event, not where the second began
+
+
+def test_a_failing_second_thread_leaves_the_first_to_read_on(tmp_path, monkeypatch):
+    path = _trace_file(tmp_path, json.loads(_events_text(300)))
+    whole = trace_digests(rank_trace.parse_file(path))
+    joins = _split_everywhere(monkeypatch, piece=1000)
+
+    def fail(self, pieces, position):
+        raise MemoryError
+
+    monkeypatch.setattr(stream._SecondHalf, "_read", fail)
+    assert trace_digests(rank_trace.parse_file(path)) == whole
+    assert joins == []
+
+
+def test_streams_are_joined_only_where_the_first_stopped():
+    fast = dec._fastjson
+    event = b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2}'
+    body = b",".join([event] * 4) + b"]"
+    first, second = fast.stream_open(*SPEC, 7, 16), fast.stream_open(*SPEC, 7, 16, True)
+    assert not fast.stream_join(first, second)  # neither has read anything
+    consumed, status = fast.stream_feed(first, body, False, 0, len(event) + 1)
+    assert (consumed, status) == (len(event) + 1, 2)  # stopped at the second event
+    assert not fast.stream_join(first, second)  # the second has not read to the array's end
+    assert fast.stream_feed(second, body[consumed:], True) == (len(body) - consumed, 1)
+    assert not fast.stream_join(first, first)
+    assert fast.stream_join(first, second)
+    assert not fast.stream_join(first, second)  # once
+    out = fast.stream_result(first)
+    assert out["n"] == 4 and out["coded"]["name"][1] == ["k"]  # one str for both streams' "k"
+    with pytest.raises(ValueError, match="not read to its end"):
+        fast.stream_result(second)

@@ -32,11 +32,23 @@
    Equal strings share one object and small integers are reused, so the lists are cheap.
 
    The same parser reads the array in pieces (a gzip stream, without the whole text in memory):
-   stream_open(event_spec, args_spec, seed, rows) -> stream; stream_feed(stream, buffer,
-   final) -> (bytes consumed, the closing ``]`` read) or None (declined): the buffer holds the
-   text after the opening ``[``, or what follows the bytes consumed by the previous feed; an
-   event cut by the end of the buffer is left for the next feed (with ``final``, the text must
-   end the array). stream_result(stream) -> the dict above.
+   stream_open(event_spec, args_spec, seed, rows, after_comma=False) -> stream;
+   stream_feed(stream, buffer, final, base=0, limit=-1) -> (bytes consumed, status) or None
+   (declined): the buffer holds the text after the opening ``[`` (or, after_comma, after a
+   comma between events), or what follows the bytes consumed by the previous feed; an event cut
+   by the end of the buffer is left for the next feed (with ``final``, the text must end the
+   array). Status 0: more text wanted; 1: the closing ``]`` read; 2: stopped before the first
+   event that starts at or after ``limit`` (offsets in the text: ``base`` is the buffer's).
+   stream_join(first, second): a stream opened after_comma that read from where ``first``
+   stopped to the array's end becomes the rest of ``first`` (two threads read one file).
+   stream_result(stream) -> the dict above (None: declined).
+
+   A stream reads without the GIL (deferred mode): no Python object is made or touched while it
+   reads. Each value that becomes an object is recorded as the id of its distinct (kind, JSON
+   text) in a value table (its text copied into an arena) and tagged into the column's slot;
+   stream_result makes each distinct value's object once, with the GIL (the strings of joined
+   streams through one string table, so that equal strings stay one object). Its memory is
+   PyMem_Raw*, which needs no GIL; running out of it is raised once the GIL is back.
 
    int_rows(buffer, width): [[int, ...], ...] rows of ``width`` integers (HTA's raw memory
    timeline) as int64 bytes, row after row, or None.
@@ -51,6 +63,7 @@
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
@@ -103,6 +116,17 @@ typedef struct {
 } CacheEntry;
 
 typedef struct {
+    uint64_t hash;
+    Py_ssize_t id;           /* -1: empty */
+} ValueSlot;
+
+typedef struct {
+    size_t off;              /* in the arena */
+    Py_ssize_t len;
+    enum kind kind;
+} ValueText;
+
+typedef struct Parser {
     const char *p, *end;
     int decline;             /* outside the handled subset: return None */
     int error;               /* a Python exception is set */
@@ -121,7 +145,40 @@ typedef struct {
     Column *event_cols, *args_cols;
     int64_t *ts, *dur;       /* ns */
     uint8_t *ts_valid, *dur_valid;  /* 0 invalid, 1 valid, 2 valid with sub-ns digits dropped */
+    /* deferred mode (the stream): no Python object is made while reading, so that the GIL is
+       released; each value that becomes an object is the id of its distinct (kind, JSON text)
+       in the value table, tagged into its column's slot (see TAG) */
+    int deferred;
+    int nomem;               /* deferred: memory ran out (MemoryError raised once the GIL is back) */
+    ValueSlot *vslots;       /* the value table: ids by hash */
+    size_t vslots_mask, vslots_used;
+    ValueText *vtexts;       /* per id: its kind and text (in ``arena``) */
+    Py_ssize_t n_vtexts, vtexts_cap;
+    char *arena;
+    size_t arena_len, arena_cap;
+    PyObject **vobjs;        /* per id, once made (materialize): its object */
+    struct Parser *next;     /* the events after this parser's, read by another (stream_join) */
 } Parser;
+
+/* A deferred value in a column's slot: an odd pointer (objects are aligned), never dereferenced. */
+#define IS_TAG(v) (((uintptr_t)(v)) & 1)
+#define TAG(id) ((PyObject *)(((uintptr_t)(id) << 1) | 1))
+#define TAG_ID(v) ((Py_ssize_t)(((uintptr_t)(v)) >> 1))
+
+/* A slot's value as it leaves a column: a real object, or NULL (an integer kept in ``ints``). */
+static inline PyObject *slot_object(const Parser *ps, PyObject *v) { return IS_TAG(v) ? ps->vobjs[TAG_ID(v)] : v; }
+
+/* Drop a slot's value (a tag holds no reference: no GIL needed for it). */
+static inline void drop_slot(PyObject *v) {
+    if (v && !IS_TAG(v)) Py_DECREF(v);
+}
+
+/* Memory ran out: an exception now, or (deferred, without the GIL) once the GIL is back. */
+static void out_of_memory(Parser *ps) {
+    ps->error = 1;
+    if (ps->deferred) ps->nomem = 1;
+    else PyErr_NoMemory();
+}
 
 static void clear_objs(PyObject **objs, size_t n) {
     for (size_t i = 0; i < n; i++) Py_CLEAR(objs[i]);
@@ -560,55 +617,84 @@ static inline int next_item(Parser *ps, char close) {
     return 1;
 }
 
-/* Walk one JSON value and return it as a new Python object when ``build`` (else a new reference
-   to None, the value only validated). NULL on decline or error. */
-static PyObject *value(Parser *ps, int build, int depth);
-
-static PyObject *container(Parser *ps, int build, int depth, int is_object) {
-    char close = is_object ? '}' : ']';
-    PyObject *out = NULL;
-    if (build) {
-        out = is_object ? PyDict_New() : PyList_New(0);
-        if (!out) {
-            ps->error = 1;
-            return NULL;
+/* Walk one JSON value, validated: 0, or -1 declined (no object made, no GIL needed). */
+static int skip_value(Parser *ps, int depth) {
+    if (depth > MAX_DEPTH) {
+        decline(ps);
+        return -1;
+    }
+    int c = peek(ps);
+    const char *s;
+    Py_ssize_t len;
+    int escaped;
+    if (c == '"') return scan_string(ps, &s, &len, &escaped);
+    if (c == 't') return expect_literal(ps, "true");
+    if (c == 'f') return expect_literal(ps, "false");
+    if (c == 'n') return expect_literal(ps, "null");
+    if (c != '{' && c != '[') {
+        Number n;
+        return scan_number(ps, &n);
+    }
+    char close = c == '{' ? '}' : ']';
+    ps->p++;
+    skip_ws(ps);
+    if (peek(ps) == close) {
+        ps->p++;
+        return 0;
+    }
+    for (;;) {
+        if (close == '}') {
+            if (peek(ps) != '"' || scan_string(ps, &s, &len, &escaped) < 0) break;
+            skip_ws(ps);
+            if (peek(ps) != ':') break;
+            ps->p++;
+            skip_ws(ps);
         }
+        if (skip_value(ps, depth + 1) < 0) return -1;
+        int more = next_item(ps, close);
+        if (more < 0) break;
+        if (!more) return 0;
+    }
+    decline(ps);
+    return -1;
+}
+
+/* Read one JSON value as a new Python object. NULL on decline or error. */
+static PyObject *value(Parser *ps, int depth);
+
+static PyObject *container(Parser *ps, int depth, int is_object) {
+    char close = is_object ? '}' : ']';
+    PyObject *out = is_object ? PyDict_New() : PyList_New(0);
+    if (!out) {
+        ps->error = 1;
+        return NULL;
     }
     ps->p++;
     skip_ws(ps);
     if (peek(ps) == close) {
         ps->p++;
-        if (!build) Py_RETURN_NONE;
         return out;
     }
     for (;;) {
         PyObject *key = NULL;
         if (is_object) {
             if (peek(ps) != '"') goto bad;
-            if (build) {
-                key = read_str(ps);
-                if (!key) goto fail;
-            } else {
-                const char *s;
-                Py_ssize_t len;
-                int escaped;
-                if (scan_string(ps, &s, &len, &escaped) < 0) goto fail;
-            }
+            key = read_str(ps);
+            if (!key) goto fail;
             skip_ws(ps);
             if (peek(ps) != ':') {
-                Py_XDECREF(key);
+                Py_DECREF(key);
                 goto bad;
             }
             ps->p++;
             skip_ws(ps);
         }
-        PyObject *item = value(ps, build, depth + 1);
+        PyObject *item = value(ps, depth + 1);
         if (!item) {
             Py_XDECREF(key);
             goto fail;
         }
-        int rc = 0;
-        if (build) rc = is_object ? PyDict_SetItem(out, key, item) : PyList_Append(out, item);
+        int rc = is_object ? PyDict_SetItem(out, key, item) : PyList_Append(out, item);
         Py_XDECREF(key);
         Py_DECREF(item);
         if (rc < 0) {
@@ -619,43 +705,34 @@ static PyObject *container(Parser *ps, int build, int depth, int is_object) {
         if (more < 0) goto bad;
         if (!more) break;
     }
-    if (!build) Py_RETURN_NONE;
     return out;
 bad:
     decline(ps);
 fail:
-    Py_XDECREF(out);
+    Py_DECREF(out);
     return NULL;
 }
 
-static PyObject *value(Parser *ps, int build, int depth) {
+static PyObject *value(Parser *ps, int depth) {
     if (depth > MAX_DEPTH) {
         decline(ps);
         return NULL;
     }
     int c = peek(ps);
-    if (c == '"') {
-        if (build) return read_str(ps);
-        const char *s;
-        Py_ssize_t len;
-        int escaped;
-        if (scan_string(ps, &s, &len, &escaped) < 0) return NULL;
-        Py_RETURN_NONE;
-    }
-    if (c == '{' || c == '[') return container(ps, build, depth, c == '{');
-    if (c == 't') return expect_literal(ps, "true") < 0 ? NULL : (build ? Py_NewRef(Py_True) : Py_NewRef(Py_None));
-    if (c == 'f') return expect_literal(ps, "false") < 0 ? NULL : (build ? Py_NewRef(Py_False) : Py_NewRef(Py_None));
+    if (c == '"') return read_str(ps);
+    if (c == '{' || c == '[') return container(ps, depth, c == '{');
+    if (c == 't') return expect_literal(ps, "true") < 0 ? NULL : Py_NewRef(Py_True);
+    if (c == 'f') return expect_literal(ps, "false") < 0 ? NULL : Py_NewRef(Py_False);
     if (c == 'n') return expect_literal(ps, "null") < 0 ? NULL : Py_NewRef(Py_None);
     Number n;
     if (scan_number(ps, &n) < 0) return NULL;
-    if (!build) Py_RETURN_NONE;
     return (n.n_frac || n.has_exp) ? float_object(ps, &n) : int_object(ps, &n);
 }
 
 /* ---- typed fields ----------------------------------------------------------------------- */
 
 static PyObject *int_tuple(Parser *ps) {
-    PyObject *list = value(ps, 1, 1);
+    PyObject *list = value(ps, 1);
     if (!list) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(list);
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -676,12 +753,10 @@ static PyObject *typed_value(Parser *ps, enum kind kind) {
     int c = peek(ps);
     switch (kind) {
         case K_ANY:
-            return value(ps, 1, 1);
+            return value(ps, 1);
         case K_RAW: { /* the value's JSON text, as written (equal texts share one str) */
             const char *start = ps->p;
-            PyObject *walked = value(ps, 0, 1);
-            if (!walked) return NULL;
-            Py_DECREF(walked);
+            if (skip_value(ps, 1) < 0) return NULL;
             return cached_str(ps, start, ps->p - start);
         }
         case K_PHASE: {
@@ -787,21 +862,21 @@ static int find_field(const FieldIndex *index, const char *key, Py_ssize_t len) 
 static int set_slot(Parser *ps, Column *col, PyObject *v) {
     if (v && col->typed) col->has_obj = 1;
     if (col->count && col->rows[col->count - 1] == (int32_t)ps->rows) {
-        Py_XSETREF(col->vals[col->count - 1], v);
+        drop_slot(col->vals[col->count - 1]);
+        col->vals[col->count - 1] = v;
         return 0;
     }
-    if (col->count == col->cap) {
+    if (col->count == col->cap) { /* raw memory: a stream reads without the GIL */
         Py_ssize_t cap = col->cap ? col->cap * 2 : 64;
-        int32_t *rows = PyMem_Realloc(col->rows, cap * sizeof(int32_t));
+        int32_t *rows = PyMem_RawRealloc(col->rows, cap * sizeof(int32_t));
         if (rows) col->rows = rows;
-        PyObject **vals = rows ? PyMem_Realloc(col->vals, cap * sizeof(PyObject *)) : NULL;
+        PyObject **vals = rows ? PyMem_RawRealloc(col->vals, cap * sizeof(PyObject *)) : NULL;
         if (vals) col->vals = vals;
-        int64_t *ints = vals && col->typed ? PyMem_Realloc(col->ints, cap * sizeof(int64_t)) : NULL;
+        int64_t *ints = vals && col->typed ? PyMem_RawRealloc(col->ints, cap * sizeof(int64_t)) : NULL;
         if (ints) col->ints = ints;
         if (!vals || (col->typed && !ints)) {
-            Py_XDECREF(v);
-            ps->error = 1;
-            PyErr_NoMemory();
+            drop_slot(v);
+            out_of_memory(ps);
             return -1;
         }
         col->cap = cap;
@@ -856,18 +931,131 @@ static inline int read_object(Parser *ps, int (*member)(Parser *, const char *, 
     return -1;
 }
 
+/* ---- deferred values ----------------------------------------------------------------- */
+
+/* The value table twice as large (4096 slots at first): 0, or -1 out of memory. */
+static int value_table_grow(Parser *ps) {
+    size_t old_size = ps->vslots ? ps->vslots_mask + 1 : 0, size = old_size ? old_size * 2 : 4096;
+    ValueSlot *table = PyMem_RawMalloc(size * sizeof(ValueSlot));
+    if (!table) return -1;
+    for (size_t i = 0; i < size; i++) table[i].id = -1;
+    ps->vslots_used = 0;
+    for (size_t i = 0; i < old_size; i++) {
+        ValueSlot *e = &ps->vslots[i];
+        if (e->id < 0) continue;
+        size_t j = e->hash & (size - 1), probes = 0;
+        while (table[j].id >= 0 && ++probes < MAX_PROBES) j = (j + 1) & (size - 1);
+        if (table[j].id >= 0) continue; /* too far from home: no longer shared (its id stays) */
+        table[j] = *e;
+        ps->vslots_used++;
+    }
+    PyMem_RawFree(ps->vslots);
+    ps->vslots = table;
+    ps->vslots_mask = size - 1;
+    return 0;
+}
+
+/* The id of the value of ``kind`` written s[0..len): equal texts of one kind, one id (within
+   MAX_PROBES slots, as the string table); a new text is copied into the arena. -1: no memory. */
+static Py_ssize_t value_id(Parser *ps, enum kind kind, const char *s, Py_ssize_t len) {
+    uint64_t h = hash_bytes(ps->seed ^ ((uint64_t)kind << 59), s, len);
+    size_t j = h & ps->vslots_mask, probes = 0;
+    for (; probes < MAX_PROBES; probes++) {
+        ps->probes++;
+        const ValueSlot *e = &ps->vslots[j];
+        if (e->id < 0) break;
+        const ValueText *t = &ps->vtexts[e->id];
+        if (e->hash == h && t->len == len && t->kind == kind && same_bytes(ps->arena + t->off, s, len)) return e->id;
+        j = (j + 1) & ps->vslots_mask;
+    }
+    if (ps->n_vtexts == ps->vtexts_cap) {
+        Py_ssize_t cap = ps->vtexts_cap ? ps->vtexts_cap * 2 : 1024;
+        ValueText *texts = PyMem_RawRealloc(ps->vtexts, cap * sizeof(ValueText));
+        if (!texts) return -1;
+        ps->vtexts = texts;
+        ps->vtexts_cap = cap;
+    }
+    if (ps->arena_cap - ps->arena_len < (size_t)len) {
+        size_t cap = ps->arena_cap ? ps->arena_cap * 2 : 65536;
+        while (cap - ps->arena_len < (size_t)len) cap *= 2;
+        char *arena = PyMem_RawRealloc(ps->arena, cap);
+        if (!arena) return -1;
+        ps->arena = arena;
+        ps->arena_cap = cap;
+    }
+    memcpy(ps->arena + ps->arena_len, s, (size_t)len);
+    Py_ssize_t id = ps->n_vtexts++;
+    ps->vtexts[id] = (ValueText){ps->arena_len, len, kind};
+    ps->arena_len += (size_t)len;
+    if (probes == MAX_PROBES) return id; /* a crowded neighbourhood: this one is not shared */
+    if ((ps->vslots_used + 1) * 2 > ps->vslots_mask + 1) {
+        if (value_table_grow(ps) < 0) return -1;
+        j = h & ps->vslots_mask;
+        for (probes = 0; ps->vslots[j].id >= 0 && probes < MAX_PROBES; probes++) j = (j + 1) & ps->vslots_mask;
+        if (ps->vslots[j].id >= 0) return id;
+    }
+    ps->vslots[j] = (ValueSlot){h, id};
+    ps->vslots_used++;
+    return id;
+}
+
+/* Deferred mode: a field's value walked and kept as the tag of its id (its kind is checked when
+   its object is made: materialize). NULL on decline or no memory. */
+static PyObject *deferred_value(Parser *ps, enum kind kind) {
+    const char *start = ps->p;
+    if (skip_value(ps, 1) < 0) return NULL;
+    Py_ssize_t id = value_id(ps, kind, start, ps->p - start);
+    if (id < 0) {
+        out_of_memory(ps);
+        return NULL;
+    }
+    return TAG(id);
+}
+
+/* The object of each deferred value of ``ps`` (``typed_value`` over its text, made by ``maker``:
+   its string table and small integers, so that two parsers' equal strings are one object):
+   0, or -1 when a value is not of its field's kind (``maker`` declined) or on an error. */
+static int materialize(Parser *ps, Parser *maker) {
+    if (ps->vobjs || !ps->n_vtexts) return 0;
+    ps->vobjs = PyMem_Calloc((size_t)ps->n_vtexts, sizeof(PyObject *));
+    if (!ps->vobjs) {
+        PyErr_NoMemory();
+        maker->error = 1;
+        return -1;
+    }
+    int deferred = maker->deferred, status = 0;
+    maker->deferred = 0;
+    for (Py_ssize_t id = 0; id < ps->n_vtexts; id++) {
+        const ValueText *t = &ps->vtexts[id];
+        maker->p = ps->arena + t->off;
+        maker->end = maker->p + t->len;
+        PyObject *obj = typed_value(maker, t->kind);
+        if (obj && maker->p != maker->end) { /* cannot happen: the text is one value */
+            Py_CLEAR(obj);
+            decline(maker);
+        }
+        if (!obj) {
+            status = -1;
+            break;
+        }
+        ps->vobjs[id] = obj;
+    }
+    maker->p = maker->end = NULL;
+    maker->deferred = deferred;
+    return status;
+}
+
 /* A typed field's value into the current row of its column, or an unknown key's value walked. */
 static int read_member(Parser *ps, const FieldIndex *index, Column *cols, const char *key, Py_ssize_t len) {
     int f = find_field(index, key, len);
-    if (f >= 0 && cols[f].typed) {
+    if (f < 0) return skip_value(ps, 2);
+    if (cols[f].typed) {
         int c = peek(ps);
         if (c == '-' || (c >= '0' && c <= '9')) return set_int_slot(ps, &cols[f]);
     }
-    PyObject *v = f >= 0 ? typed_value(ps, index->specs[f].kind) : value(ps, 0, 2);
-    if (!v) return -1;
-    if (f >= 0) return set_slot(ps, &cols[f], v);
-    Py_DECREF(v);
-    return 0;
+    enum kind kind = index->specs[f].kind;
+    PyObject *v = ps->deferred ? deferred_value(ps, kind) : typed_value(ps, kind);
+    return v ? set_slot(ps, &cols[f], v) : -1;
 }
 
 static int args_member(Parser *ps, const char *key, Py_ssize_t len) {
@@ -878,7 +1066,7 @@ static int read_args(Parser *ps) {
     for (size_t i = 0; ps->args_row == ps->rows && i < ps->n_args; i++) { /* a repeated "args" key
         replaces the whole struct (looked for only in a row whose args may have been read) */
         Column *col = &ps->args_cols[i];
-        if (col->count && col->rows[col->count - 1] == (int32_t)ps->rows) Py_XDECREF(col->vals[--col->count]);
+        if (col->count && col->rows[col->count - 1] == (int32_t)ps->rows) drop_slot(col->vals[--col->count]);
     }
     ps->args_row = ps->rows;
     if (peek(ps) == 'n') return expect_literal(ps, "null");
@@ -897,8 +1085,8 @@ static int event_member(Parser *ps, const char *key, Py_ssize_t len) {
 static int read_event(Parser *ps) { return read_object(ps, event_member); }
 
 static void *grow(void *old, Py_ssize_t old_cap, Py_ssize_t cap, size_t item) {
-    if (!old) return PyMem_Calloc(cap, item); /* fresh zero pages: only the rows used are touched */
-    char *mem = PyMem_Realloc(old, cap * item);
+    if (!old) return PyMem_RawCalloc(cap, item); /* fresh zero pages: only the rows used are touched */
+    char *mem = PyMem_RawRealloc(old, cap * item);
     if (mem) memset(mem + old_cap * item, 0, (cap - old_cap) * item);
     return mem;
 }
@@ -914,8 +1102,7 @@ static int reserve(Parser *ps, Py_ssize_t cap) {
     for (int i = 0; i < 4; i++) {
         void *mem = grow(*arrays[i], ps->cap, cap, sizes[i]);
         if (!mem) {
-            ps->error = 1;
-            PyErr_NoMemory();
+            out_of_memory(ps);
             return -1;
         }
         *arrays[i] = mem;
@@ -952,22 +1139,35 @@ bad:
 
 /* Release a column's values and memory (it is then empty). */
 static void free_column(Column *col) {
-    for (Py_ssize_t k = 0; k < col->count; k++) Py_XDECREF(col->vals[k]);
-    PyMem_Free(col->rows);
-    PyMem_Free(col->vals);
-    PyMem_Free(col->ints);
+    for (Py_ssize_t k = 0; k < col->count; k++) drop_slot(col->vals[k]);
+    PyMem_RawFree(col->rows);
+    PyMem_RawFree(col->vals);
+    PyMem_RawFree(col->ints);
     col->rows = NULL;
     col->vals = NULL;
     col->ints = NULL;
     col->count = col->cap = 0;
 }
 
-/* (codes, distinct) of a column: each row's object (its value, or the default) numbered by
+/* The rows of a parse: its own, then those of the parsers joined after it (stream_join), each
+   part's rows numbered after the previous parts'. Column ``i`` of a part: cols_of(part)[i]. */
+static Py_ssize_t total_rows(const Parser *ps) {
+    Py_ssize_t n = 0;
+    for (; ps; ps = ps->next) n += ps->rows;
+    return n;
+}
+
+static Column *column_of(const Parser *ps, int is_event, size_t i) {
+    return is_event ? &ps->event_cols[i] : &ps->args_cols[i];
+}
+
+/* (codes, distinct) of column ``i``: each row's object (its value, or the default) numbered by
    identity in order of first appearance (int32 bytes), and the distinct objects. Equal values are
    nearly always one object here (strings are shared, small integers reused); the caller merges
    the rare others. */
-static PyObject *identity_codes(const Column *col, PyObject *dflt, Py_ssize_t n) {
+static PyObject *identity_codes(Parser *ps, int is_event, size_t i, PyObject *dflt) {
     size_t size = 64, used = 0;
+    Py_ssize_t n = total_rows(ps), base = 0;
     PyObject **keys = PyMem_Calloc(size, sizeof(PyObject *));
     int32_t *slot_code = PyMem_Malloc(size * sizeof(int32_t));
     PyObject *codes = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int32_t));
@@ -975,41 +1175,44 @@ static PyObject *identity_codes(const Column *col, PyObject *dflt, Py_ssize_t n)
     PyObject *out = NULL;
     if (!keys || !slot_code || !codes || !distinct) goto done;
     int32_t *code_of_row = (int32_t *)PyBytes_AS_STRING(codes);
-    Py_ssize_t k = 0;
-    for (Py_ssize_t r = 0; r < n; r++) {
-        PyObject *obj = (k < col->count && col->rows[k] == r) ? col->vals[k++] : dflt;
-        size_t j = (size_t)(((uintptr_t)obj >> 4) * 0x9E3779B97F4A7C15ULL) & (size - 1);
-        while (keys[j] && keys[j] != obj) j = (j + 1) & (size - 1);
-        if (!keys[j]) {
-            if (PyList_Append(distinct, obj) < 0) goto done;
-            keys[j] = obj;
-            slot_code[j] = (int32_t)used++;
-            if (used * 2 > size) { /* rehash into a table twice as large */
-                size_t old_size = size;
-                PyObject **old_keys = keys;
-                int32_t *old_codes = slot_code;
-                size *= 2;
-                keys = PyMem_Calloc(size, sizeof(PyObject *));
-                slot_code = PyMem_Malloc(size * sizeof(int32_t));
-                if (!keys || !slot_code) {
+    for (Parser *part = ps; part; base += part->rows, part = part->next) {
+        const Column *col = column_of(part, is_event, i);
+        Py_ssize_t k = 0;
+        for (Py_ssize_t r = 0; r < part->rows; r++) {
+            PyObject *obj = (k < col->count && col->rows[k] == r) ? slot_object(part, col->vals[k++]) : dflt;
+            size_t j = (size_t)(((uintptr_t)obj >> 4) * 0x9E3779B97F4A7C15ULL) & (size - 1);
+            while (keys[j] && keys[j] != obj) j = (j + 1) & (size - 1);
+            if (!keys[j]) {
+                if (PyList_Append(distinct, obj) < 0) goto done;
+                keys[j] = obj;
+                slot_code[j] = (int32_t)used++;
+                if (used * 2 > size) { /* rehash into a table twice as large */
+                    size_t old_size = size;
+                    PyObject **old_keys = keys;
+                    int32_t *old_codes = slot_code;
+                    size *= 2;
+                    keys = PyMem_Calloc(size, sizeof(PyObject *));
+                    slot_code = PyMem_Malloc(size * sizeof(int32_t));
+                    if (!keys || !slot_code) {
+                        PyMem_Free(old_keys);
+                        PyMem_Free(old_codes);
+                        goto done;
+                    }
+                    for (size_t m0 = 0; m0 < old_size; m0++) {
+                        if (!old_keys[m0]) continue;
+                        size_t m = (size_t)(((uintptr_t)old_keys[m0] >> 4) * 0x9E3779B97F4A7C15ULL) & (size - 1);
+                        while (keys[m]) m = (m + 1) & (size - 1);
+                        keys[m] = old_keys[m0];
+                        slot_code[m] = old_codes[m0];
+                    }
                     PyMem_Free(old_keys);
                     PyMem_Free(old_codes);
-                    goto done;
+                    code_of_row[base + r] = (int32_t)(used - 1);
+                    continue;
                 }
-                for (size_t i = 0; i < old_size; i++) {
-                    if (!old_keys[i]) continue;
-                    size_t m = (size_t)(((uintptr_t)old_keys[i] >> 4) * 0x9E3779B97F4A7C15ULL) & (size - 1);
-                    while (keys[m]) m = (m + 1) & (size - 1);
-                    keys[m] = old_keys[i];
-                    slot_code[m] = old_codes[i];
-                }
-                PyMem_Free(old_keys);
-                PyMem_Free(old_codes);
-                code_of_row[r] = (int32_t)(used - 1);
-                continue;
             }
+            code_of_row[base + r] = slot_code[j];
         }
-        code_of_row[r] = slot_code[j];
     }
     out = PyTuple_Pack(2, codes, distinct);
 done:
@@ -1021,84 +1224,95 @@ done:
     return out;
 }
 
-/* The column as the caller gets it (the values move out of it): a list of one value per row
-   when at least half the rows hold the key, else (rows as int32 bytes, values). */
-/* A typed column without text: (None, int64 per row) when at least half the rows hold the key,
-   else (rows as int32 bytes, int64 of their values). */
-static PyObject *int_column_object(Parser *ps, Column *col) {
-    Py_ssize_t n = ps->rows, count = col->count;
-    int dense = count * 2 >= n;
-    PyObject *values = PyBytes_FromStringAndSize(NULL, (dense ? n : count) * (Py_ssize_t)sizeof(int64_t));
-    PyObject *rows = dense ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)col->rows, count * (Py_ssize_t)sizeof(int32_t));
-    PyObject *out = NULL;
-    if (values && rows) {
-        int64_t *v = (int64_t *)PyBytes_AS_STRING(values);
+/* Column ``i`` as the caller gets it (the values move out of it): a list of one value per row
+   when at least half the rows hold the key, else (rows as int32 bytes, values). A typed column
+   without text: (None, int64 per row), or sparse (rows as int32 bytes, int64 of their values). */
+static PyObject *column_object(Parser *ps, int is_event, size_t i, PyObject *dflt) {
+    Py_ssize_t n = total_rows(ps), count = 0, base = 0;
+    int typed = column_of(ps, is_event, i)->typed, has_obj = 0;
+    for (Parser *part = ps; part; part = part->next) {
+        Column *col = column_of(part, is_event, i);
+        count += col->count;
+        has_obj |= col->has_obj;
+    }
+    int dense = count * 2 >= n, ints = typed && !has_obj;
+    PyObject *rows = dense ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int32_t));
+    PyObject *values = !rows ? NULL
+                       : ints ? PyBytes_FromStringAndSize(NULL, (dense ? n : count) * (Py_ssize_t)sizeof(int64_t))
+                              : PyList_New(dense ? n : count);
+    if (!values) {
+        Py_XDECREF(rows);
+        return NULL;
+    }
+    int32_t *row_of = dense ? NULL : (int32_t *)PyBytes_AS_STRING(rows);
+    int64_t *v = ints ? (int64_t *)PyBytes_AS_STRING(values) : NULL;
+    Py_ssize_t out_k = 0; /* sparse: the next output slot */
+    for (Parser *part = ps; part; base += part->rows, part = part->next) {
+        Column *col = column_of(part, is_event, i);
+        for (Py_ssize_t k = 0; typed && !ints && k < col->count; k++) { /* text among the integers */
+            if (col->vals[k]) continue;
+            col->vals[k] = PyLong_FromLongLong(col->ints[k]);
+            if (!col->vals[k]) goto fail;
+        }
+        Py_ssize_t k = 0;
         if (dense) {
-            for (Py_ssize_t r = 0; r < n; r++) v[r] = col->int_dflt;
-            for (Py_ssize_t k = 0; k < count; k++) v[col->rows[k]] = col->ints[k];
+            for (Py_ssize_t r = 0; r < part->rows; r++) {
+                int held = k < col->count && col->rows[k] == r;
+                if (ints) {
+                    v[base + r] = held ? col->ints[k] : col->int_dflt;
+                } else {
+                    PyObject *obj = held ? col->vals[k] : NULL;
+                    PyList_SET_ITEM(values, base + r, held ? (IS_TAG(obj) ? Py_NewRef(slot_object(part, obj)) : obj) : Py_NewRef(dflt));
+                }
+                k += held;
+            }
         } else {
-            memcpy(v, col->ints, count * sizeof(int64_t));
+            for (; k < col->count; k++, out_k++) {
+                row_of[out_k] = (int32_t)(base + col->rows[k]);
+                if (ints) v[out_k] = col->ints[k];
+                else PyList_SET_ITEM(values, out_k, IS_TAG(col->vals[k]) ? Py_NewRef(slot_object(part, col->vals[k])) : col->vals[k]);
+            }
         }
-        out = PyTuple_Pack(2, rows, values);
+        if (!ints) col->count = 0; /* the list holds the references now */
     }
-    Py_XDECREF(values);
-    Py_XDECREF(rows);
-    if (out) col->count = 0; /* no references were held */
+    PyObject *out = PyTuple_Pack(2, rows, values);
+    if (out && !ints && dense) { /* a list alone */
+        Py_DECREF(out);
+        out = Py_NewRef(values);
+    }
+    Py_DECREF(rows);
+    Py_DECREF(values);
     return out;
-}
-
-static PyObject *column_object(Parser *ps, Column *col, PyObject *dflt) {
-    Py_ssize_t n = ps->rows, count = col->count;
-    if (col->typed && !col->has_obj) return int_column_object(ps, col);
-    for (Py_ssize_t k = 0; col->typed && k < count; k++) { /* text among the integers: objects */
-        if (col->vals[k]) continue;
-        col->vals[k] = PyLong_FromLongLong(col->ints[k]);
-        if (!col->vals[k]) return NULL;
-    }
-    int dense = count * 2 >= n;
-    PyObject *list = PyList_New(dense ? n : count);
-    if (!list) return NULL;
-    Py_ssize_t k = 0;
-    for (Py_ssize_t r = 0; r < (dense ? n : count); r++) {
-        if (!dense) {
-            PyList_SET_ITEM(list, r, col->vals[r]);
-        } else if (k < count && col->rows[k] == r) {
-            PyList_SET_ITEM(list, r, col->vals[k++]);
-        } else {
-            PyList_SET_ITEM(list, r, Py_NewRef(dflt));
-        }
-    }
-    col->count = 0; /* the list holds the references now */
-    if (dense) return list;
-    PyObject *rows = PyBytes_FromStringAndSize((const char *)col->rows, count * (Py_ssize_t)sizeof(int32_t));
-    PyObject *out = rows ? PyTuple_Pack(2, rows, list) : NULL;
-    Py_XDECREF(rows);
-    Py_DECREF(list);
-    return out;
+fail:
+    Py_DECREF(rows);
+    Py_DECREF(values); /* the slots not filled are NULL: a list frees them as such */
+    return NULL;
 }
 
 /* {attribute name: column} for the fields that a row holds. With ``coded``, also
    {attribute name: (codes, distinct)} for JSON-text columns and, of the event fields, text and
    pid / tid columns. */
-static PyObject *columns_dict(Parser *ps, const FieldSpec *specs, Column *cols, size_t n, PyObject *coded, int is_event) {
+static PyObject *columns_dict(Parser *ps, const FieldSpec *specs, size_t n, PyObject *coded, int is_event) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     for (size_t i = 0; i < n; i++) {
-        if (!cols[i].count) continue;
+        Py_ssize_t count = 0;
+        for (Parser *part = ps; part; part = part->next) count += column_of(part, is_event, i)->count;
+        if (!count) continue;
         enum kind kind = specs[i].kind;
         int rc = 0;
         int codes_only = is_event && (kind == K_PHASE || kind == K_OPT_STR || kind == K_INT_STR_NULL);
         if (coded && (kind == K_RAW || codes_only)) {
-            PyObject *pair = identity_codes(&cols[i], specs[i].dflt, ps->rows);
+            PyObject *pair = identity_codes(ps, is_event, i, specs[i].dflt);
             rc = pair ? PyDict_SetItem(coded, specs[i].name, pair) : -1;
             Py_XDECREF(pair);
         }
         if (rc == 0 && !(coded && codes_only)) { /* text and id event fields: their codes alone */
-            PyObject *column = column_object(ps, &cols[i], specs[i].dflt);
+            PyObject *column = column_object(ps, is_event, i, specs[i].dflt);
             rc = column ? PyDict_SetItem(d, specs[i].name, column) : -1;
             Py_XDECREF(column);
         }
-        free_column(&cols[i]); /* now, not at the end: a lower peak */
+        for (Parser *part = ps; part; part = part->next) free_column(column_of(part, is_event, i)); /* now: a lower peak */
         if (rc < 0) goto fail;
     }
     return d;
@@ -1107,29 +1321,55 @@ fail:
     return NULL;
 }
 
+/* The parts' time arrays joined: bytes of ``item`` bytes per row. */
+static PyObject *joined_times(Parser *ps, size_t offset, size_t item) {
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total_rows(ps) * (Py_ssize_t)item);
+    if (!out) return NULL;
+    char *o = PyBytes_AS_STRING(out);
+    for (Parser *part = ps; part; part = part->next) {
+        const char *array = *(char *const *)((const char *)part + offset);
+        memcpy(o, array, (size_t)part->rows * item);
+        o += (size_t)part->rows * item;
+    }
+    return out;
+}
+
 static PyObject *result(Parser *ps) {
+    for (Parser *part = ps; part; part = part->next)
+        if (materialize(part, ps) < 0) return NULL;
     PyObject *coded = PyDict_New();
     PyObject *args_coded = coded ? PyDict_New() : NULL;
-    PyObject *fields = args_coded ? columns_dict(ps, ps->event_specs, ps->event_cols, ps->n_event, coded, 1) : NULL;
-    PyObject *args = fields ? columns_dict(ps, ps->args_specs, ps->args_cols, ps->n_args, args_coded, 0) : NULL;
-    Py_ssize_t n = ps->rows;
+    PyObject *fields = args_coded ? columns_dict(ps, ps->event_specs, ps->n_event, coded, 1) : NULL;
+    PyObject *args = fields ? columns_dict(ps, ps->args_specs, ps->n_args, args_coded, 0) : NULL;
+    PyObject *ts = args ? joined_times(ps, offsetof(Parser, ts), sizeof(int64_t)) : NULL;
+    PyObject *ts_valid = ts ? joined_times(ps, offsetof(Parser, ts_valid), 1) : NULL;
+    PyObject *dur = ts_valid ? joined_times(ps, offsetof(Parser, dur), sizeof(int64_t)) : NULL;
+    PyObject *dur_valid = dur ? joined_times(ps, offsetof(Parser, dur_valid), 1) : NULL;
+    Py_ssize_t probes = 0;
+    for (Parser *part = ps; part; part = part->next) probes += part->probes;
     PyObject *out = NULL;
-    if (fields && args) {
-        out = Py_BuildValue("{s:n,s:n,s:O,s:O,s:O,s:O,s:y#,s:y#,s:y#,s:y#}", "n", n, "string_probes", ps->probes,
+    if (dur_valid) {
+        out = Py_BuildValue("{s:n,s:n,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O}", "n", total_rows(ps), "string_probes", probes,
                             "fields", fields, "coded", coded, "args", args, "args_coded", args_coded,
-                            "ts", (const char *)ps->ts, n * (Py_ssize_t)sizeof(int64_t),
-                            "ts_valid", (const char *)ps->ts_valid, n,
-                            "dur", (const char *)ps->dur, n * (Py_ssize_t)sizeof(int64_t),
-                            "dur_valid", (const char *)ps->dur_valid, n);
+                            "ts", ts, "ts_valid", ts_valid, "dur", dur, "dur_valid", dur_valid);
     }
     Py_XDECREF(coded);
     Py_XDECREF(args_coded);
     Py_XDECREF(fields);
     Py_XDECREF(args);
+    Py_XDECREF(ts);
+    Py_XDECREF(ts_valid);
+    Py_XDECREF(dur);
+    Py_XDECREF(dur_valid);
     return out;
 }
 
 static void parser_free(Parser *ps) {
+    if (ps->next) { /* the parts joined after it */
+        parser_free(ps->next);
+        PyMem_Free(ps->next);
+        ps->next = NULL;
+    }
     for (size_t i = 0; ps->cache && i <= ps->cache_mask; i++) Py_XDECREF(ps->cache[i].obj);
     PyMem_Free(ps->cache);
     clear_objs(ps->int_cache, 1024);
@@ -1140,10 +1380,15 @@ static void parser_free(Parser *ps) {
     PyMem_Free(ps->args_cols);
     PyMem_Free(ps->event_specs);
     PyMem_Free(ps->args_specs);
-    PyMem_Free(ps->ts);
-    PyMem_Free(ps->dur);
-    PyMem_Free(ps->ts_valid);
-    PyMem_Free(ps->dur_valid);
+    PyMem_RawFree(ps->ts);
+    PyMem_RawFree(ps->dur);
+    PyMem_RawFree(ps->ts_valid);
+    PyMem_RawFree(ps->dur_valid);
+    PyMem_RawFree(ps->vslots);
+    PyMem_RawFree(ps->vtexts);
+    PyMem_RawFree(ps->arena);
+    if (ps->vobjs) clear_objs(ps->vobjs, (size_t)ps->n_vtexts);
+    PyMem_Free(ps->vobjs);
 }
 
 /* The fields of a spec tuple ((key, name, kind, default), ...) and their empty columns. */
@@ -1242,6 +1487,7 @@ typedef struct {
     Parser *ps;
     PyObject *specs; /* (event_spec, args_spec), kept alive: the FieldSpecs point into them */
     int state;       /* 0: before the first event, 1: after an event, 2: after a comma, 3: done */
+    int busy;        /* a feed is reading (without the GIL): no second one */
 } Stream;
 
 static void stream_free(Stream *st) {
@@ -1262,7 +1508,8 @@ static PyObject *stream_open(PyObject *self, PyObject *args) {
     PyObject *event_spec, *args_spec;
     unsigned long long seed;
     Py_ssize_t rows;
-    if (!PyArg_ParseTuple(args, "OOKn", &event_spec, &args_spec, &seed, &rows)) return NULL;
+    int after_comma = 0;
+    if (!PyArg_ParseTuple(args, "OOKn|p", &event_spec, &args_spec, &seed, &rows, &after_comma)) return NULL;
     Stream *st = PyMem_Calloc(1, sizeof(Stream));
     if (!st) return PyErr_NoMemory();
     st->ps = PyMem_Calloc(1, sizeof(Parser));
@@ -1273,11 +1520,13 @@ static PyObject *stream_open(PyObject *self, PyObject *args) {
         stream_free(st);
         return NULL;
     }
-    if (parser_setup(ps, event_spec, args_spec, seed, rows < 1024 ? 1024 : rows) < 0) {
+    if (parser_setup(ps, event_spec, args_spec, seed, rows < 1024 ? 1024 : rows) < 0 || value_table_grow(ps) < 0) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "too many rows");
         stream_free(st);
         return NULL;
     }
+    ps->deferred = 1; /* feeds read without the GIL */
+    st->state = after_comma ? 2 : 0;
     PyObject *capsule = PyCapsule_New(st, STREAM_CAPSULE, stream_capsule_free);
     if (!capsule) stream_free(st);
     return capsule;
@@ -1291,32 +1540,24 @@ static void forget_row(Parser *ps) {
     for (int s = 0; s < 2; s++) {
         for (size_t i = 0; i < counts[s]; i++) {
             Column *col = &sets[s][i];
-            while (col->count && col->rows[col->count - 1] == row) Py_XDECREF(col->vals[--col->count]);
+            while (col->count && col->rows[col->count - 1] == row) drop_slot(col->vals[--col->count]);
         }
     }
     ps->ts[row] = ps->dur[row] = 0;
     ps->ts_valid[row] = ps->dur_valid[row] = 0;
 }
 
-static PyObject *stream_feed(PyObject *self, PyObject *args) {
-    PyObject *capsule;
-    Py_buffer buf;
-    int final;
-    if (!PyArg_ParseTuple(args, "Oy*p", &capsule, &buf, &final)) return NULL;
-    Stream *st = PyCapsule_GetPointer(capsule, STREAM_CAPSULE);
-    if (!st) {
-        PyBuffer_Release(&buf);
-        return NULL;
-    }
+/* The events in ``buf`` (absolute offset ``base`` in the text) read into the stream's columns,
+   without the GIL; with ``limit`` >= 0, stopped at the first event that starts at or after
+   that offset (STOPPED). Returns FED_MORE (the rest of the buffer is an event cut by its end,
+   or nothing), FED_CLOSED (the closing ']' read) or FED_STOPPED; -1 declined or an error. */
+enum { FED_MORE, FED_CLOSED, FED_STOPPED };
+
+static int read_buffer(Stream *st, const char *start, Py_ssize_t len, int final, Py_ssize_t base, Py_ssize_t limit) {
     Parser *ps = st->ps;
-    if (st->state == 3 || ps->decline || ps->error) { /* done or declined: nothing more to read */
-        PyBuffer_Release(&buf);
-        ps->decline = 1;
-        Py_RETURN_NONE;
-    }
-    const char *start = buf.buf;
+    int status = FED_MORE;
     ps->p = start;
-    ps->end = start + buf.len;
+    ps->end = start + len;
     for (;;) {
         skip_ws(ps);
         if (ps->p == ps->end) break;
@@ -1339,6 +1580,10 @@ static PyObject *stream_feed(PyObject *self, PyObject *args) {
             st->state = 3;
             break;
         }
+        if (st->state == 2 && limit >= 0 && base + (ps->p - start) >= limit) {
+            status = FED_STOPPED;
+            break;
+        }
         if (ps->rows == ps->cap && reserve(ps, ps->cap * 2) < 0) break;
         const char *event_start = ps->p;
         if (read_event(ps) == 0) {
@@ -1353,13 +1598,70 @@ static PyObject *stream_feed(PyObject *self, PyObject *args) {
         }
         break;
     }
-    Py_ssize_t consumed = ps->p - start;
+    if (st->state == 3) status = FED_CLOSED;
+    return ps->error || ps->decline ? -1 : status;
+}
+
+static PyObject *stream_feed(PyObject *self, PyObject *args) {
+    PyObject *capsule;
+    Py_buffer buf;
+    int final;
+    Py_ssize_t base = 0, limit = -1;
+    if (!PyArg_ParseTuple(args, "Oy*p|nn", &capsule, &buf, &final, &base, &limit)) return NULL;
+    Stream *st = PyCapsule_GetPointer(capsule, STREAM_CAPSULE);
+    if (!st || st->busy) {
+        if (st) PyErr_SetString(PyExc_RuntimeError, "the stream is being fed by another thread");
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    Parser *ps = st->ps;
+    if (st->state == 3 || ps->decline || ps->error) { /* done or declined: nothing more to read */
+        PyBuffer_Release(&buf);
+        ps->decline = 1;
+        Py_RETURN_NONE;
+    }
+    int status;
+    st->busy = 1;
+    Py_BEGIN_ALLOW_THREADS /* deferred mode: no object is touched while reading */
+    status = read_buffer(st, buf.buf, buf.len, final, base, limit);
+    Py_END_ALLOW_THREADS
+    st->busy = 0;
+    Py_ssize_t consumed = ps->p - (const char *)buf.buf;
     PyBuffer_Release(&buf);
     ps->p = ps->end = NULL; /* nothing points into the buffer once it is released */
+    if (ps->nomem) {
+        ps->nomem = 0;
+        return PyErr_NoMemory();
+    }
     if (ps->error) return NULL;
-    if (final && st->state != 3) decline(ps); /* the text ended inside the array */
+    if (final && status == FED_MORE) decline(ps); /* the text ended inside the array */
     if (ps->decline) Py_RETURN_NONE;
-    return Py_BuildValue("(nO)", consumed, st->state == 3 ? Py_True : Py_False);
+    return Py_BuildValue("(ni)", consumed, status);
+}
+
+/* stream_join(first, second): the events ``second`` read (from where ``first`` stopped: its
+   feed gave FED_STOPPED, and ``second`` was opened after_comma and read to the array's end)
+   become the rows after ``first``'s; ``second`` is then empty. True, or False when either is
+   not in that state (nothing changes). */
+static PyObject *stream_join(PyObject *self, PyObject *args) {
+    PyObject *first_capsule, *second_capsule;
+    if (!PyArg_ParseTuple(args, "OO", &first_capsule, &second_capsule)) return NULL;
+    Stream *first = PyCapsule_GetPointer(first_capsule, STREAM_CAPSULE);
+    Stream *second = first ? PyCapsule_GetPointer(second_capsule, STREAM_CAPSULE) : NULL;
+    if (!second) return NULL;
+    if (first == second || first->busy || second->busy || first->state != 2 || second->state != 3 ||
+        !first->ps || !second->ps || first->ps->decline || first->ps->error || second->ps->decline ||
+        second->ps->error || first->ps->next || first->ps->n_event != second->ps->n_event ||
+        first->ps->n_args != second->ps->n_args)
+        Py_RETURN_FALSE;
+    int same = PyObject_RichCompareBool(first->specs, second->specs, Py_EQ);
+    if (same < 0) return NULL;
+    if (!same) Py_RETURN_FALSE;
+    first->ps->next = second->ps; /* freed with ``first`` */
+    second->ps = NULL;
+    second->state = 3;
+    first->state = 3;
+    Py_RETURN_TRUE;
 }
 
 static PyObject *stream_result(PyObject *self, PyObject *args) {
@@ -1367,11 +1669,12 @@ static PyObject *stream_result(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O", &capsule)) return NULL;
     Stream *st = PyCapsule_GetPointer(capsule, STREAM_CAPSULE);
     if (!st) return NULL;
-    if (st->state != 3 || st->ps->decline || st->ps->error) {
+    if (st->state != 3 || !st->ps || st->ps->decline || st->ps->error) {
         PyErr_SetString(PyExc_ValueError, "the events array was not read to its end");
         return NULL;
     }
     PyObject *out = result(st->ps);
+    if (!out && !PyErr_Occurred()) out = Py_NewRef(Py_None); /* a value not of its field's kind */
     st->ps->decline = 1; /* the columns moved out: no second result */
     return out;
 }
@@ -1648,11 +1951,13 @@ static PyMethodDef methods[] = {
     {"decode_events", decode_events, METH_VARARGS,
      "decode_events(buffer, event_spec, args_spec, seed) -> dict | None: the events array as columns"},
     {"stream_open", stream_open, METH_VARARGS,
-     "stream_open(event_spec, args_spec, seed, rows) -> stream: the events array read in pieces"},
+     "stream_open(event_spec, args_spec, seed, rows, after_comma=False) -> stream: the events array read in pieces"},
     {"stream_feed", stream_feed, METH_VARARGS,
-     "stream_feed(stream, buffer, final) -> (consumed, done) | None: the complete events of buffer"},
+     "stream_feed(stream, buffer, final, base=0, limit=-1) -> (consumed, status) | None: the complete events of buffer (status 0: more text wanted, 1: the array closed, 2: stopped at limit)"},
+    {"stream_join", stream_join, METH_VARARGS,
+     "stream_join(first, second) -> bool: second's events after first's (first stopped at a limit, second read from there)"},
     {"stream_result", stream_result, METH_VARARGS,
-     "stream_result(stream) -> dict: the columns, as decode_events gives them"},
+     "stream_result(stream) -> dict | None: the columns, as decode_events gives them (None: declined)"},
     {"int_rows", int_rows, METH_VARARGS,
      "int_rows(buffer, width) -> bytes | None: [[int, ...], ...] as int64 values, row after row"},
     {"category_sums", category_sums, METH_VARARGS,

@@ -122,6 +122,7 @@ def load_file(
     include_last_profiler_step: bool = False,
     cache_root: Path | None = None,
     by_address: bool = False,
+    split: bool = True,
 ) -> RankTrace | TraceError:
     """Parse one file, through the cache when ``cache_root`` is given. Returns the error
     instead of raising it (this runs in worker processes; the caller decides what an error
@@ -129,7 +130,7 @@ def load_file(
 
     ``by_address``: a parsed trace that was stored in the cache comes back as the cache entry
     (its tables read when first used), so that a worker sends the caller a few bytes instead
-    of every table."""
+    of every table. ``split``: see :func:`~hta_lite.load.rank_trace.parse_file`."""
     path = Path(path)
     try:
         key = cache.entry_key(path, include_last_profiler_step) if cache_root else None
@@ -139,7 +140,7 @@ def load_file(
                 cached.path = str(path)
                 cached.rank = rank if rank is not None else cached.rank
                 return cached
-        trace = parse_file(path, rank, include_last_profiler_step)
+        trace = parse_file(path, rank, include_last_profiler_step, split)
         if key is not None:
             cache.store(cache_root, key, trace)
             stored = (
@@ -162,10 +163,12 @@ def load_file(
 
 
 def _load_job(
-    job: tuple[Path, int | None], options: LoadOptions, by_address: bool = False
+    job: tuple[Path, int | None], options: LoadOptions, by_address: bool = False, split: bool = True
 ) -> RankTrace | TraceError:
     path, rank = job
-    return load_file(path, rank, options.include_last_profiler_step, options.cache_root, by_address)
+    return load_file(
+        path, rank, options.include_last_profiler_step, options.cache_root, by_address, split
+    )
 
 
 def parse_many(
@@ -179,7 +182,9 @@ def parse_many(
     if options.parallel and len(jobs) > 1 and workers > 1:
         # workers hand back cached ranks by address: the tables travel through the cache files,
         # and this process reads only those its analyses use
-        work = functools.partial(_load_job, options=options, by_address=True)
+        # a second thread per file only where the workers leave CPUs free
+        spare = workers < (os.cpu_count() or 1)
+        work = functools.partial(_load_job, options=options, by_address=True, split=spare)
         done = map_in_processes(work, jobs, workers, options.start_method)
         return list(_progress(done, len(jobs), show))
     return list(_progress(map(work, jobs), len(jobs), show))

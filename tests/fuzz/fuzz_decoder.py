@@ -156,20 +156,32 @@ def compare(data: bytes, out: dict, ref_decoder, same) -> str | None:
     return None
 
 
-def feed_in_pieces(fast, data: bytes, spec, seed: int, cuts: list[int]):
+def feed_in_pieces(fast, data: bytes, spec, seed: int, cuts: list[int], split: int = -1):
     """The events array ``data`` fed to ``stream_feed`` cut at ``cuts`` (positions in ``data``):
-    the stream's result, or None when it declines or text other than whitespace follows."""
+    the stream's result, or None when it declines or text other than whitespace follows. With
+    ``split`` (a position in ``data``), the first stream stops at the first event from there on
+    and a second stream reads the rest, joined after it (as two threads read a large file)."""
     body = data.lstrip()
     if body[:1] != b"[":
         return None
+    lead = len(data) - len(body)
     handle = fast.stream_open(*spec, seed, 16)
     window, start = b"", 1  # the text after the opening "["
-    for end in [*(c - (len(data) - len(body)) for c in cuts), len(body)]:
+    for end in [*(c - lead for c in cuts), len(body)]:
         window += body[start : max(start, end)]
         start = max(start, end)
-        fed = fast.stream_feed(handle, window, start == len(body))
+        base = start - len(window)
+        fed = fast.stream_feed(handle, window, start == len(body), base, split - lead)
         if fed is None:
             return None
+        if fed[1] == 2:  # stopped: the rest (from the event there) read by a second stream
+            at = base + fed[0]
+            second = fast.stream_open(*spec, seed, 16, True)
+            rest = fast.stream_feed(second, body[at:], True)
+            if rest is None or rest[1] != 1 or body[at + rest[0] :].strip():
+                return None
+            assert fast.stream_join(handle, second)
+            return fast.stream_result(handle)
         window = window[fed[0] :]
         if fed[1]:  # the array ended: what follows is the caller's (here: nothing may)
             return fast.stream_result(handle) if not (window + body[start:]).strip() else None
@@ -180,7 +192,8 @@ def check_stream(data: bytes, fast, spec, seed, rng, accepted: bool, ref_decoder
     """The same input fed to ``stream_feed`` in pieces cut at random: declined exactly when the
     whole call declines, else the same result."""
     cuts = sorted(rng.randint(1, max(1, len(data) - 1)) for _ in range(rng.randint(0, 3)))
-    out = feed_in_pieces(fast, data, spec, seed, cuts)
+    split = rng.randint(1, max(1, len(data) - 1)) if rng.random() < 0.5 else -1
+    out = feed_in_pieces(fast, data, spec, seed, cuts, split)
     if (out is None) != (not accepted):
         return f"stream {'declined' if out is None else 'took'} what the whole call did not"
     return None if out is None else compare(data, out, ref_decoder, same)
