@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import tracemalloc
 
 import msgspec
@@ -270,3 +271,19 @@ def test_streams_are_joined_only_where_the_first_stopped():
     assert out["n"] == 4 and out["coded"]["name"][1] == ["k"]  # one str for both streams' "k"
     with pytest.raises(ValueError, match="not read to its end"):
         fast.stream_result(second)
+
+
+def _second_thread_allowed() -> bool:
+    return stream.SECOND_THREAD
+
+
+def test_pool_workers_read_alone_unless_cpus_are_left():
+    """A pool of as many workers as CPUs leaves none for second threads; a smaller one does."""
+    from hta_lite.load import loader
+
+    cpus = os.cpu_count() or 1
+    with loader.process_pool(cpus) as pool:
+        assert pool.submit(_second_thread_allowed).result() is False
+    if cpus > 1:
+        with loader.process_pool(cpus - 1) as pool:
+            assert pool.submit(_second_thread_allowed).result() is True

@@ -1652,7 +1652,7 @@ static PyObject *stream_join(PyObject *self, PyObject *args) {
     if (first == second || first->busy || second->busy || first->state != 2 || second->state != 3 ||
         !first->ps || !second->ps || first->ps->decline || first->ps->error || second->ps->decline ||
         second->ps->error || first->ps->next || first->ps->n_event != second->ps->n_event ||
-        first->ps->n_args != second->ps->n_args)
+        first->ps->n_args != second->ps->n_args || first->ps->rows + second->ps->rows > INT32_MAX)
         Py_RETURN_FALSE;
     int same = PyObject_RichCompareBool(first->specs, second->specs, Py_EQ);
     if (same < 0) return NULL;

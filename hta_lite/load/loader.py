@@ -40,7 +40,7 @@ from ..errors import (
     TraceParseError,
     TraceReadError,
 )
-from . import cache
+from . import cache, stream
 from .rank_trace import RankTrace, parse_file
 
 OnError = Literal["raise", "skip", "warn"]
@@ -122,7 +122,6 @@ def load_file(
     include_last_profiler_step: bool = False,
     cache_root: Path | None = None,
     by_address: bool = False,
-    split: bool = True,
 ) -> RankTrace | TraceError:
     """Parse one file, through the cache when ``cache_root`` is given. Returns the error
     instead of raising it (this runs in worker processes; the caller decides what an error
@@ -130,7 +129,7 @@ def load_file(
 
     ``by_address``: a parsed trace that was stored in the cache comes back as the cache entry
     (its tables read when first used), so that a worker sends the caller a few bytes instead
-    of every table. ``split``: see :func:`~hta_lite.load.rank_trace.parse_file`."""
+    of every table."""
     path = Path(path)
     try:
         key = cache.entry_key(path, include_last_profiler_step) if cache_root else None
@@ -140,7 +139,7 @@ def load_file(
                 cached.path = str(path)
                 cached.rank = rank if rank is not None else cached.rank
                 return cached
-        trace = parse_file(path, rank, include_last_profiler_step, split)
+        trace = parse_file(path, rank, include_last_profiler_step)
         if key is not None:
             cache.store(cache_root, key, trace)
             stored = (
@@ -163,12 +162,10 @@ def load_file(
 
 
 def _load_job(
-    job: tuple[Path, int | None], options: LoadOptions, by_address: bool = False, split: bool = True
+    job: tuple[Path, int | None], options: LoadOptions, by_address: bool = False
 ) -> RankTrace | TraceError:
     path, rank = job
-    return load_file(
-        path, rank, options.include_last_profiler_step, options.cache_root, by_address, split
-    )
+    return load_file(path, rank, options.include_last_profiler_step, options.cache_root, by_address)
 
 
 def parse_many(
@@ -182,9 +179,7 @@ def parse_many(
     if options.parallel and len(jobs) > 1 and workers > 1:
         # workers hand back cached ranks by address: the tables travel through the cache files,
         # and this process reads only those its analyses use
-        # a second thread per file only where the workers leave CPUs free
-        spare = workers < (os.cpu_count() or 1)
-        work = functools.partial(_load_job, options=options, by_address=True, split=spare)
+        work = functools.partial(_load_job, options=options, by_address=True)
         done = map_in_processes(work, jobs, workers, options.start_method)
         return list(_progress(done, len(jobs), show))
     return list(_progress(map(work, jobs), len(jobs), show))
@@ -249,8 +244,16 @@ def process_pool(workers: int, method: str | None = None):
         context.set_forkserver_preload(["hta_lite.load.loader", "hta_lite.tools.batch"])
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        spare = workers < (os.cpu_count() or 1)  # else no second thread per file (stream.py)
+        with ProcessPoolExecutor(
+            max_workers=workers, mp_context=context, initializer=_worker, initargs=(spare,)
+        ) as pool:
             yield pool
+
+
+def _worker(spare_cpus: bool) -> None:
+    """A pool worker's start: a large file read by two threads only where CPUs are left."""
+    stream.SECOND_THREAD = spare_cpus
 
 
 def _progress(results: Iterable, total: int, show: bool) -> Iterable:

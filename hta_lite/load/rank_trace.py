@@ -102,18 +102,14 @@ def rank_from_metadata(metadata: dict[str, Any]) -> int | None:
 
 
 def parse_file(
-    path: str | Path,
-    rank: int | None = None,
-    include_last_profiler_step: bool = False,
-    split: bool = True,
+    path: str | Path, rank: int | None = None, include_last_profiler_step: bool = False
 ) -> RankTrace:
-    """Read, decode and link one trace file (runs inside a worker process). ``split``: a large
-    file's second half may be decoded by a second thread (where a CPU is free)."""
+    """Read, decode and link one trace file (runs inside a worker process)."""
     path = Path(path)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # hundreds of thousands of short-lived containers, no cycles: ~10% faster
     try:
-        decoded = decode_in_pieces(path, split)  # a large file, never whole in memory
+        decoded = decode_in_pieces(path)  # a large file, never whole in memory
         if decoded is None:
             decoded = dec.read_and_decode(path)
         tables, events_read, health = build_tables(decoded)

@@ -35,16 +35,17 @@ _HEAD_LIMIT = 64 << 20  # the events key further in than this: the unusual layou
 _CUT_EVENT_LIMIT = 64 << 20  # text waiting for an event's end: malformed, let the caller say so
 _JOIN_BYTES = 16 << 10  # the event cut by a piece's start is completed from this much of it
 SPLIT_BYTES = 8 << 20  # a text this long is read by two threads (where two CPUs are free)
+SECOND_THREAD = True  # False in pool workers that leave no CPU free (loader.process_pool)
 _LOOK_BACK = 4096  # bytes of the previous piece searched for the line the middle event opens
 _EVENT_LINE = re.compile(rb"\n[ \t\r]*\{")
 _MORE, _CLOSED, _STOPPED = 0, 1, 2  # what a feed says (the C decoder's FED_*)
 
 
-def decode_in_pieces(path: Path, split: bool = True) -> dec.Decoded | None:
+def decode_in_pieces(path: Path) -> dec.Decoded | None:
     """The file decoded in pieces, or None when it is small, not a regular file, declined by
-    the C decoder or laid out otherwise (the caller then decodes the whole text). ``split``: a
-    long text's second half is read by a second thread at the same time (:class:`_SecondHalf`),
-    where this process has a second CPU."""
+    the C decoder or laid out otherwise (the caller then decodes the whole text). A long text's
+    second half is read by a second thread at the same time (:class:`_SecondHalf`) where this
+    process has a second CPU and :data:`SECOND_THREAD` allows it."""
     if dec._fastjson is None:
         return None
     try:
@@ -63,7 +64,7 @@ def decode_in_pieces(path: Path, split: bool = True) -> dec.Decoded | None:
                 if compressed
                 else iter(lambda: file.read(PIECE_BYTES), b"")
             )
-            second = _SecondHalf(path, size, compressed) if split and _two_threads(size) else None
+            second = _SecondHalf.start(path, size, compressed) if _two_threads(size) else None
             try:
                 return _decode(pieces, size, second)
             finally:
@@ -86,7 +87,7 @@ def _two_threads(size: int) -> bool:
         cpus = len(os.sched_getaffinity(0))
     else:  # pragma: no cover - macOS, Windows
         cpus = os.cpu_count() or 1
-    return size >= SPLIT_BYTES and cpus > 1
+    return SECOND_THREAD and size >= SPLIT_BYTES and cpus > 1
 
 
 class _Stopped(NamedTuple):
@@ -204,7 +205,16 @@ class _SecondHalf:
         self._stopping = False
         self._outcome: tuple[int, object, bytes] | None = None  # start, stream, text after
         self._thread = threading.Thread(target=self._run, name="hta_lite second half")
-        self._thread.start()
+
+    @classmethod
+    def start(cls, path: Path, size: int, compressed: bool) -> _SecondHalf | None:
+        """The thread started; None when no thread can be (the caller reads alone)."""
+        half = cls(path, size, compressed)
+        try:
+            half._thread.start()
+        except RuntimeError:  # e.g. "can't start new thread"
+            return None
+        return half
 
     def result(self, position: int) -> tuple[object, bytes] | None:
         """(stream, text after the events array) when this began at ``position``, else None."""
