@@ -38,7 +38,7 @@ SPLIT_BYTES = 8 << 20  # a text this long is read by two threads (where two CPUs
 SECOND_THREAD = True  # False in pool workers that leave no CPU free (loader.process_pool)
 _LOOK_BACK = 4096  # bytes of the previous piece searched for the line the middle event opens
 _EVENT_LINE = re.compile(rb"\n[ \t\r]*\{")
-_MORE, _CLOSED, _STOPPED = 0, 1, 2  # what a feed says (the C decoder's FED_*)
+_CLOSED, _STOPPED = 1, 2  # what a feed says, besides 0: more text wanted (the C FED_*)
 
 
 def decode_in_pieces(path: Path) -> dec.Decoded | None:
@@ -179,7 +179,6 @@ def _feed(
         if fed is None:
             return None
         consumed, status = fed
-        rest = None
         if status != _CLOSED and consumed >= len(carry):
             rest = memoryview(piece)[consumed - len(carry) :]
         else:  # the array closed, or an event longer than _JOIN_BYTES: the piece copied whole
@@ -240,6 +239,13 @@ class _SecondHalf:
         except Exception:  # noqa: BLE001 - the caller reads on, and meets any problem itself
             self._outcome = None
 
+    def _until(self, pieces: Iterator) -> Iterator:
+        """``pieces`` until this is told to stop."""
+        for piece in pieces:
+            if self._stopping:
+                return
+            yield piece
+
     def _read(self, pieces: Iterator, position: int) -> tuple[int, object, bytes] | None:
         behind = b""  # the end of the previous piece: a line may begin there
         for piece in pieces:
@@ -260,18 +266,8 @@ class _SecondHalf:
                 dec._C_EVENT_SPEC, dec._C_ARGS_SPEC, dec._C_SEED,
                 (self._size - self.at) // 96 + 1024, True,
             )  # fmt: skip
-            fed = _feed(
-                stream, memoryview(window)[start:], origin + start, _until(pieces, self), -1
-            )
+            fed = _feed(stream, memoryview(window)[start:], origin + start, self._until(pieces), -1)
             if not isinstance(fed, bytes) or self._stopping:
                 return None
             return origin + start, stream, fed + b"".join(bytes(p) for p in pieces)
         return None
-
-
-def _until(pieces: Iterator, half: _SecondHalf) -> Iterator:
-    """``pieces`` until ``half`` is told to stop."""
-    for piece in pieces:
-        if half._stopping:
-            return
-        yield piece
