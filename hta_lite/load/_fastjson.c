@@ -1682,7 +1682,7 @@ static PyObject *stream_result(PyObject *self, PyObject *args) {
 /* ---- rows of integers ------------------------------------------------------------------- */
 
 static inline const unsigned char *skip_spaces(const unsigned char *p, const unsigned char *end) {
-    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    while (p < end && IS_SPACE[*p]) p++;
     return p;
 }
 
@@ -1739,7 +1739,7 @@ static inline int rows_next(RowReader *r, Py_ssize_t width, int64_t *v) {
         p = skip_spaces(p, end);
         int negative = p < end && *p == '-';
         p += negative;
-        const unsigned char *digits = p;
+        const unsigned char *digits = p, *last = end - p > 20 ? p + 20 : end; /* 20: too many */
         uint64_t u = 0;
 #if PY_LITTLE_ENDIAN
         uint64_t w;
@@ -1748,7 +1748,7 @@ static inline int rows_next(RowReader *r, Py_ssize_t width, int64_t *v) {
             p += 8;
         }
 #endif
-        while (p < end && (unsigned)(*p - '0') < 10 && p - digits < 20) u = u * 10 + (*p++ - '0');
+        while (p < last && (unsigned)(*p - '0') < 10) u = u * 10 + (*p++ - '0');
         Py_ssize_t n = p - digits;
         p = skip_spaces(p, end);
         if (p == end) goto cut; /* more digits may follow */
