@@ -82,7 +82,8 @@ def second_half_start(size: int) -> int:
 
 
 def _two_threads(size: int) -> bool:
-    """Whether a text of ``size`` bytes is read by two threads: long enough, and a second CPU."""
+    """Whether a text of ``size`` bytes is read by two threads: long enough, a second CPU, and
+    :data:`SECOND_THREAD` (off in pool workers that leave no CPU free)."""
     if hasattr(os, "sched_getaffinity"):
         cpus = len(os.sched_getaffinity(0))
     else:  # pragma: no cover - macOS, Windows

@@ -159,14 +159,14 @@ def _shapes_from(trace: RankTrace, rows: np.ndarray, forward: np.ndarray) -> np.
 
 
 def instance_keys(
-    trace: RankTrace, inst: pd.DataFrame | dict, columns: list[str]
+    trace: RankTrace, inst: dict, columns: list[str]
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Each call's group among the distinct values of its text ``columns`` (numbered in order of
     first appearance; a missing value counts as ``""``) and those values per column (object
-    arrays, one entry per group). Found from the codes of the categorical ``trace.cpu`` columns
-    the values come from: no string is hashed or copied per call."""
-    rows = np.asarray(inst["row"])
-    forward = np.asarray(inst["forward_row"])
+    arrays, one entry per group); ``inst``: :func:`instance_columns`' columns. Found from the
+    codes of the categorical ``trace.cpu`` columns the values come from: no string is hashed or
+    copied per call."""
+    rows, forward = inst["row"], inst["forward_row"]
     described_by = np.where(forward >= 0, forward, rows)
     where = {column: described_by if column in INPUT_COLUMNS else rows for column in columns}
     codes = []

@@ -33,13 +33,13 @@ SUMMED = ("calls", "host_self(us)", "host_total(us)", "kernels", "device_self_su
           "device_self(us)", "device_total_sum(us)", "device_total(us)")  # fmt: skip
 
 
-def group_of(attr: Attribution, inst: pd.DataFrame, by: str, stack_depth: int):
+def group_of(attr: Attribution, inst: dict, by: str, stack_depth: int):
     """Each instance's group (numbered in order of first appearance) and the key columns of
     each group (``{name: object array}``, one value per group)."""
     if by in GROUPINGS:
         return instance_keys(attr.trace, inst, GROUPINGS[by])
     if by == "stack":
-        return _stacks(attr, np.asarray(inst["row"]), stack_depth)
+        return _stacks(attr, inst["row"], stack_depth)
     raise SelectionError(None, f"by must be one of {[*GROUPINGS, 'stack', 'module']}, not {by!r}")
 
 
@@ -75,13 +75,14 @@ def _stacks(attr: Attribution, rows: np.ndarray, depth: int) -> tuple[np.ndarray
     return merged[codes], {"stack": np.asarray(texts, dtype=object)}
 
 
-def rank_summary(attr: Attribution, inst: pd.DataFrame, by: str = "name", stack_depth: int = 3):
-    """One rank's groups with the summed columns (no percentages), plus the unowned rows."""
+def rank_summary(attr: Attribution, inst: dict, by: str = "name", stack_depth: int = 3):
+    """One rank's groups with the summed columns (no percentages), plus the unowned rows
+    (``inst``: the rank's instance columns, :func:`.instances.instance_columns`)."""
     codes, keys = group_of(attr, inst, by, stack_depth)
     key_names = list(keys)
     n_groups = len(keys[key_names[0]])
     ops_group = np.full(len(attr.parent_op), -1, np.int64)
-    ops_group[np.asarray(inst["row"])] = codes
+    ops_group[inst["row"]] = codes
     owned = attr.owner >= 0
     self_group = ops_group[attr.owner[owned]]
     pair_k, pair_op = attr.pairs
@@ -93,7 +94,7 @@ def rank_summary(attr: Attribution, inst: pd.DataFrame, by: str = "name", stack_
     sums = {
         "calls": np.bincount(codes, minlength=n_groups),
         **{
-            column: np.bincount(codes, weights=np.asarray(inst[column]), minlength=n_groups)
+            column: np.bincount(codes, weights=inst[column], minlength=n_groups)
             for column in ("host_self(us)", "host_total(us)")
         },
         "kernels": np.bincount(self_group, minlength=n_groups),
