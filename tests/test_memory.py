@@ -191,6 +191,20 @@ def test_raw_timeline_that_is_not_one_is_an_error(tmp_path):
         MemoryAnalysis(path)
 
 
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 2**64])
+def test_raw_timeline_value_outside_int64_is_an_error_naming_the_file(tmp_path, value):
+    """Both decoders decline a value int64 cannot hold; msgspec's path then names the file
+    (it was a raw OverflowError from numpy)."""
+    from hta_lite.analyses.memory import raw_timeline
+
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps([[-1, 1, 512, 0], [10, 2, value, 4]]))
+    with pytest.raises(TraceParseError, match="big.json.*int64"):
+        MemoryAnalysis(path)
+    with pytest.raises(TraceParseError, match="big.json.*int64"):
+        raw_timeline.parse(path.read_bytes(), path)
+
+
 def test_raw_timeline_same_without_the_c_decoder(tmp_path, monkeypatch):
     rows = [[-1, 1, 512, 0], [10, 2, 100, 4], [1696966048083248105, 9, -100, 4]]
     path = tmp_path / "raw.json"

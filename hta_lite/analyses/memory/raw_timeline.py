@@ -36,7 +36,10 @@ def parse(text: bytes, path: str | Path) -> np.ndarray:
             raise TraceParseError(
                 path, f"not a raw memory timeline ([[ts, action, bytes, category], ...]): {exc}"
             ) from None
-        out = np.array(decoded, np.int64).reshape(-1, 4)
+        try:
+            out = np.array(decoded, np.int64).reshape(-1, 4)
+        except OverflowError:
+            raise TraceParseError(path, "a value outside the int64 range") from None
     category = out[:, 3]
     bad = (category < 0) | (category >= len(MEMORY_CATEGORIES))
     if bad.any():
