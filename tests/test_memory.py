@@ -191,6 +191,13 @@ def test_raw_timeline_that_is_not_one_is_an_error(tmp_path):
         MemoryAnalysis(path)
 
 
+def test_raw_timeline_without_entries_is_an_error_not_an_empty_chart(tmp_path):
+    path = tmp_path / "empty.json.gz"
+    path.write_bytes(gzip.compress(b"[ ]"))
+    with pytest.raises(MissingDataError, match="empty.json.gz.*no entries.*profile_memory=True"):
+        MemoryAnalysis(path)
+
+
 @pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 2**64])
 def test_raw_timeline_value_outside_int64_is_an_error_naming_the_file(tmp_path, value):
     """Both decoders decline a value int64 cannot hold; msgspec's path then names the file

@@ -22,6 +22,12 @@ NO_MEMORY = (
 )
 
 
+NO_RAW_ENTRIES = (
+    "the raw memory timeline has no entries: export it from a profile recorded with"
+    " torch.profiler.profile(profile_memory=True, record_shapes=True, with_stack=True)"
+)
+
+
 class Memory:
     """Memory methods of :class:`hta_lite.TraceAnalysis`."""
 
@@ -176,8 +182,10 @@ class MemoryAnalysis:
 
     def __init__(self, path: str | Path):
         self.path = path
-        # summed now, so that a file that is not a raw timeline is an error here
+        # summed now, so that a file that is not a raw timeline, or has no entries, is an error
         self._sums = raw_timeline.file_sums(path)
+        if not len(self._sums):
+            raise MissingDataError(path, NO_RAW_ENTRIES)
 
     @property
     def raw(self) -> pd.DataFrame:
