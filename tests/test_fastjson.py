@@ -506,6 +506,31 @@ def test_int_rows_declines_anything_else(text):
     assert dec.int_rows(text, 2) is None
 
 
+PLAIN_ROWS = [
+    b"[0, -0]", b"[-1, 7]", b"[12345678, -123456789]", b"[1234567890123456, 12345678901234567]",
+    b"[9223372036854775807, -9223372036854775808]", b"[01, 2]", b"[-01, 2]", b"[00, 2]",
+    b"[9223372036854775808, 1]", b"[-9223372036854775809, 1]", b"[99999999999999999999, 1]",
+    b"[1.5, 2]", b"[1e3, 2]", b"[-, 2]", b"[1, 2 ]", b"[1,  2]", b"[1,2]", b"[ 1, 2]",
+    b"[1, 2, 3]", b"[1]", b"[1, null]", b"[1, -]", b"[123456781234567812, 1]",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("row", PLAIN_ROWS)
+@pytest.mark.parametrize("after", [b", ", b",\n ", b"]"])
+def test_int_rows_plain_layout_equals_msgspec(row, after):
+    """Rows in the layout the fast path reads (``row_plain``: ", " after each comma, room to
+    spare after the row): the same values, and the same declines, as msgspec's."""
+    padding = b", ".join([b"[0, 0]"] * 40)
+    text = b"[" + row + (after + padding + b"]" if after != b"]" else b"]" + b" " * 200)
+    try:
+        expected = msgspec.json.decode(text, type=list[tuple[int, int]])
+        expected = np.array(expected, np.int64).tolist()
+    except (msgspec.DecodeError, msgspec.ValidationError, OverflowError):
+        expected = None
+    got = dec.int_rows(text, 2)
+    assert (None if got is None else got.reshape(-1, 2).tolist()) == expected
+
+
 @given(st.lists(st.tuples(*[st.integers(-(2**63), 2**63 - 1)] * 4), max_size=30), st.booleans())
 def test_int_rows_equal_msgspec(rows, indent):
     text = json.dumps(rows, indent=1 if indent else None).encode()

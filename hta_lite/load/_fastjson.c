@@ -1723,11 +1723,64 @@ static int rows_head(RowReader *r) {
     return r->state == ROWS_NEXT;
 }
 
+/* The common layout, read with fewer checks: a row "[n, n, ...]" (one space after each comma)
+   followed by ", " or "]", with at least PLAIN_ROOM(width) bytes left (no bound is checked
+   inside). 1: the row into v, *at past the separator (and the space after a comma), *closed
+   whether it was the array's "]"; 0: anything else, for rows_next's general reading. */
+#define PLAIN_ROOM(width) (32 * (width) + 8) /* a number takes at most 23 bytes, reads 24 */
+static inline int row_plain(const unsigned char **at, Py_ssize_t width, int64_t *v, int *closed) {
+    const unsigned char *p = *at;
+    if (*p++ != '[') return 0;
+    for (Py_ssize_t i = 0; i < width; i++) {
+        int negative = *p == '-';
+        p += negative;
+        if ((unsigned)(*p - '0') < 10 && (unsigned)(p[1] - '0') >= 10) { /* one digit */
+            v[i] = negative ? -(int64_t)(*p - '0') : (int64_t)(*p - '0');
+            p++;
+        } else {
+            const unsigned char *digits = p;
+            uint64_t u = 0;
+#if PY_LITTLE_ENDIAN
+            uint64_t w;
+            while (p - digits <= 11 && (memcpy(&w, p, 8), eight_digits(w))) {
+                u = u * 100000000 + eight_digits_value(w); /* at most 19 digits so far */
+                p += 8;
+            }
+#endif
+            while (p - digits < 20 && (unsigned)(*p - '0') < 10) u = u * 10 + (*p++ - '0');
+            Py_ssize_t n = p - digits;
+            if (n == 0 || n > 19 || *digits == '0') return 0; /* "0" is read above */
+            if (u > (uint64_t)INT64_MAX + (uint64_t)negative) return 0;
+            v[i] = negative ? (int64_t)(0 - u) : (int64_t)u;
+        }
+        if (i + 1 < width) {
+            if (p[0] != ',' || p[1] != ' ') return 0;
+            p += 2;
+        } else if (*p++ != ']') {
+            return 0;
+        }
+    }
+    if (p[0] == ',' && p[1] == ' ') {
+        *at = p + 2;
+        *closed = 0;
+        return 1;
+    }
+    if (*p != ']') return 0;
+    *at = p + 1;
+    *closed = 1;
+    return 1;
+}
+
 /* The next row into v: 1; or 0: no row, with r->state CLOSED (spaces after the array so far) or
    BAD, or the text ends first (r->p at what is left: the start of a cut row, or the end). An
    integer: sign, 1 to 19 digits, no leading zero, within int64. */
 static inline int rows_next(RowReader *r, Py_ssize_t width, int64_t *v) {
     if (r->state != ROWS_NEXT && !rows_head(r)) return 0;
+    int closed;
+    if (r->end - r->p >= PLAIN_ROOM(width) && row_plain(&r->p, width, v, &closed)) {
+        if (closed) r->state = ROWS_CLOSED;
+        return 1;
+    }
     const unsigned char *p = skip_spaces(r->p, r->end), *end = r->end;
     if (p == end) {
         r->p = p;
