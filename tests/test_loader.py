@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -223,6 +224,36 @@ def test_unreadable_file_is_a_trace_error(tmp_path):
     (tmp_path / "dangling.json").symlink_to(tmp_path / "missing-target.json")
     with pytest.raises(TraceReadError, match="dangling.json"):
         TraceAnalysis(trace_dir=tmp_path)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    """A FIFO named like a trace (no writer: a plain open would wait forever) is a
+    TraceReadError naming it, and the open descriptor is closed."""
+    import threading
+
+    from hta_lite.load.gzip_text import read_bytes
+
+    os.mkfifo(tmp_path / "rank0.json")
+    TraceBuilder(rank=1).kernel("k", 10, 5, launch_ts=8).write(tmp_path / "rank1.json")
+    outcome = []
+
+    def load():
+        try:
+            read_bytes(tmp_path / "rank0.json")
+        except TraceReadError as exc:
+            outcome.append(str(exc))
+        a = TraceAnalysis(trace_dir=tmp_path, on_error="skip", parallel=False, cache=False)
+        outcome.append(a.ranks)
+
+    before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "opening the FIFO blocked"
+    assert "rank0.json: not a regular file" in outcome[0] and outcome[1] == [1]
+    if before is not None:
+        assert len(os.listdir("/proc/self/fd")) == before
 
 
 def test_skip_keeps_good_ranks_and_lists_bad_files(tmp_path):

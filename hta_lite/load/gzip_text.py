@@ -43,15 +43,27 @@ def _cannot_read(path: Path, exc: OSError) -> TraceReadError:
     return TraceReadError(path, f"cannot read file: {exc.strerror or exc}")
 
 
+# opened without waiting (a FIFO with no writer would block the open), in binary mode on Windows
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+
+
 def _open_regular(path: Path) -> BinaryIO:
     """``path`` opened for reading; a ``TraceReadError`` when it cannot be, or is not a regular
-    file (a FIFO or device would block or never end)."""
+    file (a FIFO or device would block or never end). One lookup of the path: the open file is
+    the one checked."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise TraceReadError(path, "not a regular file")
-        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+        fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
         raise _cannot_read(path, exc) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise TraceReadError(path, "not a regular file")
+        return open(fd, "rb")  # noqa: SIM115 - the caller closes it (and so the descriptor)
+    except BaseException as exc:
+        os.close(fd)
+        if isinstance(exc, OSError):
+            raise _cannot_read(path, exc) from None
+        raise
 
 
 def read_bytes(path: Path) -> bytes | bytearray:
