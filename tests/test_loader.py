@@ -229,7 +229,8 @@ def test_unreadable_file_is_a_trace_error(tmp_path):
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
 def test_a_fifo_is_refused_without_blocking(tmp_path):
     """A FIFO named like a trace (no writer: a plain open would wait forever) is a
-    TraceReadError naming it, and the open descriptor is closed."""
+    TraceReadError naming it, with the cache off and on (its key read the file: it hung), and
+    the open descriptor is closed."""
     import threading
 
     from hta_lite.load.gzip_text import read_bytes
@@ -243,15 +244,16 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
             read_bytes(tmp_path / "rank0.json")
         except TraceReadError as exc:
             outcome.append(str(exc))
-        a = TraceAnalysis(trace_dir=tmp_path, on_error="skip", parallel=False, cache=False)
-        outcome.append(a.ranks)
+        for cache in (False, tmp_path / "cache"):
+            a = TraceAnalysis(trace_dir=tmp_path, on_error="skip", parallel=False, cache=cache)
+            outcome.append(a.ranks)
 
     before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
     worker = threading.Thread(target=load, daemon=True)
     worker.start()
     worker.join(timeout=30)
     assert not worker.is_alive(), "opening the FIFO blocked"
-    assert "rank0.json: not a regular file" in outcome[0] and outcome[1] == [1]
+    assert "rank0.json: not a regular file" in outcome[0] and outcome[1:] == [[1], [1]]
     if before is not None:
         assert len(os.listdir("/proc/self/fd")) == before
 

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from .columns import TEXT
+from .gzip_text import open_regular
 from .rank_trace import RankTrace, parse_file
 
 TEXT_DTYPE = pd.Index([], dtype=TEXT).dtype
@@ -60,12 +61,15 @@ def cache_dir(cache: bool | str | Path | None = None) -> Path:
 
 
 def entry_key(path: Path, include_last_profiler_step: bool) -> str:
-    st = path.stat()
-    digest = hashlib.blake2b(digest_size=20)
-    digest.update(
-        f"{FORMAT_VERSION}:{include_last_profiler_step}:{st.st_size}:{st.st_mtime_ns}".encode()
-    )
-    with open(path, "rb") as f:
+    """The cache entry's name for ``path``: its size, time and first and last bytes, hashed; a
+    ``TraceReadError`` for a file that cannot be read or is not a regular file (a FIFO named
+    like a trace is not opened for reading: that would wait for a writer)."""
+    with open_regular(path) as f:
+        st = os.fstat(f.fileno())
+        digest = hashlib.blake2b(digest_size=20)
+        digest.update(
+            f"{FORMAT_VERSION}:{include_last_profiler_step}:{st.st_size}:{st.st_mtime_ns}".encode()
+        )
         digest.update(f.read(_SAMPLE))
         if st.st_size > _SAMPLE:
             f.seek(max(st.st_size - _SAMPLE, _SAMPLE))

@@ -47,7 +47,7 @@ def _cannot_read(path: Path, exc: OSError) -> TraceReadError:
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 
 
-def _open_regular(path: Path) -> BinaryIO:
+def open_regular(path: Path) -> BinaryIO:
     """``path`` opened for reading; a ``TraceReadError`` when it cannot be, or is not a regular
     file (a FIFO or device would block or never end). One lookup of the path: the open file is
     the one checked."""
@@ -69,7 +69,7 @@ def _open_regular(path: Path) -> BinaryIO:
 def read_bytes(path: Path) -> bytes | bytearray:
     """A trace file's text, gunzipped when it is gzip; a ``TraceReadError`` names a file that
     cannot be read or is corrupt gzip."""
-    with _open_regular(path) as file:
+    with open_regular(path) as file:
         try:
             data = file.read()
         except OSError as exc:
@@ -88,7 +88,7 @@ def text_reader(path: Path) -> Iterator[tuple[BinaryIO, int]]:
     length as far as known (the gzip trailer's, capped as :func:`gunzip` caps it); a
     ``TraceReadError`` names a file that cannot be read or is corrupt gzip, as
     :func:`read_bytes` does."""
-    with _open_regular(path) as file:
+    with open_regular(path) as file:
         try:
             size = os.fstat(file.fileno()).st_size
             is_gzip = file.read(2) == b"\x1f\x8b"

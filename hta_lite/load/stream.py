@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from typing import NamedTuple
 
 import msgspec
 
+from ..errors import TraceReadError
 from ..kineto import PROFILER_RANGE_CATEGORY
 from . import decode as dec
 from . import gzip_text, schema
@@ -49,12 +49,15 @@ def decode_in_pieces(path: Path) -> dec.Decoded | None:
     if dec._fastjson is None:
         return None
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode) or info.st_size < MIN_FILE_BYTES:
-            return None
-        with open(path, "rb") as file:
+        file = gzip_text.open_regular(path)
+    except TraceReadError:  # the caller's whole-text read names the problem
+        return None
+    try:
+        with file:
+            size = os.fstat(file.fileno()).st_size
+            if size < MIN_FILE_BYTES:
+                return None
             compressed = file.read(2) == b"\x1f\x8b"
-            size = info.st_size
             if compressed:  # gzip's last 4 bytes: the text's size
                 file.seek(-4, os.SEEK_END)
                 size = int.from_bytes(file.read(4), "little")
@@ -229,7 +232,7 @@ class _SecondHalf:
 
     def _run(self) -> None:
         try:
-            with open(self._path, "rb") as file:
+            with gzip_text.open_regular(self._path) as file:
                 if self._compressed:
                     pieces, position = gzip_text.gunzipped_pieces(file, PIECE_BYTES), 0
                 else:
