@@ -30,11 +30,13 @@ import numpy as np
 
 from ..classify import COMMUNICATION, COMPUTATION, kernel_type
 from ..kineto import GPU_WORK_CATEGORIES, RUNTIME_CATEGORIES
+from ..load.gzip_text import read_bytes
 
 
 def _load(path: Path) -> dict:
-    data = path.read_bytes()
-    return json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+    """A template trace (JSON or gzip): read as every trace file is (a clear error naming a file
+    that cannot be read, is not a regular file or is corrupt gzip)."""
+    return json.loads(read_bytes(path))
 
 
 def injection_points(events: list[dict], min_dur_us: float = 100.0) -> list[float]:
@@ -188,8 +190,6 @@ def replicate_trace(
     """``n_ranks`` byte-for-byte copies of a real trace, each with its own ``distributedInfo.rank``
     (for scale benchmarks: the events are untouched, so every rank parses exactly like the
     template)."""
-    from ..load.gzip_text import read_bytes
-
     data = read_bytes(Path(template))
     top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
     events = top.pop("traceEvents")
