@@ -1723,12 +1723,39 @@ static int rows_head(RowReader *r) {
     return r->state == ROWS_NEXT;
 }
 
+/* The digits at *at (at most 20, none at or past ``end``) as an unsigned value, *at moved past
+   them; the caller takes the value with int_of once it knows the digits end there. */
+static inline uint64_t read_digits(const unsigned char **at, const unsigned char *end) {
+    const unsigned char *p = *at, *digits = p, *last = end - p > 20 ? p + 20 : end; /* 20: too many */
+    uint64_t u = 0;
+#if PY_LITTLE_ENDIAN
+    uint64_t w;
+    while (end - p >= 8 && p - digits <= 11 && (memcpy(&w, p, 8), eight_digits(w))) {
+        u = u * 100000000 + eight_digits_value(w); /* at most 19 digits so far */
+        p += 8;
+    }
+#endif
+    while (p < last && (unsigned)(*p - '0') < 10) u = u * 10 + (*p++ - '0');
+    *at = p;
+    return u;
+}
+
+/* The integer of the digits [digits, digits + n) read as ``u``, negated when ``negative``, into
+   *v: 1; 0 when it is not one (no digit, more than 19, a leading zero, outside int64). */
+static inline int int_of(uint64_t u, const unsigned char *digits, Py_ssize_t n, int negative, int64_t *v) {
+    if (n == 0 || n > 19 || (n > 1 && *digits == '0')) return 0;
+    if (u > (uint64_t)INT64_MAX + (uint64_t)negative) return 0;
+    *v = negative ? (int64_t)(0 - u) : (int64_t)u;
+    return 1;
+}
+
 /* The common layout, read with fewer checks: a row "[n, n, ...]" (one space after each comma)
-   followed by ", " or "]", with at least PLAIN_ROOM(width) bytes left (no bound is checked
-   inside). 1: the row into v, *at past the separator (and the space after a comma), *closed
+   followed by ", " or "]", with at least PLAIN_ROOM(width) bytes before ``end`` (no bound is
+   checked but the digits'). 1: the row into v, *at past the separator (and the space after a comma), *closed
    whether it was the array's "]"; 0: anything else, for rows_next's general reading. */
 #define PLAIN_ROOM(width) (32 * (width) + 8) /* a number takes at most 23 bytes, reads 24 */
-static inline int row_plain(const unsigned char **at, Py_ssize_t width, int64_t *v, int *closed) {
+static inline int row_plain(const unsigned char **at, const unsigned char *end, Py_ssize_t width,
+                            int64_t *v, int *closed) {
     const unsigned char *p = *at;
     if (*p++ != '[') return 0;
     for (Py_ssize_t i = 0; i < width; i++) {
@@ -1739,19 +1766,8 @@ static inline int row_plain(const unsigned char **at, Py_ssize_t width, int64_t 
             p++;
         } else {
             const unsigned char *digits = p;
-            uint64_t u = 0;
-#if PY_LITTLE_ENDIAN
-            uint64_t w;
-            while (p - digits <= 11 && (memcpy(&w, p, 8), eight_digits(w))) {
-                u = u * 100000000 + eight_digits_value(w); /* at most 19 digits so far */
-                p += 8;
-            }
-#endif
-            while (p - digits < 20 && (unsigned)(*p - '0') < 10) u = u * 10 + (*p++ - '0');
-            Py_ssize_t n = p - digits;
-            if (n == 0 || n > 19 || *digits == '0') return 0; /* "0" is read above */
-            if (u > (uint64_t)INT64_MAX + (uint64_t)negative) return 0;
-            v[i] = negative ? (int64_t)(0 - u) : (int64_t)u;
+            uint64_t u = read_digits(&p, end);
+            if (!int_of(u, digits, p - digits, negative, &v[i])) return 0;
         }
         if (i + 1 < width) {
             if (p[0] != ',' || p[1] != ' ') return 0;
@@ -1777,7 +1793,7 @@ static inline int row_plain(const unsigned char **at, Py_ssize_t width, int64_t 
 static inline int rows_next(RowReader *r, Py_ssize_t width, int64_t *v) {
     if (r->state != ROWS_NEXT && !rows_head(r)) return 0;
     int closed;
-    if (r->end - r->p >= PLAIN_ROOM(width) && row_plain(&r->p, width, v, &closed)) {
+    if (r->end - r->p >= PLAIN_ROOM(width) && row_plain(&r->p, r->end, width, v, &closed)) {
         if (closed) r->state = ROWS_CLOSED;
         return 1;
     }
@@ -1792,22 +1808,12 @@ static inline int rows_next(RowReader *r, Py_ssize_t width, int64_t *v) {
         p = skip_spaces(p, end);
         int negative = p < end && *p == '-';
         p += negative;
-        const unsigned char *digits = p, *last = end - p > 20 ? p + 20 : end; /* 20: too many */
-        uint64_t u = 0;
-#if PY_LITTLE_ENDIAN
-        uint64_t w;
-        while (end - p >= 8 && p - digits <= 11 && (memcpy(&w, p, 8), eight_digits(w))) {
-            u = u * 100000000 + eight_digits_value(w); /* at most 19 digits so far */
-            p += 8;
-        }
-#endif
-        while (p < last && (unsigned)(*p - '0') < 10) u = u * 10 + (*p++ - '0');
+        const unsigned char *digits = p;
+        uint64_t u = read_digits(&p, end);
         Py_ssize_t n = p - digits;
         p = skip_spaces(p, end);
         if (p == end) goto cut; /* more digits may follow */
-        if (n == 0 || n > 19 || (n > 1 && *digits == '0')) goto bad;
-        if (u > (uint64_t)INT64_MAX + (uint64_t)negative) goto bad;
-        v[i] = negative ? (int64_t)(0 - u) : (int64_t)u;
+        if (!int_of(u, digits, n, negative, &v[i])) goto bad;
         if (*p != (i + 1 < width ? ',' : ']')) goto bad; /* also ends 1.5, 1e3, and 1 2 */
         p++;
     }
