@@ -82,6 +82,19 @@ def read_bytes(path: Path) -> bytes | bytearray:
     return data
 
 
+def text_length(file: BinaryIO) -> tuple[bool, int]:
+    """Whether the open trace ``file`` is gzip (by its magic bytes, not its name) and its text's
+    length as far as known: the gzip trailer's, capped at ``MAX_RATIO`` times the file's size
+    (a truncated file's claim), else the file's size; the file is left at its start."""
+    size = os.fstat(file.fileno()).st_size
+    is_gzip = file.read(2) == b"\x1f\x8b"
+    if is_gzip:
+        file.seek(max(size - 4, 0))
+        size = min(int.from_bytes(file.read(4), "little"), MAX_RATIO * size)
+    file.seek(0)
+    return is_gzip, size
+
+
 @contextlib.contextmanager
 def text_reader(path: Path) -> Iterator[tuple[BinaryIO, int]]:
     """A reader (``readinto``) of a trace file's text, gunzipped when it is gzip, and the text's
@@ -90,12 +103,7 @@ def text_reader(path: Path) -> Iterator[tuple[BinaryIO, int]]:
     :func:`read_bytes` does."""
     with open_regular(path) as file:
         try:
-            size = os.fstat(file.fileno()).st_size
-            is_gzip = file.read(2) == b"\x1f\x8b"
-            if is_gzip:
-                file.seek(max(size - 4, 0))
-                size = min(int.from_bytes(file.read(4), "little"), MAX_RATIO * size)
-            file.seek(0)
+            is_gzip, size = text_length(file)
         except OSError as exc:
             raise _cannot_read(path, exc) from None
         try:

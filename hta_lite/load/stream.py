@@ -54,14 +54,9 @@ def decode_in_pieces(path: Path) -> dec.Decoded | None:
         return None
     try:
         with file:
-            size = os.fstat(file.fileno()).st_size
-            if size < MIN_FILE_BYTES:
+            if os.fstat(file.fileno()).st_size < MIN_FILE_BYTES:
                 return None
-            compressed = file.read(2) == b"\x1f\x8b"
-            if compressed:  # gzip's last 4 bytes: the text's size
-                file.seek(-4, os.SEEK_END)
-                size = int.from_bytes(file.read(4), "little")
-            file.seek(0)
+            compressed, size = gzip_text.text_length(file)
             pieces = (
                 gzip_text.gunzipped_pieces(file, PIECE_BYTES)
                 if compressed
