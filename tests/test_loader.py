@@ -498,3 +498,33 @@ def test_operator_inputs_are_canonical_json_text_whatever_the_spacing(tmp_path, 
     kernel = tables[0]["gpu"].iloc[0]
     assert (kernel.blocks_per_sm, kernel.warps_per_sm, kernel.occupancy_pct) == (0.5, 2.0, 25.0)
     assert (kernel.registers_per_thread, kernel.shared_memory) == (32, 1024)
+
+
+@pytest.mark.parametrize("method", ["", "fork", "forkserver", "spawn"])
+@pytest.mark.parametrize("run_as", ["script", "module", "stdin"])
+def test_a_script_without_main_guard_loads_in_worker_processes(tmp_path, method, run_as):
+    """A user's script with no ``if __name__ == "__main__":`` guard is never re-run by a worker
+    (it used to load the folder again inside the worker, which died), whatever the start
+    method; the progress bar's thread (tqdm) runs as in a terminal."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "guardless.py"
+    script.write_text(
+        "from hta_lite import LoadOptions, TraceAnalysis\n"
+        f"options = LoadOptions(max_workers=2, progress=True, cache=False)\n"
+        f"analysis = TraceAnalysis(trace_dir={str(SAMPLES / 'two_ranks')!r}, options=options)\n"
+        "print('ranks', analysis.ranks)\n"
+    )
+    command = {
+        "script": [sys.executable, str(script)],
+        "module": [sys.executable, "-m", "guardless"],
+        "stdin": [sys.executable, "-"],
+    }[run_as]
+    env = {**os.environ, "HTA_LITE_START_METHOD": method, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(
+        command, input=script.read_text() if run_as == "stdin" else None,
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("ranks [0, 1]")
