@@ -3,7 +3,7 @@
     python benchmarks/bench_start_method.py [--ranks 8] [--template TRACE.json.gz] [--repeat 3]
 
 ``TraceAnalysis`` forks its workers where that is safe and uses forkserver where it is not (a
-notebook kernel, a process with other threads; hta_lite.load.loader.start_method). This measures
+notebook kernel, a process with other threads; hta_lite.load.workers.start_method). This measures
 what that costs: each load runs in a fresh process (imports excluded), cache off, all cores,
 median of ``--repeat`` runs per method, methods interleaved.
 """

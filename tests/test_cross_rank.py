@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import SAMPLES
 from synth import TraceBuilder
@@ -154,8 +155,33 @@ def test_two_ranks_real_trace(two_ranks):
     assert report.collectives["skew_us"].min() == 0
     assert sorted(two_ranks.get_potential_stragglers()) == [0, 1]  # two ranks, two candidates
     assert "ProfilerStep" in two_ranks.timers_text()
-    # with two ranks neither is 3x the median lateness: no straggler is claimed
-    assert report.stragglers == [] and str(report).startswith("No straggler")
+    # rank 1 reaches every collective ~168 ms after rank 0 in a ~607 ms step: each rank is
+    # compared with the others (the median of both could never flag one of two)
+    assert report.stragglers == [1]
+    assert report.ranks.set_index("rank").loc[1, "wait_caused_us"] > 160_000
+    strict = two_ranks.get_straggler_report(min_step_pctg=30.0)
+    assert strict.stragglers == []
+    text = str(strict)
+    assert text.startswith("No straggler: the latest rank, 1, arrives 167,577 µs per step")
+    assert "27.6 % of the 607,608 µs step" in text and "at least 30 % of the step" in text
+
+
+def test_straggler_rule_compares_each_rank_with_the_others():
+    from hta_lite.analyses.stragglers import find_stragglers
+
+    def found(lateness, step_us=1000.0, **rule):
+        table = pd.DataFrame({"rank": range(len(lateness)), "lateness_us": lateness})
+        return find_stragglers(table, step_us, **rule)
+
+    assert found([0.0, 300.0]) == [1]  # one of two
+    assert found([0.0, 4.0]) == []  # 0.4 % of the step: jitter
+    assert found([0.0, 30.0], min_step_pctg=5.0) == []
+    assert found([0.0, 30.0]) == [1]
+    assert found([10.0, 20.0, 400.0, 15.0]) == [2]
+    assert found([0.0, 0.0, 0.0, 400.0, 400.0, 0.0, 0.0, 0.0]) == [3, 4]  # two of eight
+    assert found([100.0, 300.0, 300.0, 300.0]) == []  # most ranks late: none is the straggler
+    assert found([0.0, 300.0], step_us=float("nan")) == [1]  # step unknown: the factor alone
+    assert found([200.0]) == []
 
 
 def test_recorded_gloo_run_timers_and_straggler():

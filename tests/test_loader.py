@@ -422,7 +422,7 @@ def test_workers_start_by_fork_only_where_it_is_safe(monkeypatch):
     import sys
     import threading
 
-    from hta_lite.load.loader import start_method
+    from hta_lite.load.workers import start_method
 
     monkeypatch.delenv("HTA_LITE_START_METHOD", raising=False)
     if threading.active_count() == 1 and "ipykernel" not in sys.modules:

@@ -279,11 +279,11 @@ def _second_thread_allowed() -> bool:
 
 def test_pool_workers_read_alone_unless_cpus_are_left():
     """A pool of as many workers as CPUs leaves none for second threads; a smaller one does."""
-    from hta_lite.load import loader
+    from hta_lite.load import workers
 
     cpus = os.cpu_count() or 1
-    with loader.process_pool(cpus) as pool:
+    with workers.process_pool(cpus) as pool:
         assert pool.submit(_second_thread_allowed).result() is False
     if cpus > 1:
-        with loader.process_pool(cpus - 1) as pool:
+        with workers.process_pool(cpus - 1) as pool:
             assert pool.submit(_second_thread_allowed).result() is True

@@ -16,9 +16,10 @@ clock.)
 last to arrive is the one the others waited for.
 
 ``find_stragglers`` flags ranks whose lateness (summed arrival skew per step) is far above the
-median rank's; ``explain`` compares each with the median of the other ranks over the same steps:
-extra compute kernel time means compute-bound, extra GPU idle waiting for the host means
-host-bound, otherwise it was itself waiting (on communication or other ranks).
+other ranks' median and a share of the step; ``explain`` compares each with the median of the
+other ranks over the same steps: extra compute kernel time means compute-bound, extra GPU idle
+waiting for the host means host-bound, otherwise it was itself waiting (on communication or
+other ranks).
 """
 
 from __future__ import annotations
@@ -147,14 +148,61 @@ def rank_skew(skew: pd.DataFrame) -> pd.DataFrame:
     ]
 
 
-def find_stragglers(skew_by_rank: pd.DataFrame, factor: float = 3.0) -> list[int]:
-    """Ranks whose lateness is more than ``factor`` times the median rank's, at least half the
-    latest rank's (clock jitter of a few µs is not a straggler) and above 1 µs."""
+def find_stragglers(
+    skew_by_rank: pd.DataFrame,
+    step_us: float,
+    factor: float = 3.0,
+    min_step_pctg: float = 0.5,
+) -> list[int]:
+    """Ranks whose lateness (``rank_skew``) is above ``factor`` times the median of the *other*
+    ranks' and exceeds it by at least ``min_step_pctg`` % of the mean step (``step_us``; clock
+    jitter of a few µs is not a straggler). Each rank is compared with the others, so two ranks
+    suffice: one of two that others wait for is found (the median of both never lets it be
+    ``factor`` times as late). A step time that is not known (NaN) leaves only the factor."""
     if len(skew_by_rank) < 2:
         return []
-    late = skew_by_rank["lateness_us"]
-    keep = (late > factor * float(late.median())) & (late >= 0.5 * float(late.max())) & (late > 1.0)
+    late = skew_by_rank["lateness_us"].to_numpy(np.float64)
+    others = _median_of_the_others(late)
+    excess = late - others
+    floor = min_step_pctg / 100.0 * step_us if np.isfinite(step_us) else 0.0
+    keep = (late > factor * others) & (excess >= floor) & (excess > 1.0)
     return [int(r) for r in skew_by_rank.loc[keep, "rank"]]
+
+
+def _median_of_the_others(values: np.ndarray) -> np.ndarray:
+    """For each value, the median of all the other values (vectorised leave-one-out)."""
+    n = len(values)
+    order = np.argsort(values, kind="stable")
+    ranked = values[order]
+    position = np.empty(n, np.int64)
+    position[order] = np.arange(n)
+
+    def rest(j: int) -> np.ndarray:  # the j-th smallest of the others, for every value
+        return np.where(j < position, ranked[j], ranked[min(j + 1, n - 1)])
+
+    middle = (n - 1) // 2
+    return rest(middle) if (n - 1) % 2 else (rest(middle - 1) + rest(middle)) / 2.0
+
+
+def straggler_rule(lateness: pd.DataFrame, step_us: float, found: list[int], **rule) -> str:
+    """What :func:`find_stragglers` tested, and the latest rank's figures: the text of a
+    report that finds no straggler."""
+    factor = rule.get("factor", 3.0)
+    pctg = rule.get("min_step_pctg", 0.5)
+    test = (
+        f"a straggler arrives later than the median of the other ranks by at least {pctg:g} % of"
+        f" the step and is more than {factor:g}x as late"
+    )
+    if found or lateness.empty:
+        return test
+    top = lateness.iloc[0]
+    others = float(lateness["lateness_us"].iloc[1:].median()) if len(lateness) > 1 else 0.0
+    share = 100.0 * (float(top["lateness_us"]) - others) / step_us if step_us > 0 else np.nan
+    return (
+        f"the latest rank, {int(top['rank'])}, arrives {float(top['lateness_us']):,.0f} µs per"
+        f" step after the first (the others' median: {others:,.0f} µs), {share:.1f} % of the"
+        f" {step_us:,.0f} µs step; {test}"
+    )
 
 
 def host_wait_by_step(trace: RankTrace) -> pd.DataFrame:
@@ -214,13 +262,13 @@ def explain(
         if extra["compute"] >= 0.5 * late and extra["compute"] >= extra["host_wait"]:
             cause, why = (
                 "compute-bound",
-                f"its GPU compute takes {extra['compute']:.0f} µs more per step than the median"
+                f"its GPU compute takes {extra['compute']:,.0f} µs more per step than the median"
                 " rank",
             )
         elif extra["host_wait"] >= 0.5 * late:
             cause = "host-bound"
             why = (
-                f"its GPU waits {extra['host_wait']:.0f} µs more per step for the CPU to launch"
+                f"its GPU waits {extra['host_wait']:,.0f} µs more per step for the CPU to launch"
                 " work (host_wait idle) than the median rank: look at data loading, CPU"
                 " operators and synchronizations on this rank"
             )
@@ -239,13 +287,13 @@ def explain(
             }
         )
         texts[rank] = (
-            f"Rank {rank} reaches its collectives {late:.0f} µs per step after the others, who"
-            f" wait for it. It is {cause}: {why}. Per step it spends {me['compute']:.0f} µs in"
-            f" compute kernels (median rank {typical['compute']:.0f}), {me['host_wait']:.0f} µs"
+            f"Rank {rank} reaches its collectives {late:,.0f} µs per step after the others, who"
+            f" wait for it. It is {cause}: {why}. Per step it spends {me['compute']:,.0f} µs in"
+            f" compute kernels (median rank {typical['compute']:,.0f}), {me['host_wait']:,.0f} µs"
             f" of GPU idle waiting for the host, summed over its streams (median"
-            f" {typical['host_wait']:.0f}), and"
-            f" {me['communication']:.0f} µs in communication (median"
-            f" {typical['communication']:.0f}), "
+            f" {typical['host_wait']:,.0f}), and"
+            f" {me['communication']:,.0f} µs in communication (median"
+            f" {typical['communication']:,.0f}), "
             f"over {int(n_steps[rank])} step(s)."
         )
     return pd.DataFrame(rows), texts
@@ -285,10 +333,10 @@ def _explain_cpu(
             }
         )
         texts[rank] = (
-            f"Rank {rank} reaches its collectives {late:.0f} µs per step after the others, who"
-            f" wait for it. It is {cause}: its '{region}' region takes {excess:.0f} µs more per"
-            f" step than the median rank ({per_rank.loc[region, rank]:.0f} vs"
-            f" {per_rank.loc[region].drop(rank).median():.0f} µs)."
+            f"Rank {rank} reaches its collectives {late:,.0f} µs per step after the others, who"
+            f" wait for it. It is {cause}: its '{region}' region takes {excess:,.0f} µs more per"
+            f" step than the median rank ({per_rank.loc[region, rank]:,.0f} vs"
+            f" {per_rank.loc[region].drop(rank).median():,.0f} µs)."
         )
     return pd.DataFrame(rows), texts
 
@@ -297,17 +345,19 @@ def _explain_cpu(
 class StragglerReport:
     """``collectives``: per matched collective and rank (``collective_skew``); ``ranks``: lateness
     per rank (``rank_skew``); ``stragglers``: flagged ranks; ``causes``: per straggler the cause
-    and the extra time per step; ``texts``: one paragraph per straggler."""
+    and the extra time per step; ``texts``: one paragraph per straggler; ``rule``: what was
+    tested (with the latest rank's figures when no rank is flagged)."""
 
     collectives: pd.DataFrame
     ranks: pd.DataFrame
     stragglers: list[int]
     causes: pd.DataFrame
     texts: dict[int, str] = field(default_factory=dict)
+    rule: str = ""
 
     def __str__(self) -> str:
         if not self.stragglers:
-            return (
-                "No straggler: no rank arrives at its collectives markedly later than the others."
-            )
+            if self.ranks.empty:
+                return "No straggler: no collective was matched across ranks in a profiled step."
+            return f"No straggler: {self.rule}."
         return "\n\n".join(self.texts[r] for r in self.stragglers if r in self.texts)

@@ -126,23 +126,40 @@ class CrossRank:
         return found
 
     def get_straggler_report(
-        self, *, steps: Iterable[int] | None = None, factor: float = 3.0
+        self,
+        *,
+        steps: Iterable[int] | None = None,
+        factor: float = 3.0,
+        min_step_pctg: float = 0.5,
     ) -> stragglers.StragglerReport:
-        """Collectives matched across ranks, how late each rank arrives, the stragglers (lateness
-        above ``factor`` x the median rank's) and why (compute, host or waiting).
+        """Collectives matched across ranks, how late each rank arrives, the stragglers and why
+        (compute, host or waiting).
+
+        Args:
+            steps: ProfilerSteps to use (default: all profiled).
+            factor: a straggler is more than ``factor`` x as late as the median of the other
+                ranks (per step, summed over its collectives) ...
+            min_step_pctg: ... and later than that median by at least this share of the mean
+                step time (%), so that clock jitter is never a straggler.
 
         Returns:
             :class:`~hta_lite.analyses.stragglers.StragglerReport` with ``collectives``,
-            ``ranks``, ``stragglers``, ``causes`` (tables) and ``texts``; ``str()`` is the text.
+            ``ranks``, ``stragglers``, ``causes`` (tables), ``texts`` and ``rule`` (what was
+            tested); ``str()`` is the text.
         """
         skew = stragglers.collective_skew(self.traces, steps=steps, matching=self.get_collectives())
         lateness = stragglers.rank_skew(skew)
-        found = stragglers.find_stragglers(lateness, factor)
+        per_step = step_breakdown(self.traces, steps=steps)
+        step_us = float(per_step["step_time"].mean()) if len(per_step) else float("nan")
+        found = stragglers.find_stragglers(lateness, step_us, factor, min_step_pctg)
         causes, texts = stragglers.explain(
-            step_breakdown(self.traces, steps=steps),
+            per_step,
             pd.concat([stragglers.host_wait_by_step(t) for t in self.traces.values()]),
             lambda: timers.annotation_timers(self.traces, steps=steps),
             lateness,
             found,
         )
-        return stragglers.StragglerReport(skew, lateness, found, causes, texts)
+        rule = stragglers.straggler_rule(
+            lateness, step_us, found, factor=factor, min_step_pctg=min_step_pctg
+        )
+        return stragglers.StragglerReport(skew, lateness, found, causes, texts, rule)

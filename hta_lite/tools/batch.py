@@ -34,7 +34,8 @@ from ..analyses.collectives.matching import match
 from ..analyses.health import health_summary
 from ..errors import TraceError
 from ..load import cache
-from ..load.loader import LoadOptions, assign_ranks, collect, discover, load_file, map_in_processes
+from ..load.loader import LoadOptions, assign_ranks, collect, discover, load_file
+from ..load.workers import map_in_processes
 
 SUMMARY_TABLES = (
     "temporal_breakdown",
@@ -148,7 +149,7 @@ def cross_rank(partials: dict[str, pd.DataFrame], ranks) -> dict[str, pd.DataFra
         partials["host_wait"],
         lambda: partials["annotation_timers"],
         lateness,
-        stragglers.find_stragglers(lateness),
+        stragglers.find_stragglers(lateness, float(partials["step_breakdown"]["step_time"].mean())),
     )
     tidy = partials["annotation_timers"]
     return {
