@@ -12,16 +12,27 @@ from hta_lite.load.rank_trace import RankTrace
 
 
 def table_digest(df: pd.DataFrame) -> str:
+    """The same on pandas 2 and 3: a text column is ``str`` on pandas 3 and ``object`` on
+    pandas 2, digested there as pandas 3's ``str`` (on pandas 3, ``object`` stays itself)."""
+    columns = [(name, _as_str(df.iloc[:, i])) for i, name in enumerate(df.columns)]
     h = hashlib.blake2b(digest_size=12)
-    h.update(repr([(name, str(dtype)) for name, dtype in df.dtypes.items()]).encode())
-    for name in df.columns:
-        col = df[name]
+    h.update(repr([(name, str(col.dtype)) for name, col in columns]).encode())
+    for _, col in columns:
         if isinstance(col.dtype, pd.CategoricalDtype):
             h.update(repr(col.cat.categories.tolist()).encode())
             h.update(col.cat.codes.to_numpy().astype("int64").tobytes())
         else:
             h.update(pd.util.hash_pandas_object(col, index=False).to_numpy().tobytes())
     return h.hexdigest()
+
+
+PANDAS_2 = int(pd.__version__.split(".")[0]) < 3
+
+
+def _as_str(col: pd.Series) -> pd.Series:
+    if PANDAS_2 and col.dtype == object and pd.api.types.infer_dtype(col, skipna=True) in ("string", "empty"):
+        return col.astype(pd.StringDtype(na_value=float("nan")))
+    return col
 
 
 def trace_digests(trace: RankTrace) -> dict[str, str]:
