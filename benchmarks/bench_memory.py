@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-RAW = HERE.parent.parent / "shared" / "memory_timeline" / "memory_timeline.raw.gz"
+RAW = HERE.parent / "tests" / "data" / "memory_timeline" / "memory_timeline.raw.gz"
 KINETO = [HERE.parent / "sample_traces" / "memory_leak"]
 
 OURS_RAW = """

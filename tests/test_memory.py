@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import SAMPLES, SHARED, health_messages, needs_shared
+from conftest import DATA, SAMPLES, SHARED, health_messages, needs_shared
 from synth import TraceBuilder
 
 from hta_lite import MemoryAnalysis, TraceAnalysis
@@ -168,11 +168,10 @@ def test_raw_timeline_by_category_equals_a_direct_sum(tmp_path):
     ]
 
 
-@needs_shared
 def test_hta_memory_timeline_file():
-    m = MemoryAnalysis(SHARED / "memory_timeline" / "memory_timeline.raw.gz")
+    m = MemoryAnalysis(DATA / "memory_timeline" / "memory_timeline.raw.gz")
     raw = json.loads(
-        gzip.decompress((SHARED / "memory_timeline" / "memory_timeline.raw.gz").read_bytes())
+        gzip.decompress((DATA / "memory_timeline" / "memory_timeline.raw.gz").read_bytes())
     )
     direct = pd.DataFrame(raw).groupby(3)[2].sum()
     last = m.memory_by_category().iloc[-1]
