@@ -15,7 +15,7 @@ from hta_lite import TraceAnalysis, TraceDiff
 PACKAGE = Path(hta_lite.__file__).parent
 # lowest first: a module may import from its own layer and the ones before it, never after
 LAYERS = [
-    ("kineto", "errors", "intervals", "classify"),  # vocabulary and shared math
+    ("kineto", "errors", "intervals", "classify", "units"),  # vocabulary, shared math, units
     ("load",),  # files -> typed tables
     ("analyses",),  # tables -> DataFrames
     ("plots",),  # DataFrames -> figures

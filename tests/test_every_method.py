@@ -32,6 +32,8 @@ CALLS = {
         visualize=False, show_idle_interval_stats=True
     ),
     "get_comm_comp_overlap": lambda a, out: a.get_comm_comp_overlap(visualize=False),
+    "get_gpu_idle_by_cause": lambda a, out: a.get_gpu_idle_by_cause(),
+    "get_key_findings": lambda a, out: a.get_key_findings(),
     "get_gpu_kernel_breakdown": lambda a, out: a.get_gpu_kernel_breakdown(visualize=False),
     "get_gpu_kernels_with_user_annotations": lambda a, out: a.get_gpu_kernels_with_user_annotations(
         a.ranks[0]
@@ -133,6 +135,7 @@ NO_MATCH = {
     "get_operator_summary": (lambda a: a.get_operator_summary(ranks=[999]), RankNotFoundError),
     "get_operator_roofline": (lambda a: a.get_operator_roofline(device="no such"), SelectionError),
     "get_mfu": (lambda a: a.get_mfu(ranks=[999]), RankNotFoundError),
+    "get_gpu_idle_by_cause": (lambda a: a.get_gpu_idle_by_cause([999]), RankNotFoundError),
     "get_kernel_efficiency": (lambda a: a.get_kernel_efficiency(by="no such"), SelectionError),
 }
 # what a trace without the needed events may answer with instead of an empty frame

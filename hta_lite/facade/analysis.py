@@ -2,7 +2,7 @@
 columns. It holds no algorithm: each method checks its arguments, calls one function of
 :mod:`hta_lite.analyses` and, when asked, shows the matching figure of :mod:`hta_lite.plots`.
 The methods live in one mixin per family (breakdowns, counters, launches, operators,
-collectives, critical path, memory, cross-rank); a new
+collectives, critical path, memory, cross-rank, key findings); a new
 analysis adds its method to the family it belongs to, or a new mixin here.
 """
 
@@ -15,6 +15,7 @@ from .collectives import Collectives
 from .counters import Counters
 from .critical_path import CriticalPaths
 from .cross_rank import CrossRank
+from .findings import Findings
 from .hta_compat import HtaTrace
 from .launches import Launches
 from .memory import Memory
@@ -32,6 +33,7 @@ class TraceAnalysis(
     CriticalPaths,
     Memory,
     CrossRank,
+    Findings,
     TraceSet,
 ):
     """Load a folder of per-rank Kineto traces and analyze where the GPU time went.

@@ -85,6 +85,33 @@ class Breakdowns:
             plots.show(plots.plot_idle_time_breakdown(df, visualize_pctg))
         return df, stats
 
+    def get_gpu_idle_by_cause(
+        self,
+        ranks: Iterable[int] | None = None,
+        consecutive_kernel_delay: float = 30,
+        *,
+        visualize: bool = False,
+    ) -> pd.DataFrame:
+        """Why the whole GPU was idle (no work on any stream: the idle time of
+        :meth:`get_temporal_breakdown`), by the rule of :meth:`get_idle_time_breakdown` applied
+        to the event that ends each gap. Unlike the per-stream breakdown, a stream with
+        little work does not weigh like the busy one.
+
+        Args:
+            ranks: ranks to include (default: all).
+            consecutive_kernel_delay: gap threshold of ``kernel_wait``, in µs.
+            visualize: show idle time by cause per rank.
+
+        Returns:
+            One row per (rank, idle_category): ``rank, idle_category, idle_time`` (µs),
+            ``idle_time_pctg`` (share of the rank's GPU idle time); no row for a CPU-only rank.
+        """
+        selected = {t.rank: t for t in select(self.traces, ranks)}
+        df = idle.gpu_idle_by_cause(selected, consecutive_kernel_delay)
+        if visualize:
+            plots.show(plots.plot_gpu_idle_by_cause(df))
+        return df
+
     def get_comm_comp_overlap(
         self, visualize: bool = True, *, ranks: Iterable[int] | None = None
     ) -> pd.DataFrame:

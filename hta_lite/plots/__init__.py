@@ -6,6 +6,7 @@ so ``visualize=True`` never opens a browser or blocks a batch script.
 from .base import in_notebook, label, labels, show
 from .breakdowns import (
     plot_comm_comp_overlap,
+    plot_gpu_idle_by_cause,
     plot_idle_time_breakdown,
     plot_kernel_distribution,
     plot_kernel_type_pie,
@@ -37,6 +38,9 @@ from .cross_rank import (
 from .diff import (
     plot_diff,
 )
+from .findings import (
+    plot_key_findings,
+)
 from .memory import (
     plot_memory_by_category,
     plot_memory_timeline,
@@ -55,6 +59,7 @@ __all__ = [
     "show",
     "plot_temporal_breakdown",
     "plot_idle_time_breakdown",
+    "plot_gpu_idle_by_cause",
     "plot_comm_comp_overlap",
     "plot_kernel_type_pie",
     "plot_kernel_type_pies_per_rank",
@@ -76,6 +81,7 @@ __all__ = [
     "plot_wait_heatmap",
     "plot_arrival_skew",
     "plot_diff",
+    "plot_key_findings",
     "plot_operator_summary",
     "plot_module_sunburst",
     "plot_roofline",

@@ -52,6 +52,21 @@ def plot_idle_time_breakdown(df: pd.DataFrame, pctg: bool = True) -> go.Figure:
     return fig
 
 
+def plot_gpu_idle_by_cause(df: pd.DataFrame) -> go.Figure:
+    """Per rank, the idle time of the whole GPU (no stream busy) by cause (ms), stacked."""
+    fig = px.bar(
+        df.assign(idle_ms=df["idle_time"] / 1e3, rank=df["rank"].astype(str)),
+        x="rank",
+        y="idle_ms",
+        color="idle_category",
+        hover_data=["idle_time", "idle_time_pctg"],
+        title="GPU idle time by cause (no stream busy)",
+        labels={"rank": "Rank", "idle_ms": "Idle time (ms)", "idle_time": "Idle time (µs)"},
+    )
+    fig.update_layout(xaxis={"type": "category"})
+    return fig
+
+
 def plot_comm_comp_overlap(df: pd.DataFrame) -> go.Figure:
     fig = px.bar(
         df,

@@ -1,0 +1,209 @@
+"""Key findings: the few facts a reader needs first, one line each, from the views' tables.
+
+Each kind is a pure function of the tables of the view it summarizes (``None`` where those
+tables are absent or say nothing) and gives one row; :func:`key_findings` ranks them.
+
+Columns: ``kind`` (``KINDS``), ``rank`` (nullable: the rank the finding is about, ``<NA>`` for
+the job), ``finding`` (one line with its numbers), ``value`` and ``unit`` (the main number),
+``step_pctg`` (that number as a share of the step, for findings that are wall-clock time the
+step spends: idle GPU, a late rank, exposed communication; NaN for the others), ``section``
+(the report's anchor of the view behind it). Ranked by ``step_pctg``, largest first, then the
+others in ``KINDS`` order. (The findings issue will rank by the step time a fix saves: it
+replaces ``step_pctg`` by that estimate, and the report and CLI show whatever this table holds.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from ..units import fmt_bytes, fmt_pct, fmt_us
+
+COLUMNS = ["kind", "rank", "finding", "value", "unit", "step_pctg", "section"]
+KINDS = (
+    "gpu_idle", "straggler", "exposed_communication", "top_operator", "mfu", "memory_peak",
+    "health",
+)  # fmt: skip
+
+IDLE_CAUSES = {
+    "host_wait": "waiting for the host to launch work",
+    "kernel_wait": "launch overhead between kernels",
+    "other": "waiting on other streams or synchronizations",
+}
+
+
+def _row(kind, finding, value=np.nan, unit="", step_pctg=np.nan, section="", rank=None) -> dict:
+    return {
+        "kind": kind, "rank": rank, "finding": finding, "value": float(value), "unit": unit,
+        "step_pctg": float(step_pctg), "section": section,
+    }  # fmt: skip
+
+
+def gpu_idle(temporal: pd.DataFrame, by_cause: pd.DataFrame) -> dict | None:
+    """Share of the GPU span with no work on any stream (``get_temporal_breakdown``) and its
+    main cause (``get_gpu_idle_by_cause``: that idle time by the event that ended each gap)."""
+    busy = temporal.dropna(subset=["idle_time_pctg"])
+    if busy.empty:
+        return None
+    mean = float(busy["idle_time_pctg"].mean())
+    worst = busy.loc[busy["idle_time_pctg"].idxmax()]
+    text = f"The GPU is idle {fmt_pct(mean)} of the time from its first to its last work"
+    if len(busy) > 1:
+        text += f" (mean of {len(busy)} ranks; rank {int(worst['rank'])}: "
+        text += f"{fmt_pct(worst['idle_time_pctg'])})"
+    causes = by_cause.groupby("idle_category", sort=False)["idle_time"].sum()
+    if causes.sum() > 0:
+        cause = str(causes.idxmax())
+        share = 100.0 * causes[cause] / causes.sum()
+        text += f", mostly {IDLE_CAUSES.get(cause, cause)} ({cause}: {fmt_pct(share)} of it)"
+    return _row("gpu_idle", text, mean, "%", mean, "idle")
+
+
+def straggler(report, step_us: float) -> dict | None:
+    """The rank the others wait for at collectives (``get_straggler_report``), or what was
+    tested when none is; ``None`` with fewer than two ranks at matched collectives."""
+    if len(report.ranks) < 2:
+        return None
+    if not report.stragglers:
+        top = report.ranks.iloc[0]
+        return _row("straggler", f"No straggler: {report.rule}.", top["lateness_us"], "µs",
+                    section="cross-rank")  # fmt: skip
+    rank = report.stragglers[0]
+    row = report.ranks.set_index("rank").loc[rank]
+    late = float(row["lateness_us"])
+    pctg = 100.0 * late / step_us if step_us > 0 else np.nan
+    text = (
+        f"Rank {rank} reaches its collectives {fmt_us(late)} per step after the others"
+        f" ({fmt_pct(pctg)} of the {fmt_us(step_us)} step); the others wait"
+        f" {fmt_us(row['wait_caused_us'])} for it in all"
+    )
+    causes = report.causes.set_index("rank") if len(report.causes) else None
+    if causes is not None and rank in causes.index:
+        text += f" (cause: {causes.loc[rank, 'cause']})"
+    if len(report.stragglers) > 1:
+        text += f"; also late: ranks {', '.join(map(str, report.stragglers[1:]))}"
+    return _row("straggler", text, late, "µs", pctg, "cross-rank", rank)
+
+
+def exposed_communication(steps: pd.DataFrame) -> dict | None:
+    """Communication not under computation per step (``get_step_breakdown``: communication
+    minus the part overlapped by compute), mean over ranks and steps."""
+    if steps.empty or steps["communication"].sum() <= 0:
+        return None
+    exposed = steps["communication"] - steps["comm_overlapped"]
+    mean, step = float(exposed.mean()), float(steps["step_time"].mean())
+    pctg = 100.0 * mean / step if step > 0 else np.nan
+    hidden = 100.0 * steps["comm_overlapped"].sum() / steps["communication"].sum()
+    worst = steps.loc[exposed.idxmax()]
+    text = (
+        f"Communication not hidden by computation: {fmt_us(mean)} per step ({fmt_pct(pctg)} of"
+        f" the step); {fmt_pct(hidden)} of communication time overlaps compute"
+    )
+    if steps["rank"].nunique() > 1:
+        text += f" (most exposed: rank {int(worst['rank'])}, step {int(worst['step'])})"
+    return _row("exposed_communication", text, mean, "µs", pctg, "overlap")
+
+
+def top_operator(operators: pd.DataFrame | None) -> dict | None:
+    """The operator with the most GPU time of its own (``get_operator_summary``)."""
+    if operators is None:
+        return None
+    named = operators[~operators["name"].str.startswith("[") & (operators["calls"] > 0)]
+    if named.empty or named["device_self_sum(us)"].max() <= 0:
+        return None
+    top = named.loc[named["device_self_sum(us)"].idxmax()]
+    name, gpu_us = _short(str(top["name"])), top["device_self_sum(us)"]
+    text = (
+        f"Top operator by GPU time: {name}, {fmt_us(gpu_us)}"
+        f" ({fmt_pct(top['device_self_pctg'])} of GPU time) in {int(top['calls']):,} calls"
+    )
+    return _row("top_operator", text, top["device_self_sum(us)"], "µs", section="operators")
+
+
+def mfu(table: pd.DataFrame | None, device_names: list[str]) -> dict | None:
+    """Model FLOPs utilization (``get_mfu``), or why it is unknown and what to pass."""
+    if table is None or table.empty or table["achieved_tflops"].isna().all():
+        return _row("mfu", "MFU unknown: no operator with input shapes and a FLOP model ran GPU"
+                    " work (record with record_shapes=True)", section="operators")  # fmt: skip
+    if table["mfu_pctg"].isna().all():
+        named = ", ".join(f"'{n}'" for n in device_names[:3])
+        return _row(
+            "mfu",
+            "MFU unknown: the trace does not name a GPU of the peak table; pass device= to"
+            f" get_mfu() (one of {named}, ...: hta_lite.analyses.operators.DEVICES)",
+            section="operators",
+        )
+    known = table.dropna(subset=["mfu_pctg"])
+    mean = float(known["mfu_pctg"].mean())
+    text = (
+        f"MFU {fmt_pct(mean)}: {known['achieved_tflops'].mean():.1f} TFLOP/s of"
+        f" {known['peak_tflops'].iloc[0]:.0f} ({known['precision'].iloc[0]}, "
+        f"{known['device'].iloc[0]}); the FLOP model covers"
+        f" {fmt_pct(known['modelled_gpu_pctg'].mean())} of GPU time"
+    )
+    return _row("mfu", text, mean, "%", section="operators")
+
+
+def memory_peak(peaks: pd.DataFrame | None, capacity: Callable[[int, str], float]) -> dict:
+    """The highest peak of allocated memory (``get_memory_peaks``) against the device's memory
+    (``capacity(rank, device)``: bytes, NaN when the trace does not say), GPU devices first."""
+    if peaks is None or peaks.empty:
+        return _row("memory_peak", "Memory not recorded: profile with"
+                    " torch.profiler.profile(profile_memory=True)", section="memory")  # fmt: skip
+    gpu = peaks[peaks["device"].astype(str) != "cpu"]
+    chosen = gpu if len(gpu) else peaks
+    top = chosen.loc[chosen["peak_allocated"].idxmax()]
+    rank, device = int(top["rank"]), str(top["device"])
+    total = capacity(rank, device)
+    text = f"Memory peak: {fmt_bytes(top['peak_allocated'])} allocated on rank {rank} {device}"
+    if np.isfinite(total) and total > 0:
+        text += f" ({fmt_pct(100.0 * top['peak_allocated'] / total)} of {fmt_bytes(total)})"
+    if np.isfinite(top["peak_reserved"]):
+        text += f", {fmt_bytes(top['peak_reserved'])} reserved"
+    if top["operator"]:
+        text += f"; reached in {_short(str(top['operator']))}"
+    if top["step"] >= 0:
+        text += f" (step {int(top['step'])})"
+    return _row("memory_peak", text, top["peak_allocated"], "bytes", section="memory", rank=rank)
+
+
+def health(table: pd.DataFrame) -> dict:
+    """What the loader skipped, clamped or left out (``health()``): warnings first."""
+    problems = table[table["severity"].isin(["warning", "error"])]
+    excluded = table[table["severity"] == "excluded"]
+    parts = []
+    if len(problems):
+        codes = problems.groupby("code", sort=False)["count"].sum()
+        listed = ", ".join(f"{c} ({n:,})" for c, n in codes.head(3).items())
+        parts.append(
+            f"{len(codes)} kind(s) of problem: {listed}" + (", ..." if len(codes) > 3 else "")
+        )
+    last = excluded[excluded["code"].isin(["gpu_in_last_step", "cpu_in_last_step"])]
+    if len(last):
+        counts = last.groupby("code")["count"].sum()
+        parts.append(
+            f"{int(counts.get('gpu_in_last_step', 0)):,} GPU and"
+            f" {int(counts.get('cpu_in_last_step', 0)):,} CPU events of the last ProfilerStep left"
+            " out, as HTA does (include_last_profiler_step=True keeps them)"
+        )
+    text = "Trace health: " + (
+        "; ".join(parts) if parts else "nothing skipped, clamped or left out"
+    )
+    return _row("health", text, len(problems), "problems", section="health")
+
+
+def key_findings(rows: list[dict | None]) -> pd.DataFrame:
+    """The findings table (module docstring) from the rows of the kinds above."""
+    table = pd.DataFrame([r for r in rows if r is not None], columns=COLUMNS)
+    table["rank"] = table["rank"].astype("Int64")
+    order = table["kind"].map({k: i for i, k in enumerate(KINDS)})
+    timed = table["step_pctg"].notna()
+    table = table.assign(_timed=~timed, _pctg=-table["step_pctg"].fillna(0), _order=order)
+    table = table.sort_values(["_timed", "_pctg", "_order"], kind="stable")
+    return table[COLUMNS].reset_index(drop=True)
+
+
+def _short(name: str, limit: int = 60) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "…"

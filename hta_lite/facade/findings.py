@@ -1,0 +1,75 @@
+"""Key findings: the first thing the report and ``hta-lite summarize`` show
+(:mod:`hta_lite.analyses.key_findings`)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pandas as pd
+
+from ..analyses import key_findings as kf
+from ..analyses.operators import DEVICES
+from ..errors import MissingDataError
+from .base import plots
+
+
+class Findings:
+    """Key-findings method of :class:`hta_lite.TraceAnalysis`."""
+
+    def get_key_findings(self, *, visualize: bool = False) -> pd.DataFrame:
+        """The few facts to read first, one line each with its number: idle GPU time and its
+        main cause, the rank the others wait for, communication not hidden by compute, the top
+        operator, MFU, the memory peak against the device's memory, trace health.
+
+        Args:
+            visualize: show a chart of the findings that are a share of the step.
+
+        Returns:
+            DataFrame with the columns of :mod:`hta_lite.analyses.key_findings` (``kind``,
+            ``rank``, ``finding``, ``value``, ``unit``, ``step_pctg``, ``section``), the
+            wall-clock findings first by their share of the step. A view the traces lack gives
+            no row, or a row that says what to record (memory, MFU).
+        """
+        temporal = self.get_temporal_breakdown(visualize=False)
+        idle = self.get_gpu_idle_by_cause()
+        steps = self.get_step_breakdown(visualize=False)
+        step_us = float(steps["step_time"].mean()) if len(steps) else math.nan
+        straggler = (
+            kf.straggler(self.get_straggler_report(), step_us) if len(self.ranks) > 1 else None
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an unknown device: the MFU row says what to pass
+            operators = self.get_operator_summary(visualize=False)
+            mfu = _or_none(self.get_mfu)
+        rows = [
+            kf.gpu_idle(temporal, idle),
+            straggler,
+            kf.exposed_communication(steps),
+            kf.top_operator(operators),
+            kf.mfu(mfu, list(DEVICES)) if kf.top_operator(operators) else None,
+            kf.memory_peak(_or_none(self.get_memory_peaks), self._device_memory),
+            kf.health(self.health()),
+        ]
+        table = kf.key_findings(rows)
+        if visualize:
+            plots.show(plots.plot_key_findings(table))
+        return table
+
+    def _device_memory(self, rank: int, device: str) -> float:
+        """Bytes of memory of a rank's device (``cuda:N``) from its trace's deviceProperties,
+        NaN when the trace does not say."""
+        kind, _, index = device.partition(":")
+        properties = self.metadata(rank).get("deviceProperties") or []
+        for entry in properties if isinstance(properties, list) else []:
+            if isinstance(entry, dict) and str(entry.get("id")) == index and kind != "cpu":
+                total = entry.get("totalGlobalMem")
+                return float(total) if isinstance(total, int | float) else math.nan
+        return math.nan
+
+
+def _or_none(method):
+    try:
+        return method()
+    except MissingDataError:
+        return None

@@ -1,0 +1,41 @@
+"""Readable quantities for text a person reads (findings, the report, the CLI): bytes in binary
+units, times in µs / ms / s. Tables keep raw numbers (bytes, µs) for computing; these are only
+for display."""
+
+from __future__ import annotations
+
+import math
+
+_BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def fmt_bytes(value: float) -> str:
+    """``1536`` -> ``'1.5 KiB'``; ``2**31`` -> ``'2.0 GiB'``; NaN -> ``'–'``."""
+    if value is None or not math.isfinite(value):
+        return "–"
+    sign, size = ("-" if value < 0 else ""), abs(float(value))
+    unit = 0
+    while size >= 1024 and unit < len(_BINARY) - 1:
+        size /= 1024
+        unit += 1
+    return f"{sign}{size:.0f} B" if unit == 0 else f"{sign}{size:.1f} {_BINARY[unit]}"
+
+
+def fmt_us(value: float) -> str:
+    """A duration given in µs: ``850`` -> ``'850 µs'``, ``167577`` -> ``'167.6 ms'``,
+    ``2.5e6`` -> ``'2.50 s'``; NaN -> ``'–'``."""
+    if value is None or not math.isfinite(value):
+        return "–"
+    size = abs(float(value))
+    if size < 1_000:
+        return f"{value:,.0f} µs" if size >= 10 or size == 0 else f"{value:.1f} µs"
+    if size < 1_000_000:
+        return f"{value / 1e3:,.1f} ms"
+    return f"{value / 1e6:,.2f} s"
+
+
+def fmt_pct(value: float) -> str:
+    """``54.137`` -> ``'54.1 %'``; NaN -> ``'–'``."""
+    if value is None or not math.isfinite(value):
+        return "–"
+    return f"{value:.1f} %"

@@ -1,0 +1,122 @@
+"""Key findings (the report's and the CLI summary's first block) and what they rest on: the idle
+time of the whole GPU by cause, readable units."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from conftest import SAMPLES
+from synth import TraceBuilder
+
+from hta_lite import TraceAnalysis, plots
+from hta_lite.analyses import key_findings as kf
+from hta_lite.units import fmt_bytes, fmt_pct, fmt_us
+
+
+def test_units():
+    assert [fmt_bytes(v) for v in (0, 1023, 1536, 2**31, 104_510_323_200)] == [
+        "0 B", "1023 B", "1.5 KiB", "2.0 GiB", "97.3 GiB",
+    ]  # fmt: skip
+    assert [fmt_us(v) for v in (0, 2.5, 850, 167_577, 2_500_000)] == [
+        "0 µs", "2.5 µs", "850 µs", "167.6 ms", "2.50 s",
+    ]  # fmt: skip
+    assert fmt_pct(54.137) == "54.1 %"
+    assert fmt_bytes(math.nan) == fmt_us(math.nan) == fmt_pct(math.nan) == "–"
+
+
+def test_gpu_idle_by_cause_classifies_each_gap_of_the_whole_gpu(tmp_path):
+    """Two streams; the GPU is idle (no stream busy) in two gaps: 100-200 (the next kernel was
+    launched at 150: host_wait) and 300-310 (launched long before, 10 µs: kernel_wait). Stream
+    9's own long gap (10-400) is not GPU idle where stream 7 works."""
+    b = TraceBuilder()
+    b.kernel("a", 0, 100, stream=7, launch_ts=-5)
+    b.kernel("s", 0, 10, stream=9, launch_ts=-5)
+    b.kernel("b", 200, 100, stream=7, launch_ts=150)
+    b.kernel("c", 310, 100, stream=7, launch_ts=20)
+    b.kernel("t", 400, 10, stream=9, launch_ts=20)
+    a = TraceAnalysis(trace_files={0: b.write(tmp_path / "t.json")}, parallel=False, cache=False)
+    table = a.get_gpu_idle_by_cause().set_index("idle_category")
+    assert table["idle_time"].to_dict() == {"host_wait": 100.0, "kernel_wait": 10.0, "other": 0.0}
+    assert table["idle_time"].sum() == a.get_temporal_breakdown(False)["idle_time(us)"].iloc[0]
+    assert table.loc["host_wait", "idle_time_pctg"] == pytest.approx(90.91)
+    per_stream, _ = a.get_idle_time_breakdown(visualize=False)
+    assert per_stream.query("stream == 9")["idle_time"].sum() == 390.0  # a stream's own gaps
+    assert len(plots.plot_gpu_idle_by_cause(a.get_gpu_idle_by_cause()).data) == 3
+
+
+@pytest.fixture(scope="module")
+def findings(two_ranks):
+    return two_ranks.get_key_findings()
+
+
+def test_key_findings_on_the_two_rank_sample(findings, two_ranks):
+    assert list(findings.columns) == kf.COLUMNS
+    assert findings["kind"].tolist() == [
+        "gpu_idle", "straggler", "exposed_communication", "top_operator", "mfu", "memory_peak",
+        "health",
+    ]  # fmt: skip
+    by_kind = findings.set_index("kind")
+    temporal = two_ranks.get_temporal_breakdown(visualize=False)
+    assert by_kind.loc["gpu_idle", "value"] == pytest.approx(temporal["idle_time_pctg"].mean())
+    assert "mostly waiting for the host" in by_kind.loc["gpu_idle", "finding"]
+    # the late rank: the same figures as the straggler report and the collectives by rank
+    report = two_ranks.get_straggler_report()
+    late = report.ranks.set_index("rank").loc[1]
+    assert by_kind.loc["straggler", "rank"] == 1
+    assert by_kind.loc["straggler", "value"] == late["lateness_us"]
+    steps = two_ranks.get_step_breakdown(visualize=False)
+    assert by_kind.loc["straggler", "step_pctg"] == pytest.approx(
+        100 * late["lateness_us"] / steps["step_time"].mean()
+    )
+    assert by_kind.loc["straggler", "finding"].startswith(
+        "Rank 1 reaches its collectives 167.6 ms per step after the others (27.6 % of the"
+    )
+    exposed = (steps["communication"] - steps["comm_overlapped"]).mean()
+    assert by_kind.loc["exposed_communication", "value"] == pytest.approx(exposed)
+    assert "record_param_comms" in by_kind.loc["top_operator", "finding"]
+    assert (
+        by_kind.loc["mfu", "finding"].startswith("MFU unknown")
+        and "device=" in (by_kind.loc["mfu", "finding"])
+    )
+    assert "profile_memory=True" in by_kind.loc["memory_peak", "finding"]
+    assert "last ProfilerStep left out" in by_kind.loc["health", "finding"]
+    # ranked: wall-clock findings by their share of the step, then the others
+    timed = findings["step_pctg"].dropna()
+    assert timed.is_monotonic_decreasing and timed.index.tolist() == [0, 1, 2]
+    chart = plots.plot_key_findings(findings)
+    assert list(chart.data[0].x) == timed.tolist()[::-1]  # drawn from exactly these rows
+
+
+def test_memory_peak_against_the_device_memory():
+    a = TraceAnalysis(trace_dir=SAMPLES / "h100_bert_small", parallel=False)
+    row = a.get_key_findings().set_index("kind").loc["memory_peak"]
+    peaks = a.get_memory_peaks().set_index("device")
+    assert row["value"] == peaks.loc["cuda:0", "peak_allocated"] == 101_305_344
+    assert row["finding"].startswith(
+        "Memory peak: 96.6 MiB allocated on rank 0 cuda:0 (0.1 % of 79.2 GiB), 116.0 MiB reserved"
+    )
+
+
+def test_no_straggler_says_what_was_tested():
+    report_ranks = pd.DataFrame(
+        {"rank": [1, 0], "lateness_us": [20.0, 0.0], "wait_caused_us": [20.0, 0.0]}
+    )
+
+    class Report:
+        ranks, stragglers, causes = report_ranks, [], pd.DataFrame()
+        rule = "the latest rank, 1, arrives 20 µs per step after the first"
+
+    row = kf.straggler(Report, 1000.0)
+    assert (
+        row["finding"]
+        == "No straggler: the latest rank, 1, arrives 20 µs per step after the first."
+    )
+    assert math.isnan(row["step_pctg"])
+
+
+def test_cpu_only_trace_has_no_gpu_findings():
+    a = TraceAnalysis(trace_dir=SAMPLES / "gloo_4ranks", parallel=False)
+    kinds = a.get_key_findings()["kind"].tolist()
+    assert kinds == ["straggler", "memory_peak", "health"]
