@@ -10,10 +10,20 @@ The package, in the order data flows (each layer imports only the ones before it
 (``TraceAnalysis``, ``TraceDiff``), ``views`` (CLI, HTML report). docs/architecture.md.
 """
 
-from .errors import TraceError
-from .facade import DeviceType, MemoryAnalysis, TimeSeriesTypes, TraceAnalysis, TraceDiff
-from .load.loader import LoadOptions
-from .tools.batch import summarize_folder
+from importlib import import_module
+
+#: name -> the module that defines it, imported when first used (PEP 562): ``import hta_lite``
+#: and ``hta-lite --help`` then cost no pandas, pyarrow or plotly
+_WHERE = {
+    "TraceAnalysis": ".facade",
+    "TraceDiff": ".facade",
+    "MemoryAnalysis": ".facade",
+    "DeviceType": ".facade",
+    "TimeSeriesTypes": ".facade",
+    "LoadOptions": ".load.loader",
+    "TraceError": ".errors",
+    "summarize_folder": ".tools.batch",
+}
 
 __all__ = [
     "TraceAnalysis",
@@ -26,3 +36,15 @@ __all__ = [
     "summarize_folder",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        value = getattr(import_module(_WHERE[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'hta_lite' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

@@ -181,6 +181,32 @@ def collective_kind(name: str) -> str:
     return next((kind for prefix, kind in COLLECTIVE_SPELLINGS if key.startswith(prefix)), "")
 
 
+#: torch's name of an element type, however a trace spells it: c10d's ``c10::ScalarType`` names,
+#: ``Input type``'s C++ names, the type suffix of NCCL / RCCL kernels
+TORCH_DTYPE = {
+    **dict.fromkeys(("Double", "double"), "float64"),
+    **dict.fromkeys(("Float", "float"), "float32"),
+    **dict.fromkeys(("Half", "half", "c10::Half"), "float16"),
+    **dict.fromkeys(("BFloat16", "bf16", "__nv_bfloat16", "c10::BFloat16"), "bfloat16"),
+    **dict.fromkeys(("Long", "long", "long int", "int64_t"), "int64"),
+    **dict.fromkeys(("Int", "int", "int32_t"), "int32"),
+    **dict.fromkeys(("Short", "short"), "int16"),
+    **dict.fromkeys(("Char", "signed char", "int8_t"), "int8"),
+    **dict.fromkeys(("Byte", "unsigned char", "uint8_t"), "uint8"),
+    "uint32_t": "uint32", "uint64_t": "uint64", "Bool": "bool", "bool": "bool",
+    "ComplexFloat": "complex64", "ComplexDouble": "complex128",
+    **dict.fromkeys(("Float8_e4m3fn", "__nv_fp8_e4m3", "c10::Float8_e4m3fn"), "float8_e4m3fn"),
+    **dict.fromkeys(("Float8_e5m2", "__nv_fp8_e5m2", "c10::Float8_e5m2"), "float8_e5m2"),
+    **dict.fromkeys(("Float8_e4m3fnuz", "c10::Float8_e4m3fnuz"), "float8_e4m3fnuz"),
+    **dict.fromkeys(("Float8_e5m2fnuz", "c10::Float8_e5m2fnuz"), "float8_e5m2fnuz"),
+}  # fmt: skip
+
+
+def torch_dtype(name: str) -> str:
+    """``'signed char'``, ``'Char'``, ``'int8_t'`` -> ``'int8'``; a name not known stays."""
+    return TORCH_DTYPE.get(name, name)
+
+
 def kernel_dtype(name: str) -> str:
     """The element type an NCCL / RCCL kernel name ends with (``ncclKernel_AllReduce_RING_LL_Sum_
     float(...)`` -> ``float``); ``""`` when it names none (``ncclDevKernel_AllGather_RING_LL``)."""

@@ -30,7 +30,8 @@ PANDAS_2 = int(pd.__version__.split(".")[0]) < 3
 
 
 def _as_str(col: pd.Series) -> pd.Series:
-    if PANDAS_2 and col.dtype == object and pd.api.types.infer_dtype(col, skipna=True) in ("string", "empty"):
+    text = col.dtype == object and pd.api.types.infer_dtype(col, skipna=True) in ("string", "empty")
+    if PANDAS_2 and text:
         return col.astype(pd.StringDtype(na_value=float("nan")))
     return col
 

@@ -35,6 +35,51 @@ def test_summarize_parquet_and_json(tmp_path, capsys):
     assert payload["temporal_breakdown"][0]["rank"] == 0
 
 
+def test_summarize_opens_with_key_findings_and_says_why_a_view_is_absent(capsys):
+    assert main(["summarize", str(SAMPLES / "two_ranks"), "--serial"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("Key findings") < out.index("Temporal breakdown")
+    assert "- Rank 1 reaches its collectives 167.6 ms per step after the others" in out
+    memory = out[out.index("Memory: peak allocated") :]
+    assert (
+        memory.splitlines()[1].startswith("(none: no [memory] events")
+        and "profile_memory" in (memory.splitlines()[1])
+    )
+    assert "The path's weighted edges add up to 301.5 ms of ProfilerStep#551's 607.3 ms" in out
+
+
+def test_csv_to_stdout_and_parquet_needs_a_folder(tmp_path, capsys):
+    assert main(["summarize", str(SAMPLES / "amd_mi250"), "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    block = out[out.index("# temporal_breakdown\n") :].splitlines()
+    assert block[1].startswith("rank,idle_time(us),") and block[2].startswith("0,")
+    assert "# memory_peaks: none (no [memory] events" in out
+    assert main(["summarize", str(SAMPLES / "amd_mi250"), "--format", "parquet"]) == 2
+    assert "--format parquet writes files: give --out-dir" in capsys.readouterr().err
+
+
+def test_a_single_trace_file_is_a_folder_of_one_rank(capsys):
+    path = SAMPLES / "two_ranks" / "sampled_rank-1.json.gz"
+    assert main(["summarize", str(path), "--format", "json"]) == 0
+    assert [r["rank"] for r in json.loads(capsys.readouterr().out)["temporal_breakdown"]] == [1]
+
+
+def test_a_single_large_file_shows_its_progress(tmp_path, monkeypatch, capsys):
+    from hta_lite import TraceAnalysis
+    from hta_lite.load import decode, loader, stream
+
+    if decode._fastjson is None:
+        pytest.skip("the progress of one file is the C decoder's, which reads it in pieces")
+    monkeypatch.setattr(loader, "LARGE_FILE_BYTES", 1)  # as if these 124 KB were 2 GB
+    monkeypatch.setattr(stream, "MIN_FILE_BYTES", 1)
+    path = SAMPLES / "two_ranks" / "sampled_rank-0.json.gz"
+    TraceAnalysis(trace_dir=path, cache=False)
+    err = capsys.readouterr().err
+    assert f"reading {path.name}: 100%" in err
+    TraceAnalysis(trace_dir=path, cache=False, progress=False)
+    assert "reading" not in capsys.readouterr().err
+
+
 def test_report_and_counters(tmp_path):
     assert (
         main(
@@ -79,16 +124,32 @@ def test_exit_codes_and_messages(tmp_path, capsys):
 def test_version_says_which_decoder(capsys, monkeypatch):
     from hta_lite import __version__
     from hta_lite.load import decode
+    from hta_lite.views import cli
 
-    for fast, expected in (
-        (object(), "(C decoder)"),
-        (None, "(pure-Python decoder: C decoder not built or HTA_LITE_NO_C set)"),
+    assert cli.c_decoder_in_use() == (decode._fastjson is not None)  # found without importing
+    for built, expected in (
+        (True, "(C decoder)"),
+        (False, "(pure-Python decoder: C decoder not built or HTA_LITE_NO_C set)"),
     ):
-        monkeypatch.setattr(decode, "_fastjson", fast)
+        monkeypatch.setattr(cli, "c_decoder_in_use", lambda built=built: built)
         with pytest.raises(SystemExit) as done:
             main(["--version"])
         assert done.value.code == 0
         assert capsys.readouterr().out.strip() == f"hta-lite {__version__} {expected}"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["diff", "--help"]])
+def test_help_and_version_import_no_pandas_pyarrow_or_plotly(argv):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom hta_lite.views.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('pandas', 'pyarrow', 'plotly', 'numpy') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stderr
 
 
 def test_module_entry_point():

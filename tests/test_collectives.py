@@ -130,7 +130,7 @@ def test_b200_all_gather_by_hand():
     a = TraceAnalysis(trace_dir=SHARED_TRACES / "tracelens" / "b200_eager", cache=False)
     row = a.get_collectives().calls.iloc[0]
     assert (row["collective"], row["dtype"], row["in_bytes"], row["out_bytes"]) == (
-        "all_gather", "BFloat16", 50_272, 402_176,
+        "all_gather", "bfloat16", 50_272, 402_176,
     )  # fmt: skip
     inst = a.get_collectives().instances.iloc[0]
     assert inst["algbw_gbps"] == pytest.approx(402_176 / 21_953)
@@ -290,9 +290,7 @@ def test_sizes_from_the_launching_ops_inputs_when_metadata_has_none(tmp_path):
     m = TraceAnalysis(trace_dir=tmp_path, cache=False, parallel=False).get_collectives()
     assert m.calls[
         ["collective", "dtype", "in_bytes", "out_bytes", "pg"]
-    ].drop_duplicates().values.tolist() == [
-        ["all_gather", "c10::BFloat16", 8192, 16384, "stream 7"]
-    ]
+    ].drop_duplicates().values.tolist() == [["all_gather", "bfloat16", 8192, 16384, "stream 7"]]
     row = m.instances.iloc[0]
     assert (row["last_rank"], row["arrival_skew_us"], row["transfer_us"]) == (1, 5.0, 15.0)
     assert row["busbw_gbps"] == pytest.approx(16384 / 15_000 * 0.5)

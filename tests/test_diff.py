@@ -9,12 +9,14 @@ from collections import Counter, defaultdict
 from decimal import Decimal
 
 import pytest
-from conftest import SAMPLES, needs_shared, shared_cases
+from conftest import DATA, SAMPLES, needs_shared, shared_cases
 from synth import TraceBuilder
 
 from hta_lite import DeviceType, TraceAnalysis, TraceDiff
+from hta_lite.analyses.diff_gate import METRICS
 from hta_lite.errors import SelectionError
 from hta_lite.kineto import GPU_CATEGORIES
+from hta_lite.tools.synthetic import make_straggler_folder
 from hta_lite.views.cli import main
 
 CASES = shared_cases()
@@ -102,7 +104,8 @@ def test_compare_beyond_reference(control_test):
     result = TraceDiff.compare(*control_test)
     assert result.ranks == "control rank 3 of [3] vs test rank 1 of [1]"
     assert result.temporal.loc["kernel_time(us)", "control"] == 383404.0
-    assert result.gate["regression"] and result.gate["control_steps"] == 5
+    gate = TraceDiff.compare(*control_test, metrics=["gpu_busy"]).gate
+    assert gate["regression"] and gate["control_steps"] == 5
     assert "Biggest regressions: Memcpy DtoD" in result.summary
     assert result.kernel_types.loc["MEMORY", "change"] == pytest.approx(92887 - 16328)
     assert list(result.steps.columns) == ["control", "test", "change", "change_pct"]
@@ -164,22 +167,77 @@ def test_short_names():
 def test_gate_exit_codes(tmp_path, capsys):
     control, test = _pair(tmp_path)
     out = tmp_path / "result.json"
-    assert main(["diff", str(control), str(test), "--fail-on-regression", "--json", str(out)]) == 1
-    payload = json.loads(out.read_text())
-    assert (
-        payload["gate"]["regression"] is True and payload["gate"]["control_steps"] == 2
-    )  # last step left out
+    args = ["diff", str(control), str(test), "--fail-on-regression", "--json", str(out)]
+    assert main([*args, "--metric", "gpu_busy"]) == 1
+    gate = json.loads(out.read_text())["gate"]
+    assert gate["regression"] is True and gate["control_steps"] == 2  # last step left out
+    assert gate["regressed"] == ["gpu_busy"]
     # GPU busy per step, median of steps 1 and 2: control (115, 110) -> 112.5; test: gemm now hides
     # relu (200+5+10, 200) -> 207.5
-    assert (payload["gate"]["control"], payload["gate"]["test"]) == (112.5, 207.5)
-    assert payload["gate"]["change_pct"] == pytest.approx(100 * (207.5 - 112.5) / 112.5, abs=0.01)
+    busy = gate["metrics"]["gpu_busy"]
+    assert (busy["control"], busy["test"]) == (112.5, 207.5)
+    assert busy["change_pct"] == pytest.approx(100 * (207.5 - 112.5) / 112.5, abs=0.01)
+    assert "REGRESSION: GPU busy time per step 112 µs -> 208 µs (+84.44 %" in (
+        capsys.readouterr().err
+    )
+    assert main(args) == 0  # the default gate, step time: the same 900 µs steps
+    assert json.loads(out.read_text())["gate"]["metrics"]["step"]["change_pct"] == 0
     assert main(["diff", str(control), str(test)]) == 0  # without the flag: report only
     assert main(["diff", str(control), str(control), "--fail-on-regression"]) == 0
-    assert (
-        main(["diff", str(control), str(test), "--fail-on-regression", "--threshold", "100%"]) == 0
-    )
+    assert main([*args, "--metric", "gpu_busy", "kernel_type", "--threshold", "100%"]) == 0
     assert main(["diff", str(tmp_path / "missing"), str(test)]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def slower_step(tmp_path_factory):
+    """A real trace and the same run with its step ~15 % slower: the CPU issues the step's last
+    collective later (host work), the GPU's work is the same, only idle longer."""
+    root = tmp_path_factory.mktemp("slower")
+    (root / "control").mkdir()
+    template = SAMPLES / "two_ranks" / "sampled_rank-0.json.gz"
+    (root / "control" / template.name).write_bytes(template.read_bytes())
+    make_straggler_folder(template, root / "test", 1, 0, "host", delay_us=28_700)
+    return root / "control", root / "test"
+
+
+def test_a_15_percent_slower_step_fails_the_gate(slower_step, capsys):
+    control, test = slower_step
+    result = TraceDiff.compare(control, test, metrics=METRICS)
+    step = result.gate["metrics"]["step"]
+    assert step["change_pct"] == pytest.approx(15.0, abs=0.2)
+    assert result.gate["metrics"]["gpu_busy"]["change_pct"] == 0  # the old gate saw nothing
+    assert not result.gate["metrics"]["kernel_type:COMPUTATION"]["regression"]
+    assert result.gate["regressed"] == ["step", "idle"]
+    assert main(["diff", str(control), str(test), "--fail-on-regression"]) == 1
+    err = capsys.readouterr().err
+    assert "REGRESSION: step time (median over steps) 607.3 ms -> 698.4 ms (+15.00 %" in err
+    assert main(["diff", str(control), str(test), "--fail-on-regression", "--metric",
+                 "gpu_busy"]) == 0  # fmt: skip
+
+
+def test_json_to_stdout_is_only_json(slower_step, capsys):
+    control, test = slower_step
+    assert main(["diff", str(control), str(test), "--json", "-"]) == 0
+    payload = json.loads(capsys.readouterr().out)  # nothing else on stdout
+    assert payload["gate"]["regressed"] == ["step"]
+
+
+def test_gpu_against_cpu_only_compares_what_both_have(tmp_path, capsys):
+    cpu = DATA / "cpu_only"
+    result = TraceDiff.compare(SAMPLES / "two_ranks", cpu, metrics=METRICS)
+    assert "gpu_busy" in result.gate["not_compared"]
+    assert "test: no GPU events" in result.gate["not_compared"]["gpu_busy"]
+    assert set(result.gate["metrics"]) == {"step"}
+    assert "not compared: GPU busy time per step (test: no GPU events" in result.summary
+    assert main(["diff", str(SAMPLES / "two_ranks"), str(cpu), "--metric", *METRICS]) == 0
+    assert "not compared" in capsys.readouterr().out
+
+
+def test_unknown_gate_metric_is_a_selection_error(tmp_path):
+    control, test = _pair(tmp_path)
+    with pytest.raises(SelectionError, match="unknown gate metric"):
+        TraceDiff.compare(control, test, metrics=["speed"])
 
 
 def test_could_not_run_is_not_a_regression(tmp_path, capsys, monkeypatch):

@@ -198,9 +198,10 @@ def test_cupti_view_in_cli_summary_and_report(cupti, two_ranks, tmp_path, capsys
     from hta_lite.views.report import build_report
     from hta_lite.views.summary import summary_tables
 
-    table = summary_tables(cupti)["cupti_counters"]
+    table = summary_tables(cupti)[0]["cupti_counters"]
     assert table.loc[0, "operator"] == "aten::cudnn_convolution" and table["kernels"].sum() == 77
-    assert "cupti_counters" not in summary_tables(two_ranks)
+    tables, absent = summary_tables(two_ranks)
+    assert "cupti_counters" not in tables and "cupti_counters" not in absent
     assert main(["summarize", str(DATA / "cupti_profiler"), "--no-cache"]) == 0
     assert "CUPTI counters by operator" in capsys.readouterr().out
     assert "id='cupti'" in build_report(cupti) and "id='cupti'" not in build_report(two_ranks)

@@ -528,3 +528,17 @@ def test_a_script_without_main_guard_loads_in_worker_processes(tmp_path, method,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().endswith("ranks [0, 1]")
+
+
+def test_a_c_decoder_not_built_is_said_once_with_the_fix(monkeypatch):
+    from hta_lite.load import decode, loader
+
+    monkeypatch.setattr(decode, "C_NOT_BUILT", True)
+    monkeypatch.setitem(loader._SAID, "c_not_built", False)
+    with pytest.warns(UserWarning, match="C decoder was not built.*apt-get install gcc"):
+        TraceAnalysis(trace_dir=SAMPLES / "h100_bert_small", parallel=False, cache=False)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process
+        TraceAnalysis(trace_dir=SAMPLES / "h100_bert_small", parallel=False, cache=False)

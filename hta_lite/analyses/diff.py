@@ -2,8 +2,9 @@
 
 ``ops_summary`` / ``compare_ops`` / ``ops_changes``: the reference's per-name counts and durations
 of the selected ranks and steps; ``compare_ranks``: temporal, kernel-type, top-kernel and per-step
-diffs of one rank of each, the regression gate (``regression_check``: median GPU busy time per
-step) and a text summary. :class:`hta_lite.TraceDiff` is the facade.
+diffs of one rank of each, the regression gate (:mod:`.diff_gate`: step time by default, or GPU
+busy, idle, exposed communication, kernel types, memory peak) and a text summary.
+:class:`hta_lite.TraceDiff` is the facade.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pandas as pd
 from ..classify import short_name
 from ..errors import SelectionError
 from ..load.rank_trace import RankTrace
-from . import kernels, steps, temporal
+from . import diff_gate, kernels, steps, temporal
 from .common import us
 
 
@@ -138,14 +139,22 @@ def ops_changes(comp: pd.DataFrame, control_label: str, test_label: str) -> dict
 
 
 def compare_ranks(
-    control: RankTrace, test: RankTrace, ops: pd.DataFrame, note: str, threshold: float, top: int
+    control: RankTrace,
+    test: RankTrace,
+    ops: pd.DataFrame,
+    note: str,
+    threshold: float,
+    top: int,
+    metrics=("step",),
 ) -> Comparison:
     """Temporal, kernel-type, top-kernel and per-step diffs of one rank of each trace, the
-    regression gate and a text summary."""
+    regression gate over ``metrics`` (:mod:`.diff_gate`) and a text summary. A side without
+    GPU events has empty GPU tables; the gate says what it could not compare."""
     c_tr, t_tr = {control.rank: control}, {test.rank: test}
     temporal_diff = side_by_side(
         temporal.temporal_breakdown(c_tr).drop(columns="rank").iloc[0],
         temporal.temporal_breakdown(t_tr).drop(columns="rank").iloc[0],
+        fill=False,
     )
     c_types, c_kernels = kernels.gpu_kernel_breakdown(c_tr, num_kernels=10**9)
     t_types, t_kernels = kernels.gpu_kernel_breakdown(t_tr, num_kernels=10**9)
@@ -165,13 +174,16 @@ def compare_ranks(
         if len(c_steps) and len(t_steps)
         else pd.DataFrame()
     )
-    gate = regression_check(control, test, threshold)
+    gate = diff_gate.regression_check(control, test, threshold, metrics)
     summary = summary_text(note, gate, temporal_diff, top_diff)
     return Comparison(note, ops, temporal_diff, type_diff, top_diff, step_diff, gate, summary)
 
 
-def side_by_side(control: pd.Series, test: pd.Series) -> pd.DataFrame:
-    df = pd.concat([control.rename("control"), test.rename("test")], axis=1).fillna(0.0)
+def side_by_side(control: pd.Series, test: pd.Series, fill: bool = True) -> pd.DataFrame:
+    """``control``, ``test``, ``change``, ``change_pct``; ``fill``: a name one side lacks is 0
+    there (kernel times); else NaN stays NaN (the temporal breakdown of a CPU-only side)."""
+    df = pd.concat([control.rename("control"), test.rename("test")], axis=1).astype(np.float64)
+    df = df.fillna(0.0) if fill else df
     df["change"] = df["test"] - df["control"]
     with np.errstate(divide="ignore", invalid="ignore"):
         df["change_pct"] = np.where(
@@ -180,49 +192,21 @@ def side_by_side(control: pd.Series, test: pd.Series) -> pd.DataFrame:
     return df
 
 
-def gpu_time_per_step_us(trace) -> tuple[float, int]:
-    """Median over profiled steps of the GPU busy time launched in the step (µs) and the number
-    of steps; the whole trace's GPU busy time when there is no ProfilerStep."""
-    per_step = steps.step_breakdown({trace.rank: trace})
-    if len(per_step):
-        return float(per_step["gpu_busy"].median()), len(per_step)
-    return float(
-        temporal.temporal_breakdown({trace.rank: trace})[
-            ["compute_time(us)", "non_compute_time(us)"]
-        ]
-        .sum(axis=1)
-        .fillna(0)
-        .iloc[0]
-    ), 0
-
-
-def regression_check(control_trace, test_trace, threshold: float = 0.05) -> dict:
-    """The gate: GPU busy time per step (median over steps), test vs control."""
-    c_value, c_steps = gpu_time_per_step_us(control_trace)
-    t_value, t_steps = gpu_time_per_step_us(test_trace)
-    change = (t_value - c_value) / c_value if c_value else (np.inf if t_value else 0.0)
-    return {
-        "metric": "gpu_busy_per_step_us (median over steps)",
-        "control": c_value,
-        "test": t_value,
-        "control_steps": c_steps,
-        "test_steps": t_steps,
-        "change_pct": round(100.0 * change, 2) if np.isfinite(change) else None,
-        "threshold_pct": round(100.0 * threshold, 2),
-        "regression": bool(change > threshold),
-    }
-
-
 def summary_text(note: str, gate: dict, temporal_diff: pd.DataFrame, top_diff: pd.DataFrame) -> str:
     lines = [f"Compared {note}."]
-    verdict = "REGRESSION" if gate["regression"] else "ok"
-    lines.append(
-        f"GPU busy time per step: {gate['control']:.1f} -> {gate['test']:.1f} us "
-        f"({gate['change_pct']:+.2f}%, threshold {gate['threshold_pct']}%): {verdict}."
-        if gate["change_pct"] is not None
-        else f"GPU busy time per step: {gate['control']:.1f} -> {gate['test']:.1f} us: {verdict}."
-    )
-    if "idle_time_pctg" in temporal_diff.index:
+    for name, m in gate["metrics"].items():
+        change = f"{m['change_pct']:+.2f} %" if m["change_pct"] is not None else "from zero"
+        verdict = "REGRESSION" if m["regression"] else "ok"
+        lines.append(
+            f"{_capital(diff_gate.label(name))}: {diff_gate.fmt(m['control'], m['unit'])} ->"
+            f" {diff_gate.fmt(m['test'], m['unit'])} ({change}, threshold"
+            f" {gate['threshold_pct']} %): {verdict}."
+        )
+    lines += [f"{line}." for line in diff_gate.gate_lines(gate) if line.startswith("not ")]
+    if (
+        "idle_time_pctg" in temporal_diff.index
+        and temporal_diff.loc["idle_time_pctg"].notna().all()
+    ):
         row = temporal_diff.loc["idle_time_pctg"]
         lines.append(f"GPU idle share: {row['control']:.2f}% -> {row['test']:.2f}%.")
     worse = top_diff[top_diff["change"] > 0].head(3)
@@ -240,3 +224,7 @@ def summary_text(note: str, gate: dict, temporal_diff: pd.DataFrame, top_diff: p
             + "."
         )
     return "\n".join(lines)
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]

@@ -62,34 +62,49 @@ def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.D
     )
 
 
+def gpu_idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.DataFrame:
+    """The gaps of the whole GPU (no work on any stream), one row each: ``idle_category`` (by
+    the rule of :func:`idle_gaps`, applied to the GPU event that ends the gap),
+    ``idle_interval`` (µs), ``step`` (iteration of that event)."""
+    gpu = trace.gpu
+    work = np.flatnonzero(np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES)))
+    order = work[np.argsort(gpu["ts"].to_numpy()[work], kind="stable")]
+    ts = gpu["ts"].to_numpy()[order]
+    reach = np.maximum.accumulate(ts + gpu["dur"].to_numpy()[order]) if len(ts) else ts
+    launched = gather(
+        trace.cpu["ts"].to_numpy(), gpu["launch_row"].to_numpy()[order], np.iinfo(np.int64).min
+    )
+    gap = np.maximum(ts[1:] - reach[:-1], 0)
+    host = launched[1:] > reach[:-1]
+    category = np.where(host, 0, np.where(gap < consecutive_kernel_delay_us * 1000, 1, 2))
+    return pd.DataFrame(
+        {
+            "idle_category": pd.Categorical.from_codes(category, IDLE_CATEGORIES),
+            "idle_interval": us(gap),
+            "step": gpu["iteration"].to_numpy()[order][1:],
+        }
+    )
+
+
 def gpu_idle_by_cause(
     traces: Mapping[int, RankTrace], consecutive_kernel_delay_us: float = 30
 ) -> pd.DataFrame:
-    """Idle time of the whole GPU (no work on any stream; the idle time of
-    ``get_temporal_breakdown``) by cause, per rank: each gap is classified by the GPU event
-    that ends it, with the rule of :func:`idle_gaps`. Columns ``rank, idle_category,
+    """Idle time of the whole GPU (:func:`gpu_idle_gaps`; the idle time of
+    ``get_temporal_breakdown``) by cause, per rank. Columns ``rank, idle_category,
     idle_time`` (µs), ``idle_time_pctg`` (of the rank's idle time); every category per rank
     with GPU work, none for a CPU-only rank."""
     rows = []
     for trace in traces.values():
-        gpu = trace.gpu
-        work = np.flatnonzero(np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES)))
-        if not len(work):
+        if trace.is_cpu_only:
             continue
-        order = work[np.argsort(gpu["ts"].to_numpy()[work], kind="stable")]
-        ts = gpu["ts"].to_numpy()[order]
-        reach = np.maximum.accumulate(ts + gpu["dur"].to_numpy()[order])
-        launched = gather(
-            trace.cpu["ts"].to_numpy(), gpu["launch_row"].to_numpy()[order], np.iinfo(np.int64).min
+        gaps = gpu_idle_gaps(trace, consecutive_kernel_delay_us)
+        sums = np.bincount(
+            gaps["idle_category"].cat.codes, weights=gaps["idle_interval"], minlength=3
         )
-        gap = np.maximum(ts[1:] - reach[:-1], 0)
-        host = launched[1:] > reach[:-1]
-        category = np.where(host, 0, np.where(gap < consecutive_kernel_delay_us * 1000, 1, 2))
-        sums = np.bincount(category, weights=gap, minlength=3)
         total = sums.sum()
         for name, value in zip(IDLE_CATEGORIES, sums):
             share = round(100.0 * value / total, 2) if total else np.nan
-            rows.append((trace.rank, name, us(value), share))
+            rows.append((trace.rank, name, round(float(value), 3), share))
     return pd.DataFrame(rows, columns=["rank", "idle_category", "idle_time", "idle_time_pctg"])
 
 

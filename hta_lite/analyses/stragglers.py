@@ -34,7 +34,7 @@ from ..kineto import CPU_COLLECTIVE
 from ..load.rank_trace import RankTrace
 from .collectives.matching import Matching, match_traces, wait_caused
 from .common import select, us, wanted
-from .idle import idle_gaps
+from .idle import gpu_idle_gaps
 from .steps import profiled_steps
 
 
@@ -206,10 +206,14 @@ def straggler_rule(lateness: pd.DataFrame, step_us: float, found: list[int], **r
 
 
 def host_wait_by_step(trace: RankTrace) -> pd.DataFrame:
-    """``rank, step, host_wait_us``: the rank's GPU idle time waiting for the host per step,
-    summed over its streams (a per-rank partial of :func:`explain`)."""
-    gaps = idle_gaps(trace)
-    per_step = gaps[gaps["idle_category"] == "host_wait"].groupby("step")["idle_interval"].sum()
+    """``rank, step, host_wait_us``: the time per step the whole GPU (no stream busy) waited
+    for the host to launch work (a per-rank partial of :func:`explain`)."""
+    gaps = gpu_idle_gaps(trace) if not trace.is_cpu_only else None
+    if gaps is None or gaps.empty:
+        per_step = pd.Series(dtype=np.float64)
+    else:
+        waits = gaps[gaps["idle_category"] == "host_wait"]
+        per_step = waits.groupby("step")["idle_interval"].sum()
     return pd.DataFrame(
         {
             "rank": np.full(len(per_step), trace.rank, np.int64),
@@ -290,8 +294,7 @@ def explain(
             f"Rank {rank} reaches its collectives {late:,.0f} µs per step after the others, who"
             f" wait for it. It is {cause}: {why}. Per step it spends {me['compute']:,.0f} µs in"
             f" compute kernels (median rank {typical['compute']:,.0f}), {me['host_wait']:,.0f} µs"
-            f" of GPU idle waiting for the host, summed over its streams (median"
-            f" {typical['host_wait']:,.0f}), and"
+            f" with the GPU idle waiting for the host (median {typical['host_wait']:,.0f}), and"
             f" {me['communication']:,.0f} µs in communication (median"
             f" {typical['communication']:,.0f}), "
             f"over {int(n_steps[rank])} step(s)."

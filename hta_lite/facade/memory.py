@@ -149,17 +149,24 @@ class Memory:
         return life.leaks(self.get_memory_lifetimes(ranks))
 
     def get_memory_by_operator(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
-        """Memory per operator (the TensorBoard plugin's table), summed over ranks.
+        """Memory per operator (the TensorBoard plugin's table), summed over ranks, plus what
+        of the operator's own allocations the trace never frees.
+
+        ``alloc_bytes`` adds up every allocation an operator made over the trace, and frees
+        count where they happen (often in another operator), so an operator can show far more
+        allocated than the peak with no free of its own; ``self_unfreed_bytes`` says how much
+        of what it allocated itself is still allocated at the end of the trace.
 
         Returns:
             :data:`hta_lite.analyses.memory.operators.OPERATOR_COLUMNS`: calls, allocations and
             frees (count, bytes) and the net increase, with and without (``self_``) the
-            operators each calls; most net bytes first.
+            operators each calls, then ``self_unfreed_bytes``; most net bytes first.
         """
-        parts = [
-            operators.by_operator(self.trace(r), self._memory(r)) for r in self._memory_ranks(ranks)
-        ]
+        chosen = self._memory_ranks(ranks)
+        parts = [operators.by_operator(self.trace(r), self._memory(r)) for r in chosen]
         table = pd.concat(parts, ignore_index=True).groupby("name", sort=False).sum()
+        unfreed = operators.unfreed_by_operator(self.get_memory_lifetimes(chosen))
+        table["self_unfreed_bytes"] = unfreed.reindex(table.index, fill_value=0)
         return table.sort_values("net_bytes", ascending=False).reset_index()
 
     def get_memory_by_step(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:

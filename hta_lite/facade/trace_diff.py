@@ -9,6 +9,8 @@ time, the regression gate used by ``hta-lite diff`` and a text summary
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 
@@ -163,6 +165,7 @@ class TraceDiff:
         *,
         threshold: float = 0.05,
         top: int = 10,
+        metrics: Iterable[str] = ("step",),
     ) -> Comparison:
         """Beyond the reference: temporal, kernel-type, top-kernel and per-step diffs of one rank
         of each trace, the regression gate and a text summary.
@@ -170,9 +173,12 @@ class TraceDiff:
         Args:
             control, test: folders (read with the last step left out) or ``TraceAnalysis``.
             control_rank, test_rank: one rank of each (default: the first).
-            threshold: the gate fails when the median GPU busy time per step grows by more
-                (0.05: 5 %).
+            threshold: a gate metric regresses when it grows by more (0.05: 5 %).
             top: how many kernels the top-changes table lists.
+            metrics: what the gate checks (:data:`hta_lite.analyses.diff_gate.METRICS`):
+                ``step`` (step time, the default), ``gpu_busy``, ``idle``, ``exposed_comm``,
+                ``kernel_type``, ``memory_peak``; a metric one side lacks is not compared and
+                ``gate["not_compared"]`` says why.
 
         Returns:
             :class:`~hta_lite.analyses.diff.Comparison` with ``ops``, ``temporal``,
@@ -183,7 +189,9 @@ class TraceDiff:
         c_rank, t_rank = _ranks(c, control_rank, "control")[0], _ranks(t, test_rank, "test")[0]
         note = f"control rank {c_rank} of {c.ranks} vs test rank {t_rank} of {t.ranks}"
         ops = cls.compare_traces(c, t, c_rank, t_rank)
-        return diff.compare_ranks(c.traces[c_rank], t.traces[t_rank], ops, note, threshold, top)
+        return diff.compare_ranks(
+            c.traces[c_rank], t.traces[t_rank], ops, note, threshold, top, tuple(metrics)
+        )
 
 
 def _diff_figure(df, column, title, show_image, export_image_path, top):

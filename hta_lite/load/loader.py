@@ -21,6 +21,7 @@ import re
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -34,7 +35,7 @@ from ..errors import (
     TraceParseError,
     TraceReadError,
 )
-from . import cache
+from . import cache, decode, stream
 from .rank_trace import RankTrace, parse_file
 from .workers import map_in_processes
 
@@ -84,14 +85,15 @@ class LoadOptions:
 
 
 def discover(trace_dir: str | Path) -> list[Path]:
-    """Trace files in ``trace_dir`` (not recursive), sorted by name."""
+    """Trace files in ``trace_dir`` (not recursive), sorted by name; a trace file given as
+    ``trace_dir`` is a folder of one rank."""
     folder = Path(trace_dir).expanduser()
     if not folder.exists():
         raise TraceNotFoundError(folder, "trace folder does not exist")
     if not folder.is_dir():
-        raise TraceNotFoundError(
-            folder, "not a folder (pass trace_files={rank: path} for single files)"
-        )
+        if folder.name.endswith(TRACE_SUFFIXES):
+            return [folder]  # a single trace file: a folder of one rank
+        raise TraceNotFoundError(folder, "neither a folder nor a *.json / *.json.gz trace file")
     try:
         entries = sorted(folder.iterdir())
     except OSError as exc:
@@ -177,7 +179,44 @@ def parse_many(
         work = functools.partial(_load_job, options=options, by_address=True)
         done = map_in_processes(work, jobs, workers, options.start_method)
         return list(_progress(done, len(jobs), show))
+    if len(jobs) == 1 and options.progress is not False and _is_large(jobs[0][0]):
+        with _bytes_progress(jobs[0][0]):
+            return [work(jobs[0])]
     return list(_progress(map(work, jobs), len(jobs), show))
+
+
+_SAID = {"c_not_built": False}  # what this process has been told once
+LARGE_FILE_BYTES = 64 << 20  # a single file this large (on disk) shows a progress bar of bytes
+
+
+def _is_large(path: Path) -> bool:
+    try:
+        return path.stat().st_size >= LARGE_FILE_BYTES
+    except OSError:
+        return False
+
+
+@contextmanager
+def _bytes_progress(path: Path):
+    """A progress bar of the text read from one large file (the C decoder's path, which reads
+    it in pieces; a cached file opens without one)."""
+    from tqdm.auto import tqdm
+
+    bars = []  # made at the first piece: nothing is shown for a file read from the cache
+
+    def report(done: int, total: int) -> None:
+        if not bars:
+            bars.append(tqdm(desc=f"reading {path.name}", total=total, unit="B",
+                             unit_scale=True, unit_divisor=1024))  # fmt: skip
+        bars[0].update(done - bars[0].n)
+
+    stream.PROGRESS = report
+    try:
+        yield
+    finally:
+        stream.PROGRESS = None
+        for bar in bars:
+            bar.close()
 
 
 def _progress(results: Iterable, total: int, show: bool) -> Iterable:
@@ -242,6 +281,9 @@ def load(
     options = options or LoadOptions()
     warn = warn or (lambda msg: warnings.warn(msg, stacklevel=3))
     jobs = jobs_for(trace_dir, trace_files)
+    if decode.C_NOT_BUILT and not _SAID["c_not_built"]:
+        _SAID["c_not_built"] = True
+        warnings.warn(decode.C_NOT_BUILT_WARNING, stacklevel=3)
     started = time.time()
     results = parse_many(jobs, options)
     if options.cache_root is not None:

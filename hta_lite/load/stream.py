@@ -17,7 +17,7 @@ import os
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -36,6 +36,9 @@ _CUT_EVENT_LIMIT = 64 << 20  # text waiting for an event's end: malformed, let t
 _JOIN_BYTES = 16 << 10  # the event cut by a piece's start is completed from this much of it
 SPLIT_BYTES = 8 << 20  # a text this long is read by two threads (where two CPUs are free)
 SECOND_THREAD = True  # False in pool workers that leave no CPU free (workers.process_pool)
+#: called with (bytes of text read, bytes in all) as pieces are read (the loader's progress bar
+#: for a single large file); None: no progress reported
+PROGRESS: Callable[[int, int], None] | None = None
 _LOOK_BACK = 4096  # bytes of the previous piece searched for the line the middle event opens
 _EVENT_LINE = re.compile(rb"\n[ \t\r]*\{")
 _CLOSED, _STOPPED = 1, 2  # what a feed says, besides 0: more text wanted (the C FED_*)
@@ -62,14 +65,28 @@ def decode_in_pieces(path: Path) -> dec.Decoded | None:
                 if compressed
                 else iter(lambda: file.read(PIECE_BYTES), b"")
             )
+            if PROGRESS is not None:
+                pieces = _reported(pieces, size, PROGRESS)
             second = _SecondHalf.start(path, size, compressed) if _two_threads(size) else None
             try:
                 return _decode(pieces, size, second)
             finally:
                 if second is not None:
                     second.stop()
+                if PROGRESS is not None:
+                    PROGRESS(size, size)
     except (*gzip_text.GZIP_ERRORS, msgspec.MsgspecError):
         return None
+
+
+def _reported(pieces: Iterator, size: int, report: Callable[[int, int], None]) -> Iterator:
+    """The pieces, each reported as read (with two threads this thread reads the first part;
+    the rest is reported when the load ends)."""
+    done = 0
+    for piece in pieces:
+        done += len(piece)
+        report(min(done, size), size)
+        yield piece
 
 
 def second_half_start(size: int) -> int:

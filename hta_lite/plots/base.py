@@ -21,6 +21,23 @@ def labels(values) -> list[str]:
     return [label(v) for v in values]
 
 
+def bytes_axis(values) -> dict:
+    """A log axis of bytes with ticks at powers of two, labelled in binary units
+    (``64 KiB``, ``2 GiB``; plotly's own would read ``2.1G`` or ``2.1B``)."""
+    import math
+
+    from ..units import fmt_bytes
+
+    finite = [float(v) for v in values if v and v > 0 and math.isfinite(v)]
+    if not finite:
+        return {"type": "log"}
+    low, high = math.floor(math.log2(min(finite))), math.ceil(math.log2(max(finite)))
+    step = max(1, (high - low) // 8 + 1)
+    ticks = [2.0**e for e in range(low, high + 1, step)]
+    labels_ = [fmt_bytes(t).replace(".0 ", " ") for t in ticks]
+    return {"type": "log", "tickvals": ticks, "ticktext": labels_}
+
+
 def in_notebook() -> bool:
     try:
         from IPython import get_ipython

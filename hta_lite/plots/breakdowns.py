@@ -80,7 +80,10 @@ def plot_comm_comp_overlap(df: pd.DataFrame) -> go.Figure:
 
 
 def plot_kernel_type_pie(type_df: pd.DataFrame) -> go.Figure:
+    """GPU time by kernel type; slices under 2 % keep their share for the hover and legend only
+    (their labels would overlap)."""
     data = type_df[type_df["sum"] > 0]
+    share = data["sum"] / data["sum"].sum()
     fig = px.pie(
         data,
         values="sum",
@@ -88,7 +91,11 @@ def plot_kernel_type_pie(type_df: pd.DataFrame) -> go.Figure:
         title="GPU time by kernel type (all ranks)",
         hover_data=["percentage"],
     )
-    fig.update_traces(hovertemplate="%{label}<br>%{value:.1f} µs<br>%{percent}")
+    fig.update_traces(
+        hovertemplate="%{label}<br>%{value:,.0f} µs<br>%{percent}",
+        texttemplate=[("%{percent}" if s >= 0.02 else "") for s in share],
+        textposition="inside",
+    )
     return fig
 
 
@@ -164,22 +171,41 @@ def plot_user_annotation_breakdown(df: pd.DataFrame) -> go.Figure:
     return fig
 
 
+def step_segments(df: pd.DataFrame) -> pd.DataFrame:
+    """The per-step breakdown as parts that do not overlap, in ms, per ``rank:step``: compute,
+    communication not under compute, other GPU work (copies, sets) under neither, GPU idle.
+    They add up to the GPU span; the CPU step time is beside them."""
+    exposed = df["communication"] - df["comm_overlapped"]
+    other = (df["gpu_busy"] - df["compute"] - exposed).clip(lower=0)
+    return pd.DataFrame(
+        {
+            "rank:step": df["rank"].astype(str) + ":" + df["step"].astype(str),
+            "compute": df["compute"] / 1e3,
+            "communication (not under compute)": exposed / 1e3,
+            "other GPU work (copies, sets)": other / 1e3,
+            "GPU idle": df["gpu_idle"] / 1e3,
+            "step_time": df["step_time"] / 1e3,
+        }
+    )
+
+
 def plot_step_breakdown(df: pd.DataFrame) -> go.Figure:
-    """Per step and rank: GPU busy split by kind, and idle, stacked."""
-    long = df.melt(
-        id_vars=["rank", "step"],
-        value_vars=["compute", "communication", "memory", "gpu_idle"],
-        var_name="kind",
-        value_name="us",
+    """Per step and rank, the GPU span split into parts that do not overlap (stacked: they add
+    up to the span), and the CPU step time as a marker."""
+    parts = step_segments(df)
+    fig = go.Figure()
+    for name in parts.columns[1:-1]:
+        fig.add_trace(go.Bar(x=parts["rank:step"], y=parts[name], name=name))
+    fig.add_trace(
+        go.Scatter(
+            x=parts["rank:step"], y=parts["step_time"], name="step time (CPU)", mode="markers",
+            marker={"symbol": "line-ew-open", "size": 28, "line": {"width": 3}},
+        )
+    )  # fmt: skip
+    fig.update_layout(
+        barmode="stack",
+        title="Per-step GPU time (parts do not overlap; they add up to the GPU span)",
+        xaxis={"title": "rank:step", "type": "category"},
+        yaxis_title="Time (ms)",
     )
-    long["rank:step"] = long["rank"].astype(str) + ":" + long["step"].astype(str)
-    fig = px.bar(
-        long,
-        x="rank:step",
-        y="us",
-        color="kind",
-        title="Per-step GPU time",
-        labels={"us": "Time (µs)"},
-    )
-    fig.update_layout(barmode="stack")
     return fig

@@ -7,21 +7,29 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from .base import bytes_axis
+
 
 def plot_bus_bandwidth(instances: pd.DataFrame) -> go.Figure:
-    """One point per matched collective: bus bandwidth (GB/s) against message size (bytes, log
-    x), coloured by collective; hover gives the group, step and transfer time."""
-    data = instances[instances["busbw_gbps"].notna() & (instances["bytes"] > 0)]
+    """One point per matched collective that the summary counts (``consistent``: every rank
+    agrees on collective, dtype and size) with a known bandwidth: bus bandwidth (GB/s) against
+    message size (log x, binary units), coloured by collective; hover gives the group, step
+    and transfer time."""
+    data = instances[
+        instances["consistent"] & instances["busbw_gbps"].notna() & (instances["bytes"] > 0)
+    ]
+    left_out = len(instances) - len(data)
     fig = px.scatter(
         data,
         x="bytes",
         y="busbw_gbps",
         color="collective",
-        log_x=True,
-        hover_data=["pg", "step", "instance", "transfer_us", "group_size"],
-        labels={"bytes": "Message size (bytes)", "busbw_gbps": "Bus bandwidth (GB/s)"},
-        title="Collectives: bus bandwidth vs message size",
+        hover_data=["pg", "step", "instance", "dtype", "transfer_us", "group_size"],
+        labels={"bytes": "Message size", "busbw_gbps": "Bus bandwidth (GB/s)"},
+        title="Collectives: bus bandwidth vs message size"
+        + (f" ({left_out} without a known size or agreed metadata not drawn)" if left_out else ""),
     )
+    fig.update_layout(xaxis=bytes_axis(data["bytes"]))
     return fig
 
 

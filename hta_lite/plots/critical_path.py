@@ -8,44 +8,71 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+ZERO_WEIGHT = "dependency (zero weight)"
+COLORS = {
+    "cpu_bound": "#4c78a8", "gpu_compute_bound": "#54a24b", "gpu_communication_bound": "#b279a2",
+    "gpu_kernel_launch_overhead": "#f58518", "gpu_kernel_kernel_overhead": "#e45756",
+    "data_loading": "#eeca3b", ZERO_WEIGHT: "#d3d7dc",
+}  # fmt: skip
+
 
 def critical_path_segments(cp) -> pd.DataFrame:
-    """One row per timed edge of the path: ``start_ms`` / ``end_ms`` from the path's start,
-    ``lane`` (``CPU tid N`` / ``GPU stream S``), ``bound_by``, ``name``."""
+    """One row per edge of the path that spans time: ``start_ms`` / ``end_ms`` from the path's
+    start, ``lane`` (``CPU thread N`` / ``GPU stream S``: where the edge's event ran; a launch
+    delay on the stream it launches to; dependencies, which carry no weight, on a lane of their
+    own), ``bound_by`` (``dependency (zero weight)`` for those), ``weight_ms``, ``name``."""
     g = cp.graph
     path = np.asarray(cp.path, np.int64)
     table = cp.get_critical_path_breakdown()
     if not len(path):
-        return pd.DataFrame(columns=["start_ms", "end_ms", "lane", "bound_by", "name"])
+        columns = ["start_ms", "end_ms", "lane", "bound_by", "weight_ms", "name"]
+        return pd.DataFrame(columns=columns)
     start, end = g.node_ts[g.src[path]], g.node_ts[g.dst[path]]
     origin = start.min()
-    stream, tid = table["stream"].to_numpy(), table["tid"].to_numpy()
-    lane = [f"GPU stream {s}" if s >= 0 else f"CPU tid {t}" for s, t in zip(stream, tid)]
+    target = g.node_event[g.dst[path]]  # the launched kernel, for a launch delay
+    stream = np.where(table["stream"] >= 0, table["stream"], cp.events.stream[target])
+    bound_by = table["bound_by"].replace("", ZERO_WEIGHT).to_numpy()
+    lane = np.where(
+        bound_by == ZERO_WEIGHT,
+        "dependencies",
+        np.where(
+            stream >= 0,
+            "GPU stream " + stream.astype(str),
+            "CPU thread " + table["tid"].astype(str).to_numpy(),
+        ),
+    )
     frame = pd.DataFrame(
         {
             "start_ms": (start - origin) / 1e6,
             "end_ms": (end - origin) / 1e6,
             "lane": lane,
-            "bound_by": table["bound_by"].replace("", "dependency").to_numpy(),
+            "bound_by": bound_by,
+            "weight_ms": table["duration"].to_numpy() / 1e3,
             "name": table["s_name"].fillna(table["type"]).to_numpy(),
         }
     )
     return frame[frame["end_ms"] > frame["start_ms"]]
 
 
-def plot_critical_path(cp) -> go.Figure:
-    """The path's edges over time (ms), per CPU thread / GPU stream, coloured by ``bound_by``."""
+def plot_critical_path(cp, title: str | None = None) -> go.Figure:
+    """The path's edges over time (ms), per CPU thread / GPU stream, coloured by ``bound_by``.
+    The title gives the path's length (the sum of its weighted edges) and the time it spans:
+    the difference is dependencies of zero weight (gaps between top-level CPU operators,
+    waits), drawn grey on their own lane."""
     data = critical_path_segments(cp)
+    span = float(data["end_ms"].max() - data["start_ms"].min()) if len(data) else 0.0
     fig = px.bar(
         data.assign(duration_ms=data["end_ms"] - data["start_ms"]),
         x="duration_ms",
         base="start_ms",
         y="lane",
         color="bound_by",
+        color_discrete_map=COLORS,
         orientation="h",
-        hover_data=["name", "start_ms", "end_ms"],
+        hover_data=["name", "start_ms", "end_ms", "weight_ms"],
         labels={"duration_ms": "Time (ms)", "lane": ""},
-        title=f"Critical path of rank {cp.rank}: {cp.length_us / 1000:.3f} ms",
+        title=(title or f"Critical path of rank {cp.rank}")
+        + f": {cp.length_us / 1000:,.1f} ms of weighted edges over {span:,.1f} ms",
     )
     fig.update_layout(barmode="overlay", xaxis_title="Time from the path's start (ms)")
     return fig

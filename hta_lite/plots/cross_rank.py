@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
@@ -10,26 +11,34 @@ from .base import label, labels
 
 
 def plot_timers_minmax(table: pd.DataFrame) -> go.Figure:
-    """Per timer, the fastest and slowest rank (ms): the gap is the imbalance."""
+    """Per timer, the fastest and slowest rank (ms): the gap is the imbalance. One row per
+    timer (horizontal bars), so that many timers with long names stay readable."""
     names = labels(table.index)
     fig = go.Figure(
         [
             go.Bar(
-                x=names,
-                y=table["min_ms"],
+                y=names,
+                x=table["min_ms"],
                 name="min across ranks",
+                orientation="h",
                 hovertext=[f"rank {r}" for r in table["fastest_rank"]],
             ),
             go.Bar(
-                x=names,
-                y=table["max_ms"],
+                y=names,
+                x=table["max_ms"],
                 name="max across ranks",
+                orientation="h",
                 hovertext=[f"rank {r}" for r in table["slowest_rank"]],
             ),
         ]
     )
+    spread = table["max_ms"].max() / max(table["min_ms"][table["min_ms"] > 0].min(), 1e-9)
     fig.update_layout(
-        title="Timers: (min, max) across ranks", yaxis_title="Time (ms)", barmode="group"
+        title="Timers: (min, max) across ranks",
+        xaxis={"title": "Time (ms)", "type": "log" if spread > 100 else "linear"},
+        barmode="group",
+        yaxis={"autorange": "reversed", "automargin": True},
+        height=160 + 36 * len(table),
     )
     return fig
 
@@ -47,6 +56,9 @@ def plot_timer_heatmap(tidy: pd.DataFrame, name: str | None = None) -> go.Figure
             x=[str(c) for c in grid.columns],
             y=[str(r) for r in grid.index],
             colorbar={"title": "ms"},
+            # from zero: a 0.1 % difference between ranks never spans the whole scale
+            zmin=0,
+            zmax=float(np.nanmax(grid.to_numpy())) if grid.size else 1.0,
             hovertemplate="rank %{y}, step %{x}: %{z:.2f} ms<extra></extra>",
         )
     )

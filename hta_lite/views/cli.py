@@ -9,23 +9,31 @@ input error (one-line message naming the file); 3 could not run: an analysis fai
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from importlib.util import find_spec
 from pathlib import Path
-
-import pandas as pd
 
 from ..errors import TraceError
 
 FORMATS = ("table", "json", "csv", "parquet")
+#: the diff gate's metrics (:data:`hta_lite.analyses.diff_gate.METRICS`; kept here so that
+#: ``--help`` imports no analysis)
+METRICS = ("step", "gpu_busy", "idle", "exposed_comm", "kernel_type", "memory_peak")
+
+
+def c_decoder_in_use() -> bool:
+    """Whether traces load through the C decoder: built at install time and not ruled out by
+    ``HTA_LITE_NO_C`` (found without importing it, or anything that needs pandas)."""
+    return find_spec("hta_lite.load._fastjson") is not None and not os.environ.get("HTA_LITE_NO_C")
 
 
 def _version() -> str:
     from .. import __version__
-    from ..load import decode
 
     decoder = (
         "C decoder"
-        if decode._fastjson is not None
+        if c_decoder_in_use()
         else "pure-Python decoder: C decoder not built or HTA_LITE_NO_C set"
     )
     return f"hta-lite {__version__} ({decoder})"
@@ -51,13 +59,16 @@ def _parser() -> argparse.ArgumentParser:
     summarize = sub.add_parser(
         "summarize", help="per-rank summary tables; with -o also CSV/Parquet files and report.html"
     )
-    summarize.add_argument("trace_dir", help="folder with one trace file per rank")
+    summarize.add_argument(
+        "trace_dir", help="folder with one trace file per rank, or one trace file"
+    )
     summarize.add_argument("-o", "--out-dir", help="write the tables and report.html here")
     summarize.add_argument(
         "--format",
         choices=FORMATS,
         default="table",
-        help="stdout: table (default) or json; files in --out-dir: csv (default) or parquet",
+        help="stdout: table (default), json or csv; files in --out-dir: csv (default) or"
+        " parquet (which needs --out-dir)",
     )
     _common(summarize)
 
@@ -89,10 +100,9 @@ def _parser() -> argparse.ArgumentParser:
 
     diff = sub.add_parser(
         "diff",
-        help="compare two trace folders; exit 1 on a GPU-time regression with --fail-on-regression",
-        description="Compare a control and a test trace folder. The gate metric is the median over "
-        "ProfilerSteps of the GPU busy time launched per step (whole-trace GPU busy time without"
-        " steps).",
+        help="compare two trace folders; exit 1 on a regression with --fail-on-regression",
+        description="Compare a control and a test trace folder (one rank of each). The gate checks"
+        " the --metric(s), each per step (median over ProfilerSteps): step time by default.",
     )
     diff.add_argument("control", help="baseline trace folder")
     diff.add_argument("test", help="new trace folder")
@@ -105,10 +115,20 @@ def _parser() -> argparse.ArgumentParser:
         "--threshold", default="5%", help="allowed increase of the gate metric, e.g. 5%% or 0.05"
     )
     diff.add_argument(
-        "--fail-on-regression", action="store_true", help="exit 1 when the gate metric regresses"
+        "--metric",
+        nargs="+",
+        default=["step"],
+        choices=METRICS,
+        help="what the gate checks (several allowed): step (step time, default), gpu_busy, idle,"
+        " exposed_comm, kernel_type (GPU time per kernel type), memory_peak",
     )
     diff.add_argument(
-        "--json", metavar="FILE", help="write the machine-readable result here ('-' for stdout)"
+        "--fail-on-regression", action="store_true", help="exit 1 when a gate metric regresses"
+    )
+    diff.add_argument(
+        "--json",
+        metavar="FILE",
+        help="write the machine-readable result here ('-': stdout, and nothing else there)",
     )
     diff.add_argument(
         "--top", type=int, default=10, help="kernels to list in the top-changes table"
@@ -166,31 +186,46 @@ def _load(args: argparse.Namespace):
 def summarize(args: argparse.Namespace) -> int:
     import json
 
+    import pandas as pd
+
     from ..analyses.health import problems
     from .report import write_report
     from .summary import HEADINGS, summary_tables
 
+    if args.format == "parquet" and not args.out_dir:
+        raise TraceError(None, "--format parquet writes files: give --out-dir")
     analysis = _load(args)
-    tables = summary_tables(analysis)
-    if args.format == "json":
-        print(
-            json.dumps(
-                {k: json.loads(v.to_json(orient="records")) for k, v in tables.items()}, indent=1
-            )
-        )
+    tables, absent = summary_tables(analysis)
+    if args.format == "csv":
+        for key, table in tables.items():
+            print(f"# {key}")
+            print(table.to_csv(index=False), end="")
+        for key, why in absent.items():
+            print(f"# {key}: none ({why})")
+    elif args.format == "json":
+        payload = {k: json.loads(v.to_json(orient="records")) for k, v in tables.items()}
+        print(json.dumps({**payload, "absent": absent}, indent=1))
     else:
         with pd.option_context(
             "display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60
         ):
             print(f"Loaded ranks {analysis.ranks} from {args.trace_dir}\n")
+            print("Key findings")
+            for line in tables["key_findings"]["finding"]:
+                print(f"- {line}")
+            print()
             for key, heading in HEADINGS.items():
-                if key not in tables:
+                if key == "key_findings" or (key not in tables and key not in absent):
+                    continue
+                print(heading)
+                if key in absent:
+                    print(f"(none: {absent[key]})\n")
                     continue
                 table = tables[key]
                 if key == "top_kernels":
                     table = table.assign(name=table["name"].str.slice(0, 60)).head(10)
-                print(heading)
-                print(table.to_string(index=False) if len(table) else "(none)", "\n")
+                print(table.to_string(index=False) if len(table) else "(none)")
+                print(f"{table.attrs['note']}\n" if "note" in table.attrs else "")
             problem_rows = problems(tables["health"])
             print("Trace health (events skipped, clamped or not linked)")
             shown = problem_rows[["rank", "code", "item", "count"]]
@@ -248,6 +283,9 @@ def parse_threshold(text: str) -> float:
 def run_diff(args: argparse.Namespace) -> int:
     import json
 
+    import pandas as pd
+
+    from ..analyses.diff_gate import gate_lines, gate_table
     from ..facade.trace_diff import TraceDiff
 
     control_rank = args.control_rank if args.control_rank is not None else args.rank
@@ -259,18 +297,22 @@ def run_diff(args: argparse.Namespace) -> int:
         test_rank,
         threshold=parse_threshold(args.threshold),
         top=args.top,
+        metrics=args.metric,
     )
-    with pd.option_context("display.width", 200, "display.max_colwidth", 70):
-        print(result.summary, "\n")
-        print("Temporal breakdown (µs / %)")
-        print(result.temporal.to_string(), "\n")
-        print("Kernel time by type (µs)")
-        print(result.kernel_types.to_string(), "\n")
-        if len(result.steps):
-            print("Per step, median over steps (µs)")
-            print(result.steps.to_string(), "\n")
-        print("Largest kernel time changes (µs)")
-        print(result.top_kernels.rename(index=lambda n: n[:70]).to_string())
+    if args.json != "-":
+        with pd.option_context("display.width", 200, "display.max_colwidth", 70):
+            print(result.summary, "\n")
+            print("Gate")
+            print(gate_table(result.gate).to_string(index=False), "\n")
+            print("Temporal breakdown (µs / %)")
+            print(result.temporal.to_string(), "\n")
+            print("Kernel time by type (µs)")
+            print(result.kernel_types.to_string(), "\n")
+            if len(result.steps):
+                print("Per step, median over steps (µs)")
+                print(result.steps.to_string(), "\n")
+            print("Largest kernel time changes (µs)")
+            print(result.top_kernels.rename(index=lambda n: n[:70]).to_string())
     if args.json:
 
         def records(df: pd.DataFrame, key: str) -> list:
@@ -292,7 +334,12 @@ def run_diff(args: argparse.Namespace) -> int:
             print(text)
         else:
             Path(args.json).write_text(text)
-    return 1 if args.fail_on_regression and result.gate["regression"] else 0
+    regressed = args.fail_on_regression and result.gate["regression"]
+    if regressed:
+        for line in gate_lines(result.gate):
+            if line.startswith("REGRESSION"):
+                print(f"hta-lite: {line}", file=sys.stderr)
+    return 1 if regressed else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,174 +1,55 @@
-"""Self-contained HTML report: every table and chart of a trace folder in one offline file.
+"""Self-contained HTML report: the key findings first, then every view of a trace folder, each
+section with its table and the chart drawn from exactly that table.
 
 plotly.js is inlined once (no CDN); figures are embedded as JSON (plotly escapes ``<`` there)
-and every name in tables and text is HTML-escaped, so kernel names are data, never markup.
+and every name in tables and text is HTML-escaped (:mod:`.html`). A view the traces lack keeps
+its section with a sentence saying why (what to record), never a bare "No data".
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import html
 import warnings
 from pathlib import Path
 
-import pandas as pd
-import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
-
-from .. import __version__, plots
+from .. import plots
 from ..analyses import cupti
 from ..analyses.health import problems
 from ..errors import MissingDataError
 from ..facade.analysis import TraceAnalysis
+from .html import Report, findings_list, table
 from .summary import (
-    TARGET_COLUMNS,
     critical_path_region,
     critical_path_rows,
     memory_peaks,
     mfu_rows,
+    optimization_targets,
     quietly,
+    region_label,
     top_operators,
 )
 
-CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232a;
-background:#f6f7f9}
-header{background:#22303c;color:#fff;padding:18px 28px}header h1{margin:0;font-size:22px}
-header p{margin:4px 0 0;opacity:.8}
-nav{padding:8px 28px;background:#e8ecf0;position:sticky;top:0;z-index:5}
-nav a{margin-right:14px;color:#22303c;text-decoration:none;font-size:14px}
-section{background:#fff;margin:18px 28px;padding:16px 22px;border-radius:6px;
-box-shadow:0 1px 3px rgba(0,0,0,.08)}
-h2{margin-top:0;font-size:18px}p.note{color:#55606b;font-size:13px;margin-top:0}
-table{border-collapse:collapse;font-size:12.5px;margin:8px 0 14px;max-width:100%}
-th,td{border:1px solid #dde2e7;padding:3px 7px;text-align:right}th{background:#f0f3f6}
-td:first-child,th:first-child{text-align:left}.chart{min-height:360px}
-pre{background:#f4f6f8;padding:10px;overflow-x:auto;font-size:12.5px}
-"""
 
-
-def _table(df: pd.DataFrame | None, max_rows: int = 60, index: bool = False) -> str:
-    if df is None or len(df) == 0:
-        return "<p class='note'>No data.</p>"
-    return df.head(max_rows).to_html(
-        index=index, escape=True, float_format=lambda v: f"{v:,.2f}", border=0, na_rep="–"
-    )
-
-
-class Report:
-    """Accumulates sections; ``html()`` renders the page."""
-
-    def __init__(self, title: str):
-        self.title = title
-        self.sections: list[tuple[str, str, str]] = []
-        self.n_charts = 0
-
-    def section(self, anchor: str, heading: str, *parts: str) -> None:
-        self.sections.append((anchor, heading, "".join(parts)))
-
-    def chart(self, fig: go.Figure, height: int = 420) -> str:
-        self.n_charts += 1
-        fig.update_layout(
-            height=fig.layout.height or height, margin={"l": 60, "r": 30, "t": 60, "b": 60}
-        )
-        div = fig.to_html(
-            full_html=False,
-            include_plotlyjs=False,
-            div_id=f"chart-{self.n_charts}",
-            config={"displaylogo": False},
-        )
-        return f"<div class='chart'>{div}</div>"
-
-    def html(self) -> str:
-        nav = "".join(f"<a href='#{a}'>{html.escape(h)}</a>" for a, h, _ in self.sections)
-        body = "".join(
-            f"<section id='{a}'><h2>{html.escape(h)}</h2>{content}</section>"
-            for a, h, content in self.sections
-        )
-        stamp = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
-        return (
-            "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-            f"<title>{html.escape(self.title)}</title><style>{CSS}</style>"
-            f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
-            f"<header><h1>{html.escape(self.title)}</h1>"
-            f"<p>hta_lite {__version__} · generated {stamp}</p></header>"
-            f"<nav>{nav}</nav>{body}</body></html>"
-        )
+def _note(text: str) -> str:
+    return f"<p class='note'>{html.escape(text)}</p>"
 
 
 def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
     """The HTML page for a loaded ``TraceAnalysis``."""
     report = Report(title or f"GPU trace report: {analysis.trace_dir or 'traces'}")
     summary = analysis.health_summary()
-    overview = summary[
-        [
-            "rank",
-            "device_type",
-            "gpu_name",
-            "profiler_steps",
-            "gpu_events",
-            "cpu_events",
-            "clock_offset_us",
-            "problems",
-        ]
-    ]
+    columns = ["rank", "device_type", "gpu_name", "profiler_steps", "gpu_events", "cpu_events",
+               "clock_offset_us", "problems"]  # fmt: skip
     report.section(
         "overview",
         "Overview",
         f"<p>{len(analysis.ranks)} rank(s) loaded from"
         f" <code>{html.escape(str(analysis.trace_dir))}</code>.</p>",
-        _table(overview),
+        table(summary[columns]),
     )
-
     temporal = analysis.get_temporal_breakdown(visualize=False)
-    gpu_ranks = temporal.dropna()
-    if len(gpu_ranks):
-        report.section(
-            "temporal",
-            "Temporal breakdown",
-            "<p class='note'>Share of each rank's GPU span that was idle, computing, or only"
-            " communicating / copying.</p>",
-            _table(temporal),
-            report.chart(plots.plot_temporal_breakdown(gpu_ranks)),
-        )
-        idle, _ = analysis.get_idle_time_breakdown(visualize=False)
-        report.section(
-            "idle",
-            "Idle time by cause",
-            "<p class='note'>host_wait: the CPU launched too late; kernel_wait: launch overhead"
-            " below 30 µs; other: waiting on other streams or syncs.</p>",
-            report.chart(plots.plot_idle_time_breakdown(idle)),
-            _table(idle),
-        )
-        overlap = analysis.get_comm_comp_overlap(visualize=False)
-        report.section(
-            "overlap",
-            "Communication hidden by computation",
-            _table(overlap),
-            report.chart(plots.plot_comm_comp_overlap(overlap)),
-        )
-        type_df, kernel_df = analysis.get_gpu_kernel_breakdown(visualize=False)
-        top = kernel_df.sort_values("sum (us)", ascending=False)
-        report.section(
-            "kernels",
-            "Kernel breakdown",
-            report.chart(plots.plot_kernel_type_pie(type_df)),
-            _table(type_df),
-            "<h3>Top kernels</h3>",
-            _table(top, 25),
-            *[report.chart(f) for f in plots.plot_kernel_distribution(kernel_df)],
-        )
-        steps = analysis.get_step_breakdown(visualize=False)
-        if len(steps):
-            report.section(
-                "steps",
-                "Per-step breakdown",
-                report.chart(plots.plot_step_breakdown(steps)),
-                _table(steps),
-            )
-        _operator_section(report, analysis)
-        _counters_section(report, analysis)
-        _launch_section(report, analysis)
+    if len(temporal.dropna()):
+        _gpu_sections(report, analysis, temporal)
     else:
         report.section(
             "temporal", "GPU analyses", "<p>No GPU events: these traces are CPU-only.</p>"
@@ -178,18 +59,79 @@ def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
     _memory_section(report, analysis)
     _collectives_section(report, analysis)
     _cross_rank_section(report, analysis)
-    health = analysis.health()
-    problem_rows = problems(health)
-    report.section(
-        "health",
-        "Trace health",
-        "<p class='note'>Events skipped, clamped or not linked while loading (see"
-        " docs/health.md).</p>",
-        _table(problem_rows, 200),
-        "<h3>Per rank</h3>",
-        _table(summary),
-    )
+    _health_section(report, analysis, summary)
+    findings = analysis.get_key_findings()
+    anchors = {anchor for anchor, _, _ in report.sections}
+    parts = [
+        _note("What to read first; each line links to the section it comes from."),
+        findings_list(findings, anchors),
+    ]
+    if findings["step_pctg"].notna().any():
+        parts.append(report.chart(plots.plot_key_findings(findings)))
+    report.sections.insert(0, ("findings", "Key findings", "".join(parts)))
     return report.html()
+
+
+def _gpu_sections(report: Report, analysis: TraceAnalysis, temporal) -> None:
+    report.section(
+        "temporal",
+        "Temporal breakdown",
+        _note(
+            "Share of each rank's GPU span (first to last GPU work) that was idle, computing,"
+            " or only communicating / copying."
+        ),  # fmt: skip
+        table(temporal),
+        report.chart(plots.plot_temporal_breakdown(temporal.dropna())),
+    )
+    by_cause = analysis.get_gpu_idle_by_cause()
+    per_stream, _ = analysis.get_idle_time_breakdown(visualize=False)
+    report.section(
+        "idle",
+        "Idle time by cause",
+        _note(
+            "The whole GPU idle (no stream busy), by the event that ended each gap:"
+            " host_wait: its launch came after the GPU went idle (the CPU was late);"
+            " kernel_wait: under 30 µs between kernels (launch overhead); other: waiting on"
+            " another stream, an event or a synchronization."
+        ),  # fmt: skip
+        table(by_cause),
+        report.chart(plots.plot_gpu_idle_by_cause(by_cause)),
+        "<h3>Per stream (µs)</h3>",
+        _note(
+            "Each stream's own gaps: a stream with little work is idle most of the time"
+            " without the GPU being idle."
+        ),  # fmt: skip
+        report.chart(plots.plot_idle_time_breakdown(per_stream, pctg=False)),
+        table(per_stream),
+    )
+    overlap = analysis.get_comm_comp_overlap(visualize=False)
+    if overlap["comp_comm_overlap_pctg"].notna().any():
+        parts = [table(overlap), report.chart(plots.plot_comm_comp_overlap(overlap))]
+    else:
+        parts = [_note("No communication kernels: there is nothing to hide under computation.")]
+    report.section("overlap", "Communication hidden by computation", *parts)
+    type_df, kernel_df = analysis.get_gpu_kernel_breakdown(visualize=False)
+    top = kernel_df.sort_values("sum (us)", ascending=False)
+    report.section(
+        "kernels",
+        "Kernel breakdown",
+        report.chart(plots.plot_kernel_type_pie(type_df)),
+        table(type_df),
+        "<h3>Top kernels</h3>",
+        table(top, 25),
+        *[report.chart(f) for f in plots.plot_kernel_distribution(kernel_df)],
+    )
+    steps = analysis.get_step_breakdown(visualize=False)
+    if len(steps):
+        report.section(
+            "steps",
+            "Per-step breakdown",
+            report.chart(plots.plot_step_breakdown(steps)),
+            table(steps),
+        )
+    _operator_section(report, analysis)
+    _counters_section(report, analysis)
+    _launch_section(report, analysis)
 
 
 def _operator_section(report: Report, analysis: TraceAnalysis) -> None:
@@ -198,11 +140,13 @@ def _operator_section(report: Report, analysis: TraceAnalysis) -> None:
     if not (summary["calls"] > 0).any():
         return
     parts = [
-        "<p class='note'>Every GPU event belongs to the operator that launched it (graph replays"
-        " and events without an operator have rows of their own); FLOPs and bytes come from the"
-        " recorded input shapes (docs/analyses/operators.md).</p>",
+        _note(
+            "Every GPU event belongs to the operator that launched it (graph replays and events"
+            " without an operator have rows of their own); FLOPs and bytes come from the"
+            " recorded input shapes (docs/analyses/operators.md)."
+        ),  # fmt: skip
         report.chart(plots.plot_operator_summary(summary, 20)),
-        _table(top_operators(analysis)),
+        table(top_operators(analysis)),
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -211,21 +155,26 @@ def _operator_section(report: Report, analysis: TraceAnalysis) -> None:
             parts += ["<h3>By nn.Module</h3>", report.chart(plots.plot_module_sunburst(modules))]
         try:
             roofline = analysis.get_operator_roofline()
-        except MissingDataError:
-            roofline = None
+        except MissingDataError as exc:
+            roofline, parts = None, parts + ["<h3>Roofline</h3>", _note(exc.problem)]
         if roofline is not None:
+            known = roofline["peak_tflops"].notna().any()
             device = ", ".join(sorted(set(roofline["device"])))
+            heading = f"Roofline ({device})" if known else "Achieved TFLOP/s (device unknown)"
             parts += [
-                f"<h3>Roofline ({html.escape(device)})</h3>",
-                report.chart(plots.plot_roofline(roofline)),
-                "<p class='note'>Furthest below their roof, weighted by time:</p>",
-                _table(
-                    quietly(lambda a: a.get_optimization_targets(top=10)[TARGET_COLUMNS])(analysis)
-                ),
+                f"<h3>{html.escape(heading)}</h3>",
+                report.chart(plots.plot_roofline(roofline, title=heading)),
             ]
+            targets = quietly(optimization_targets)(analysis)
+            if isinstance(targets, str):
+                parts.append(_note(f"No roofs to measure against: {targets}."))
+            else:
+                parts += [_note("Furthest below their roof, weighted by time:"), table(targets)]
         mfu = quietly(mfu_rows)(analysis)
-        if mfu is not None:
-            parts += ["<h3>Model FLOPs utilization</h3>", _table(mfu)]
+        parts += [
+            "<h3>Model FLOPs utilization</h3>",
+            _note(f"MFU unknown: {mfu}.") if isinstance(mfu, str) else table(mfu),
+        ]
     report.section("operators", "Operators", *parts)
 
 
@@ -241,12 +190,12 @@ def _counters_section(report: Report, analysis: TraceAnalysis) -> None:
     if queue is not None:
         parts += [
             report.chart(plots.plot_queue_length(queue, first)),
-            _table(analysis.get_queue_length_summary(), index=True),
+            table(analysis.get_queue_length_summary(), index=True),
         ]
     if bandwidth is not None:
         parts += [
             report.chart(plots.plot_memory_bw(bandwidth, first)),
-            _table(analysis.get_memory_bw_summary(), index=True),
+            table(analysis.get_memory_bw_summary(), index=True),
         ]
     if parts:
         report.section("counters", f"Launch queue and memory bandwidth (rank {first})", *parts)
@@ -259,10 +208,12 @@ def _cupti_section(report: Report, analysis: TraceAnalysis) -> None:
     report.section(
         "cupti",
         "CUPTI counters per operator",
-        "<p class='note'>Kernels replayed by the CUPTI range profiler, paired with their launch"
-        " calls in launch order; FLOPs from the SASS instruction counters.</p>",
+        _note(
+            "Kernels replayed by the CUPTI range profiler, paired with their launch calls in"
+            " launch order; FLOPs from the SASS instruction counters."
+        ),  # fmt: skip
         *[report.chart(plots.plot_cupti_counters(df, cupti.main_counter(df))) for df in frames],
-        _table(cupti.by_operator(frames)),
+        table(cupti.by_operator(frames)),
     )
 
 
@@ -270,10 +221,15 @@ def _launch_section(report: Report, analysis: TraceAnalysis) -> None:
     first = analysis.ranks[0]
     stats = analysis.get_cuda_kernel_launch_stats(ranks=[first], visualize=False)[first]
     if len(stats):
+        times = stats.drop(columns=["correlation"], errors="ignore")
         report.section(
             "launches",
             f"Kernel launches (rank {first})",
-            _table(stats.describe().T, index=True),
+            _note(
+                "Per launch (µs): the launch call's duration, the GPU event's, and the delay"
+                " from the call's end to the GPU start."
+            ),  # fmt: skip
+            table(times.describe().T, index=True),
             *[report.chart(f) for f in plots.plot_launch_stats(stats, first)],
         )
 
@@ -283,24 +239,28 @@ def _critical_path_section(report: Report, analysis: TraceAnalysis) -> None:
     region = critical_path_region(analysis)
     if region is None:
         return
-    rank, annotation, instance = region
-    cp, _ = analysis.critical_path_analysis(rank, annotation, instance)
+    cp, _ = analysis.critical_path_analysis(*region)
+    rows = critical_path_rows(analysis, cp)
+    label = region_label(analysis, region)
     report.section(
         "critical-path",
         "Critical path",
-        f"<p class='note'>The longest chain of dependencies through rank {rank}'s"
-        f" {html.escape(annotation + ' #' + str(instance)) if annotation else 'trace'}: CPU"
-        " operators, launches, kernels, cross-stream waits and host synchronizations, with what"
-        " bounds each part (docs/analyses/critical-path.md).</p>",
-        _table(critical_path_rows(analysis, cp)),
-        report.chart(plots.plot_critical_path(cp)),
+        _note(
+            f"The longest chain of dependencies through rank {region[0]}'s {label}: CPU"
+            " operators, launches, kernels, cross-stream waits and host synchronizations,"
+            " with what bounds each part (docs/analyses/critical-path.md)."
+        ),  # fmt: skip
+        f"<p>{html.escape(rows.attrs['note'])}</p>",
+        table(rows),
+        report.chart(plots.plot_critical_path(cp, f"Critical path of rank {region[0]}, {label}")),
     )
 
 
 def _memory_section(report: Report, analysis: TraceAnalysis) -> None:
     """Allocated / reserved memory over time, peaks, growth per step, leaks, top operators."""
     peaks = memory_peaks(analysis)
-    if peaks is None:
+    if isinstance(peaks, str):
+        report.section("memory", "Memory", _note(f"Not recorded: {peaks}."))
         return
     line = analysis.get_memory_timeline()
     steps = {r: analysis.trace(r).steps for r in line["rank"].unique()}
@@ -308,15 +268,18 @@ def _memory_section(report: Report, analysis: TraceAnalysis) -> None:
     report.section(
         "memory",
         "Memory",
-        "<p class='note'>From the allocator's [memory] events (profile_memory=True); bytes."
-        " Fragmentation: reserved - allocated (docs/analyses/memory.md).</p>",
-        _table(peaks),
+        _note(
+            "From the allocator's [memory] events (profile_memory=True). Fragmentation:"
+            " reserved - allocated (docs/analyses/memory.md)."
+        ),  # fmt: skip
+        table(peaks),
         report.chart(plots.plot_memory_timeline(line, steps)),
         "<h3>Per step</h3>",
-        _table(analysis.get_memory_by_step()),
-        *(["<h3>Allocated in a step, never freed</h3>", _table(leaks)] if len(leaks) else []),
+        table(analysis.get_memory_by_step()),
+        "<h3>Allocated in a step, never freed</h3>",
+        table(leaks, empty="No allocation made in a step stays unfreed."),
         "<h3>By operator</h3>",
-        _table(analysis.get_memory_by_operator(), 20),
+        table(analysis.get_memory_by_operator(), 20),
     )
 
 
@@ -324,24 +287,30 @@ def _collectives_section(report: Report, analysis: TraceAnalysis) -> None:
     """Collectives matched across ranks: bandwidth, who waited for whom, what did not match."""
     matching = analysis.get_collectives()
     if matching.calls.empty:
+        if len(analysis.ranks) > 1:
+            report.section("collectives", "Collectives across ranks",
+                           _note("No collective in the traces."))  # fmt: skip
         return
     parts = [
-        "<p class='note'>Each collective matched on its group's ranks by (group, step, order);"
-        " bus bandwidth with the NCCL-tests factors over the transfer time (the shortest"
-        " duration across ranks); wait: time a rank sat in the collective before the last one"
-        " arrived (docs/analyses/collectives.md).</p>",
-        _table(analysis.get_collective_summary(), 30),
+        _note(
+            "Each collective matched on its group's ranks by (group, step, order); bus"
+            " bandwidth with the NCCL-tests factors over the transfer time (the shortest"
+            " duration across ranks); wait: time a rank sat in the collective before the last"
+            " one arrived. Only collectives whose ranks agree on collective, dtype and size"
+            " are summarised and drawn (docs/analyses/collectives.md)."
+        ),  # fmt: skip
+        table(analysis.get_collective_summary(), 30),
         report.chart(plots.plot_bus_bandwidth(matching.instances)),
     ]
     if matching.calls["rank"].nunique() > 1:
         parts += [
             "<h3>By rank</h3>",
-            _table(analysis.get_collective_summary("rank")),
+            table(analysis.get_collective_summary("rank")),
             report.chart(plots.plot_wait_heatmap(matching.calls)),
             report.chart(plots.plot_arrival_skew(matching.instances)),
         ]
     if len(matching.problems):
-        parts += ["<h3>Not matched or partial</h3>", _table(matching.problems, 50)]
+        parts += ["<h3>Not matched or partial</h3>", table(matching.problems, 50)]
     report.section("collectives", "Collectives across ranks", *parts)
 
 
@@ -357,14 +326,38 @@ def _cross_rank_section(report: Report, analysis: TraceAnalysis) -> None:
         ]
     if len(analysis.ranks) > 1:
         straggler = analysis.get_straggler_report()
+        parts.append(f"<p>{html.escape(str(straggler))}</p>")
         if len(straggler.ranks):
             parts += [
-                f"<p>{html.escape(str(straggler))}</p>",
                 report.chart(plots.plot_rank_lateness(straggler.ranks)),
-                _table(straggler.causes),
+                table(straggler.causes, empty="No straggler: no cause to explain."),
             ]
     if parts:
         report.section("cross-rank", "Cross-rank timers and stragglers", *parts)
+
+
+def _health_section(report: Report, analysis: TraceAnalysis, summary) -> None:
+    health = analysis.health()
+    excluded = health[health["severity"] == "excluded"]
+    report.section(
+        "health",
+        "Trace health",
+        _note(
+            "What the loader skipped, clamped or did not link (warnings), and what it left out"
+            " by design (docs/health.md)."
+        ),  # fmt: skip
+        "<h3>Problems</h3>",
+        table(problems(health), 200, empty="Nothing skipped, clamped or left unlinked."),
+        "<h3>Left out</h3>",
+        _note(
+            "The last ProfilerStep is left out as in HTA (the profiler usually cuts it short):"
+            " load with include_last_profiler_step=True (--include-last-profiler-step) to keep"
+            " it."
+        ),  # fmt: skip
+        table(excluded, 200, empty="Nothing left out."),
+        "<h3>Per rank</h3>",
+        table(summary),
+    )
 
 
 def write_report(analysis: TraceAnalysis, path: str | Path, title: str | None = None) -> Path:

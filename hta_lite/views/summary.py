@@ -1,7 +1,7 @@
 """The summary tables of a trace folder, in the order the CLI prints them and writes them (one
 file each) and the report shows them. A new analysis adds its table here: ``(file stem, heading,
-builder)``; a builder returns None when the traces lack what the table needs, and the table is
-left out."""
+builder)``; a builder returns the table, or a sentence saying why the traces have none (what to
+record, or that the view does not apply), which the CLI and the report print in its place."""
 
 from __future__ import annotations
 
@@ -12,25 +12,28 @@ import pandas as pd
 
 from ..analyses import cupti
 from ..errors import MissingDataError
+from ..units import fmt_us
 
 
-def _top_kernels(analysis) -> pd.DataFrame:
+def _top_kernels(analysis) -> pd.DataFrame | str:
     _, kernel_df = analysis.get_gpu_kernel_breakdown(visualize=False)
     named = kernel_df[kernel_df["name"] != "others"]
+    if named.empty:
+        return "no GPU kernels (CPU-only traces)"
     return named.sort_values("sum (us)", ascending=False).head(20).reset_index(drop=True)
 
 
 def _cupti_by_operator(analysis) -> pd.DataFrame | None:
     if not any(len(t.kernel_counters) for t in analysis.traces.values()):
-        return None
+        return None  # a rare recording mode: no line when absent
     return cupti.by_operator(analysis.get_cupti_counter_data_with_operators())
 
 
-def top_operators(analysis) -> pd.DataFrame | None:
+def top_operators(analysis) -> pd.DataFrame | str:
     """The 20 operators with most GPU time of their own, and the graph / no-operator rows."""
     table = analysis.get_operator_summary()
     if not (table["calls"] > 0).any():
-        return None
+        return "no operator launched GPU work"
     unowned = table["name"].str.startswith("[")
     rows = pd.concat([table[~unowned].head(20), table[unowned]], ignore_index=True)
     return rows[OPERATOR_COLUMNS]
@@ -42,25 +45,45 @@ TARGET_COLUMNS = ["device", "name", "input_dims", "precision", "calls", "gpu_tim
                   "achieved_tflops", "bound", "roof_pctg", "time_below_roof(us)"]  # fmt: skip
 MFU_COLUMNS = ["rank", "step", "step_time(us)", "achieved_tflops", "precision", "peak_tflops",
                "mfu_pctg", "modelled_gpu_pctg", "device"]  # fmt: skip
+NO_DEVICE = (
+    "the traces do not name a GPU of the peak table: pass device=... to get_operator_roofline()"
+    " / get_mfu() (names: hta_lite.analyses.operators.DEVICES)"
+)
 
 
 def quietly(build) -> Callable:
-    """A builder that gives None where the traces lack shapes, a FLOP model or a known device."""
+    """A builder whose missing data becomes the sentence of its ``MissingDataError``."""
 
     def run(analysis):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
                 return build(analysis)
-            except MissingDataError:
-                return None
+            except MissingDataError as exc:
+                return exc.problem
 
     return run
 
 
-def collectives(analysis, by: str) -> pd.DataFrame | None:
-    """The collective summary, None when the traces have no collective."""
-    return None if analysis.get_collectives().calls.empty else analysis.get_collective_summary(by)
+def collectives(analysis, by: str) -> pd.DataFrame | str:
+    """The collective summary, or why there is none."""
+    if analysis.get_collectives().calls.empty:
+        return "no collective in the traces"
+    return analysis.get_collective_summary(by)
+
+
+def optimization_targets(analysis) -> pd.DataFrame | str:
+    roofline = analysis.get_operator_roofline()
+    if roofline["peak_tflops"].isna().all():
+        return NO_DEVICE
+    return analysis.get_optimization_targets(top=10)[TARGET_COLUMNS]
+
+
+def mfu_rows(analysis) -> pd.DataFrame | str:
+    table = analysis.get_mfu()
+    if table.empty:
+        return "no ProfilerStep with modelled operators"
+    return NO_DEVICE if table["mfu_pctg"].isna().all() else table[MFU_COLUMNS]
 
 
 def critical_path_region(analysis) -> tuple[int, str, int | None] | None:
@@ -73,23 +96,54 @@ def critical_path_region(analysis) -> tuple[int, str, int | None] | None:
     return (rank, "ProfilerStep", 0) if len(trace.steps) else (rank, "", None)
 
 
-def critical_path_rows(analysis, cp=None) -> pd.DataFrame | None:
-    """The summary's critical path by ``bound_by`` (``cp``: that path, when already computed)."""
+def region_label(analysis, region: tuple[int, str, int | None]) -> str:
+    """``ProfilerStep#551`` (the step's own number, as every other view numbers steps), or
+    ``whole trace``."""
+    rank, annotation, instance = region
+    if not annotation:
+        return "whole trace"
+    steps = analysis.trace(rank).steps.sort_values("ts")
+    return str(steps["name"].iloc[instance]) if instance < len(steps) else annotation
+
+
+def critical_path_rows(analysis, cp=None) -> pd.DataFrame | str:
+    """The summary's critical path by ``bound_by`` (``cp``: that path, when already computed);
+    dependencies, which carry no weight, are left out; ``attrs["note"]`` says what the path's
+    length is against the step (:func:`critical_path_note`)."""
     region = critical_path_region(analysis)
     if region is None:
-        return None
-    rank, annotation, instance = region
+        return "no GPU events (CPU-only traces)"
     if cp is None:
-        cp, _ = analysis.critical_path_analysis(rank, annotation, instance)
+        cp, _ = analysis.critical_path_analysis(*region)
     table = cp.bound_by_table().reset_index()
-    where = f"{annotation} #{instance}" if annotation else "whole trace"
-    return table.assign(rank=rank, region=where)[
+    table = table[table["bound_by"] != ""].assign(pctg=lambda t: t["pctg"].round(2))
+    table = table.assign(rank=region[0], region=region_label(analysis, region))[
         ["rank", "region", "bound_by", "duration_us", "pctg"]
-    ]
+    ].reset_index(drop=True)
+    table.attrs["note"] = critical_path_note(analysis, cp)
+    return table
 
 
-def memory_peaks(analysis) -> pd.DataFrame | None:
-    """Peak allocated / reserved memory per (rank, device), None without ``[memory]`` events."""
+def critical_path_note(analysis, cp) -> str:
+    """What the path's length is against the step: the rest is spanned by dependencies of zero
+    weight (gaps between top-level CPU operators, waits), as in HTA's construction."""
+    region = critical_path_region(analysis)
+    rank, annotation, instance = region
+    label = region_label(analysis, region)
+    text = f"The path's weighted edges add up to {fmt_us(cp.length_us)}"
+    if annotation:
+        steps = analysis.trace(rank).steps.sort_values("ts")
+        step_us = float(steps["dur"].iloc[instance]) / 1e3
+        text += (
+            f" of {label}'s {fmt_us(step_us)}; the other {fmt_us(step_us - cp.length_us)} are"
+            " gaps between top-level CPU operators (Python, waits) and time outside the path,"
+            " which HTA's construction joins with dependencies of zero weight"
+        )
+    return text + "."
+
+
+def memory_peaks(analysis) -> pd.DataFrame | str:
+    """Peak allocated / reserved memory per (rank, device), or what to record."""
     return quietly(lambda a: a.get_memory_peaks()[MEMORY_PEAK_COLUMNS])(analysis)
 
 
@@ -97,16 +151,26 @@ MEMORY_PEAK_COLUMNS = ["rank", "device", "peak_allocated", "operator", "module",
                        "peak_reserved", "peak_fragmentation"]  # fmt: skip
 
 
-def mfu_rows(analysis) -> pd.DataFrame | None:
-    table = analysis.get_mfu()
-    return None if table.empty or table["mfu_pctg"].isna().all() else table[MFU_COLUMNS]
+def _leaks(analysis) -> pd.DataFrame | str:
+    table = analysis.get_memory_leaks()
+    return "no allocation made in a step stays unfreed" if table.empty else table
+
+
+def key_findings(analysis) -> pd.DataFrame:
+    return analysis.get_key_findings()[["kind", "rank", "finding"]]
 
 
 TABLES: list[tuple[str, str, Callable]] = [
+    ("key_findings", "Key findings", key_findings),
     (
         "temporal_breakdown",
         "Temporal breakdown (µs, % of GPU span)",
         lambda a: a.get_temporal_breakdown(visualize=False),
+    ),
+    (
+        "gpu_idle_by_cause",
+        "GPU idle time by cause, no stream busy (µs, %)",
+        lambda a: a.get_gpu_idle_by_cause(),
     ),
     (
         "comm_comp_overlap",
@@ -115,7 +179,7 @@ TABLES: list[tuple[str, str, Callable]] = [
     ),
     (
         "idle_time_breakdown",
-        "Idle time by cause (µs)",
+        "Idle time by cause, per stream (µs)",
         lambda a: a.get_idle_time_breakdown(visualize=False)[0],
     ),
     (
@@ -137,7 +201,7 @@ TABLES: list[tuple[str, str, Callable]] = [
     (
         "optimization_targets",
         "Operators furthest below their roofline, by time (µs)",
-        quietly(lambda a: a.get_optimization_targets(top=10)[TARGET_COLUMNS]),
+        quietly(optimization_targets),
     ),
     ("mfu", "Model FLOPs utilization per step (%)", quietly(mfu_rows)),
     (
@@ -149,7 +213,7 @@ TABLES: list[tuple[str, str, Callable]] = [
     (
         "memory_leaks",
         "Memory allocated in a step and never freed (bytes; the same each step: a leak)",
-        quietly(lambda a: None if (t := a.get_memory_leaks()).empty else t),
+        quietly(_leaks),
     ),
     ("collectives", "Collectives (µs, GB/s bus bandwidth)", lambda a: collectives(a, "collective")),
     (
@@ -170,17 +234,20 @@ TABLES: list[tuple[str, str, Callable]] = [
 ]
 
 
-def summary_tables(analysis) -> dict[str, pd.DataFrame]:
-    """``{file stem: table}`` of every summary table the traces allow, then ``health_summary``
-    and ``health``."""
-    tables = {}
+def summary_tables(analysis) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+    """``({file stem: table}, {file stem: why it is absent})`` for every summary table, then
+    ``health_summary`` and ``health``. A table absent without a reason (``None``) is one that
+    rarely applies (CUPTI counters, unmatched collectives): it is simply left out."""
+    tables, absent = {}, {}
     for key, _, build in TABLES:
         table = build(analysis)
-        if table is not None:
+        if isinstance(table, str):
+            absent[key] = table
+        elif table is not None:
             tables[key] = table
     tables["health_summary"] = analysis.health_summary()
     tables["health"] = analysis.health()
-    return tables
+    return tables, absent
 
 
 HEADINGS = {key: heading for key, heading, _ in TABLES}

@@ -5,7 +5,8 @@ metadata comes from the kernel's own args (c10d writes them there since PyTorch 
 the ``record_param_comms`` op enclosing its launch (sizes, when neither has them, from the first
 tensor of that op's, or the launching op's, ``Input Dims`` / ``Input type``); the collective
 from that metadata, else from the enclosing ``nccl:*`` range, else from the kernel name; the
-dtype else from the kernel name.
+dtype else from the kernel name, always spelled as torch does (``int8``, ``bfloat16``:
+``kineto.torch_dtype``).
 Without a process group name the kernel's stream stands for it (NCCL runs each communicator on
 its own stream).
 
@@ -34,6 +35,7 @@ from ...kineto import (
     PARAM_COMMS_NAME,
     collective_kind,
     kernel_dtype,
+    torch_dtype,
 )
 from ...load.links import gather, nearest_ancestor
 from ...load.rank_trace import RankTrace
@@ -153,7 +155,7 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray) -> pd.DataFrame:
             "group_size": group_size.astype(np.int64),
             "collective": collective,
             "name": kernel_names,
-            "dtype": dtype,
+            "dtype": np.array([torch_dtype(d) for d in dtype], object),
             "in_bytes": in_bytes,
             "out_bytes": out_bytes,
             "ts": ts,
@@ -241,7 +243,7 @@ def _cpu_calls(trace: RankTrace) -> pd.DataFrame:
             "group_size": group_size,
             "collective": collective,
             "name": names,
-            "dtype": np.array([t for _, t in sized], object),
+            "dtype": np.array([torch_dtype(t) for _, t in sized], object),
             "in_bytes": in_bytes,
             "out_bytes": out_bytes,
             "ts": ts,

@@ -1,7 +1,8 @@
 """Summaries of matched collectives: by (collective, dtype, message size, group) and by rank.
 
 Message sizes are bucketed by powers of two (``size_bucket``: the bucket's lower bound in bytes,
-``size_range``: ``"64 KiB-128 KiB"``). Times are µs, bandwidths decimal GB/s.
+``<NA>`` when the size is unknown; ``size_range``: ``"64 KiB-128 KiB"`` or ``"unknown"``). Times
+are µs, bandwidths decimal GB/s.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def by_collective(matching: Matching) -> pd.DataFrame:
     out["size_range"] = [
         f"{_human(b)}-{_human(2 * b)}" if b > 0 else "unknown" for b in out["size_bucket"]
     ]
+    out["size_bucket"] = out["size_bucket"].astype("Int64").mask(out["size_bucket"] < 0)
     return out.sort_values("total_us", ascending=False, ignore_index=True)[COLLECTIVE_COLUMNS]
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 from ...kineto import CPU_OP_CATEGORY
 from ...load.links import gather, nearest_ancestor, nesting
 from ...load.rank_trace import RankTrace
+from .lifetimes import LIVE
 
 OPERATOR_COLUMNS = [
     "name", "calls", "alloc_count", "alloc_bytes", "free_count", "free_bytes", "net_bytes",
@@ -73,3 +74,10 @@ def by_operator(trace: RankTrace, events: pd.DataFrame) -> pd.DataFrame:
     table = table.astype({c: np.int64 for c in OPERATOR_COLUMNS if c != "name"})
     table = table.reset_index().rename(columns={"index": "name"})
     return table.sort_values("net_bytes", ascending=False, ignore_index=True)[OPERATOR_COLUMNS]
+
+
+def unfreed_by_operator(lifetimes: pd.DataFrame) -> pd.Series:
+    """Bytes each operator allocated (innermost operator at the allocation, as ``self_``) and
+    the trace never frees, from :func:`~.lifetimes.lifetimes`; int64, by operator name."""
+    live = lifetimes[(lifetimes["status"] == LIVE) & (lifetimes["operator"] != "")]
+    return live.groupby("operator")["bytes"].sum().astype(np.int64)
