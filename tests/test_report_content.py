@@ -114,13 +114,14 @@ def test_launch_table_has_times_not_correlation_ids(page):
 
 def test_tables_readable(two_ranks):
     frame = pd.DataFrame(
-        {"name": ["k" * 200], "peak_allocated": [2_873_323_520], "calls": [3], "x": [0.5]}
-    )
+        {"name": ["k" * 200], "peak_allocated": [2_873_323_520], "calls": [3], "x": [0.5],
+         "step": [1009]}
+    )  # fmt: skip
     html = table(frame)
     assert "<div class='table'>" in html  # scrolls inside its box
     assert "title='" + "k" * 200 + "'" in html and "k" * 69 + "…" in html
     assert "2.7 GiB" in html and "2,873,323,520 bytes" in html
-    assert ">3<" in html and ">0.50<" in html
+    assert ">3<" in html and ">0.50<" in html and ">1009<" in html
     assert "Nothing to show" in table(frame.iloc[:0]) and "why" in table(None, empty="why")
 
 
@@ -169,3 +170,16 @@ def test_critical_path_note_without_steps(tmp_path):
     a = TraceAnalysis(trace_files={0: b.write(tmp_path / "t.json")}, parallel=False, cache=False)
     rows = critical_path_rows(a)
     assert set(rows["region"]) == {"whole trace"} and rows.attrs["note"].endswith(".")
+
+
+def test_no_bus_bandwidth_to_draw_is_said_not_drawn_empty(tmp_path):
+    b = TraceBuilder()
+    b.step(1, 0, 100)
+    b.step(2, 100, 100)
+    b.kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWork)", 20, 30, launch_ts=10)
+    a = TraceAnalysis(trace_files={0: b.write(tmp_path / "t.json")}, parallel=False, cache=False)
+    assert len(plots.plot_bus_bandwidth(a.get_collectives().instances).data) == 0
+    page = build_report(a)
+    collectives = page[page.index("<section id='collectives'>") :]
+    collectives = collectives[: collectives.index("</section>")]
+    assert "No bus bandwidth to draw" in collectives and "class='chart'" not in collectives

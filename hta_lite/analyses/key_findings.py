@@ -81,7 +81,9 @@ def straggler(report, step_us: float) -> dict | None:
     )
     causes = report.causes.set_index("rank") if len(report.causes) else None
     if causes is not None and rank in causes.index:
-        text += f" (cause: {causes.loc[rank, 'cause']})"
+        cause = causes.loc[rank]
+        region = cause.get("region") if "region" in cause.index else None
+        text += f" (cause: {cause['cause']}" + (f", in '{region}')" if region else ")")
     if len(report.stragglers) > 1:
         text += f"; also late: ranks {', '.join(map(str, report.stragglers[1:]))}"
     return _row("straggler", text, late, "µs", pctg, "cross-rank", rank)

@@ -39,6 +39,8 @@ ul.findings a{color:#1f5f99}
 BYTES_COLUMN = re.compile(r"bytes|allocated|reserved|fragmentation|growth")
 NOT_BYTES = re.compile(r"_ts$|pctg|count|_vs_|calls|ratio")
 NAME_LIMIT = 70
+#: numbers that are names (a step, a rank), written without thousands separators
+ID_COLUMNS = {"rank", "step", "stream", "instance", "ordinal", "pid", "tid", "device", "index"}
 
 
 def is_bytes_column(name: str) -> bool:
@@ -93,6 +95,8 @@ def _cell(value, column: str, align: str, decimals: int = 2) -> str:
         number = float(value)
         if is_bytes_column(column):
             return f"<td title='{number:,.0f} bytes'>{fmt_bytes(number)}</td>"
+        if column in ID_COLUMNS:
+            return f"<td>{number:.0f}</td>"
         return f"<td>{number:,.{decimals}f}</td>"
     text = str(value)
     if len(text) > NAME_LIMIT:

@@ -229,7 +229,7 @@ def _launch_section(report: Report, analysis: TraceAnalysis) -> None:
                 "Per launch (µs): the launch call's duration, the GPU event's, and the delay"
                 " from the call's end to the GPU start."
             ),  # fmt: skip
-            table(times.describe().T, index=True),
+            table(times.describe().T.rename_axis("measure (µs)"), index=True),
             *[report.chart(f) for f in plots.plot_launch_stats(stats, first)],
         )
 
@@ -279,6 +279,12 @@ def _memory_section(report: Report, analysis: TraceAnalysis) -> None:
         "<h3>Allocated in a step, never freed</h3>",
         table(leaks, empty="No allocation made in a step stays unfreed."),
         "<h3>By operator</h3>",
+        _note(
+            "alloc_bytes adds up every allocation an operator made over the trace, and a free"
+            " counts where it happens, often in another operator: far more than the peak with"
+            " no free of its own is normal. self_unfreed_bytes is what the operator allocated"
+            " itself and the trace never frees."
+        ),  # fmt: skip
         table(analysis.get_memory_by_operator(), 20),
     )
 
@@ -300,8 +306,13 @@ def _collectives_section(report: Report, analysis: TraceAnalysis) -> None:
             " are summarised and drawn (docs/analyses/collectives.md)."
         ),  # fmt: skip
         table(analysis.get_collective_summary(), 30),
-        report.chart(plots.plot_bus_bandwidth(matching.instances)),
     ]
+    bandwidth = plots.plot_bus_bandwidth(matching.instances)
+    if len(bandwidth.data):
+        parts.append(report.chart(bandwidth))
+    else:
+        why = "no collective here has a known size and ranks that agree on it"
+        parts.append(_note(f"No bus bandwidth to draw: {why} (see what was not matched below)."))
     if matching.calls["rank"].nunique() > 1:
         parts += [
             "<h3>By rank</h3>",
