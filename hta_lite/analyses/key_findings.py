@@ -119,7 +119,7 @@ def top_operator(operators: pd.DataFrame | None) -> dict | None:
     name, gpu_us = _short(str(top["name"])), top["device_self_sum(us)"]
     text = (
         f"Top operator by GPU time: {name}, {fmt_us(gpu_us)}"
-        f" ({fmt_pct(top['device_self_pctg'])} of GPU time) in {int(top['calls']):,} calls"
+        f" ({fmt_pct(top['device_self_pctg'])} of GPU time) in {int(top['calls']):,} call(s)"
     )
     return _row("top_operator", text, top["device_self_sum(us)"], "µs", section="operators")
 
@@ -139,6 +139,13 @@ def mfu(table: pd.DataFrame | None, device_names: list[str]) -> dict | None:
         )
     known = table.dropna(subset=["mfu_pctg"])
     mean = float(known["mfu_pctg"].mean())
+    if known["above_peak"].any():
+        return _row(
+            "mfu",
+            f"MFU {fmt_pct(mean)} is above 100 %, which cannot be: the device's peak"
+            f" ({known['device'].iloc[0]}) or the FLOP model is wrong (health: above_peak)",
+            mean, "%", section="operators",
+        )  # fmt: skip
     text = (
         f"MFU {fmt_pct(mean)}: {known['achieved_tflops'].mean():.1f} TFLOP/s of"
         f" {known['peak_tflops'].iloc[0]:.0f} ({known['precision'].iloc[0]}, "

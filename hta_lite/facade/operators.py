@@ -35,7 +35,15 @@ class Operators:
         cache = self.__dict__.setdefault("_roofline_cache", {})
         if key not in cache:
             devices = ops.devices_of([r.attribution.trace for r in rank_ops], device)
-            cache[key] = ops.roofline_table(rank_ops, devices)
+            cache[key] = table = ops.roofline_table(rank_ops, devices)
+            for row in table[table["above_roof"]].itertuples() if len(table) else ():
+                what = (
+                    f"above_roof:{row.name} {row.input_dims} on {row.device}"
+                    f" ({row.precision} peak {row.peak_tflops:g} TFLOP/s)"
+                )
+                for r in rank_ops:  # the ranks of that device
+                    if ops.device_name(devices.get(r.rank)) == row.device:
+                        r.attribution.trace.health[what] = int(row.calls)
         return cache[key]
 
     def get_operator_instances(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
@@ -184,6 +192,9 @@ class Operators:
         rank_ops = self._operators(ranks)
         devices = ops.devices_of([r.attribution.trace for r in rank_ops], device)
         table = ops.mfu_table(rank_ops, devices, self._roofline(ranks, device))
+        for row in table[table["above_peak"]].itertuples() if len(table) else ():
+            where = f"step {row.step} on {row.device}, {row.precision} peak {row.peak_tflops:g}"
+            self.trace(row.rank).health[f"above_peak:{where} TFLOP/s"] = 1
         if visualize:
             plots.show(plots.plot_mfu(table))
         return table

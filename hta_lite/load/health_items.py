@@ -82,6 +82,21 @@ ITEMS: dict[str, Item] = {
     "cp_cycle_edge_cut": Item(
         WARNING, "critical path: dependencies cut to break a cycle (inconsistent trace)"
     ),
+    "shape_invalid": Item(
+        WARNING,
+        "{detail} calls whose input shapes cannot be (negative or non-integer dims, more elements"
+        " than int64 holds): FLOPs and bytes not modelled (NaN)",
+    ),
+    "above_roof": Item(
+        WARNING,
+        "{detail}: achieved above the device's roof, which cannot be (a wrong device peak: pass"
+        " device=; or a FLOP model that counts more than the kernels do)",
+    ),
+    "above_peak": Item(
+        WARNING,
+        "MFU above 100 % ({detail}), which cannot be (a wrong device peak: pass device=; or a"
+        " wrong FLOP model)",
+    ),
     "memory_total_mismatch": Item(
         WARNING,
         "[memory] events whose Total Allocated is not the running total of Bytes (events lost"

@@ -31,12 +31,12 @@ from .devices import DEVICES, DeviceSpec, detect, resolve
 from .efficiency import kernel_efficiency
 from .instances import as_table, instance_columns
 from .modules import combine_modules, rank_module_summary
-from .roofline import ROOFLINE_INPUTS, mfu, optimization_targets, roofline
+from .roofline import ROOFLINE_INPUTS, device_name, mfu, optimization_targets, roofline
 from .summaries import combine, rank_summary
 
 __all__ = [
     "DEVICES", "DeviceSpec", "RankOperators", "kernel_efficiency", "operator_summary", "mfu_table",
-    "optimization_targets", "roofline_table", "devices_of",
+    "optimization_targets", "roofline_table", "devices_of", "device_name",
 ]  # fmt: skip
 
 

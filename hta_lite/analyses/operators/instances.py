@@ -29,6 +29,7 @@ text): the summaries read codes, the roofline and MFU the text of the few rows t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -43,7 +44,7 @@ from ..common import text_array, text_column, text_values, us
 from .attribution import Attribution
 from .flops import is_modelled, model
 from .shapes import forward_op, module_paths, parse
-from .work import Inputs, Work
+from .work import INVALID_KIND, Inputs, Work
 
 INPUT_COLUMNS = ("input_dims", "input_types", "concrete_inputs")
 SHAPES_FROM = ("forward", "own", "")  # the values of ``shapes_from``, by code
@@ -196,7 +197,30 @@ def _work_of(name: str, dims: str, types: str, concrete: str, source: str) -> Wo
     if not is_modelled(name):  # the inputs of the others are not read
         return None
     inputs = Inputs(parse(dims or None) or [], parse(types or None) or [], parse(concrete or None))
-    return model(name, inputs, forward_inputs=source == "forward")
+    if not inputs.valid():
+        return INVALID
+    work = model(name, inputs, forward_inputs=source == "forward")
+    if work is None:
+        return None
+    flops, nbytes = float(work.flops), float(work.bytes)  # never a Python int past int64
+    if not (math.isfinite(flops) and math.isfinite(nbytes)) or flops < 0 or nbytes < 0:
+        return INVALID
+    return Work(flops, nbytes, work.precision, work.kind)
+
+
+INVALID = Work(math.nan, math.nan, "", INVALID_KIND)
+
+
+def _count_invalid(trace: RankTrace, works: list, names, codes: np.ndarray) -> None:
+    """Calls whose shapes cannot be, counted in the rank's health per operator name (set, not
+    added: the view may be built again)."""
+    counts = np.bincount(codes, minlength=len(works) + 1)
+    per_name: dict[str, int] = {}
+    for i, work in enumerate(works):
+        if work is INVALID:
+            per_name[str(names[i])] = per_name.get(str(names[i]), 0) + int(counts[i])
+    for name, count in per_name.items():
+        trace.health[f"shape_invalid:{name}"] = count
 
 
 def _work(attr: Attribution, inst: dict) -> dict:
@@ -219,6 +243,7 @@ def _work(attr: Attribution, inst: dict) -> dict:
     described = np.where(transfer, len(works), codes)  # the last value: a transfer's
     out["precision"] = LazyText([w.precision if w else "" for w in works] + [""], described)
     out["kind"] = LazyText([w.kind if w else "" for w in works] + ["transfer"], described)
+    _count_invalid(attr.trace, works, uniques["name"], codes)
     modelled = np.zeros(len(attr.parent_op), bool)
     modelled[rows] = ~np.isnan(out["flops"])
     inside = nearest_ancestor(attr.parent_op, modelled, rows) >= 0

@@ -34,7 +34,9 @@ def roofline(inst: pd.DataFrame, devices: dict[int, DeviceSpec | None]) -> pd.Da
     (achieved / attainable), ``time_below_roof(us)`` (``gpu_time x (1 - roof_pctg/100)``: the
     time the group would save at its roof), ``tf32_inferred`` (a float32 product ran faster than
     the FP32 peak, so as TF32: measured against TF32). Device columns are NaN (and ``device`` is
-    ``"unknown"``) where the device is not known. Groups that ran no GPU event are left out.
+    ``"unknown"``) where the device is not known; ``above_roof``: ``roof_pctg`` above 100,
+    which cannot be (a wrong device peak, or a FLOP model that counts more than the kernels
+    do). Groups that ran no GPU event are left out.
     """
     rows = np.flatnonzero(inst["counted"].to_numpy() & (inst["device_total(us)"].to_numpy() > 0))
     ranks, rank_code = np.unique(inst["rank"].to_numpy()[rows], return_inverse=True)
@@ -42,7 +44,9 @@ def roofline(inst: pd.DataFrame, devices: dict[int, DeviceSpec | None]) -> pd.Da
     rank_spec = [devices.get(r) for r in ranks.tolist()]
     text_dtype = inst["name"].dtype
     text = {
-        "device": pd.array(np.array([_name(d) for d in rank_spec], object)[rank_code], text_dtype)
+        "device": pd.array(
+            np.array([device_name(d) for d in rank_spec], object)[rank_code], text_dtype
+        )
     }
     for column in GROUP[1:]:
         values = inst[column].array.take(rows)
@@ -99,13 +103,15 @@ def roofline(inst: pd.DataFrame, devices: dict[int, DeviceSpec | None]) -> pd.Da
             "bound": pd.array(bound.astype(object), dtype=text_dtype),
             "roof_pctg": np.round(100.0 * ratio, 2),
             "time_below_roof(us)": time_us * np.clip(1.0 - ratio, 0.0, 1.0),
+            "above_roof": np.nan_to_num(ratio, nan=0.0) > 1.0,
         }
     )  # fmt: skip
 
 
 def optimization_targets(table: pd.DataFrame, top: int = 10) -> pd.DataFrame:
-    """The ``top`` groups of :func:`roofline` with the most time below their roof."""
-    known = table[table["roof_pctg"].notna()]
+    """The ``top`` groups of :func:`roofline` with the most time below their roof (not those
+    above it, which say the peak or the model is wrong)."""
+    known = table[table["roof_pctg"].notna() & ~table["above_roof"]]
     return known.nlargest(top, "time_below_roof(us)").reset_index(drop=True)
 
 
@@ -120,7 +126,8 @@ def mfu(traces_inst: list, devices: dict[int, DeviceSpec | None], tf32_ranks: di
     ranks in ``tf32_ranks``, where a product ran faster than the FP32 peak), ``peak_tflops``
     (dense, that precision), ``mfu_pctg``, ``gpu_time(us)`` (GPU work launched in the step),
     ``modelled_gpu_pctg`` (the share of it under a counted call: an MFU built on part of the
-    kernels says how much), ``device``.
+    kernels says how much), ``device``, ``above_peak`` (``mfu_pctg`` above 100, which cannot
+    be: a wrong device peak or FLOP model).
     """
     rows = []
     for attr, inst in traces_inst:
@@ -156,7 +163,8 @@ def mfu(traces_inst: list, devices: dict[int, DeviceSpec | None], tf32_ranks: di
                     "gpu_time(us)": gpu_ns / NS_PER_US,
                     "modelled_gpu_pctg": round(100.0 * attr.dur[k_in & covered].sum() / gpu_ns, 2)
                     if gpu_ns else np.nan,
-                    "device": _name(device),
+                    "device": device_name(device),
+                    "above_peak": bool(peak == peak and achieved > peak),
                 }
             )  # fmt: skip
     return pd.DataFrame(rows)
@@ -187,5 +195,5 @@ def _windows(attr) -> list[tuple[int, int]]:
     return [(-1, end - start)]
 
 
-def _name(device: DeviceSpec | None) -> str:
+def device_name(device: DeviceSpec | None) -> str:
     return "unknown" if device is None else device.name

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from ...kineto import DTYPE_BYTES, DTYPE_PRECISION
 
 MATRIX_KINDS = ("matmul", "conv", "attention")  # run on the matrix units (tensor / matrix cores)
+MAX_ELEMENTS = 2**63  # a tensor's element count fits in int64 (PyTorch's own limit)
+#: the work of a call whose inputs cannot be (:meth:`Inputs.valid`): not modelled, counted
+INVALID_KIND = "invalid shape"
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,19 @@ class Inputs:
             i for i, t in enumerate(types[: len(dims)]) if isinstance(t, str) and t in DTYPE_BYTES
         ]
         self._is_tensor = frozenset(self._tensors)
+
+    def valid(self) -> bool:
+        """Whether every tensor's shape can be: a list of non-negative integers whose product
+        fits in int64 (a trace can hold anything: negative dims, 10**30, floats)."""
+        for i in self._tensors:
+            shape = self.dims[i]
+            if not isinstance(shape, list) or not all(
+                type(d) is int and 0 <= d < MAX_ELEMENTS for d in shape
+            ):
+                return False
+            if math.prod(shape) >= MAX_ELEMENTS:
+                return False
+        return True
 
     def is_tensor(self, i: int) -> bool:
         return i in self._is_tensor
