@@ -6,11 +6,14 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import shutil
 
 import pytest
-from conftest import SAMPLES
+from conftest import DATA, SAMPLES
 
-from hta_lite import TraceAnalysis
+from hta_lite import TraceAnalysis, TraceDiff
+from hta_lite.errors import SelectionError
+from hta_lite.tools.synthetic import make_straggler_folder
 from hta_lite.views.cli import main
 
 BERT = SAMPLES / "h100_bert_small" / "gaunernst_bert-small-uncased__1016001.json.gz"
@@ -95,3 +98,75 @@ def test_valid_shapes_stay_modelled(tmp_path):
     assert "invalid shape" not in set(a.get_operator_instances()["kind"])
     assert not a.get_operator_roofline()["above_roof"].any()
     assert "shape_invalid" not in set(a.health()["code"])
+
+
+NCCL = DATA / "nccl_parser_config" / "nccl_data.json.gz"
+
+
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory):
+    """Four ranks made from the vendored NCCL trace (rank 3 late at each step's collective)."""
+    folder = tmp_path_factory.mktemp("nccl") / "ok"
+    return make_straggler_folder(NCCL, folder, 4, 3, "host", gz=False)
+
+
+def with_rank_2_metadata(four_ranks, tmp_path, change) -> TraceAnalysis:
+    folder = tmp_path / "bad"
+    shutil.copytree(four_ranks, folder)
+    path = folder / "rank-2.json"
+    doc = json.loads(path.read_text())
+    for event in doc["traceEvents"]:
+        if "Process Group Ranks" in event.get("args", {}):
+            change(event["args"])
+    path.write_text(json.dumps(doc))
+    return TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+
+
+DISAGREES, INVALID = "collective_metadata_disagrees", "collective_metadata_invalid"
+
+
+@pytest.mark.parametrize(
+    "change, counted",
+    [
+        (lambda args: args.update({"In msg nelems": -5}), DISAGREES),
+        (lambda args: args.update({"In msg nelems": 10**30}), DISAGREES),
+        (lambda args: args.update({"In msg nelems": 2**62}), DISAGREES),  # x 4: wrapped to 0
+        (lambda args: args.update({"Process Group Ranks": "[0, 1, 2"}), INVALID),  # R4: raw error
+        (lambda args: args.update({"Collective name": "frobnicate"}), None),  # the kernel's name
+    ],
+    ids=["negative", "1e30", "2^62", "cut ranks", "unknown collective"],
+)
+def test_one_rank_with_bad_collective_metadata_never_empties_the_job(
+    four_ranks, tmp_path, change, counted
+):
+    good = TraceAnalysis(trace_dir=four_ranks, cache=False, progress=False)
+    a = with_rank_2_metadata(four_ranks, tmp_path, change)
+    summary = a.get_collective_summary()
+    assert summary["count"].sum() == good.get_collective_summary()["count"].sum() == 14
+    assert a.get_straggler_report().stragglers == good.get_straggler_report().stragglers == [3]
+    calls = a.get_collectives().calls
+    assert (calls["in_bytes"] >= -1).all() and (calls["in_bytes"] != 0).all()  # never wrapped
+    problems = a.get_collectives().problems
+    odd = problems[problems["reason"] == "metadata disagree"]
+    assert set(odd["ranks"]) <= {"2"}  # rank 2 named, no other
+    health = a.health()
+    codes = set(health.loc[health["code"].isin([DISAGREES, INVALID]), "rank"].astype(str) + ":"
+                + health.loc[health["code"].isin([DISAGREES, INVALID]), "code"])  # fmt: skip
+    assert codes == ({f"2:{counted}"} if counted else set())
+
+
+def test_argument_errors_are_selection_errors_and_value_errors(two_ranks):
+    calls = [
+        lambda: two_ranks.get_collective_summary(by="bogus"),
+        lambda: two_ranks.get_timers_across_ranks(log_option="bogus"),
+        lambda: two_ranks.critical_path_analysis(0, "ProfilerStep", 0, data_load_events=["("]),
+        lambda: two_ranks.get_operator_summary(ranks=[]),
+        lambda: two_ranks.get_mfu(ranks=[]),
+        lambda: two_ranks.get_memory_peaks(ranks=[]),
+        lambda: two_ranks.get_step_breakdown(steps=[], visualize=False),
+        lambda: TraceDiff.ops_diff(SAMPLES / "two_ranks", SAMPLES / "two_ranks", test_iteration=[]),
+    ]
+    for call in calls:
+        with pytest.raises(SelectionError) as raised:
+            call()
+        assert isinstance(raised.value, ValueError)  # HTA users' except ValueError still works

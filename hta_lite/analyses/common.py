@@ -93,11 +93,15 @@ def one_of(column: pd.Series, values) -> np.ndarray:
 
 
 def select(traces: Mapping[int, RankTrace], ranks: Iterable[int] | int | None) -> list[RankTrace]:
-    """The rank traces asked for, in rank order (all when ``ranks`` is None)."""
+    """The rank traces asked for, in rank order (all when ``ranks`` is None); an empty list
+    selects nothing, which is a :class:`SelectionError`, never an empty answer."""
     if ranks is None:
         return [traces[r] for r in sorted(traces)]
     if isinstance(ranks, (int, np.integer)):
         ranks = [int(ranks)]
+    ranks = list(ranks)
+    if not ranks:
+        raise SelectionError(None, f"ranks=[] selects no rank; loaded ranks: {sorted(traces)}")
     missing = [r for r in ranks if r not in traces]
     if missing:
         raise RankNotFoundError(
@@ -143,6 +147,8 @@ def wanted(asked, present, what: str, where: str | None = None) -> list | None:
         return None
     values = [asked] if isinstance(asked, (int, np.integer, str)) else list(asked)
     have = sorted(set(present), key=str)
+    if not values:
+        raise SelectionError(None, f"an empty list of {what} selects nothing; there are: {have}")
     missing = [v for v in values if v not in set(have)]
     if missing:
         shown = have if len(have) <= 20 else [*have[:20], "..."]

@@ -41,6 +41,8 @@ def selected_iterations(
     if iteration is None:
         return present[:1] or None
     wanted = [iteration] if isinstance(iteration, (int, np.integer)) else list(iteration)
+    if not wanted:
+        raise SelectionError(where, f"{label}: an empty list of iterations selects nothing")
     missing = sorted(set(wanted) - set(present))
     if missing:
         in_file = {int(s) for r in ranks for s in traces[r].steps["step"]}

@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from ..errors import SelectionError
 from ..intervals import union_length_by_group
 from ..kineto import CPU_ANNOTATION_CATEGORY, GPU_ANNOTATION_CATEGORY, STEP_PATTERN
 from ..load.links import iteration_of, profiler_steps
@@ -40,7 +41,7 @@ def _annotation_rows(trace: RankTrace, source: str) -> pd.DataFrame:
         anno = trace.cpu[trace.cpu["cat"] == CPU_ANNOTATION_CATEGORY]
         step = anno["iteration"].to_numpy()
     else:
-        raise ValueError("source must be 'cpu' or 'gpu'")
+        raise SelectionError(None, "source must be 'cpu' or 'gpu'")
     names = anno["name"].astype(str)
     names = names.where(~names.str.match(STEP_PATTERN), STEP_TIMER)
     return pd.DataFrame(
@@ -64,7 +65,7 @@ def annotation_timers(
     A name of ``names`` or a step of ``steps`` that no selected rank has is a
     :class:`SelectionError`."""
     if source not in ("cpu", "gpu"):
-        raise ValueError(f"source must be 'cpu' or 'gpu', not {source!r}")
+        raise SelectionError(None, f"source must be 'cpu' or 'gpu', not {source!r}")
     all_rows = {t.rank: _annotation_rows(t, source) for t in select(traces, ranks)}
     every = pd.concat(all_rows.values()) if all_rows else pd.DataFrame({"name": [], "step": []})
     names = wanted(names, every["name"].unique(), f"{source} annotation(s)", "these ranks")
@@ -114,7 +115,7 @@ def timers_across_ranks(
     """Per timer: ``min_ms``/``max_ms`` (``"minmax"``), ``max_ms`` (``"max"``) or one column per
     rank (``"all"``, NaN where a rank did not record it). Values: sum over steps / normalizer."""
     if normalizer <= 0:
-        raise ValueError("normalizer must be > 0")
+        raise SelectionError(None, "normalizer must be > 0")
     per_rank = timers.groupby(["name", "rank"])["elapsed_ms"].sum() / normalizer
     per_rank = per_rank[per_rank > 0]  # a timer a rank never recorded does not count
     if log_option == "all":
@@ -132,7 +133,7 @@ def timers_across_ranks(
         return out[["max_ms", "slowest_rank"]]
     if log_option == "minmax":
         return out
-    raise ValueError("log_option must be 'max', 'minmax' or 'all'")
+    raise SelectionError(None, "log_option must be 'max', 'minmax' or 'all'")
 
 
 def megatron_text(table: pd.DataFrame, log_option: LogOption = "minmax") -> str:

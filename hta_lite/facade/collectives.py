@@ -9,6 +9,8 @@ import pandas as pd
 
 from ..analyses.collectives import summaries
 from ..analyses.collectives.matching import Matching, match_traces
+from ..errors import SelectionError
+from ..load.health_items import record
 from .base import plots
 
 
@@ -29,6 +31,11 @@ class Collectives:
         """
         if "_collectives" not in self.__dict__:
             self._collectives = match_traces(self.traces)
+            problems = self._collectives.problems
+            for row in problems[problems["reason"] == "metadata disagree"].itertuples():
+                for rank in (int(r) for r in row.ranks.split(",") if r):
+                    record(self.trace(rank).health, "collective_metadata_disagrees",
+                           row.calls, f"{row.pg}, step {row.step}")  # fmt: skip
         return self._collectives
 
     def get_collective_summary(
@@ -49,7 +56,7 @@ class Collectives:
             where it arrived last) and ``wait_suffered_us``; most wait caused first.
         """
         if by not in ("collective", "rank"):
-            raise ValueError(f"by must be 'collective' or 'rank', not {by!r}")
+            raise SelectionError(None, f"by must be 'collective' or 'rank', not {by!r}")
         matching = self.get_collectives()
         table = (
             summaries.by_collective(matching) if by == "collective" else summaries.by_rank(matching)

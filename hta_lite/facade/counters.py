@@ -73,7 +73,8 @@ class Counters:
             if queue_length_dict is not None
             else self.get_queue_length_time_series()
         )
-        select(self.traces, list(series))  # the series' ranks must be loaded
+        if len(series):
+            select(self.traces, list(series))  # the series' ranks must be loaded
         return counters.time_blocked_on_full_queue(self.traces, series, max_queue_length)
 
     def get_memory_bw_time_series(

@@ -4,6 +4,7 @@ docs/analyses/critical-path.md)."""
 from __future__ import annotations
 
 from ..analyses.critical_path import CriticalPath, critical_path
+from ..errors import SelectionError
 from ..tools.critical_path_overlay import overlay
 from .base import plots
 
@@ -64,7 +65,9 @@ class CriticalPaths:
             The path of the written trace (written atomically; the input is never touched).
         """
         if critical_path_graph.rank != rank:
-            raise ValueError(f"the critical path is of rank {critical_path_graph.rank}, not {rank}")
+            raise SelectionError(
+                None, f"the critical path is of rank {critical_path_graph.rank}, not {rank}"
+            )
         return str(
             overlay(critical_path_graph, output_dir, only_show_critical_events, show_all_edges)
         )

@@ -10,6 +10,7 @@ import pandas as pd
 from ..analyses import operators as ops
 from ..analyses.common import select
 from ..errors import MissingDataError
+from ..load.health_items import record
 from .base import plots
 
 Device = str | ops.DeviceSpec | None
@@ -38,12 +39,12 @@ class Operators:
             cache[key] = table = ops.roofline_table(rank_ops, devices)
             for row in table[table["above_roof"]].itertuples() if len(table) else ():
                 what = (
-                    f"above_roof:{row.name} {row.input_dims} on {row.device}"
+                    f"{row.name} {row.input_dims} on {row.device}"
                     f" ({row.precision} peak {row.peak_tflops:g} TFLOP/s)"
                 )
                 for r in rank_ops:  # the ranks of that device
                     if ops.device_name(devices.get(r.rank)) == row.device:
-                        r.attribution.trace.health[what] = int(row.calls)
+                        record(r.attribution.trace.health, "above_roof", int(row.calls), what)
         return cache[key]
 
     def get_operator_instances(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
@@ -194,7 +195,7 @@ class Operators:
         table = ops.mfu_table(rank_ops, devices, self._roofline(ranks, device))
         for row in table[table["above_peak"]].itertuples() if len(table) else ():
             where = f"step {row.step} on {row.device}, {row.precision} peak {row.peak_tflops:g}"
-            self.trace(row.rank).health[f"above_peak:{where} TFLOP/s"] = 1
+            record(self.trace(row.rank).health, "above_peak", 1, f"{where} TFLOP/s")
         if visualize:
             plots.show(plots.plot_mfu(table))
         return table

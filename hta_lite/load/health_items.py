@@ -87,6 +87,16 @@ ITEMS: dict[str, Item] = {
         "{detail} calls whose input shapes cannot be (negative or non-integer dims, more elements"
         " than int64 holds): FLOPs and bytes not modelled (NaN)",
     ),
+    "collective_metadata_invalid": Item(
+        WARNING,
+        "collectives whose '{detail}' cannot be read (cut short, not a list of ranks): taken as"
+        " not recorded",
+    ),
+    "collective_metadata_disagrees": Item(
+        WARNING,
+        "collectives of {detail} whose collective, dtype or size differ from the other ranks'"
+        " (measured with the majority's)",
+    ),
     "above_roof": Item(
         WARNING,
         "{detail}: achieved above the device's roof, which cannot be (a wrong device peak: pass"
@@ -125,6 +135,15 @@ def note(health: Counter, code: str, count: int, detail: str | None = None) -> N
         raise KeyError(f"unknown health item {code!r}")  # a typo in hta_lite, not in a trace
     if count > 0:
         health[code if detail is None else f"{code}:{detail}"] += int(count)
+
+
+def record(health: Counter, code: str, count: int, detail: str | None = None) -> None:
+    """Set ``code`` (``code:detail``) to ``count`` when positive: for what an analysis finds,
+    which may run again on the same trace (``note`` would count it twice)."""
+    if code not in ITEMS:
+        raise KeyError(f"unknown health item {code!r}")
+    if count > 0:
+        health[code if detail is None else f"{code}:{detail}"] = int(count)
 
 
 def describe(key: str) -> tuple[str, str, str]:

@@ -37,6 +37,7 @@ from ...kineto import (
     kernel_dtype,
     torch_dtype,
 )
+from ...load.health_items import record
 from ...load.links import gather, nearest_ancestor
 from ...load.rank_trace import RankTrace
 from ..operators.shapes import parse as parse_json
@@ -83,15 +84,27 @@ def _names_where(names: pd.Series, predicate) -> np.ndarray:
     return hit[names.cat.codes.to_numpy()]  # code -1 (missing) picks the trailing False
 
 
-def _members(texts: np.ndarray) -> np.ndarray:
-    """``"[0, 1]"`` (c10d's ``Process Group Ranks``) -> ``"0,1"``."""
-    out = {t: ",".join(str(r) for r in (_parse(t) or [])) if t else "" for t in set(texts)}
+def _members(texts: np.ndarray, health=None) -> np.ndarray:
+    """``"[0, 1]"`` (c10d's ``Process Group Ranks``) -> ``"0,1"``; a text that is not a list of
+    non-negative integers (cut short, ``[-1]``) is unknown (``""``), counted in ``health``."""
+    out, bad = {}, 0
+    for text in set(texts):
+        ranks = _parse(text) if text else []
+        valid = isinstance(ranks, list) and all(type(r) is int and r >= 0 for r in ranks)
+        out[text] = ",".join(map(str, ranks)) if valid else ""
+        bad += 0 if valid else int((texts == text).sum())
+    if bad and health is not None:
+        record(health, "collective_metadata_invalid", bad, "Process Group Ranks")
     return np.array([out[t] for t in texts], dtype=object)
 
 
 def _bytes(nelems: np.ndarray, dtypes: np.ndarray) -> np.ndarray:
+    """Bytes of ``nelems`` elements of each dtype; -1 (unknown) for a negative count, an unknown
+    dtype, or a count whose bytes would not fit in int64 (never a wrapped product)."""
     size = np.array([COLLECTIVE_DTYPE_BYTES.get(d, -1) for d in dtypes], np.int64)
-    return np.where((nelems >= 0) & (size > 0), nelems * size, -1)
+    limit = np.iinfo(np.int64).max // np.maximum(size, 1)
+    valid = (nelems >= 0) & (size > 0) & (nelems <= limit)
+    return np.where(valid, nelems * np.where(valid, size, 0), -1)
 
 
 def _gpu_calls(trace: RankTrace, rows: np.ndarray) -> pd.DataFrame:
@@ -122,7 +135,7 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray) -> pd.DataFrame:
     )
     dtype = meta("dtype")
     dtype = np.where(dtype != "", dtype, [kernel_dtype(k) for k in kernel_names]).astype(object)
-    members = _members(meta("pg_ranks"))
+    members = _members(meta("pg_ranks"), trace.health)
     group_size = meta_int("group_size")
     group_size = np.where(
         group_size > 0, group_size, [m.count(",") + 1 if m else -1 for m in members]

@@ -12,8 +12,11 @@ missed a call.) Nothing is paired silently:
   (``complete == False``), measured over the ranks present;
 - ranks with different numbers of calls of a group in a step: the calls beyond the smallest
   count are unmatched (``count mismatch``);
-- matched calls whose collective, dtype or size disagree are kept but ``consistent == False``,
-  and left out of skew and bandwidth.
+- matched calls whose collective, dtype or size disagree: the metadata of a strict majority of
+  the ranks present is the instance's, and the ranks that differ are listed (``metadata
+  disagree``, with the ranks); without a majority (one of two ranks, or all different) the
+  instance is kept but ``consistent == False``, and left out of skew and bandwidth. So one
+  rank's bad metadata never empties the summary of a job.
 
 Per matched collective (``instances``): arrival skew (latest start - earliest), end skew, transfer
 time (the shortest duration over the ranks: the part not spent waiting), the rank that arrived
@@ -168,9 +171,29 @@ def match(calls: pd.DataFrame, loaded: Iterable[int]) -> Matching:
     for row in instances[~instances["consistent"]].itertuples():
         problems.append(
             (row.pg, row.step, "metadata disagree", "", row.ranks_present,
-             f"instance {row.instance}: collective, dtype or size differ across ranks")
+             f"instance {row.instance}: collective, dtype or size differ across ranks, no"
+             " majority: not measured")
         )  # fmt: skip
+    odd = calls[calls["odd_metadata"]]
+    for (pg, step), rows in odd.groupby(["pg", "step"], sort=True):
+        problems.append(
+            (pg, step, "metadata disagree", _ranks(rows), len(rows),
+             f"instance(s) {_text(sorted(rows['instance'].unique()))}: these ranks' collective,"
+             " dtype or size differ from the other ranks' (measured with the majority's)")
+        )  # fmt: skip
+    calls = calls.drop(columns="odd_metadata")
     return Matching(calls, instances, pd.DataFrame(problems, columns=PROBLEM_COLUMNS))
+
+
+def _majority(matched: pd.DataFrame) -> pd.DataFrame:
+    """Per instance (index): the (collective, dtype, size) the most ranks recorded (``bytes``:
+    that size) and ``votes`` (how many did); ties go to the first in sorted order."""
+    counts = matched.groupby(["instance", "collective", "dtype", "size"], sort=True).size()
+    top = counts.reset_index(name="votes").sort_values(
+        ["instance", "votes"], ascending=[True, False], kind="stable"
+    )
+    top = top.drop_duplicates("instance").set_index("instance")
+    return top.rename(columns={"size": "bytes"})
 
 
 def _ranks(rows: pd.DataFrame) -> str:
@@ -191,22 +214,27 @@ def _instances(
         pg=("pg", "first"),
         step=("step", "first"),
         ordinal=("ordinal", "first"),
-        collective=("collective", "first"),
-        dtype=("dtype", "first"),
-        bytes=("size", "max"),
         ranks_present=("rank", "nunique"),
         first_start=("ts", "min"),
         last_start=("ts", "max"),
         first_end=("end", "min"),
         last_end=("end", "max"),
         transfer=("dur", "min"),
-        n_collective=("collective", "nunique"),
-        n_dtype=("dtype", "nunique"),
-        n_size=("size", "nunique"),
     )
+    agreed = _majority(matched)
+    table = table.join(agreed[["collective", "dtype", "bytes", "votes"]])
     table["group_size"] = [len(members[pg]) for pg in table["pg"]]
     table["complete"] = table["ranks_present"] >= table["group_size"]
-    table["consistent"] = (table[["n_collective", "n_dtype", "n_size"]] <= 1).all(axis=1)
+    table["consistent"] = 2 * table["votes"] > table["ranks_present"]
+    # a call of a measured instance whose metadata is not the majority's: listed
+    key = ["collective", "dtype", "size"]
+    own = pd.MultiIndex.from_frame(matched[key])
+    theirs = pd.MultiIndex.from_frame(
+        agreed.reindex(matched["instance"])[["collective", "dtype", "bytes"]].set_axis(key, axis=1)
+    )
+    measured = table["consistent"].reindex(matched["instance"]).to_numpy()
+    calls["odd_metadata"] = False
+    calls.loc[matched.index[(own != theirs) & measured], "odd_metadata"] = True
     last_row = matched["ts"].groupby(matched["instance"]).idxmax()
     table["last_rank"] = calls.loc[last_row.to_numpy(), "rank"].to_numpy()
     table["arrival_skew_us"] = us(table["last_start"] - table["first_start"])

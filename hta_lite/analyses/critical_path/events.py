@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ...classify import COMMUNICATION
+from ...errors import SelectionError
 from ...kineto import EVENT_RECORD_NAMES, LAUNCH_NAMES, STREAM_WAIT_NAMES
 from ...load.rank_trace import RankTrace
 
@@ -143,7 +144,12 @@ def data_load_pattern(data_load_events: list[str] | None) -> re.Pattern | None:
     """One regex of the user's data-loading event names (None: none given)."""
     if not data_load_events:
         return None
-    return re.compile("|".join(f"(?:{p})" for p in data_load_events))
+    try:
+        return re.compile("|".join(f"(?:{p})" for p in data_load_events))
+    except re.error as exc:
+        raise SelectionError(
+            None, f"data_load_events: not a regular expression ({exc}): {data_load_events}"
+        ) from None
 
 
 def is_communication(trace: RankTrace, events: Events, event: np.ndarray) -> np.ndarray:

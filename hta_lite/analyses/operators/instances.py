@@ -38,6 +38,7 @@ import pandas as pd
 
 from ...intervals import union_length_by_group
 from ...load.columns import combine_codes
+from ...load.health_items import record
 from ...load.links import nearest_ancestor
 from ...load.rank_trace import RankTrace
 from ..common import text_array, text_column, text_values, us
@@ -220,7 +221,7 @@ def _count_invalid(trace: RankTrace, works: list, names, codes: np.ndarray) -> N
         if work is INVALID:
             per_name[str(names[i])] = per_name.get(str(names[i]), 0) + int(counts[i])
     for name, count in per_name.items():
-        trace.health[f"shape_invalid:{name}"] = count
+        record(trace.health, "shape_invalid", count, name)
 
 
 def _work(attr: Attribution, inst: dict) -> dict:

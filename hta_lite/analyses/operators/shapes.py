@@ -142,11 +142,15 @@ def module_paths(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
 
 @lru_cache(maxsize=65536)
 def parse(text: str | None) -> list | None:
-    """A JSON text of the operator inputs (``input_dims`` ...) as a list, None when absent."""
+    """A JSON text of the operator inputs (``input_dims`` ...) as a list, None when absent or
+    not a JSON list."""
     if text is None or text != text:  # missing (NaN in object arrays)
         return None
     try:
         value = msgspec.json.decode(text)  # 3-5x faster than json.loads
     except msgspec.DecodeError:  # NaN, integers past 64 bits: the standard library's reading
-        value = json.loads(text)
+        try:
+            value = json.loads(text)
+        except ValueError:  # not JSON at all (a text cut short): as if not recorded
+            return None
     return value if isinstance(value, list) else None
