@@ -6,13 +6,14 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import shutil
 
 import pytest
 from conftest import DATA, SAMPLES
 
-from hta_lite import TraceAnalysis, TraceDiff
-from hta_lite.errors import SelectionError
+from hta_lite import LoadOptions, TraceAnalysis, TraceDiff
+from hta_lite.errors import SelectionError, TraceError
 from hta_lite.tools.synthetic import make_straggler_folder
 from hta_lite.views.cli import main
 
@@ -170,3 +171,225 @@ def test_argument_errors_are_selection_errors_and_value_errors(two_ranks):
         with pytest.raises(SelectionError) as raised:
             call()
         assert isinstance(raised.value, ValueError)  # HTA users' except ValueError still works
+
+
+# ---- the cache never serves bytes it did not write ----------------------------------------
+
+TWO_RANKS_0 = SAMPLES / "two_ranks" / "sampled_rank-0.json.gz"
+
+
+def _cached(tmp_path):
+    """A one-rank folder, loaded once to fill the cache; ``(folder, cache, the idle time)``."""
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    shutil.copy(TWO_RANKS_0, folder)
+    cache = tmp_path / "cache"
+    first = TraceAnalysis(trace_dir=folder, cache=cache, parallel=False)
+    return folder, cache, first.get_temporal_breakdown(False)["idle_time(us)"].iloc[0]
+
+
+@pytest.mark.parametrize(
+    "name", ["gpu.arrow", "cpu.arrow", "steps.arrow", "flows.arrow", "instants.arrow", "meta.json"]
+)
+def test_a_corrupt_cached_file_is_rebuilt_and_counted(tmp_path, name):
+    folder, cache, idle = _cached(tmp_path)
+    (entry,) = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    target = entry / name
+    data = bytearray(target.read_bytes())
+    if name == "meta.json":  # valid JSON, edited: a rank's health emptied
+        doc = json.loads(bytes(data))
+        doc["health"] = {}
+        data = bytearray(json.dumps(doc).encode())
+    else:  # 8 bytes overwritten in the middle (idle time 1.4e12 µs, 100 % idle, before)
+        middle = len(data) // 2
+        data[middle : middle + 8] = b"\xff" * 8
+    target.write_bytes(bytes(data))
+    again = TraceAnalysis(trace_dir=folder, cache=cache, parallel=False)
+    assert again.get_temporal_breakdown(False)["idle_time(us)"].iloc[0] == idle == 321378.0
+    table = name.removesuffix(".arrow")
+    getattr(again.trace(0), table if table in again.trace(0).TABLES else "gpu")
+    health = again.health().set_index("code")
+    assert health.loc["cache_rebuilt", "item"].startswith(f"cache entry not as written ({name}")
+    third = TraceAnalysis(trace_dir=folder, cache=cache, parallel=False)  # rewritten: clean
+    getattr(third.trace(0), table if table in third.trace(0).TABLES else "gpu")
+    assert "cache_rebuilt" not in set(third.health()["code"])
+
+
+def test_an_edit_in_the_middle_keeping_size_and_time_is_a_new_key(tmp_path):
+    """A plain JSON trace edited in its middle (a kernel's duration, same number of digits),
+    size and modification time restored: the cached tables are not served."""
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    text = gzip.decompress(TWO_RANKS_0.read_bytes()).decode()
+    path = folder / "rank-0.json"
+    path.write_text(text)
+    cache = tmp_path / "cache"
+    before = TraceAnalysis(trace_dir=folder, cache=cache, parallel=False).gpu_events(0)["dur"]
+    stat = path.stat()
+    middle = text.index('"dur": ', len(text) // 2)
+    start = middle + len('"dur": ')
+    end = start + len(text[start:].split(",")[0])
+    digits = text[start:end]
+    edited = text[:start] + ("9" * len(digits)) + text[end:]
+    assert len(edited) == len(text) and edited != text
+    path.write_text(edited)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    after = TraceAnalysis(trace_dir=folder, cache=cache, parallel=False).gpu_events(0)["dur"]
+    cold = TraceAnalysis(trace_dir=folder, cache=False, parallel=False).gpu_events(0)["dur"]
+    assert after.equals(cold) and not after.equals(before)
+
+
+def test_a_corrupt_gzip_is_refused_with_the_cache_on_as_off(tmp_path, monkeypatch):
+    from hta_lite.load import cache as cache_module
+
+    monkeypatch.setattr(cache_module, "_SAMPLE", 1024)  # as in a file far larger than 128 KiB
+    folder, cache, _ = _cached(tmp_path)
+    path = folder / TWO_RANKS_0.name
+    data = bytearray(path.read_bytes())
+    stat = path.stat()
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    for cached in (False, cache):
+        with pytest.raises(TraceError):
+            TraceAnalysis(trace_dir=folder, cache=cached, parallel=False)
+
+
+# ---- inflated size limited ---------------------------------------------------------------
+
+
+def _bomb(path, events: int = 200_000):
+    """A valid trace that gzip compresses ~900x (a real trace: 4-23x): one event repeated."""
+    event = b'{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1},'
+    text = b'{"traceEvents": [' + event * events + b'{"ph": "M", "name": "x"}]}'
+    path.write_bytes(gzip.compress(text, 9))
+    return len(text)
+
+
+@pytest.mark.parametrize("c_decoder", [True, False])
+def test_a_gzip_bomb_is_refused_before_memory_grows(tmp_path, monkeypatch, c_decoder):
+    from hta_lite.load import decode, stream
+
+    if not c_decoder:
+        monkeypatch.setattr(decode, "_fastjson", None)
+    monkeypatch.setattr(stream, "MIN_FILE_BYTES", 1)
+    folder = tmp_path / "bomb"
+    folder.mkdir()
+    text_bytes = _bomb(folder / "rank-0.json.gz")
+    compressed = (folder / "rank-0.json.gz").stat().st_size
+    assert text_bytes / compressed > 200
+    with pytest.raises(TraceError, match=r"rank-0.json.gz: inflates to more than .* gzip bomb"):
+        TraceAnalysis(trace_dir=folder, cache=False, parallel=False)
+    # a real trace as large as that is loaded when the limits say so
+    options = LoadOptions(cache=False, parallel=False, max_inflate_ratio=10_000)
+    a = TraceAnalysis(trace_dir=folder, options=options)
+    assert len(a.cpu_events(0)) == 200_000
+    monkeypatch.setenv("HTA_LITE_MAX_TEXT_GB", "0.001")  # a worker reads the environment
+    import subprocess
+    import sys
+
+    code = (
+        "from hta_lite import LoadOptions, TraceAnalysis\n"
+        "options = LoadOptions(cache=False, max_inflate_ratio=10_000)\n"
+        f"TraceAnalysis(trace_dir={str(folder)!r}, options=options)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode != 0 and "inflates to more than 0.00 GiB" in done.stderr
+
+
+def test_the_summary_of_many_bad_files_is_short(tmp_path):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    shutil.copy(TWO_RANKS_0, folder)
+    for i in range(500):
+        (folder / f"empty-{i:03}.json").write_bytes(b"")
+    a = TraceAnalysis(trace_dir=folder, on_error="skip", cache=False, progress=False)
+    assert a.ranks == [0] and len(a.skipped_files) == 500
+    with pytest.raises(TraceError) as raised:
+        TraceAnalysis(trace_dir=folder / "nothing-here", cache=False)
+    for path in folder.glob("sampled*"):
+        path.unlink()
+    with pytest.raises(TraceError) as raised:
+        TraceAnalysis(trace_dir=folder, on_error="skip", cache=False, progress=False)
+    message = str(raised.value)
+    assert len(message) < 600 and "500 files" in message and "empty-000.json" in message
+
+
+def test_a_folder_link_to_itself_is_explained(tmp_path):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(TraceError, match="a symbolic link to .*loop that leads nowhere"):
+        TraceAnalysis(trace_dir=loop)
+
+
+def test_a_negative_total_allocated_is_never_a_peak(tmp_path):
+    source = next((SAMPLES / "memory_leak").glob("*.json.gz"))
+    doc = json.loads(gzip.decompress(source.read_bytes()))
+    memory = [e for e in doc["traceEvents"] if e.get("name") == "[memory]"]
+    for event in memory[::10]:
+        event["args"]["Total Allocated"] = -(10**12)
+    folder = tmp_path / "negative"
+    folder.mkdir()
+    (folder / "rank-0.json").write_text(json.dumps(doc))
+    a = TraceAnalysis(trace_dir=folder, parallel=False, cache=False)
+    good = TraceAnalysis(trace_dir=SAMPLES / "memory_leak", parallel=False, cache=False)
+    peaks = a.get_memory_peaks()
+    assert (peaks["peak_allocated"] >= 0).all()
+    assert peaks["peak_allocated"].tolist() == good.get_memory_peaks()["peak_allocated"].tolist()
+    assert (a.get_memory_timeline()["allocated"] >= 0).all()
+    health = a.health().set_index("code")
+    assert health.loc["memory_total_negative", "count"] == len(memory[::10])
+
+
+@pytest.mark.parametrize("dur", [0, -5])
+def test_a_step_of_zero_or_negative_length_is_a_health_item(tmp_path, dur):
+    def mutate(events):
+        for event in events:
+            if str(event.get("name", "")).startswith("ProfilerStep#"):
+                event["dur"] = dur
+
+    a = mutated(tmp_path, mutate)
+    health = a.health().set_index("code")
+    assert health.loc["profiler_step_empty", "count"] == 1
+    timers = a.get_annotation_timers()
+    assert timers.loc[timers["name"] == "ProfilerStep", "step"].tolist() == [6]  # not -1
+    assert list(a.get_mfu().columns)[:3] == ["rank", "step", "step_time(us)"]
+
+
+def test_negative_timestamps_are_dropped_and_counted(tmp_path):
+    def mutate(events):
+        for event in events[::20]:  # 5 % of the events
+            if "ts" in event:
+                event["ts"] = -abs(float(event["ts"]))
+
+    a = mutated(tmp_path, mutate)
+    instances = a.get_operator_instances()
+    for column in ("host_total(us)", "host_self(us)", "device_total(us)", "device_self(us)"):
+        assert (instances[column] >= 0).all(), column
+    span = a.get_temporal_breakdown(False)["kernel_time(us)"].iloc[0]
+    timers = a.get_annotation_timers()
+    assert (timers["elapsed_ms"] >= 0).all() and (timers["elapsed_ms"] * 1e3 <= 10 * span).all()
+    assert a.health().set_index("code").loc["negative_ts", "count"] > 0
+
+
+def test_a_clock_1000_s_ahead_is_estimated_and_makes_no_wait(four_ranks, tmp_path):
+    folder = tmp_path / "clock"
+    shutil.copytree(four_ranks, folder)
+    path = folder / "rank-1.json"
+    doc = json.loads(path.read_text())
+    for event in doc["traceEvents"]:
+        if "ts" in event:
+            event["ts"] = float(event["ts"]) + 1e9  # µs: 1000 s ahead
+    path.write_text(json.dumps(doc))
+    a = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+    good = TraceAnalysis(trace_dir=four_ranks, cache=False, progress=False)
+    problems = a.get_collectives().problems
+    clock = problems[problems["reason"] == "clock offset"]
+    assert clock["ranks"].tolist() == ["1"]
+    assert "about 1,000,000,0" in clock["detail"].iloc[0] and "ahead of" in clock["detail"].iloc[0]
+    by_rank = a.get_collective_summary("rank")
+    assert by_rank["wait_suffered_us"].max() < 1e6  # not 4.2e11
+    report = a.get_straggler_report()
+    assert (report.ranks["lateness_us"] < 1e6).all() and 1 not in report.stragglers
+    assert a.health().set_index("code").loc["clock_offset", "rank"] == 1
+    assert good.get_collectives().instances["ordered"].all()

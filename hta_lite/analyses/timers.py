@@ -43,7 +43,10 @@ def _annotation_rows(trace: RankTrace, source: str) -> pd.DataFrame:
     else:
         raise SelectionError(None, "source must be 'cpu' or 'gpu'")
     names = anno["name"].astype(str)
-    names = names.where(~names.str.match(STEP_PATTERN), STEP_TIMER)
+    own = names.str.extract(STEP_PATTERN, expand=False)  # a ProfilerStep is its own step
+    own_step = pd.to_numeric(own, errors="coerce").fillna(-1).to_numpy(np.int64)
+    step = np.where(own.notna().to_numpy(), own_step, step).astype(np.int64)
+    names = names.where(own.isna(), STEP_TIMER)
     return pd.DataFrame(
         {
             "name": names.to_numpy(),

@@ -36,6 +36,9 @@ class Collectives:
                 for rank in (int(r) for r in row.ranks.split(",") if r):
                     record(self.trace(rank).health, "collective_metadata_disagrees",
                            row.calls, f"{row.pg}, step {row.step}")  # fmt: skip
+            for row in problems[problems["reason"] == "clock offset"].itertuples():
+                offset = row.detail.split("about ", 1)[1].split(" the others", 1)[0]
+                record(self.trace(int(row.ranks)).health, "clock_offset", row.calls, offset)
         return self._collectives
 
     def get_collective_summary(

@@ -14,6 +14,7 @@ from ..analyses.memory import lifetimes as life
 from ..analyses.memory import operators, raw_timeline, timeline
 from ..analyses.memory.events import memory_events
 from ..errors import MissingDataError
+from ..load.health_items import record
 from .base import plots
 
 NO_MEMORY = (
@@ -41,6 +42,7 @@ class Memory:
             mismatches = timeline.total_mismatches(line)
             if mismatches:
                 trace.health["memory_total_mismatch"] = mismatches
+            record(trace.health, "memory_total_negative", timeline.negative_totals(events))
             cache[rank] = events, line
         return cache[rank]
 

@@ -1,12 +1,15 @@
 """Cache of parsed rank tables, so a folder parses once and then reopens in milliseconds.
 
-Key: the file's size, modification time and a BLAKE2 hash of its first and last 64 KiB, plus the
-loader options and the cache format version; a changed file gets a new key and is never served
-stale. Entries are uncompressed Arrow IPC files, one per table (Feather v2: readable by
-pyarrow, polars, duckdb), and one JSON file of metadata, written to a temporary folder and
-renamed into place. A reopen maps the files and turns a table into a DataFrame when an analysis
-first reads it. A corrupt, partial or foreign entry is ignored and rebuilt; nothing is
-unpickled.
+Key: the file's size, modification time, a BLAKE2 hash of its first and last 64 KiB and a CRC32
+of its whole content (isal's, ~8 GB/s: an edit anywhere changes the key, whatever the size and
+time say), plus the loader options and the cache format version; a changed file gets a new key
+and is never served stale. Entries are uncompressed Arrow IPC files, one per table (Feather v2:
+readable by pyarrow, polars, duckdb), and one JSON file of metadata holding each table file's
+CRC32 and its own, written to a temporary folder and renamed into place. A reopen maps the files
+and turns a table into a DataFrame when an analysis first reads it, after checking that file's
+CRC32: the cache never serves bytes it did not write. A corrupt, partial, edited or foreign
+entry is rebuilt from the trace file and counted in the rank's health (``cache_rebuilt``);
+nothing is unpickled.
 
 Location: ``cache_dir=`` argument, else ``$HTA_LITE_CACHE_DIR``, else the user cache folder
 (``$XDG_CACHE_HOME/hta_lite`` or ``~/.cache/hta_lite``), so read-only trace folders work.
@@ -31,15 +34,18 @@ import msgspec
 import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc as ipc
+from isal.isal_zlib import crc32
 
 from .columns import TEXT
 from .gzip_text import open_regular
+from .health_items import record
 from .rank_trace import RankTrace, parse_file
 
 TEXT_DTYPE = pd.Index([], dtype=TEXT).dtype
 
-FORMAT_VERSION = 9  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
-# 6: collective args on cpu rows; 7: GPU-side waits; 8: allocator args of instants; 9: Arrow IPC
+FORMAT_VERSION = 10  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
+# 6: collective args on cpu rows; 7: GPU-side waits; 8: allocator args of instants; 9: Arrow IPC;
+# 10: checksums
 TABLES = RankTrace.TABLES
 _SAMPLE = 1 << 16
 
@@ -74,7 +80,15 @@ def entry_key(path: Path, include_last_profiler_step: bool) -> str:
         if st.st_size > _SAMPLE:
             f.seek(max(st.st_size - _SAMPLE, _SAMPLE))
             digest.update(f.read(_SAMPLE))
+        f.seek(0)
+        crc = 0
+        for piece in iter(lambda: f.read(_PIECE), b""):
+            crc = crc32(piece, crc)
+        digest.update(f":{crc}".encode())
     return digest.hexdigest()
+
+
+_PIECE = 1 << 20
 
 
 class _Meta(msgspec.Struct):
@@ -85,27 +99,48 @@ class _Meta(msgspec.Struct):
     metadata: dict
     events_read: dict[str, int]
     health: dict[str, int]
+    tables: dict[str, int]  # CRC32 of each table's file
+    check: int = 0  # CRC32 of this record with check = 0
+
+
+def _checked(meta: _Meta) -> int:
+    return crc32(msgspec.json.encode(msgspec.structs.replace(meta, check=0)))
 
 
 def load(root: Path, key: str, path: Path, include_last_profiler_step: bool) -> RankTrace | None:
-    """The cached trace, or None when absent or unusable (never raises). Its tables are read
-    when first used (memory-mapped Arrow files, then DataFrames)."""
+    """The cached trace, or None when absent (never raises); an entry that is there but
+    unusable (cut, edited, of another version) is :data:`REBUILD` (the caller parses the file
+    and counts it). Its tables are read when first used (memory-mapped Arrow files, their CRC32
+    checked, then DataFrames)."""
     folder = root / key
     try:
-        meta = msgspec.json.decode((folder / "meta.json").read_bytes(), type=_Meta)
-        if meta.version != FORMAT_VERSION or meta.key != key:
-            return None
+        text = (folder / "meta.json").read_bytes()
+    except OSError:
+        return None
+    try:
+        meta = msgspec.json.decode(text, type=_Meta)
+        if (
+            meta.version != FORMAT_VERSION
+            or meta.key != key
+            or meta.check != _checked(meta)
+            or set(meta.tables) != set(TABLES)
+        ):
+            return REBUILD
         os.utime(folder / "meta.json")  # last used now: the eviction order
     except (OSError, msgspec.MsgspecError, ValueError):
-        return None
+        return REBUILD
     return RankTrace.deferred(
-        _Tables(root, key, path, include_last_profiler_step),
+        _Tables(root, key, path, include_last_profiler_step, meta.tables, meta.health),
         rank=meta.rank,
         path=meta.path,
         metadata=meta.metadata,
         events_read=meta.events_read,
         health=meta.health,
     )
+
+
+#: what :func:`load` answers for an entry that is there but unusable
+REBUILD = "rebuild"
 
 
 class _Tables:
@@ -115,23 +150,31 @@ class _Tables:
     then means the trace file is parsed again (same key: same content) and the entry
     rewritten."""
 
-    def __init__(self, root: Path, key: str, path: Path, include_last_profiler_step: bool):
-        self.address = (root, key, path, include_last_profiler_step)
+    def __init__(
+        self, root: Path, key: str, path: Path, include_last_profiler_step: bool,
+        checksums: dict[str, int], health: dict[str, int],
+    ):  # fmt: skip
+        self.address = (root, key, path, include_last_profiler_step, checksums, health)
+        self.checksums, self.health = checksums, health
         self.parsed: RankTrace | None = None
 
     def __reduce__(self):
         return _Tables, self.address
 
     def __call__(self, name: str) -> pd.DataFrame:
-        root, key, path, include_last = self.address
+        root, key, path, include_last = self.address[:4]
         if self.parsed is None:
             try:
                 with pa.memory_map(str(root / key / f"{name}.arrow")) as source:
-                    table = ipc.open_file(source).read_all()
+                    data = source.read_buffer()
+                    if crc32(memoryview(data)) != self.checksums.get(name):
+                        raise ValueError("checksum")
+                    table = ipc.open_file(data).read_all()
                 return _text_categories(table.to_pandas())
             except (OSError, pa.ArrowException, ValueError, TypeError):
                 self.parsed = parse_file(path, None, include_last)
                 store(root, key, self.parsed)
+                record(self.health, "cache_rebuilt", 1, f"{name}.arrow")
         return getattr(self.parsed, name)
 
 
@@ -167,13 +210,19 @@ def store(root: Path, key: str, trace: RankTrace) -> None:
     try:
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+        checksums = {}
         for name in TABLES:
             table = _arrow(getattr(trace, name))
-            with ipc.new_file(str(tmp / f"{name}.arrow"), table.schema) as writer:
+            sink = pa.BufferOutputStream()
+            with ipc.new_file(sink, table.schema) as writer:
                 # one batch even when empty: an empty table has none, and would lose the
                 # categories of its categoricals (a CPU-only trace's kernel_type)
                 columns = [column.combine_chunks() for column in table.columns]
                 writer.write_batch(pa.record_batch(columns, schema=table.schema))
+            data = sink.getvalue()
+            checksums[name] = crc32(memoryview(data))
+            (tmp / f"{name}.arrow").write_bytes(memoryview(data))
+        health = {k: v for k, v in trace.health.items() if not k.startswith("cache_rebuilt")}
         meta = _Meta(
             FORMAT_VERSION,
             key,
@@ -181,8 +230,10 @@ def store(root: Path, key: str, trace: RankTrace) -> None:
             trace.path,
             trace.metadata,
             trace.events_read,
-            trace.health,
+            health,
+            checksums,
         )
+        meta.check = _checked(meta)
         (tmp / "meta.json").write_bytes(msgspec.json.encode(meta))
         target = root / key
         if target.exists():

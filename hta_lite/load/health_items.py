@@ -38,6 +38,7 @@ ITEMS: dict[str, Item] = {
     "complete_without_ts": Item(WARNING, "complete event without a valid ts (dropped)"),
     "complete_without_dur": Item(WARNING, "complete event without a valid dur (dur set to 0)"),
     "negative_dur": Item(WARNING, "negative dur (clamped to 0)"),
+    "negative_ts": Item(WARNING, "event with a negative ts, which Kineto never writes (dropped)"),
     "implausible_dur": Item(
         WARNING, "complete event with implausible dur (> 10x the trace span; dropped)"
     ),
@@ -64,6 +65,11 @@ ITEMS: dict[str, Item] = {
     "gpu_outside_steps": Item(
         EXCLUDED, "GPU events without a launching call (outside the profiled steps, excluded)"
     ),
+    "profiler_step_empty": Item(
+        WARNING,
+        "ProfilerSteps of zero length (a negative duration clamped to 0): no event belongs to"
+        " them, so their events count as outside every step",
+    ),
     "cpu_in_last_step": Item(EXCLUDED, "CPU events in the last ProfilerStep (excluded)"),
     "cpu_after_last_step": Item(EXCLUDED, "CPU events after the last ProfilerStep (excluded)"),
     "gpu_in_last_step": Item(EXCLUDED, "GPU events launched in the last ProfilerStep (excluded)"),
@@ -82,6 +88,11 @@ ITEMS: dict[str, Item] = {
     "cp_cycle_edge_cut": Item(
         WARNING, "critical path: dependencies cut to break a cycle (inconsistent trace)"
     ),
+    "memory_total_negative": Item(
+        WARNING,
+        "[memory] events with a negative Total Allocated or Total Reserved, which cannot be"
+        " (the running total of Bytes is used)",
+    ),
     "shape_invalid": Item(
         WARNING,
         "{detail} calls whose input shapes cannot be (negative or non-integer dims, more elements"
@@ -97,6 +108,11 @@ ITEMS: dict[str, Item] = {
         "collectives of {detail} whose collective, dtype or size differ from the other ranks'"
         " (measured with the majority's)",
     ),
+    "clock_offset": Item(
+        WARNING,
+        "collectives this rank's calls lie apart in, which cannot be: its clock is {detail} the"
+        " others' (left out of waits and stragglers)",
+    ),
     "above_roof": Item(
         WARNING,
         "{detail}: achieved above the device's roof, which cannot be (a wrong device peak: pass"
@@ -111,6 +127,12 @@ ITEMS: dict[str, Item] = {
         WARNING,
         "[memory] events whose Total Allocated is not the running total of Bytes (events lost"
         " or out of order)",
+    ),
+    # the cache of parsed ranks
+    "cache_rebuilt": Item(
+        WARNING,
+        "cache entry not as written ({detail}: cut, edited or corrupt): rebuilt from the trace"
+        " file",
     ),
     # ranks
     "rank_from_file_name": Item(INFO, "rank taken from the file name (no distributedInfo.rank)"),

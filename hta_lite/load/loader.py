@@ -35,7 +35,8 @@ from ..errors import (
     TraceParseError,
     TraceReadError,
 )
-from . import cache, decode, stream
+from . import cache, decode, gzip_text, stream
+from .health_items import record
 from .rank_trace import RankTrace, parse_file
 from .workers import map_in_processes
 
@@ -64,6 +65,10 @@ class LoadOptions:
         cache: the cache of parsed ranks (:mod:`hta_lite.load.cache`): ``None``
             (default) lets ``HTA_LITE_CACHE`` decide (on unless ``off``), ``False`` turns it off,
             ``True`` or a folder turns it on (there).
+        max_inflate_ratio, max_text_gb: a gzip trace that inflates to more than this many
+            times its size, or this many GiB of text, is refused as soon as it does (a gzip
+            bomb); default ``$HTA_LITE_MAX_INFLATE_RATIO`` (200) and ``$HTA_LITE_MAX_TEXT_GB``
+            (32).
     """
 
     include_last_profiler_step: bool = False
@@ -73,6 +78,8 @@ class LoadOptions:
     progress: bool | None = None
     cache: bool | str | Path | None = None
     start_method: str | None = None
+    max_inflate_ratio: float | None = None
+    max_text_gb: float | None = None
 
     def __post_init__(self):
         if self.on_error not in ON_ERROR:
@@ -89,6 +96,12 @@ def discover(trace_dir: str | Path) -> list[Path]:
     ``trace_dir`` is a folder of one rank."""
     folder = Path(trace_dir).expanduser()
     if not folder.exists():
+        if folder.is_symlink():
+            raise TraceNotFoundError(
+                folder,
+                f"a symbolic link to {os.readlink(folder)} that leads nowhere (a loop of links,"
+                " or its target is gone)",
+            )
         raise TraceNotFoundError(folder, "trace folder does not exist")
     if not folder.is_dir():
         if folder.name.endswith(TRACE_SUFFIXES):
@@ -130,13 +143,16 @@ def load_file(
     path = Path(path)
     try:
         key = cache.entry_key(path, include_last_profiler_step) if cache_root else None
+        cached = None
         if key is not None:
             cached = cache.load(cache_root, key, path, include_last_profiler_step)
-            if cached is not None:
+            if isinstance(cached, RankTrace):
                 cached.path = str(path)
                 cached.rank = rank if rank is not None else cached.rank
                 return cached
         trace = parse_file(path, rank, include_last_profiler_step)
+        if cached == cache.REBUILD:
+            record(trace.health, "cache_rebuilt", 1, "meta.json")
         if key is not None:
             cache.store(cache_root, key, trace)
             stored = (
@@ -144,8 +160,9 @@ def load_file(
                 if by_address
                 else None
             )
-            if stored is not None:
+            if isinstance(stored, RankTrace):
                 stored.path, stored.rank = trace.path, trace.rank
+                stored.health.update(trace.health)  # with what this load found
                 return stored
         return trace
     except TraceError as exc:
@@ -162,7 +179,10 @@ def _load_job(
     job: tuple[Path, int | None], options: LoadOptions, by_address: bool = False
 ) -> RankTrace | TraceError:
     path, rank = job
-    return load_file(path, rank, options.include_last_profiler_step, options.cache_root, by_address)
+    with gzip_text.inflate_limits(options.max_inflate_ratio, options.max_text_gb):
+        return load_file(
+            path, rank, options.include_last_profiler_step, options.cache_root, by_address
+        )
 
 
 def parse_many(
@@ -265,9 +285,22 @@ def collect(
         if on_error == "warn":
             warn(f"skipped {result}")
     if not loaded:
-        problems = "; ".join(f"{Path(p).name}: {why}" for p, why in skipped.items())
-        raise NoRanksLoadedError(where, f"no trace file could be loaded ({problems})")
+        raise NoRanksLoadedError(where, f"no trace file could be loaded ({summarized(skipped)})")
     return loaded, skipped
+
+
+def summarized(skipped: dict[str, str], examples: int = 3) -> str:
+    """``{path: problem}`` in a few lines however many files: per problem, how many files and
+    the first few names (500 empty files: one line, not 500)."""
+    by_problem: dict[str, list[str]] = {}
+    for path, problem in skipped.items():
+        by_problem.setdefault(problem, []).append(Path(path).name)
+    parts = []
+    for problem, names in sorted(by_problem.items(), key=lambda item: -len(item[1])):
+        shown = ", ".join(names[:examples]) + (", ..." if len(names) > examples else "")
+        count = f"{len(names)} files" if len(names) > 1 else "1 file"
+        parts.append(f"{count}: {problem} ({shown})")
+    return "; ".join(parts)
 
 
 def load(

@@ -119,6 +119,7 @@ def parse_file(
             gc.enable()
     cpu, gpu = tables["cpu"], tables["gpu"]
     steps = profiler_steps(cpu)
+    note(health, "profiler_step_empty", int((steps["dur"] <= 0).sum()))
     cpu, gpu, annotations = _apply_step_window(
         cpu, gpu, tables["gpu_annotations"], steps, include_last_profiler_step, health
     )

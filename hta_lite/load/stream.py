@@ -61,7 +61,7 @@ def decode_in_pieces(path: Path) -> dec.Decoded | None:
                 return None
             compressed, size = gzip_text.text_length(file)
             pieces = (
-                gzip_text.gunzipped_pieces(file, PIECE_BYTES)
+                gzip_text.gunzipped_pieces(file, PIECE_BYTES, path)
                 if compressed
                 else iter(lambda: file.read(PIECE_BYTES), b"")
             )
@@ -246,7 +246,7 @@ class _SecondHalf:
         try:
             with gzip_text.open_regular(self._path) as file:
                 if self._compressed:
-                    pieces, position = gzip_text.gunzipped_pieces(file, PIECE_BYTES), 0
+                    pieces, position = gzip_text.gunzipped_pieces(file, PIECE_BYTES, self._path), 0
                 else:
                     position = max(self.at - _LOOK_BACK, 0)
                     file.seek(position)

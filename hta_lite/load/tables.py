@@ -118,6 +118,9 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
     dur, dur_ok, subns_dur = events.times("dur")
     note(health, "subns_truncated", subns_ts + subns_dur)
     note(health, "complete_without_ts", int((~ts_ok).sum()))
+    before_zero = ts_ok & (ts < 0)  # Kineto never writes one: a corrupt time
+    note(health, "negative_ts", int(before_zero.sum()))
+    ts_ok = ts_ok & ~before_zero
     dur_missing = ts_ok & ~dur_ok
     note(health, "complete_without_dur", int(dur_missing.sum()))
     negative = ts_ok & (dur < 0)
@@ -216,6 +219,8 @@ def _op_inputs(args: Events, health: Counter) -> dict:
 def _instants(events: Events, health: Counter) -> pd.DataFrame:
     ts, ok, _ = events.times("ts")
     note(health, "instant_without_ts", int((~ok).sum()))
+    note(health, "negative_ts", int((ok & (ts < 0)).sum()))
+    ok = ok & (ts >= 0)
     idx = np.flatnonzero(ok)
     events = events.take(idx)
     cols = {"ts": ts[idx], **_base(events, health)}

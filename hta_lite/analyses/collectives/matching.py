@@ -16,7 +16,16 @@ missed a call.) Nothing is paired silently:
   the ranks present is the instance's, and the ranks that differ are listed (``metadata
   disagree``, with the ranks); without a majority (one of two ranks, or all different) the
   instance is kept but ``consistent == False``, and left out of skew and bandwidth. So one
-  rank's bad metadata never empties the summary of a job.
+  rank's bad metadata never empties the summary of a job;
+- a collective in which every rank needs every other rank's data (all_reduce, all_gather,
+  reduce_scatter, all_to_all, barrier) cannot end on one rank before it starts on another. An
+  instance where it does, by more than ``ORDER_SLACK_NS`` (clock jitter), is ``ordered ==
+  False``, left out of waits and stragglers and listed (``impossible order``): the calls paired
+  are not one collective (a call missing on one rank shifts the pairing) or the clocks disagree.
+  A rank whose calls lie apart in most of its collectives by about the same time has a clock
+  offset: it is listed with the estimate (``clock offset``: the median over those collectives
+  of its start minus the others'), and every collective it takes part in is ``ordered ==
+  False`` (its times cannot be compared with the others').
 
 Per matched collective (``instances``): arrival skew (latest start - earliest), end skew, transfer
 time (the shortest duration over the ranks: the part not spent waiting), the rank that arrived
@@ -43,7 +52,8 @@ POINT_TO_POINT = ("send", "recv")
 #: columns of :attr:`Matching.instances` (µs floats, ns ints, GB/s decimal)
 INSTANCE_COLUMNS = [
     "instance", "pg", "step", "ordinal", "collective", "dtype", "bytes", "group_size",
-    "ranks_present", "complete", "consistent", "first_start", "last_start", "arrival_skew_us",
+    "ranks_present", "complete", "consistent", "ordered", "first_start", "last_start",
+    "arrival_skew_us",
     "end_skew_us", "transfer_us", "last_rank", "wait_us", "algbw_gbps", "busbw_gbps",
 ]  # fmt: skip
 PROBLEM_COLUMNS = ["pg", "step", "reason", "ranks", "calls", "detail"]
@@ -63,10 +73,13 @@ class Matching:
     problems: pd.DataFrame
 
     def measured(self) -> pd.DataFrame:
-        """The calls of consistent instances with at least two ranks present (what skew, waits
-        and stragglers are computed from)."""
+        """The calls of consistent, ordered instances with at least two ranks present (what
+        skew, waits and stragglers are computed from)."""
         good = self.instances.loc[
-            self.instances["consistent"] & (self.instances["ranks_present"] >= 2), "instance"
+            self.instances["consistent"]
+            & self.instances["ordered"]
+            & (self.instances["ranks_present"] >= 2),
+            "instance",
         ]
         return self.calls[self.calls["instance"].isin(good)]
 
@@ -182,7 +195,63 @@ def match(calls: pd.DataFrame, loaded: Iterable[int]) -> Matching:
              " dtype or size differ from the other ranks' (measured with the majority's)")
         )  # fmt: skip
     calls = calls.drop(columns="odd_metadata")
+    for row in instances[~instances["ordered"]].itertuples():
+        problems.append(
+            (row.pg, row.step, "impossible order", "", row.ranks_present,
+             f"instance {row.instance} ({row.collective}): one rank's call ends more than"
+             f" {ORDER_SLACK_NS / 1e6:g} ms before another's starts, which a collective cannot:"
+             " the calls paired are not one collective (a call missing on a rank shifts the"
+             " pairing) or the clocks disagree; left out of waits and stragglers")
+        )  # fmt: skip
+    offsets = _clock_offsets(calls, instances)
+    problems += offsets
+    if offsets:  # every collective of a rank whose clock is off: no wait, no last arrival
+        off = calls["rank"].isin([int(p[3]) for p in offsets]) & (calls["instance"] >= 0)
+        apart = instances["instance"].isin(calls.loc[off, "instance"].unique())
+        instances.loc[apart, "ordered"] = False
+        instances.loc[apart, "wait_us"] = 0.0
+        involved = calls["instance"].isin(instances.loc[apart, "instance"])
+        calls.loc[involved, "wait"] = 0
+        calls.loc[involved, "arrived_last"] = False
     return Matching(calls, instances, pd.DataFrame(problems, columns=PROBLEM_COLUMNS))
+
+
+#: collectives where every rank needs every other rank's data: no rank ends before all started
+SYMMETRIC = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier")
+ORDER_SLACK_NS = 1_000_000  # a call may end this long before another starts: clock jitter
+
+
+def _clock_offsets(calls: pd.DataFrame, instances: pd.DataFrame) -> list[tuple]:
+    """Ranks whose calls lie apart from the others' (one's start after all the others' ends, or
+    its end before their starts) in most of their symmetric collectives, by about the same time
+    (spread under a tenth of it): a ``clock offset`` problem each, with the estimate. A loop
+    over the instances that are not ``ordered`` only."""
+    symmetric = instances.loc[instances["collective"].isin(SYMMETRIC), "instance"]
+    taken = calls[calls["instance"].isin(symmetric)].groupby("rank")["instance"].nunique()
+    apart: dict[int, list[int]] = {}
+    for instance in instances.loc[~instances["ordered"], "instance"].tolist():
+        rows = calls[calls["instance"] == instance]
+        for rank in rows["rank"].unique().tolist():
+            mine, others = rows[rows["rank"] == rank], rows[rows["rank"] != rank]
+            start, end = int(mine["ts"].min()), int(mine["end"].max())
+            if start > others["end"].min() + ORDER_SLACK_NS or (
+                end + ORDER_SLACK_NS < others["ts"].max()
+            ):
+                apart.setdefault(rank, []).append(start - int(others["ts"].median()))
+    out = []
+    for rank, offsets in sorted(apart.items()):
+        offset = float(np.median(offsets))
+        spread = float(np.max(offsets) - np.min(offsets))
+        if 2 * len(offsets) <= taken.get(rank, 0) or spread > 0.1 * abs(offset):
+            continue  # apart now and then, by different times: pairing, not the clock
+        where = "ahead of" if offset > 0 else "behind"
+        out.append(
+            ("", -1, "clock offset", str(rank), len(offsets),
+             f"rank {rank}'s clock is about {abs(offset) / 1e3:,.0f} µs {where} the others'"
+             f" (median over the {len(offsets)} collectives its calls lie apart in): every"
+             " collective it takes part in is left out of waits and stragglers")
+        )  # fmt: skip
+    return out
 
 
 def _majority(matched: pd.DataFrame) -> pd.DataFrame:
@@ -226,6 +295,8 @@ def _instances(
     table["group_size"] = [len(members[pg]) for pg in table["pg"]]
     table["complete"] = table["ranks_present"] >= table["group_size"]
     table["consistent"] = 2 * table["votes"] > table["ranks_present"]
+    symmetric = table["collective"].isin(SYMMETRIC)
+    table["ordered"] = ~symmetric | (table["last_start"] <= table["first_end"] + ORDER_SLACK_NS)
     # a call of a measured instance whose metadata is not the majority's: listed
     key = ["collective", "dtype", "size"]
     own = pd.MultiIndex.from_frame(matched[key])
@@ -243,7 +314,10 @@ def _instances(
     last_start = table["last_start"].reindex(calls["instance"]).to_numpy()
     calls["wait"] = np.where(calls["instance"] >= 0, last_start - calls["ts"].to_numpy(), 0)
     calls["wait"] = calls["wait"].fillna(0).astype(np.int64)
+    apart = ~table["ordered"].reindex(calls["instance"]).fillna(False).to_numpy(bool)
+    calls.loc[apart, "wait"] = 0  # an order the clocks make impossible: no wait from it
     calls["arrived_last"] = False
+    last_row = last_row[table.loc[last_row.index, "ordered"].to_numpy()]
     calls.loc[last_row.to_numpy(), "arrived_last"] = True
     table["wait_us"] = us(calls.groupby("instance")["wait"].sum().reindex(table.index))
     table = add_bandwidth(table.reset_index())

@@ -33,12 +33,14 @@ def timeline(events: pd.DataFrame, rank: int) -> pd.DataFrame:
     parts = []
     for device, rows in events.groupby("device", sort=True):
         written = rows["total_allocated"].to_numpy(dtype=np.float64, na_value=np.nan)
+        written[written < 0] = np.nan  # cannot be (negative_totals counts them): recomputed
         deltas = rows["bytes"].to_numpy()
         known = np.flatnonzero(~np.isnan(written))
         before = int(written[known[0]]) - int(deltas[: known[0] + 1].sum()) if len(known) else 0
         recomputed = before + np.cumsum(deltas)
         allocated = np.where(np.isnan(written), recomputed, written).astype(np.int64)
         reserved = rows["total_reserved"].to_numpy(dtype=np.float64, na_value=np.nan)
+        reserved[reserved < 0] = np.nan
         if np.nan_to_num(reserved).max(initial=0) == 0:
             reserved[:] = np.nan  # the CPU allocator writes 0: it reserves nothing
         parts.append(
@@ -62,6 +64,14 @@ def timeline(events: pd.DataFrame, rank: int) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=TIMELINE_COLUMNS)
     return pd.concat(parts, ignore_index=True)[TIMELINE_COLUMNS]
+
+
+def negative_totals(events: pd.DataFrame) -> int:
+    """Events whose written ``Total Allocated`` or ``Total Reserved`` is negative, which cannot
+    be: the timeline takes the recomputed total there (allocated) or none (reserved)."""
+    allocated = events["total_allocated"].to_numpy(dtype=np.float64, na_value=np.nan)
+    reserved = events["total_reserved"].to_numpy(dtype=np.float64, na_value=np.nan)
+    return int(((allocated < 0) | (reserved < 0)).sum())
 
 
 def total_mismatches(line: pd.DataFrame) -> int:

@@ -115,6 +115,14 @@ def optimization_targets(table: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     return known.nlargest(top, "time_below_roof(us)").reset_index(drop=True)
 
 
+#: columns of :func:`mfu`
+MFU_COLUMNS = [
+    "rank", "step", "step_time(us)", "matrix_flops", "other_flops", "achieved_tflops",
+    "precision", "peak_tflops", "mfu_pctg", "gpu_time(us)", "modelled_gpu_pctg", "device",
+    "above_peak",
+]  # fmt: skip
+
+
 def mfu(traces_inst: list, devices: dict[int, DeviceSpec | None], tf32_ranks: dict) -> pd.DataFrame:
     """Model FLOPs utilization per (rank, ProfilerStep).
 
@@ -167,7 +175,7 @@ def mfu(traces_inst: list, devices: dict[int, DeviceSpec | None], tf32_ranks: di
                     "above_peak": bool(peak == peak and achieved > peak),
                 }
             )  # fmt: skip
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=MFU_COLUMNS)
 
 
 def _covered_kernels(attr, counted_rows: np.ndarray) -> np.ndarray:
