@@ -62,6 +62,10 @@ def running_max_by_group(values: np.ndarray, first: np.ndarray) -> np.ndarray:
     group = np.cumsum(first) - 1
     low = values.min()
     band = int(values.max() - low) + 1
+    if (int(group[-1]) + 1) * band >= 2**62:  # bands past int64 (times decades apart): pandas
+        import pandas as pd
+
+        return pd.Series(values).groupby(group).cummax().to_numpy()
     shifted = (values - low) + group * band  # each group lives in its own band: no mixing
     return np.maximum.accumulate(shifted) - group * band + low
 

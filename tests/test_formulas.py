@@ -291,3 +291,22 @@ def test_queue_changes_at_one_instant(tmp_path):
     series = analyze(tmp_path, b).get_queue_length_time_series()[0]
     assert series["queue_length"].tolist() == [1, 0, 1, 0, 1, 0]
     assert (series["ts"] // 1000).tolist() == [0, 10, 10, 20, 30, 30]
+
+
+def test_running_max_by_group_with_times_decades_apart():
+    """A time 0 among epoch times (a corrupt ts) made the bands of the groups overflow int64."""
+    from hta_lite.intervals import running_max_by_group, union_length_by_group
+
+    epoch = 1_682_725_898_084_336_000
+    values = np.array([0, 7_000] + [epoch + i for i in range(10)], np.int64)
+    first = np.zeros(len(values), bool)
+    first[[0, 2, 4, 6, 8, 10]] = True
+    expected = np.concatenate(
+        [
+            np.maximum.accumulate(values[s:e])
+            for s, e in [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10), (10, 12)]
+        ]
+    )
+    assert (running_max_by_group(values, first) == expected).all()
+    groups, lengths = union_length_by_group(np.arange(12) // 2, values, values + 1_000)
+    assert (lengths >= 0).all() and lengths.tolist() == [2_000, 1_001, 1_001, 1_001, 1_001, 1_001]

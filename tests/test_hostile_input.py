@@ -13,6 +13,7 @@ import pytest
 from conftest import DATA, SAMPLES
 
 from hta_lite import LoadOptions, TraceAnalysis, TraceDiff
+from hta_lite.analyses.diff_gate import METRICS
 from hta_lite.errors import SelectionError, TraceError
 from hta_lite.tools.synthetic import make_straggler_folder
 from hta_lite.views.cli import main
@@ -393,3 +394,47 @@ def test_a_clock_1000_s_ahead_is_estimated_and_makes_no_wait(four_ranks, tmp_pat
     assert (report.ranks["lateness_us"] < 1e6).all() and 1 not in report.stragglers
     assert a.health().set_index("code").loc["clock_offset", "rank"] == 1
     assert good.get_collectives().instances["ordered"].all()
+
+
+def test_r2_every_dim_of_a_rank_1e12_gives_no_division_by_zero(tmp_path):
+    def mutate(events):
+        for event in events:
+            dims = event.get("args", {}).get("Input Dims")
+            if isinstance(dims, list):
+                event["args"]["Input Dims"] = [[10**12] * len(d) for d in dims]
+
+    a = mutated(tmp_path, mutate)
+    with pytest.raises(TraceError):  # nothing left to model: said, not a ZeroDivisionError
+        a.get_operator_roofline()
+    assert a.get_mfu()["mfu_pctg"].isna().all()
+    assert a.health().set_index("code").loc["shape_invalid", "count"].sum() > 0
+
+
+def test_r3_a_test_run_whose_gpu_work_is_all_in_the_dropped_last_step(tmp_path):
+    """TraceDiff.compare against a test trace whose every GPU event was launched in its last
+    ProfilerStep, which is left out (a raw TypeError before)."""
+    from synth import TraceBuilder
+
+    b = TraceBuilder()
+    b.step(1, 0, 100)
+    b.step(2, 100, 100)
+    b.cpu_op("aten::mm", 110, 20)
+    b.kernel("gemm", 150, 30, launch_ts=115)
+    b.write(tmp_path / "test" / "rank-0.json")
+    result = TraceDiff.compare(SAMPLES / "h100_bert_small", tmp_path / "test", metrics=METRICS)
+    assert result.gate["not_compared"]["gpu_busy"] == (
+        "test: no GPU events in the profiled steps (1 in the last ProfilerStep, left out)"
+    )
+    assert "step" in result.gate["metrics"] and result.summary
+
+
+def test_r5_critical_path_of_a_trace_with_gpu_events_only(tmp_path):
+    doc = {"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
+         "args": {"stream": 7, "correlation": 1}},
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "gpu"}},
+    ]}  # fmt: skip
+    (tmp_path / "rank-0.json").write_text(json.dumps(doc))
+    a = TraceAnalysis(trace_dir=tmp_path, cache=False, parallel=False)
+    table = a.get_critical_path_summary(0, "")
+    assert table.empty and list(table.columns) == ["duration_us", "pctg"]

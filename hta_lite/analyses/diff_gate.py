@@ -41,8 +41,14 @@ def metric_values(trace: RankTrace) -> tuple[dict[str, float], dict[str, str]]:
     else:
         absent["step"] = "no ProfilerStep"
     if trace.is_cpu_only:
+        left_out = trace.health.get("gpu_in_last_step", 0)
+        why = (
+            f"no GPU events in the profiled steps ({left_out} in the last ProfilerStep, left out)"
+            if left_out
+            else "no GPU events (CPU-only trace)"
+        )
         for name in ("gpu_busy", "idle", "exposed_comm", "kernel_type"):
-            absent[name] = "no GPU events (CPU-only trace)"
+            absent[name] = why
     elif n_steps:
         values["gpu_busy"] = float(per_step["gpu_busy"].median())
         values["idle"] = float(per_step["gpu_idle"].median())

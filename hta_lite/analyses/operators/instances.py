@@ -7,7 +7,7 @@ Columns:
   ``op_depth`` (enclosing operators), ``parent_row`` (the enclosing operator's row, -1).
 - ``host_total(us)``: its duration; ``host_self(us)``: minus that of the events directly in it
   (the operators it calls, its runtime calls such as ``cudaLaunchKernel``), as PyTorch's
-  "Self CPU".
+  "Self CPU"; 0, not negative, where they add up to more (a call stack out of order).
 - ``kernels`` / ``kernels_total``: GPU events it launched itself / it and every operator it
   calls launched. ``device_self(us)``: the union of its own GPU events' intervals;
   ``device_self_sum(us)`` their sum (larger when they overlapped on several streams);
@@ -107,7 +107,8 @@ def instance_columns(trace: RankTrace, attr: Attribution) -> dict:
         "op_depth": attr.op_depth[ops],
         "parent_row": parent,
         "host_total(us)": us(dur[ops]),
-        "host_self(us)": us(dur[ops] - child_time[ops]),
+        # never negative: children that outlive their parent (a call stack out of order)
+        "host_self(us)": us(np.maximum(dur[ops] - child_time[ops], 0)),
         "kernels": np.bincount(attr.owner[self_kernels], minlength=n)[ops],
         "kernels_total": np.bincount(pair_op, minlength=n)[ops],
         "device_self(us)": us(_union(attr.owner[self_kernels], attr, self_kernels, n)[ops]),
