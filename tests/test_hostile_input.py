@@ -9,12 +9,14 @@ import math
 import os
 import shutil
 
+import pandas as pd
 import pytest
 from conftest import DATA, SAMPLES
 
 from hta_lite import LoadOptions, TraceAnalysis, TraceDiff
 from hta_lite.analyses.diff_gate import METRICS
 from hta_lite.errors import SelectionError, TraceError
+from hta_lite.load.rank_trace import RankTrace
 from hta_lite.tools.synthetic import make_straggler_folder
 from hta_lite.views.cli import main
 
@@ -189,9 +191,11 @@ def _cached(tmp_path):
     return folder, cache, first.get_temporal_breakdown(False)["idle_time(us)"].iloc[0]
 
 
-@pytest.mark.parametrize(
-    "name", ["gpu.arrow", "cpu.arrow", "steps.arrow", "flows.arrow", "instants.arrow", "meta.json"]
-)
+def _cached_trace(folder):
+    return TraceAnalysis(trace_dir=folder, cache=False, parallel=False).trace(0)
+
+
+@pytest.mark.parametrize("name", [f"{t}.arrow" for t in RankTrace.TABLES] + ["meta.json"])
 def test_a_corrupt_cached_file_is_rebuilt_and_counted(tmp_path, name):
     folder, cache, idle = _cached(tmp_path)
     (entry,) = [p for p in cache.iterdir() if not p.name.startswith(".")]
@@ -208,11 +212,13 @@ def test_a_corrupt_cached_file_is_rebuilt_and_counted(tmp_path, name):
     again = TraceAnalysis(trace_dir=folder, cache=cache, parallel=False)
     assert again.get_temporal_breakdown(False)["idle_time(us)"].iloc[0] == idle == 321378.0
     table = name.removesuffix(".arrow")
-    getattr(again.trace(0), table if table in again.trace(0).TABLES else "gpu")
+    original = getattr(_cached_trace(folder), table if table in RankTrace.TABLES else "gpu")
+    served = getattr(again.trace(0), table if table in RankTrace.TABLES else "gpu")
+    pd.testing.assert_frame_equal(served, original)  # the trace's tables, not the bytes
     health = again.health().set_index("code")
     assert health.loc["cache_rebuilt", "item"].startswith(f"cache entry not as written ({name}")
     third = TraceAnalysis(trace_dir=folder, cache=cache, parallel=False)  # rewritten: clean
-    getattr(third.trace(0), table if table in third.trace(0).TABLES else "gpu")
+    getattr(third.trace(0), table if table in RankTrace.TABLES else "gpu")
     assert "cache_rebuilt" not in set(third.health()["code"])
 
 
@@ -429,12 +435,14 @@ def test_r3_a_test_run_whose_gpu_work_is_all_in_the_dropped_last_step(tmp_path):
 
 
 def test_r5_critical_path_of_a_trace_with_gpu_events_only(tmp_path):
-    doc = {"traceEvents": [
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
-         "args": {"stream": 7, "correlation": 1}},
-        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "gpu"}},
-    ]}  # fmt: skip
-    (tmp_path / "rank-0.json").write_text(json.dumps(doc))
-    a = TraceAnalysis(trace_dir=tmp_path, cache=False, parallel=False)
+    """The H100 sample with its GPU events and metadata only (a raw 'No objects to
+    concatenate' before)."""
+
+    def gpu_only(events):
+        events[:] = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+                     or e.get("ph") == "M"]  # fmt: skip
+
+    a = mutated(tmp_path, gpu_only)
+    assert a.cpu_events(0).empty and len(a.gpu_events(0))
     table = a.get_critical_path_summary(0, "")
     assert table.empty and list(table.columns) == ["duration_us", "pctg"]
