@@ -314,8 +314,8 @@ def _instances(
     last_start = table["last_start"].reindex(calls["instance"]).to_numpy()
     calls["wait"] = np.where(calls["instance"] >= 0, last_start - calls["ts"].to_numpy(), 0)
     calls["wait"] = calls["wait"].fillna(0).astype(np.int64)
-    apart = ~table["ordered"].reindex(calls["instance"]).fillna(False).to_numpy(bool)
-    calls.loc[apart, "wait"] = 0  # an order the clocks make impossible: no wait from it
+    ordered = table["ordered"].reindex(calls["instance"]).fillna(True).to_numpy(bool)
+    calls.loc[~ordered, "wait"] = 0  # an impossible order: no wait from it
     calls["arrived_last"] = False
     last_row = last_row[table.loc[last_row.index, "ordered"].to_numpy()]
     calls.loc[last_row.to_numpy(), "arrived_last"] = True
