@@ -19,8 +19,6 @@ from hta_lite.errors import MissingDataError, SelectionError
 DELIBERATE = {
     ("TraceAnalysis", "__init__"): "trace_dir may come first or alone (TraceAnalysis('dir'));"
     " no '/tmp/trace' default folder; loader options keyword-only",
-    ("TraceAnalysis", "get_potential_stragglers"): "no straggler_identification_impl: it takes"
-    " the reference's internal frames and symbol table; get_straggler_report is the richer view",
 }
 # parameters hta_lite adds, keyword-only after the reference's, in every method
 ADDED = {"ranks", "output_dir", "control_label", "test_label", "top", "shortern_names", "rank"}
@@ -205,3 +203,9 @@ def test_cupti_view_in_cli_summary_and_report(cupti, two_ranks, tmp_path, capsys
     assert main(["summarize", str(DATA / "cupti_profiler"), "--no-cache"]) == 0
     assert "CUPTI counters by operator" in capsys.readouterr().out
     assert "id='cupti'" in build_report(cupti) and "id='cupti'" not in build_report(two_ranks)
+
+
+def test_the_reference_straggler_hook_is_refused_with_the_richer_view(two_ranks):
+    with pytest.raises(SelectionError, match="get_straggler_report"):
+        two_ranks.get_potential_stragglers(straggler_identification_impl=lambda *a: None)
+    assert two_ranks.get_potential_stragglers(straggler_identification_impl=None)

@@ -9,6 +9,7 @@ import pandas as pd
 from ..analyses import stragglers, timers
 from ..analyses.steps import step_breakdown
 from ..analyses.timers import LogOption
+from ..errors import SelectionError
 from .base import plots
 
 
@@ -105,17 +106,29 @@ class CrossRank:
         profiler_steps: Iterable[int] | None = None,
         num_candidates: int = 2,
         visualize: bool = False,
+        straggler_identification_impl=None,
     ) -> list[int]:
         """The reference's straggler finder: the ranks whose long communication kernels start
         latest, most often first (``num_candidates`` per step).
 
         Args:
             profiler_steps: steps to use (default: all profiled; absent: ``SelectionError``).
+            straggler_identification_impl: the reference's hook takes its internal frame and
+                symbol table, which hta_lite does not have: anything but None is a
+                ``SelectionError`` pointing to :meth:`get_straggler_report`.
 
         Returns:
             Ranks, most frequent candidate first; empty with fewer than two ranks with
             collectives.
         """
+        if straggler_identification_impl is not None:
+            raise SelectionError(
+                None,
+                "straggler_identification_impl takes HTA's internal frame and symbol table,"
+                " which hta_lite does not build: use get_straggler_report() (lateness per rank at"
+                " matched collectives, the stragglers and their causes) or the tables of"
+                " get_collectives()",
+            )
         matching = self.get_collectives()
         found = stragglers.potential_stragglers(
             self.traces, profiler_steps, num_candidates, matching
