@@ -52,8 +52,10 @@ def test_operator_view_identical_to_before(name):
     """Every table of the operator view, pinned at commit 6117a23 (round two, third session):
     equal to those of the round's second session but for one dtype (``concrete_inputs`` of
     the instances is ``str`` when no call has any); regenerated when ``above_roof`` and
-    ``above_peak`` were added (the tables without them equal the pinned ones: checked). Regenerate
-    after a deliberate change with
+    ``above_peak`` were added (the tables without them equal the pinned ones: checked), and when
+    amd_mi250's device was inferred from its properties (only the device's columns changed:
+    checked against the same run with the inference off). Regenerate after a deliberate change
+    with
     ``cd tests && python -c "import test_table_digests as t; t.write_operator_digests()"``."""
     path = _path(name)
     if not path.exists():

@@ -124,17 +124,19 @@ def top_operator(operators: pd.DataFrame | None) -> dict | None:
     return _row("top_operator", text, top["device_self_sum(us)"], "µs", section="operators")
 
 
-def mfu(table: pd.DataFrame | None, device_names: list[str]) -> dict | None:
-    """Model FLOPs utilization (``get_mfu``), or why it is unknown and what to pass."""
+def mfu(table: pd.DataFrame | None, device_names: list[str], hint: str = "") -> dict | None:
+    """Model FLOPs utilization (``get_mfu``), or why it is unknown and what to pass (``hint``:
+    what the kernel names say of the device, e.g. ``"sm80 or newer"``)."""
     if table is None or table.empty or table["achieved_tflops"].isna().all():
         return _row("mfu", "MFU unknown: no operator with input shapes and a FLOP model ran GPU"
                     " work (record with record_shapes=True)", section="operators")  # fmt: skip
     if table["mfu_pctg"].isna().all():
         named = ", ".join(f"'{n}'" for n in device_names[:3])
+        said = f" (its kernel names say {hint})" if hint else ""
         return _row(
             "mfu",
-            "MFU unknown: the trace does not name a GPU of the peak table; pass device= to"
-            f" get_mfu() (one of {named}, ...: hta_lite.analyses.operators.DEVICES)",
+            f"MFU unknown: the trace does not name a GPU of the peak table{said}; pass device="
+            f" to get_mfu() (one of {named}, ...: hta_lite.analyses.operators.DEVICES)",
             section="operators",
         )
     known = table.dropna(subset=["mfu_pctg"])

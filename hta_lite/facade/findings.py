@@ -9,7 +9,7 @@ import warnings
 import pandas as pd
 
 from ..analyses import key_findings as kf
-from ..analyses.operators import DEVICES
+from ..analyses.operators import DEVICES, architecture_hint
 from ..errors import MissingDataError
 from .base import plots
 
@@ -42,12 +42,13 @@ class Findings:
             warnings.simplefilter("ignore")  # an unknown device: the MFU row says what to pass
             operators = self.get_operator_summary(visualize=False)
             mfu = _or_none(self.get_mfu)
+        top = kf.top_operator(operators)
         rows = [
             kf.gpu_idle(temporal, idle),
             straggler,
             kf.exposed_communication(steps),
-            kf.top_operator(operators),
-            kf.mfu(mfu, list(DEVICES)) if kf.top_operator(operators) else None,
+            top,
+            kf.mfu(mfu, list(DEVICES), self._architecture()) if top else None,
             kf.memory_peak(_or_none(self.get_memory_peaks), self._device_memory),
             kf.health(self.health()),
         ]
@@ -55,6 +56,11 @@ class Findings:
         if visualize:
             plots.show(plots.plot_key_findings(table))
         return table
+
+    def _architecture(self) -> str:
+        """What the first GPU rank's kernel names say of its device (``"sm80 or newer"``)."""
+        gpu = next((t.gpu for t in self.traces.values() if len(t.gpu)), None)
+        return architecture_hint(pd.unique(gpu["name"])) if gpu is not None else ""
 
     def _device_memory(self, rank: int, device: str) -> float:
         """Bytes of memory of a rank's device (``cuda:N``) from its trace's deviceProperties,

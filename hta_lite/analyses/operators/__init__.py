@@ -27,7 +27,7 @@ import pandas as pd
 
 from ...load.rank_trace import RankTrace
 from .attribution import Attribution
-from .devices import DEVICES, DeviceSpec, detect, resolve
+from .devices import DEVICES, DeviceSpec, architecture_hint, detect, resolve
 from .efficiency import kernel_efficiency
 from .instances import as_table, instance_columns
 from .modules import combine_modules, rank_module_summary
@@ -36,7 +36,7 @@ from .summaries import combine, rank_summary
 
 __all__ = [
     "DEVICES", "DeviceSpec", "RankOperators", "kernel_efficiency", "operator_summary", "mfu_table",
-    "optimization_targets", "roofline_table", "devices_of", "device_name",
+    "optimization_targets", "roofline_table", "devices_of", "device_name", "architecture_hint",
 ]  # fmt: skip
 
 
@@ -90,9 +90,12 @@ def devices_of(traces: list[RankTrace], device: str | DeviceSpec | None = None):
         out[trace.rank] = detect(trace.metadata, ids)
         if out[trace.rank] is None and len(trace.gpu):
             names = [p.get("name") for p in trace.metadata.get("deviceProperties") or []]
+            hint = architecture_hint(pd.unique(trace.gpu["name"]))
+            said = f" (its kernel names say {hint})" if hint else ""
             warnings.warn(
-                f"rank {trace.rank}: device {names[:1] or 'not named'} is not in the peak table;"
-                f" pass device=<one of {list(DEVICES)}> or a DeviceSpec for roofline and MFU",
+                f"rank {trace.rank}: device {names[:1] or 'not named'}{said} is not in the peak"
+                f" table; pass device=<one of {list(DEVICES)}> or a DeviceSpec for roofline and"
+                " MFU",
                 stacklevel=3,
             )
     return out

@@ -110,10 +110,26 @@ _NAME_PATTERNS = (
 )
 
 
+#: (compute capability, SMs / compute units, memory GiB range) -> the table entry they can only
+#: be, for a device whose name says nothing (``AMD Radeon Graphics``, an empty name): only
+#: where every device with those numbers has the entry's peaks
+_BY_PROPERTIES = (
+    ((8, 0), 108, (30, 48), "A100 SXM4 40GB"),  # the PCIe 40 GB: the same peaks and bandwidth
+    ((9, 0), 132, (70, 88), "H100 SXM"),
+    ((9, 0), 114, (70, 88), "H100 PCIe"),
+    ((9, 0), 132, (88, 100), "H100 NVL"),
+    ((9, 0), 132, (130, 150), "H200 SXM"),
+    ((10, 0), 148, (170, 200), "B200"),
+    ((9, 0), 104, (60, 68), "MI250 (one GCD)"),  # gfx90a: MI210 and an MI250 GCD, same peaks
+    ((9, 4), 304, (180, 200), "MI300X"),
+    ((9, 4), 304, (240, 270), "MI325X"),
+)
+
+
 def detect(metadata: dict, device_ids: list[int]) -> DeviceSpec | None:
     """The spec of the device the rank's kernels ran on (``deviceProperties`` entry of its most
-    used device id), None when the trace does not name a device of the table (``AMD Radeon
-    Graphics``, a device of another kind)."""
+    used device id): by its name, else by its compute capability, SM count and memory where
+    those can only be one entry's (:data:`_BY_PROPERTIES`); None when neither says."""
     props = [p for p in metadata.get("deviceProperties") or [] if isinstance(p, dict)]
     chosen = [p for p in props if p.get("id") in device_ids] or props[:1]
     if not chosen:
@@ -125,7 +141,35 @@ def detect(metadata: dict, device_ids: list[int]) -> DeviceSpec | None:
                 memory = chosen[0].get("totalGlobalMem") or 0
                 entry = "A100 SXM4 80GB" if memory > 60 * 2**30 else "A100 SXM4 40GB"
             return DEVICES[entry]
+    return by_properties(chosen[0])
+
+
+def by_properties(props: dict) -> DeviceSpec | None:
+    """The table entry a device's numbers can only be (see :data:`_BY_PROPERTIES`), or None."""
+    try:
+        capability = (int(props.get("computeMajor")), int(props.get("computeMinor")))
+        sms, memory = int(props.get("numSms")), float(props.get("totalGlobalMem")) / 2**30
+    except (TypeError, ValueError):
+        return None
+    for cap, count, (low, high), entry in _BY_PROPERTIES:
+        if capability == cap and sms == count and low <= memory < high:
+            return DEVICES[entry]
     return None
+
+
+_ARCH = re.compile(r"\bsm_?(\d{2,3})|cutlass_(\d{2,3})_|\b(volta|turing|ampere|hopper|blackwell)_")
+_ARCH_NAMES = {"volta": 70, "turing": 75, "ampere": 80, "hopper": 90, "blackwell": 100}
+
+
+def architecture_hint(kernel_names) -> str:
+    """What a rank's kernel names say of its device: ``"sm80 or newer"`` (the newest
+    architecture a kernel was built for: a device runs kernels of older ones too), or ``""``."""
+    newest = 0
+    for name in kernel_names:
+        for match in _ARCH.finditer(str(name)):
+            sm, cutlass, word = match.groups()
+            newest = max(newest, int(sm or cutlass or _ARCH_NAMES[word]))
+    return f"sm{newest} or newer" if newest else ""
 
 
 def resolve(device: str | DeviceSpec | None) -> DeviceSpec | None:
