@@ -149,6 +149,25 @@ CPU_COLLECTIVE = re.compile(r"^(gloo|nccl|ucc|mpi|xccl):")
 
 #: the op c10d records around each collective, with the collective's metadata in its args
 PARAM_COMMS_NAME = "record_param_comms"
+#: prefix of the ops c10d dispatches a collective through (``c10d::allreduce_``)
+C10D_PREFIX = "c10d::"
+#: which argument of each ``c10d::*`` op (torch/csrc/distributed/c10d/Ops.cpp) holds the
+#: collective's input and which its output on this rank (None: not an argument); an op not
+#: listed is read by its first tensor. ``_allgather_base_``'s first argument is the output
+C10D_TENSOR_ARGS = {
+    "c10d::allreduce_": (0, 0), "c10d::allreduce_coalesced_": (0, 0),
+    "c10d::allgather_": (1, 0), "c10d::_allgather_base_": (1, 0),
+    "c10d::allgather_coalesced_": (1, 0), "c10d::allgather_into_tensor_coalesced_": (1, 0),
+    "c10d::reduce_scatter_": (1, 0), "c10d::_reduce_scatter_base_": (1, 0),
+    "c10d::reduce_scatter_tensor_coalesced_": (1, 0),
+    "c10d::alltoall_": (1, 0), "c10d::alltoall_base_": (1, 0),
+    "c10d::broadcast_": (0, 0), "c10d::reduce_": (0, 0),
+    "c10d::gather_": (1, 0), "c10d::scatter_": (1, 0),
+    "c10d::send": (0, None), "c10d::recv_": (None, 0), "c10d::recv_any_source_": (None, 0),
+}  # fmt: skip
+#: collectives whose NCCL / RCCL kernel reduces, so its name's type suffix is the data's; the
+#: others move bytes (``ncclKernel_AllGather_RING_LL_Sum_int8_t`` gathers any type)
+REDUCING_COLLECTIVES = ("all_reduce", "reduce_scatter", "reduce")
 #: bytes per element of the ``dtype`` c10d writes with a collective (``c10::ScalarType`` names)
 #: and of the type suffix of NCCL / RCCL kernel names (``..._Sum_float``, ``..._bf16``)
 COLLECTIVE_DTYPE_BYTES = {

@@ -35,7 +35,8 @@ def call(rank, pg, ts, dur=10, collective="all_reduce", nbytes=1024, members="0,
         "rank": rank, "step": step, "pg": pg, "pg_desc": "", "members": members,
         "group_size": members.count(",") + 1 if members else -1, "collective": collective,
         "name": collective, "dtype": "Float", "in_bytes": nbytes, "out_bytes": nbytes,
-        "ts": ts, "end": ts + dur, "dur": dur, "stream": 7, "tid": 7, "source": "gpu",
+        "ts": ts, "end": ts + dur, "dur": dur, "issued": ts, "stream": 7, "tid": 7, "source": "gpu",
+        "world_size": -1,
         "pg_source": "metadata",
     }  # fmt: skip
 

@@ -55,7 +55,7 @@ def test_key_findings_on_the_two_rank_sample(findings, two_ranks):
     assert list(findings.columns) == kf.COLUMNS
     assert findings["kind"].tolist() == [
         "gpu_idle", "exposed_communication", "straggler", "top_operator", "mfu", "memory_peak",
-        "health",
+        "partial_job", "health",
     ]  # fmt: skip
     by_kind = findings.set_index("kind")
     temporal = two_ranks.get_temporal_breakdown(visualize=False)

@@ -24,7 +24,7 @@ from ..units import fmt_bytes, fmt_pct, fmt_us
 COLUMNS = ["kind", "rank", "finding", "value", "unit", "step_pctg", "section"]
 KINDS = (
     "gpu_idle", "straggler", "exposed_communication", "top_operator", "mfu", "memory_peak",
-    "health",
+    "partial_job", "health",
 )  # fmt: skip
 
 IDLE_CAUSES = {
@@ -178,6 +178,22 @@ def memory_peak(peaks: pd.DataFrame | None, capacity: Callable[[int, str], float
     if top["step"] >= 0:
         text += f" (step {int(top['step'])})"
     return _row("memory_peak", text, top["peak_allocated"], "bytes", section="memory", rank=rank)
+
+
+def partial_job(loaded: list[int], world_size: int) -> dict | None:
+    """A job of which not every rank is loaded (``world_size`` from ``distributedInfo``, -1 when
+    not recorded): what that bounds."""
+    if world_size <= len(loaded):
+        return None
+    return _row(
+        "partial_job",
+        f"Only {len(loaded)} of the job's {world_size} ranks loaded: collective transfer times"
+        " include waiting for the absent ranks (upper bounds; bus bandwidths are lower bounds),"
+        " and waits and late ranks are among the loaded ranks only",
+        len(loaded),
+        "ranks",
+        section="collectives",
+    )
 
 
 def health(table: pd.DataFrame) -> dict:

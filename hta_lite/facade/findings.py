@@ -20,7 +20,8 @@ class Findings:
     def get_key_findings(self, *, visualize: bool = False) -> pd.DataFrame:
         """The few facts to read first, one line each with its number: idle GPU time and its
         main cause, the rank the others wait for, communication not hidden by compute, the top
-        operator, MFU, the memory peak against the device's memory, trace health.
+        operator, MFU, the memory peak against the device's memory, a job not every rank of
+        which is loaded, trace health.
 
         Args:
             visualize: show a chart of the findings that are a share of the step.
@@ -50,12 +51,21 @@ class Findings:
             top,
             kf.mfu(mfu, list(DEVICES), self._architecture()) if top else None,
             kf.memory_peak(_or_none(self.get_memory_peaks), self._device_memory),
+            kf.partial_job(self.ranks, self._world_size()),
             kf.health(self.health()),
         ]
         table = kf.key_findings(rows)
         if visualize:
             plots.show(plots.plot_key_findings(table))
         return table
+
+    def _world_size(self) -> int:
+        """The job's rank count as the traces record it (``distributedInfo.world_size``, the
+        largest recorded), -1 when none does."""
+        sizes = [
+            (self.metadata(r).get("distributedInfo") or {}).get("world_size") for r in self.ranks
+        ]
+        return max([s for s in sizes if type(s) is int] or [-1])
 
     def _architecture(self) -> str:
         """What the first GPU rank's kernel names say of its device (``"sm80 or newer"``)."""

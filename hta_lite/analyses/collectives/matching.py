@@ -2,7 +2,9 @@
 
 A collective call of rank r is matched with the calls of the other members of its process group
 by ``(pg, step, ordinal)``: ranks issue the collectives of one group in the same order (NCCL and
-gloo require it), so the k-th call of a group in a step is the same collective on every member.
+gloo require it), so the k-th call of a group in a step, in issue order (``issued``: a kernel's
+start; for gloo, the ``c10d::*`` op that enqueued the worker range), is the same collective on
+every member. The arrival stays the call's own start (the kernel's, the worker range's).
 (Kineto traces carry no per-group sequence number; the step bounds the effect of a rank that
 missed a call.) Nothing is paired silently:
 
@@ -93,6 +95,27 @@ def wait_caused(calls: pd.DataFrame, wait: str = "wait") -> pd.Series:
     return caused.groupby(level=0).sum()
 
 
+def _group_sizes(
+    calls: pd.DataFrame, members: dict[str, set[int]], loaded: set[int]
+) -> dict[str, int]:
+    """Size of each group: its recorded members; else the size its calls recorded or derived
+    (the most common); else, when every rank of the job is loaded (``world_size``), the ranks
+    that call it; else -1 (unknown: two loaded ranks of a 128-rank job say nothing of it)."""
+    out = {}
+    world = calls["world_size"].max() if "world_size" in calls else -1
+    whole_job = world > 0 and len(loaded) >= world
+    for pg, rows in calls.groupby("pg", sort=False):
+        recorded = rows["members"].ne("").any()
+        known = rows.loc[rows["group_size"] > 0, "group_size"]
+        if recorded:
+            out[pg] = len(members[pg])
+        elif len(known):
+            out[pg] = int(known.mode().iloc[0])
+        else:
+            out[pg] = len(members[pg]) if whole_job else -1
+    return out
+
+
 def _members(calls: pd.DataFrame) -> dict[str, set[int]]:
     """Global ranks of each group: as recorded, else the ranks that called it."""
     out = {}
@@ -118,7 +141,9 @@ def match(calls: pd.DataFrame, loaded: Iterable[int]) -> Matching:
         return Matching(
             pd.concat([calls, extra], axis=1), empty, pd.DataFrame(columns=PROBLEM_COLUMNS)
         )
-    calls = calls.sort_values(["rank", "pg", "step", "ts"], kind="stable", ignore_index=True)
+    calls = calls.sort_values(
+        ["rank", "pg", "step", "issued", "ts"], kind="stable", ignore_index=True
+    )
     calls["ordinal"] = calls.groupby(["rank", "pg", "step"]).cumcount()
     calls["instance"] = -1
     problems = []
@@ -132,11 +157,16 @@ def match(calls: pd.DataFrame, loaded: Iterable[int]) -> Matching:
             )  # fmt: skip
     members = _members(calls)
     guessed = calls.loc[calls["members"] == "", "pg"].unique().tolist()
+    sizes = _group_sizes(calls, members, loaded)
     for pg in guessed:
+        size = (
+            f"its size is {sizes[pg]}" if sizes[pg] > 0
+            else "its size is unknown (bus bandwidth not computed)"
+        )  # fmt: skip
         problems.append(
             (pg, -1, "group not recorded", _text(sorted(members[pg])), 0,
-             "no process group in the trace: matched by stream (GPU) or as one group (CPU);"
-             " members taken to be the loaded ranks that call it")
+             "no process group in the trace: matched by stream (GPU) or as one group (CPU)"
+             f" among the loaded ranks that call it; {size}")
         )  # fmt: skip
     for pg, group in members.items():
         absent = sorted(group - loaded)
@@ -145,11 +175,20 @@ def match(calls: pd.DataFrame, loaded: Iterable[int]) -> Matching:
                 (pg, -1, "missing ranks", _text(absent), 0,
                  f"{len(absent)} of {len(group)} members not loaded: its collectives are partial")
             )  # fmt: skip
-    # without metadata the group is known only now: its size, and the sizes derived from it
+        elif pg in guessed and sizes[pg] > len(group):
+            problems.append(
+                (pg, -1, "missing ranks", "", 0,
+                 f"{sizes[pg] - len(group)} of {sizes[pg]} members not loaded (which ones is"
+                 " not recorded): its collectives are partial")
+            )  # fmt: skip
+    # without metadata the group's size is known only now (or never): and the sizes from it
     unsized = calls["group_size"].to_numpy() < 0
     if unsized.any():
-        size = calls["pg"].map({pg: len(group) for pg, group in members.items()}).to_numpy()
+        size = calls["pg"].map(sizes).to_numpy()
         calls["group_size"] = np.where(unsized, size, calls["group_size"].to_numpy())
+        calls["group_size_source"] = np.where(
+            unsized & (size > 0), "matching", calls["group_size_source"].to_numpy()
+        )
         derived = out_bytes_from_input(
             calls["collective"].to_numpy(),
             calls["in_bytes"].to_numpy(),
@@ -180,7 +219,7 @@ def match(calls: pd.DataFrame, loaded: Iterable[int]) -> Matching:
     key = calls.loc[matched, ["pg", "step", "ordinal"]]
     codes = key.groupby(["pg", "step", "ordinal"], sort=True).ngroup().to_numpy()
     calls.loc[matched, "instance"] = codes
-    instances, calls = _instances(calls, members)
+    instances, calls = _instances(calls, sizes)
     for row in instances[~instances["consistent"]].itertuples():
         problems.append(
             (row.pg, row.step, "metadata disagree", "", row.ranks_present,
@@ -273,9 +312,7 @@ def _text(ranks) -> str:
     return ",".join(str(int(r)) for r in ranks)
 
 
-def _instances(
-    calls: pd.DataFrame, members: dict[str, set[int]]
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _instances(calls: pd.DataFrame, sizes: dict[str, int]) -> tuple[pd.DataFrame, pd.DataFrame]:
     calls["size"] = calls[["in_bytes", "out_bytes"]].max(axis=1)
     matched = calls[calls["instance"] >= 0]
     by = matched.groupby("instance", sort=True)
@@ -292,8 +329,8 @@ def _instances(
     )
     agreed = _majority(matched)
     table = table.join(agreed[["collective", "dtype", "bytes", "votes"]])
-    table["group_size"] = [len(members[pg]) for pg in table["pg"]]
-    table["complete"] = table["ranks_present"] >= table["group_size"]
+    table["group_size"] = table["pg"].map(sizes).astype(np.int64)
+    table["complete"] = (table["group_size"] > 0) & (table["ranks_present"] >= table["group_size"])
     table["consistent"] = 2 * table["votes"] > table["ranks_present"]
     symmetric = table["collective"].isin(SYMMETRIC)
     table["ordered"] = ~symmetric | (table["last_start"] <= table["first_end"] + ORDER_SLACK_NS)

@@ -16,7 +16,7 @@ from .matching import Matching, wait_caused
 #: columns of :func:`by_collective`
 COLLECTIVE_COLUMNS = [
     "collective", "dtype", "size_range", "pg", "count", "total_us", "transfer_median_us",
-    "transfer_p90_us", "busbw_median_gbps", "busbw_p90_gbps", "wait_us", "size_bucket",
+    "transfer_p90_us", "busbw_median_gbps", "busbw_p90_gbps", "wait_us", "partial", "size_bucket",
 ]  # fmt: skip
 #: columns of :func:`by_rank`
 RANK_COLUMNS = [
@@ -42,7 +42,10 @@ def size_bucket(nbytes: np.ndarray) -> np.ndarray:
 def by_collective(matching: Matching) -> pd.DataFrame:
     """Per (collective, dtype, size bucket, group), over consistent instances: ``count``
     (collectives), ``total_us`` (time all ranks spent in them), median / p90 ``transfer`` time and
-    bus bandwidth, ``wait_us`` (time ranks waited in them for the last one); most time first."""
+    bus bandwidth, ``wait_us`` (time ranks waited in them for the last one), ``partial`` (members
+    of the group not loaded, or not known to be: the transfer times then include waiting for
+    the absent ranks, so they are upper bounds and the bandwidths lower bounds); most time
+    first."""
     table = matching.instances[matching.instances["consistent"]].copy()
     if table.empty:
         return pd.DataFrame(columns=COLLECTIVE_COLUMNS)
@@ -59,6 +62,7 @@ def by_collective(matching: Matching) -> pd.DataFrame:
         busbw_median_gbps=("busbw_gbps", "median"),
         busbw_p90_gbps=("busbw_gbps", lambda v: v.quantile(0.9)),
         wait_us=("wait_us", "sum"),
+        partial=("complete", lambda v: not v.all()),
     ).reset_index()
     out["size_range"] = [
         f"{_human(b)}-{_human(2 * b)}" if b > 0 else "unknown" for b in out["size_bucket"]

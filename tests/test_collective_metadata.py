@@ -1,0 +1,142 @@
+"""Collective sizes, dtypes and group sizes from every place Kineto writes them (issue #37),
+each with its source, and a job of which not every rank is loaded."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import SAMPLES, SHARED_TRACES, needs_shared
+from synth import TraceBuilder
+
+from hta_lite import TraceAnalysis
+
+WORLD = 16
+
+
+def one_rank_of_sixteen(tmp_path):
+    """Rank 0 of a 16-rank job, one collective per stream, each described in one place only."""
+    b = TraceBuilder(rank=0, world_size=WORLD).step(1, 0, 1000)
+    b.meta["distributedInfo"]["pg_config"] = [
+        {"pg_name": "5", "pg_desc": "tp", "backend_config": "cuda:nccl", "pg_size": 4,
+         "ranks": [0, 1, 2, 3]},
+    ]  # fmt: skip
+    # stream 1: the kernel's own args
+    b.kernel(
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", 100, 10, stream=1, launch_ts=10,
+        **{"Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000,
+           "Group size": 16, "dtype": "Float", "Process Group Name": "0",
+           "Process Group Ranks": "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]"},
+    )  # fmt: skip
+    # stream 2: record_param_comms around the launch
+    b.cpu_op(
+        "record_param_comms", 20, 10,
+        **{"Collective name": "broadcast", "In msg nelems": 64, "Out msg nelems": 64,
+           "dtype": "Long", "Group size": 16, "Process Group Name": "0",
+           "Process Group Ranks": "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]"},
+    )  # fmt: skip
+    b.kernel("ncclDevKernel_Broadcast_RING_LL(x)", 200, 10, stream=2, launch_ts=22)
+    # stream 3: an old trace: c10d::allreduce_ records a TensorList without shapes; the nccl:
+    # range records [[366336]] float; the kernel name says float too
+    b.cpu_op("c10d::allreduce_", 40, 20, **{"Input Dims": [[]], "Input type": ["TensorList"]})
+    b.cpu_op(
+        "nccl:all_reduce", 41, 15, cat="user_annotation",
+        **{"Input Dims": [[366336]], "Input type": ["float"]},
+    )  # fmt: skip
+    b.kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(x)", 300, 10, stream=3, launch_ts=42)
+    # stream 4: c10d::_allgather_base_(output, input): 32 MiB gathered from 2 MiB per rank
+    b.cpu_op(
+        "c10d::_allgather_base_", 60, 20,
+        **{"Input Dims": [[33554432], [2097152], []],
+           "Input type": ["signed char", "signed char", ""]},
+    )  # fmt: skip
+    b.cpu_op("nccl:_all_gather_base", 61, 15, cat="user_annotation")
+    b.kernel("ncclKernel_AllGather_RING_LL_Sum_int8_t(x)", 400, 10, stream=4, launch_ts=62)
+    # stream 5: nothing but the kernel name: a reducing kernel's type suffix is the data's
+    b.kernel("ncclKernel_ReduceScatter_RING_LL_Sum_bf16(x)", 500, 10, stream=5, launch_ts=80)
+    # stream 6: the group's name only: its size from distributedInfo.pg_config
+    b.kernel(
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", 600, 10, stream=6, launch_ts=90,
+        **{"Collective name": "allreduce", "In msg nelems": 10, "Out msg nelems": 10,
+           "dtype": "Float", "Process Group Name": "5"},
+    )  # fmt: skip
+    return b.write(tmp_path / "rank0.json")
+
+
+def test_each_place_and_its_source(tmp_path):
+    one_rank_of_sixteen(tmp_path)
+    analysis = TraceAnalysis(trace_dir=tmp_path, parallel=False, cache=False)
+    calls = analysis.get_collectives().calls.set_index("stream")
+    columns = [
+        "collective", "dtype", "in_bytes", "out_bytes", "group_size", "size_source",
+        "dtype_source", "group_size_source",
+    ]  # fmt: skip
+    got = {s: tuple(calls.loc[s, columns]) for s in range(1, 7)}
+    assert got == {
+        1: ("all_reduce", "float32", 4000, 4000, 16, "kernel", "kernel", "kernel"),
+        2: ("broadcast", "int64", 512, 512, 16, "record_param_comms", "record_param_comms",
+            "record_param_comms"),
+        3: ("all_reduce", "float32", 1_465_344, 1_465_344, -1, "nccl range", "nccl range", ""),
+        4: ("all_gather", "int8", 2_097_152, 33_554_432, 16, "c10d op", "c10d op", "sizes"),
+        5: ("reduce_scatter", "bfloat16", -1, -1, -1, "", "kernel name", ""),
+        6: ("all_reduce", "float32", 40, 40, 4, "kernel", "kernel", "pg_config"),
+    }  # fmt: skip
+
+
+def test_unknown_group_size_gives_unknown_bandwidth_and_partial_figures(tmp_path):
+    """One rank loaded of 16: a group not recorded has no size (busbw NaN, never the 0.0 GB/s
+    of a group of 1), every collective is partial, and the key findings say the job is."""
+    one_rank_of_sixteen(tmp_path)
+    analysis = TraceAnalysis(trace_dir=tmp_path, parallel=False, cache=False)
+    instances = analysis.get_collectives().instances.set_index("pg")
+    assert instances.at["stream 3", "group_size"] == -1
+    assert math.isnan(instances.at["stream 3", "busbw_gbps"])
+    assert instances.at["stream 4", "busbw_gbps"] == pytest.approx(33_554_432 / 10_000 * 15 / 16)
+    assert not instances["complete"].any()
+    summary = analysis.get_collective_summary().set_index("pg")
+    assert summary["partial"].all()
+    assert summary.at["stream 5", "size_range"] == "unknown"  # a size no place records
+    assert summary["size_bucket"].isna().sum() == 1
+    findings = analysis.get_key_findings().set_index("kind")
+    assert "1 of the job's 16 ranks" in findings.at["partial_job", "finding"]
+
+
+def test_two_ranks_of_a_128_rank_job():
+    """sample_traces/two_ranks (PyTorch 2.0-era NCCL job, no c10d metadata): the all_gather's
+    input is the nccl: range's (16 MiB), its output c10d::_allgather_base_'s first argument
+    (1 GiB), so the group has 64 ranks; the all_reduce sizes come from the nccl: range's float
+    tensors (19,618,307 x 4 bytes); no dtype comes from the SendRecv kernels' ``int8_t``."""
+    analysis = TraceAnalysis(trace_dir=SAMPLES / "two_ranks", parallel=False)
+    calls = analysis.get_collectives().calls
+    gather = calls[calls["collective"] == "all_gather"].iloc[0]
+    assert (gather["in_bytes"], gather["out_bytes"], gather["group_size"]) == (
+        16_777_216, 1_073_741_824, 64,
+    )  # fmt: skip
+    assert (gather["size_source"], gather["group_size_source"]) == ("nccl range", "sizes")
+    reduces = calls[calls["collective"] == "all_reduce"]
+    assert set(reduces["dtype"]) == {"float32"} and 78_473_228 in set(reduces["in_bytes"])
+    assert (reduces["group_size"] == -1).all()  # not recorded, 2 of 128 ranks loaded
+    assert set(calls["dtype_source"]) == {"nccl range"}
+    summary = analysis.get_collective_summary()
+    assert summary["partial"].all()
+    assert summary.loc[summary["collective"] == "all_reduce", "busbw_median_gbps"].isna().all()
+    findings = analysis.get_key_findings().set_index("kind")
+    assert "2 of the job's 128 ranks" in findings.at["partial_job", "finding"]
+
+
+def test_a_whole_job_has_no_partial_finding():
+    analysis = TraceAnalysis(trace_dir=SAMPLES / "gloo_collectives" / "4ranks", parallel=False)
+    assert "partial_job" not in set(analysis.get_key_findings()["kind"])
+    assert not analysis.get_collective_summary()["partial"].any()
+    calls = analysis.get_collectives().calls
+    sized = calls[calls["in_bytes"] >= 0]
+    assert set(sized["size_source"]) == {"gloo range"}
+    assert set(calls["group_size_source"]) == {"pg_config"}
+
+
+@needs_shared
+def test_b200_one_rank_of_eight_is_partial():
+    analysis = TraceAnalysis(trace_dir=SHARED_TRACES / "tracelens" / "b200_eager", cache=False)
+    assert analysis.get_collective_summary()["partial"].all()
+    findings = analysis.get_key_findings().set_index("kind")
+    assert "1 of the job's 8 ranks" in findings.at["partial_job", "finding"]
