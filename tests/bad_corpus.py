@@ -176,7 +176,7 @@ CASES = {
     ),
     "non_numeric_stream": (
         _edit(_set_on_kernels(4, "stream", "seven", in_args=True)),
-        {"non-numeric args.stream (stored as -1)": 4},
+        {"non-numeric or out-of-range args.stream (stored as -1)": 4},
     ),
     "unknown_phase": (
         _edit(lambda d: d["traceEvents"].extend([{"ph": "Z", "name": "?", "ts": 1}] * 3)),

@@ -127,14 +127,15 @@ def with_rank_2_metadata(four_ranks, tmp_path, change) -> TraceAnalysis:
 
 
 DISAGREES, INVALID = "collective_metadata_disagrees", "collective_metadata_invalid"
+NOT_NUMERIC = "arg_not_numeric"
 
 
 @pytest.mark.parametrize(
     "change, counted",
     [
-        (lambda args: args.update({"In msg nelems": -5}), DISAGREES),
-        (lambda args: args.update({"In msg nelems": 10**30}), DISAGREES),
-        (lambda args: args.update({"In msg nelems": 2**62}), DISAGREES),  # x 4: wrapped to 0
+        (lambda args: args.update({"In msg nelems": -5}), INVALID),  # the output's size kept
+        (lambda args: args.update({"In msg nelems": 10**30}), NOT_NUMERIC),  # past int64
+        (lambda args: args.update({"In msg nelems": 2**62}), INVALID),  # x 4: wrapped to 0
         (lambda args: args.update({"Process Group Ranks": "[0, 1, 2"}), INVALID),  # R4: raw error
         (lambda args: args.update({"Collective name": "frobnicate"}), None),  # the kernel's name
     ],
@@ -154,8 +155,8 @@ def test_one_rank_with_bad_collective_metadata_never_empties_the_job(
     odd = problems[problems["reason"] == "metadata disagree"]
     assert set(odd["ranks"]) <= {"2"}  # rank 2 named, no other
     health = a.health()
-    codes = set(health.loc[health["code"].isin([DISAGREES, INVALID]), "rank"].astype(str) + ":"
-                + health.loc[health["code"].isin([DISAGREES, INVALID]), "code"])  # fmt: skip
+    listed = health["code"].isin([DISAGREES, INVALID, NOT_NUMERIC])
+    codes = set(health.loc[listed, "rank"].astype(str) + ":" + health.loc[listed, "code"])
     assert codes == ({f"2:{counted}"} if counted else set())
 
 

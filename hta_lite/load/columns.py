@@ -46,10 +46,12 @@ def to_float(values: Sequence) -> tuple[np.ndarray, int]:
 
 
 def to_int(values: Sequence) -> tuple[np.ndarray, int]:
-    """Like :func:`to_float`, as int64 with -1 for missing or unusable values."""
+    """Like :func:`to_float`, as int64 with -1 for missing or unusable values; a number past
+    int64 is unusable and counted with the values that are not numbers."""
     arr, bad = to_float(values)
     usable = np.isfinite(arr) & (np.abs(arr) < _INT_LIMIT)
-    return np.where(usable, arr, MISSING_INT).astype(np.int64), bad
+    too_large = int((np.isfinite(arr) & ~usable).sum())
+    return np.where(usable, arr, MISSING_INT).astype(np.int64), bad + too_large
 
 
 def int_column(values: Sequence) -> tuple[np.ndarray, int]:

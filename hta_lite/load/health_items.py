@@ -48,7 +48,7 @@ ITEMS: dict[str, Item] = {
     "counter_without_ts_or_args": Item(WARNING, "counter event without valid ts or args (dropped)"),
     "profiler_range_without_ts": Item(WARNING, "CUPTI profiler range without a valid ts (dropped)"),
     "counter_not_numeric": Item(WARNING, "non-numeric CUPTI counter '{detail}' (stored as NaN)"),
-    "arg_not_numeric": Item(WARNING, "non-numeric args.{detail} (stored as -1)"),
+    "arg_not_numeric": Item(WARNING, "non-numeric or out-of-range args.{detail} (stored as -1)"),
     "text_id": Item(INFO, "text {detail} (stored as -1)"),
     # links and the step window
     "shared_correlation": Item(
@@ -100,8 +100,8 @@ ITEMS: dict[str, Item] = {
     ),
     "collective_metadata_invalid": Item(
         WARNING,
-        "collectives whose '{detail}' cannot be read (cut short, not a list of ranks): taken as"
-        " not recorded",
+        "collectives whose '{detail}' cannot be (a list of ranks cut short, a negative count,"
+        " more bytes than int64 holds): taken as not recorded, read from another place",
     ),
     "collective_metadata_disagrees": Item(
         WARNING,

@@ -24,9 +24,10 @@ import pandas as pd
 
 from ...classify import COMMUNICATION
 from ...kineto import CPU_COLLECTIVE, collective_kind
+from ...load.health_items import record
 from ...load.rank_trace import RankTrace
 from .issue_order import issue_times
-from .metadata import arg_tensors, gpu_metadata, names_where, nbytes, text
+from .metadata import BYTES_PER_ELEMENT, arg_tensors, gpu_metadata, names_where, nbytes, text
 
 #: columns of :func:`collective_calls` (ts / end / dur / issued int64 ns; bytes -1 when unknown)
 CALL_COLUMNS = [
@@ -64,6 +65,14 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray) -> pd.DataFrame:
     collective, group_size = meta["collective"], meta["group_size"]
     in_bytes = nbytes(meta["in_nelems"], meta["dtype"])
     out_bytes = nbytes(meta["out_nelems"], meta["dtype"])
+    typed = np.array([d in BYTES_PER_ELEMENT for d in meta["dtype"]], bool)
+    for field, n, b in (
+        ("In", meta["in_nelems"], in_bytes),
+        ("Out", meta["out_nelems"], out_bytes),
+    ):
+        too_large = int((typed & (n >= 0) & (b < 0)).sum())  # bytes past int64: unknown
+        if too_large:
+            record(trace.health, "collective_metadata_invalid", too_large, f"{field} msg nelems")
     derived = out_bytes_from_input(collective, in_bytes, group_size)
     out_bytes = np.where(out_bytes >= 0, out_bytes, derived)
     pg = meta["pg_name"]

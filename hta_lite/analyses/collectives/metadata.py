@@ -185,6 +185,10 @@ def gpu_metadata(trace: RankTrace, rows: np.ndarray, pg_sizes: dict[str, int]) -
 
     in_k, in_p = recorded_int("in_msg_nelems")
     out_k, out_p = recorded_int("out_msg_nelems")
+    for field, values in (("In msg nelems", (in_k, in_p)), ("Out msg nelems", (out_k, out_p))):
+        negative = int(sum((v < -1).sum() for v in values))  # -1: not recorded
+        if negative:
+            record(trace.health, "collective_metadata_invalid", negative, field)
     in_nelems, size_source = _pick(
         [
             (in_k, own & (in_k >= 0), "kernel"),
