@@ -81,8 +81,8 @@ def test_impossible_shapes_are_nan_and_counted(tmp_path, dims):
 @pytest.mark.parametrize("k", [10**12, 10**16], ids=["1e12", "1e16"])
 def test_achieved_above_the_roof_is_flagged_on_the_row_and_in_health(tmp_path, k):
     """A possible shape (fewer elements than int64 holds) whose FLOPs the kernels cannot have
-    done: the first linear layer with an inner dimension of ``k``."""
-    a = mutated(tmp_path, dims_of_first("aten::linear", [[1, 141, k], [512, k], [512]]))
+    done: the first linear layer's GEMM with an inner dimension of ``k``."""
+    a = mutated(tmp_path, addmm_dims([[512], [141, k], [k, 512], [], []]))
     roofline = a.get_operator_roofline()
     above = roofline[roofline["above_roof"]]
     assert len(above) == 1 and above["roof_pctg"].iloc[0] > 100
@@ -91,7 +91,7 @@ def test_achieved_above_the_roof_is_flagged_on_the_row_and_in_health(tmp_path, k
     mfu = a.get_mfu()
     assert mfu["above_peak"].all()
     items = a.health().set_index("code")["item"]
-    assert "aten::linear" in items["above_roof"] and "H100 SXM" in items["above_roof"]
+    assert "aten::addmm" in items["above_roof"] and "H100 SXM" in items["above_roof"]
     assert "TFLOP/s" in items["above_peak"]
     finding = a.get_key_findings().set_index("kind").loc["mfu", "finding"]
     assert "is above 100 %, which cannot be" in finding

@@ -19,8 +19,9 @@ Columns:
 - ``flops``, ``bytes`` (NaN when not modelled), ``precision``, ``kind`` (see :mod:`.flops`;
   ``"transfer"``, not modelled, for a call under which data crosses to or from the host or
   another device);
-  ``counted``: modelled and inside no other modelled operator (what totals add up, so that
-  ``aten::linear`` and the ``aten::addmm`` it calls count once).
+  ``counted``: what totals add up, each computation once, at the innermost modelled call
+  that does it (``aten::addmm``, not the ``aten::linear`` around it; an ``aten::matmul``'s
+  copy and ``aten::bmm`` each with its own time): see ``_counted``.
 
 :func:`instance_columns` keeps the text columns as :class:`LazyText` (codes, and how to make the
 text): the summaries read codes, the roofline and MFU the text of the few rows they use, and
@@ -246,8 +247,35 @@ def _work(attr: Attribution, inst: dict) -> dict:
     out["precision"] = LazyText([w.precision if w else "" for w in works] + [""], described)
     out["kind"] = LazyText([w.kind if w else "" for w in works] + ["transfer"], described)
     _count_invalid(attr.trace, works, uniques["name"], codes)
-    modelled = np.zeros(len(attr.parent_op), bool)
-    modelled[rows] = ~np.isnan(out["flops"])
-    inside = nearest_ancestor(attr.parent_op, modelled, rows) >= 0
-    out["counted"] = modelled[rows] & ~inside
+    out["counted"] = _counted(attr, rows, ~np.isnan(out["flops"]), inst)
+    return out
+
+
+def _counted(attr: Attribution, rows: np.ndarray, modelled: np.ndarray, inst: dict) -> np.ndarray:
+    """Per call: whether totals count it. Each computation is counted once, at the innermost
+    modelled call that does it: a modelled call that launches no GPU event itself and has
+    modelled calls with GPU work under it (``aten::linear`` over ``aten::addmm``,
+    ``aten::matmul`` over a copy and ``aten::bmm``, a backward node over its ``aten::mm``) is a
+    *composite* and defers to them; of the others, a call inside another counted call is in
+    that call's total (the ``fill_`` inside ``aten::max``)."""
+    n = len(attr.parent_op)
+    is_modelled = np.zeros(n, bool)
+    is_modelled[rows] = modelled
+    ran = is_modelled & _at(rows, inst["kernels_total"] > 0, n)
+    covers = np.zeros(n, bool)  # has a modelled call with GPU work under it
+    current = attr.parent_op[np.flatnonzero(ran)]
+    while len(current):
+        current = current[current >= 0]
+        current = current[~covers[current]]  # each ancestor chain walked once
+        covers[current] = True
+        current = attr.parent_op[current]
+    composite = is_modelled & covers & ~_at(rows, inst["kernels"] > 0, n)
+    eligible = is_modelled & ~composite
+    inside = nearest_ancestor(attr.parent_op, eligible, rows) >= 0
+    return eligible[rows] & ~inside
+
+
+def _at(rows: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, bool)
+    out[rows] = values
     return out
