@@ -57,6 +57,12 @@ COPY_LAUNCH_NAMES = (
 LAUNCH_NAMES = KERNEL_LAUNCH_NAMES + COPY_LAUNCH_NAMES
 #: calls that release many GPU events at once (a captured graph)
 GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")
+#: calls that start and end capturing a stream's work into a graph (the launches between them
+#: run nothing: they are what the graph will replay)
+GRAPH_CAPTURE_BEGIN_NAMES = (
+    "cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph", "hipStreamBeginCapture",
+)  # fmt: skip
+GRAPH_CAPTURE_END_NAMES = ("cudaStreamEndCapture", "hipStreamEndCapture")
 #: calls correlated with a GPU-side event that enqueue no work: the host waits for the device,
 #: or a stream waits for an event (GPU events of category ``cuda_sync`` or markers)
 NON_ENQUEUING_NAMES = (

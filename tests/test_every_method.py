@@ -70,6 +70,8 @@ CALLS = {
     "get_optimization_targets": lambda a, out: a.get_optimization_targets(device="H100 SXM"),
     "get_mfu": lambda a, out: a.get_mfu(device="H100 SXM"),
     "get_kernel_efficiency": lambda a, out: a.get_kernel_efficiency(),
+    "get_graph_launches": lambda a, out: a.get_graph_launches(),
+    "get_graph_kernels": lambda a, out: a.get_graph_kernels(),
     "get_collectives": lambda a, out: a.get_collectives(),
     "critical_path_analysis": lambda a, out: a.critical_path_analysis(a.ranks[0], "", None),
     "overlay_critical_path_analysis": lambda a, out: a.overlay_critical_path_analysis(
@@ -137,6 +139,7 @@ NO_MATCH = {
     "get_mfu": (lambda a: a.get_mfu(ranks=[999]), RankNotFoundError),
     "get_gpu_idle_by_cause": (lambda a: a.get_gpu_idle_by_cause([999]), RankNotFoundError),
     "get_kernel_efficiency": (lambda a: a.get_kernel_efficiency(by="no such"), SelectionError),
+    "get_graph_launches": (lambda a: a.get_graph_launches(ranks=[999]), RankNotFoundError),
 }
 # what a trace without the needed events may answer with instead of an empty frame
 CLEAR_ERRORS = {
@@ -144,6 +147,8 @@ CLEAR_ERRORS = {
     "get_frequent_cuda_kernel_sequences": SelectionError,  # no aten:: operator
     "get_operator_roofline": MissingDataError,  # no operator with a FLOP model
     "get_optimization_targets": MissingDataError,
+    "get_graph_launches": MissingDataError,  # no CUDA / HIP graph launch
+    "get_graph_kernels": MissingDataError,
     **{
         m: MissingDataError
         for m in (  # no [memory] events

@@ -1,7 +1,9 @@
 """Every trace's tables are identical to what the loader made before the performance round:
 ``data/table_digests.json`` holds their digests (columns, dtypes, categories, values) as commit
-bfce178 made them, for the repository's traces and the shared ones. A loader change that alters
-any table fails here; a deliberate one regenerates the file and says why in its commit."""
+bfce178 made them, for the repository's traces and the shared ones (regenerated when ``cpu`` gained
+``launched_kernel``: every table without it equal to the pinned one, checked). A loader change
+that alters any table fails here; a deliberate one regenerates the file and says why in its
+commit."""
 
 from __future__ import annotations
 
@@ -54,7 +56,10 @@ def test_operator_view_identical_to_before(name):
     the instances is ``str`` when no call has any); regenerated when ``above_roof`` and
     ``above_peak`` were added (the tables without them equal the pinned ones: checked), and when
     amd_mi250's device was inferred from its properties (only the device's columns changed:
-    checked against the same run with the inference off). Regenerate after a deliberate change
+    checked against the same run with the inference off), and when the instances gained
+    ``graph_launch_row``, the roofline ``gpu_pctg`` and MFU ``graph_replay_pctg`` (the tables
+    without them equal the pinned ones: checked). Regenerate
+    after a deliberate change
     with
     ``cd tests && python -c "import test_table_digests as t; t.write_operator_digests()"``."""
     path = _path(name)

@@ -130,6 +130,14 @@ def mfu(table: pd.DataFrame | None, device_names: list[str], hint: str = "") -> 
     if table is None or table.empty or table["achieved_tflops"].isna().all():
         return _row("mfu", "MFU unknown: no operator with input shapes and a FLOP model ran GPU"
                     " work (record with record_shapes=True)", section="operators")  # fmt: skip
+    replayed = _graph_replay_note(table)
+    if table["mfu_pctg"].isna().all() and (table["device"] != "unknown").all():
+        return _row(
+            "mfu",
+            "MFU unknown: no matrix product, convolution or attention with input shapes ran"
+            f" GPU work{replayed}",
+            section="operators",
+        )
     if table["mfu_pctg"].isna().all():
         named = ", ".join(f"'{n}'" for n in device_names[:3])
         said = f" (its kernel names say {hint})" if hint else ""
@@ -152,9 +160,20 @@ def mfu(table: pd.DataFrame | None, device_names: list[str], hint: str = "") -> 
         f"MFU {fmt_pct(mean)}: {known['achieved_tflops'].mean():.1f} TFLOP/s of"
         f" {known['peak_tflops'].iloc[0]:.0f} ({known['precision'].iloc[0]}, "
         f"{known['device'].iloc[0]}); the FLOP model covers"
-        f" {fmt_pct(known['modelled_gpu_pctg'].mean())} of GPU time"
+        f" {fmt_pct(known['modelled_gpu_pctg'].mean())} of GPU time{replayed}"
     )
     return _row("mfu", text, mean, "%", section="operators")
+
+
+def _graph_replay_note(table: pd.DataFrame) -> str:
+    """What the MFU cannot see of CUDA-graph replays mapped to no operator ("" when none)."""
+    share = float(table["graph_replay_pctg"].mean()) if "graph_replay_pctg" in table else 0.0
+    if not share > 0:
+        return ""
+    return (
+        f"; {fmt_pct(share)} of GPU time is CUDA / HIP graph replay mapped to no operator (pass"
+        " graph_capture= a trace of its capture or of an eager run)"
+    )
 
 
 def memory_peak(peaks: pd.DataFrame | None, capacity: Callable[[int, str], float]) -> dict:

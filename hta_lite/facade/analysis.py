@@ -2,7 +2,7 @@
 columns. It holds no algorithm: each method checks its arguments, calls one function of
 :mod:`hta_lite.analyses` and, when asked, shows the matching figure of :mod:`hta_lite.plots`.
 The methods live in one mixin per family (breakdowns, counters, launches, operators,
-collectives, critical path, memory, cross-rank, key findings); a new
+graphs, collectives, critical path, memory, cross-rank, key findings); a new
 analysis adds its method to the family it belongs to, or a new mixin here.
 """
 
@@ -16,6 +16,7 @@ from .counters import Counters
 from .critical_path import CriticalPaths
 from .cross_rank import CrossRank
 from .findings import Findings
+from .graphs import Graphs
 from .hta_compat import HtaTrace
 from .launches import Launches
 from .memory import Memory
@@ -29,6 +30,7 @@ class TraceAnalysis(
     Counters,
     Launches,
     Operators,
+    Graphs,
     Collectives,
     CriticalPaths,
     Memory,
@@ -48,6 +50,11 @@ class TraceAnalysis(
             (:class:`hta_lite.LoadOptions`), or ``options=LoadOptions(...)``. With
             ``on_error="skip"`` the files not loaded are in ``skipped_files`` (``{path:
             problem}``) and in :meth:`health`.
+        graph_capture: keyword-only; a trace file or folder of traces of the same run that
+            hold the kernel sequences its CUDA / HIP graphs replay (the profiled capture, or an
+            eager run): each replayed kernel is then mapped to the operator that issued it
+            there (:meth:`get_graph_launches`; a capture in the traces themselves is used
+            without it).
 
     Raises:
         TraceError: a file cannot be loaded (``on_error="raise"``), or no file can; the message

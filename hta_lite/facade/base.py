@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..analyses import health
 from ..errors import RankNotFoundError
-from ..load.loader import LoadOptions, OnError, load
+from ..load.loader import LoadOptions, OnError, load, load_graph_sources
 from ..load.rank_trace import RankTrace
 
 
@@ -41,6 +41,7 @@ class TraceSet:
         progress: bool | None = None,
         cache: bool | str | Path | None = None,
         options: LoadOptions | None = None,
+        graph_capture: str | Path | None = None,
     ):
         if isinstance(trace_files, (str, Path)):  # TraceAnalysis("traces/")
             trace_files, trace_dir = None, trace_files
@@ -49,6 +50,9 @@ class TraceSet:
             include_last_profiler_step, parallel, max_workers, on_error, progress, cache
         )
         self.traces, self.skipped_files = load(trace_dir, trace_files, self.options)
+        self.graph_sources = (
+            [] if graph_capture is None else load_graph_sources(graph_capture, self.options)
+        )
 
     @property
     def ranks(self) -> list[int]:

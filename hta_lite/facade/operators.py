@@ -25,9 +25,15 @@ class Operators:
         out = []
         for trace in select(self.traces, ranks):
             if trace.rank not in cache:
-                cache[trace.rank] = ops.RankOperators.of(trace)
+                cache[trace.rank] = ops.RankOperators.of(trace, self._graph_sources(trace.rank))
             out.append(cache[trace.rank])
         return out
+
+    def _graph_sources(self, rank: int) -> list:
+        """The given graph captures / eager traces for one rank: those of that rank, else all."""
+        sources = self.graph_sources
+        own = [t for t in sources if t.rank == rank]
+        return own or sources
 
     def _roofline(self, ranks: Iterable[int] | None, device: Device) -> pd.DataFrame:
         """The roofline table, computed once per (ranks, device)."""

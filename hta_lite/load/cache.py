@@ -43,9 +43,9 @@ from .rank_trace import RankTrace, parse_file
 
 TEXT_DTYPE = pd.Index([], dtype=TEXT).dtype
 
-FORMAT_VERSION = 10  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
+FORMAT_VERSION = 11  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
 # 6: collective args on cpu rows; 7: GPU-side waits; 8: allocator args of instants; 9: Arrow IPC;
-# 10: checksums
+# 10: checksums; 11: launched_kernel
 TABLES = RankTrace.TABLES
 _SAMPLE = 1 << 16
 

@@ -123,6 +123,17 @@ ITEMS: dict[str, Item] = {
         "MFU above 100 % ({detail}), which cannot be (a wrong device peak: pass device=; or a"
         " wrong FLOP model)",
     ),
+    "graph_replay_unmapped": Item(
+        WARNING,
+        "GPU events replayed by CUDA / HIP graph launches ({detail}) that no operator is mapped"
+        " to: [graph replay] in the operator views, not modelled by roofline and MFU (pass"
+        " graph_capture= a trace of the graph's capture or of an eager run)",
+    ),
+    "graph_replay_ambiguous": Item(
+        WARNING,
+        "graph launches that {detail} traces of captures or eager runs match equally well: the"
+        " first is used, whose shapes (and FLOPs) may be another batch size's",
+    ),
     "memory_total_mismatch": Item(
         WARNING,
         "[memory] events whose Total Allocated is not the running total of Bytes (events lost"

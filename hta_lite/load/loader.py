@@ -325,6 +325,29 @@ def load(
     return assign_ranks(loaded, warn), skipped
 
 
+#: TraceLens' list of the captures in a capture folder (not a trace: ignored there)
+CAPTURE_LIST_NAME = "execution_details.json"
+
+
+def load_graph_sources(path: str | Path, options: LoadOptions) -> list[RankTrace]:
+    """The traces of ``path`` (a trace file or a folder of them: graph captures or eager runs of
+    the job whose graph replays are to be mapped), in file-name order. Several files may hold one
+    rank (captures of several batch sizes); a file's rank is its ``distributedInfo.rank`` or the
+    rank in its name, else -1. A file that cannot be loaded is an error naming it."""
+    files = [p for p in discover(path) if p.name != CAPTURE_LIST_NAME]
+    if not files:
+        raise NoTraceFilesError(path, "no graph capture or eager trace in folder")
+    out = []
+    for result in parse_many([(p, None) for p in files], options):
+        if isinstance(result, TraceError):
+            raise result
+        if result.rank < 0:
+            from_name = rank_from_filename(result.path)
+            result.rank = -1 if from_name is None else from_name
+        out.append(result)
+    return out
+
+
 def assign_ranks(loaded: list[RankTrace], warn: Callable[[str], None]) -> dict[int, RankTrace]:
     """``{rank: trace}`` in rank order: ``distributedInfo.rank``, else the rank in the file name,
     else the smallest unused rank in file-name order (with a warning when there are several

@@ -85,6 +85,9 @@ ARGS_FIELDS = (
     Field("est. achieved occupancy %", "occupancy_pct", Kind.FLOAT_STR, float("nan")),
     Field("registers per thread", "registers_per_thread", Kind.INT_STR, -1),
     Field("shared memory", "shared_memory", Kind.INT_STR, -1),
+    # the kernel a launch call enqueues (ROCm's runtime events; read where a graph is captured,
+    # since a captured launch runs no kernel the trace could name)
+    Field("kernel", "launched_kernel", Kind.OPT_STR, None),
     # GPU-side waits (cuda_sync "Stream Wait Event" / "Event Sync"): the stream and the
     # cudaEventRecord call (its correlation) waited on
     Field("wait_on_stream", "wait_on_stream", Kind.INT_STR, -1),

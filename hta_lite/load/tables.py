@@ -176,6 +176,7 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
         else:
             fam_args = args.take(idx)
             cols.update(_op_inputs(fam_args, health))
+            cols["launched_kernel"] = _sparse_text(fam_args, "launched_kernel")
             cols.update(_collective_args(fam_args, health))
         out[family] = pd.DataFrame(cols, copy=False)
     return out
@@ -202,6 +203,17 @@ def _collective_args(args: Events, health: Counter) -> dict:
         codes[rows] = category.codes
         cols[name] = pd.Categorical.from_codes(codes, dtype=category.dtype)
     return cols
+
+
+def _sparse_text(args: Events, name: str) -> pd.Categorical:
+    """A text arg few rows hold, as a categorical (missing elsewhere), read on those rows."""
+    rows = args.holding(name)
+    if not len(rows):
+        return empty_category(len(args))
+    category = to_category(args.take(rows).field(name))
+    codes = np.full(len(args), -1, np.int64)
+    codes[rows] = category.codes
+    return pd.Categorical.from_codes(codes, dtype=category.dtype)
 
 
 def _op_inputs(args: Events, health: Counter) -> dict:

@@ -41,6 +41,9 @@ from .diff import (
 from .findings import (
     plot_key_findings,
 )
+from .graphs import (
+    plot_graph_launches,
+)
 from .memory import (
     plot_memory_by_category,
     plot_memory_timeline,
@@ -86,4 +89,5 @@ __all__ = [
     "plot_module_sunburst",
     "plot_roofline",
     "plot_mfu",
+    "plot_graph_launches",
 ]

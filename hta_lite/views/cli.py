@@ -153,6 +153,12 @@ def _common(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument(
         "--no-cache", action="store_true", help="do not read or write the cache of parsed ranks"
     )
+    cmd.add_argument(
+        "--graph-capture",
+        metavar="PATH",
+        help="a trace (or folder) of the run's CUDA-graph capture or an eager run: graph"
+        " replays are mapped to the operators that issued their kernels there",
+    )
 
 
 def load_options(args: argparse.Namespace):
@@ -170,7 +176,11 @@ def load_options(args: argparse.Namespace):
 def _load(args: argparse.Namespace):
     from ..facade.analysis import TraceAnalysis
 
-    analysis = TraceAnalysis(trace_dir=args.trace_dir, options=load_options(args))
+    analysis = TraceAnalysis(
+        trace_dir=args.trace_dir,
+        options=load_options(args),
+        graph_capture=args.graph_capture,
+    )
     for path, problem in analysis.skipped_files.items():
         print(f"hta-lite: skipped {path}: {problem}", file=sys.stderr)
     if args.ranks:

@@ -148,6 +148,11 @@ class Report:
         )
 
 
+def note(text: str) -> str:
+    """A sentence under a heading (escaped)."""
+    return f"<p class='note'>{html.escape(text)}</p>"
+
+
 def findings_list(findings: pd.DataFrame, anchors: set[str]) -> str:
     """The key findings as a list, each linking to the section of the view behind it."""
     items = []

@@ -9,29 +9,20 @@ its section with a sentence saying why (what to record), never a bare "No data".
 from __future__ import annotations
 
 import html
-import warnings
 from pathlib import Path
 
 from .. import plots
 from ..analyses import cupti
 from ..analyses.health import problems
-from ..errors import MissingDataError
 from ..facade.analysis import TraceAnalysis
-from .html import Report, findings_list, table
+from .html import Report, findings_list, note, table
+from .report_operators import operator_section
 from .summary import (
     critical_path_region,
     critical_path_rows,
     memory_peaks,
-    mfu_rows,
-    optimization_targets,
-    quietly,
     region_label,
-    top_operators,
 )
-
-
-def _note(text: str) -> str:
-    return f"<p class='note'>{html.escape(text)}</p>"
 
 
 def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
@@ -63,7 +54,7 @@ def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
     findings = analysis.get_key_findings()
     anchors = {anchor for anchor, _, _ in report.sections}
     parts = [
-        _note("What to read first; each line links to the section it comes from."),
+        note("What to read first; each line links to the section it comes from."),
         findings_list(findings, anchors),
     ]
     if findings["step_pctg"].notna().any():
@@ -76,7 +67,7 @@ def _gpu_sections(report: Report, analysis: TraceAnalysis, temporal) -> None:
     report.section(
         "temporal",
         "Temporal breakdown",
-        _note(
+        note(
             "Share of each rank's GPU span (first to last GPU work) that was idle, computing,"
             " or only communicating / copying."
         ),  # fmt: skip
@@ -88,7 +79,7 @@ def _gpu_sections(report: Report, analysis: TraceAnalysis, temporal) -> None:
     report.section(
         "idle",
         "Idle time by cause",
-        _note(
+        note(
             "The whole GPU idle (no stream busy), by the event that ended each gap:"
             " host_wait: its launch came after the GPU went idle (the CPU was late);"
             " kernel_wait: under 30 µs between kernels (launch overhead); other: waiting on"
@@ -97,7 +88,7 @@ def _gpu_sections(report: Report, analysis: TraceAnalysis, temporal) -> None:
         table(by_cause),
         report.chart(plots.plot_gpu_idle_by_cause(by_cause)),
         "<h3>Per stream (µs)</h3>",
-        _note(
+        note(
             "Each stream's own gaps: a stream with little work is idle most of the time"
             " without the GPU being idle."
         ),  # fmt: skip
@@ -108,7 +99,7 @@ def _gpu_sections(report: Report, analysis: TraceAnalysis, temporal) -> None:
     if overlap["comp_comm_overlap_pctg"].notna().any():
         parts = [table(overlap), report.chart(plots.plot_comm_comp_overlap(overlap))]
     else:
-        parts = [_note("No communication kernels: there is nothing to hide under computation.")]
+        parts = [note("No communication kernels: there is nothing to hide under computation.")]
     report.section("overlap", "Communication hidden by computation", *parts)
     type_df, kernel_df = analysis.get_gpu_kernel_breakdown(visualize=False)
     top = kernel_df.sort_values("sum (us)", ascending=False)
@@ -129,57 +120,9 @@ def _gpu_sections(report: Report, analysis: TraceAnalysis, temporal) -> None:
             report.chart(plots.plot_step_breakdown(steps)),
             table(steps),
         )
-    _operator_section(report, analysis)
+    operator_section(report, analysis)
     _counters_section(report, analysis)
     _launch_section(report, analysis)
-
-
-def _operator_section(report: Report, analysis: TraceAnalysis) -> None:
-    """Time by operator, by module, the roofline and its targets, MFU (what the traces allow)."""
-    summary = analysis.get_operator_summary()
-    if not (summary["calls"] > 0).any():
-        return
-    parts = [
-        _note(
-            "Every GPU event belongs to the operator that launched it (graph replays and events"
-            " without an operator have rows of their own); FLOPs and bytes come from the"
-            " recorded input shapes (docs/analyses/operators.md)."
-        ),  # fmt: skip
-        report.chart(plots.plot_operator_summary(summary, 20)),
-        table(top_operators(analysis)),
-    ]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        modules = analysis.get_operator_summary(by="module") if _has_modules(analysis) else None
-        if modules is not None:
-            parts += ["<h3>By nn.Module</h3>", report.chart(plots.plot_module_sunburst(modules))]
-        try:
-            roofline = analysis.get_operator_roofline()
-        except MissingDataError as exc:
-            roofline, parts = None, parts + ["<h3>Roofline</h3>", _note(exc.problem)]
-        if roofline is not None:
-            known = roofline["peak_tflops"].notna().any()
-            device = ", ".join(sorted(set(roofline["device"])))
-            heading = f"Roofline ({device})" if known else "Achieved TFLOP/s (device unknown)"
-            parts += [
-                f"<h3>{html.escape(heading)}</h3>",
-                report.chart(plots.plot_roofline(roofline, title=heading)),
-            ]
-            targets = quietly(optimization_targets)(analysis)
-            if isinstance(targets, str):
-                parts.append(_note(f"No roofs to measure against: {targets}."))
-            else:
-                parts += [_note("Furthest below their roof, weighted by time:"), table(targets)]
-        mfu = quietly(mfu_rows)(analysis)
-        parts += [
-            "<h3>Model FLOPs utilization</h3>",
-            _note(f"MFU unknown: {mfu}.") if isinstance(mfu, str) else table(mfu),
-        ]
-    report.section("operators", "Operators", *parts)
-
-
-def _has_modules(analysis: TraceAnalysis) -> bool:
-    return bool((analysis.get_operator_instances()["module"] != "").any())
 
 
 def _counters_section(report: Report, analysis: TraceAnalysis) -> None:
@@ -208,7 +151,7 @@ def _cupti_section(report: Report, analysis: TraceAnalysis) -> None:
     report.section(
         "cupti",
         "CUPTI counters per operator",
-        _note(
+        note(
             "Kernels replayed by the CUPTI range profiler, paired with their launch calls in"
             " launch order; FLOPs from the SASS instruction counters."
         ),  # fmt: skip
@@ -225,7 +168,7 @@ def _launch_section(report: Report, analysis: TraceAnalysis) -> None:
         report.section(
             "launches",
             f"Kernel launches (rank {first})",
-            _note(
+            note(
                 "Per launch (µs): the launch call's duration, the GPU event's, and the delay"
                 " from the call's end to the GPU start."
             ),  # fmt: skip
@@ -245,7 +188,7 @@ def _critical_path_section(report: Report, analysis: TraceAnalysis) -> None:
     report.section(
         "critical-path",
         "Critical path",
-        _note(
+        note(
             f"The longest chain of dependencies through rank {region[0]}'s {label}: CPU"
             " operators, launches, kernels, cross-stream waits and host synchronizations,"
             " with what bounds each part (docs/analyses/critical-path.md)."
@@ -260,7 +203,7 @@ def _memory_section(report: Report, analysis: TraceAnalysis) -> None:
     """Allocated / reserved memory over time, peaks, growth per step, leaks, top operators."""
     peaks = memory_peaks(analysis)
     if isinstance(peaks, str):
-        report.section("memory", "Memory", _note(f"Not recorded: {peaks}."))
+        report.section("memory", "Memory", note(f"Not recorded: {peaks}."))
         return
     line = analysis.get_memory_timeline()
     steps = {r: analysis.trace(r).steps for r in line["rank"].unique()}
@@ -268,7 +211,7 @@ def _memory_section(report: Report, analysis: TraceAnalysis) -> None:
     report.section(
         "memory",
         "Memory",
-        _note(
+        note(
             "From the allocator's [memory] events (profile_memory=True). Fragmentation:"
             " reserved - allocated (docs/analyses/memory.md)."
         ),  # fmt: skip
@@ -279,7 +222,7 @@ def _memory_section(report: Report, analysis: TraceAnalysis) -> None:
         "<h3>Allocated in a step, never freed</h3>",
         table(leaks, empty="No allocation made in a step stays unfreed."),
         "<h3>By operator</h3>",
-        _note(
+        note(
             "alloc_bytes adds up every allocation an operator made over the trace, and a free"
             " counts where it happens, often in another operator: far more than the peak with"
             " no free of its own is normal. self_unfreed_bytes is what the operator allocated"
@@ -295,10 +238,10 @@ def _collectives_section(report: Report, analysis: TraceAnalysis) -> None:
     if matching.calls.empty:
         if len(analysis.ranks) > 1:
             report.section("collectives", "Collectives across ranks",
-                           _note("No collective in the traces."))  # fmt: skip
+                           note("No collective in the traces."))  # fmt: skip
         return
     parts = [
-        _note(
+        note(
             "Each collective matched on its group's ranks by (group, step, order); bus"
             " bandwidth with the NCCL-tests factors over the transfer time (the shortest"
             " duration across ranks); wait: time a rank sat in the collective before the last"
@@ -312,7 +255,7 @@ def _collectives_section(report: Report, analysis: TraceAnalysis) -> None:
         parts.append(report.chart(bandwidth))
     else:
         why = "no collective here has a known size and ranks that agree on it"
-        parts.append(_note(f"No bus bandwidth to draw: {why} (see what was not matched below)."))
+        parts.append(note(f"No bus bandwidth to draw: {why} (see what was not matched below)."))
     if matching.calls["rank"].nunique() > 1:
         parts += [
             "<h3>By rank</h3>",
@@ -353,14 +296,14 @@ def _health_section(report: Report, analysis: TraceAnalysis, summary) -> None:
     report.section(
         "health",
         "Trace health",
-        _note(
+        note(
             "What the loader skipped, clamped or did not link (warnings), and what it left out"
             " by design (docs/health.md)."
         ),  # fmt: skip
         "<h3>Problems</h3>",
         table(problems(health), 200, empty="Nothing skipped, clamped or left unlinked."),
         "<h3>Left out</h3>",
-        _note(
+        note(
             "The last ProfilerStep is left out as in HTA (the profiler usually cuts it short):"
             " load with include_last_profiler_step=True (--include-last-profiler-step) to keep"
             " it."

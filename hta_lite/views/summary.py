@@ -44,7 +44,7 @@ OPERATOR_COLUMNS = ["name", "calls", "host_self(us)", "device_self_sum(us)",
 TARGET_COLUMNS = ["device", "name", "input_dims", "precision", "calls", "gpu_time(us)",
                   "achieved_tflops", "bound", "roof_pctg", "time_below_roof(us)"]  # fmt: skip
 MFU_COLUMNS = ["rank", "step", "step_time(us)", "achieved_tflops", "precision", "peak_tflops",
-               "mfu_pctg", "modelled_gpu_pctg", "device"]  # fmt: skip
+               "mfu_pctg", "modelled_gpu_pctg", "graph_replay_pctg", "device"]  # fmt: skip
 NO_DEVICE = (
     "the traces do not name a GPU of the peak table: pass device=... to get_operator_roofline()"
     " / get_mfu() (names: hta_lite.analyses.operators.DEVICES)"
@@ -156,6 +156,29 @@ def _leaks(analysis) -> pd.DataFrame | str:
     return "no allocation made in a step stays unfreed" if table.empty else table
 
 
+GRAPH_COLUMNS = ["rank", "name", "where", "kernels", "gpu_time(us)", "span(us)", "gpu_pctg",
+                 "mapped_kernels", "mapped_pctg", "source"]  # fmt: skip
+
+
+def graph_launches(analysis) -> pd.DataFrame | None:
+    """One row per CUDA / HIP graph launch, with how much of it is mapped to operators; None
+    (no section) where no graph launch replayed anything."""
+    try:
+        table = analysis.get_graph_launches()
+    except MissingDataError:
+        return None
+    table = table[GRAPH_COLUMNS]
+    unmapped = table["mapped_kernels"] < table["kernels"]
+    if unmapped.any():
+        table.attrs["note"] = (
+            f"{int(unmapped.sum())} of {len(table)} launch(es) replay GPU events no operator is"
+            " mapped to ([graph replay] in the operator views, not modelled by roofline and"
+            " MFU): give the trace of the graph's capture or of an eager run with"
+            " --graph-capture (graph_capture= in Python)."
+        )
+    return table
+
+
 def key_findings(analysis) -> pd.DataFrame:
     return analysis.get_key_findings()[["kind", "rank", "finding"]]
 
@@ -204,6 +227,11 @@ TABLES: list[tuple[str, str, Callable]] = [
         quietly(optimization_targets),
     ),
     ("mfu", "Model FLOPs utilization per step (%)", quietly(mfu_rows)),
+    (
+        "graph_launches",
+        "CUDA / HIP graph launches: GPU time replayed, mapped to operators (µs, %)",
+        graph_launches,
+    ),
     (
         "critical_path",
         "Critical path of the first step of the lowest rank, by what bounds it (µs, %)",

@@ -3,6 +3,8 @@ bytes per call; roofline efficiency, optimization targets and MFU; kernel launch
 
 The modules, in the order data flows through them:
 
+- :mod:`.graph_sources`, :mod:`.graph_replays`: CUDA-graph replays mapped to the operators that
+  issued the same kernels in a capture or an eager run (the trace the others read, expanded);
 - :mod:`.attribution`: each GPU event's owner (operator, graph replay, none) and the op tree;
 - :mod:`.shapes`: forward operator of each backward one, module paths, input texts parsed;
 - :mod:`.work`, :mod:`.matrix`, :mod:`.memory_bound`, :mod:`.flops`: FLOPs / bytes per call;
@@ -25,10 +27,13 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from ...load.health_items import record
 from ...load.rank_trace import RankTrace
 from .attribution import Attribution
 from .devices import DEVICES, DeviceSpec, architecture_hint, detect, resolve
 from .efficiency import kernel_efficiency
+from .graph_replays import Replay, expand, match, replays
+from .graph_sources import KernelSequence, sequences
 from .instances import as_table, instance_columns
 from .modules import combine_modules, rank_module_summary
 from .roofline import ROOFLINE_INPUTS, device_name, mfu, optimization_targets, roofline
@@ -42,13 +47,24 @@ __all__ = [
 
 @dataclass
 class RankOperators:
-    attribution: Attribution
+    attribution: Attribution  # over the trace with its graph replays expanded
     columns: dict  # the instance table's columns, text as LazyText
+    replays: list[Replay]  # the rank's graph launches, mapped where a source matched
 
     @classmethod
-    def of(cls, trace: RankTrace) -> RankOperators:
-        attribution = Attribution.of(trace)
-        return cls(attribution, instance_columns(trace, attribution))
+    def of(cls, trace: RankTrace, captures: list[RankTrace] = ()) -> RankOperators:
+        """``captures``: other traces of the run (a capture, an eager run) whose kernel
+        sequences graph replays are matched against, after the rank's own."""
+        found = replays(trace)
+        if found:
+            sources: list[KernelSequence] = sequences(trace)
+            for other in captures:
+                sources += sequences(other)
+            match(trace, found, sources)
+        expanded = expand(trace, found)
+        _record_unmapped(trace, found)
+        attribution = Attribution.of(expanded)
+        return cls(attribution, instance_columns(expanded, attribution), found)
 
     @cached_property
     def instances(self) -> pd.DataFrame:
@@ -62,6 +78,17 @@ class RankOperators:
     @property
     def gpu_time_us(self) -> float:
         return float(self.attribution.dur.sum()) / 1e3
+
+
+def _record_unmapped(trace: RankTrace, found: list[Replay]) -> None:
+    """Health items for replayed events left unmapped, and for ambiguous matches."""
+    unmapped = sum(len(r.kernels) - r.mapped_kernels for r in found)
+    launches = sum(r.mapped_kernels < len(r.kernels) for r in found)
+    record(trace.health, "graph_replay_unmapped", unmapped, f"{launches} of {len(found)}")
+    ambiguous = [r for r in found if r.mapped_kernels and r.equally_good]
+    for replay in ambiguous[:1]:
+        detail = str(replay.equally_good + 1)
+        record(trace.health, "graph_replay_ambiguous", len(ambiguous), detail)
 
 
 def operator_summary(ranks: list[RankOperators], by: str = "name", stack_depth: int = 3):
@@ -108,7 +135,8 @@ def roofline_table(ranks: list[RankOperators], devices: dict) -> pd.DataFrame:
     for r in ranks:  # the counted calls that ran GPU work, the only rows the roofline reads
         rows = np.flatnonzero(r.columns["counted"] & (r.columns["device_total(us)"] > 0))
         parts.append(as_table({c: r.columns[c] for c in ROOFLINE_INPUTS}, rows))
-    return roofline(pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0], devices)
+    inst = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    return roofline(inst, devices, sum(r.gpu_time_us for r in ranks))
 
 
 def mfu_table(ranks: list[RankOperators], devices: dict, table: pd.DataFrame) -> pd.DataFrame:

@@ -4,7 +4,10 @@ module and modelled work.
 Columns:
 
 - ``rank``, ``row`` (its row in ``trace.cpu``), ``name``, ``iteration``, ``tid``, ``ts`` (ns),
-  ``op_depth`` (enclosing operators), ``parent_row`` (the enclosing operator's row, -1).
+  ``op_depth`` (enclosing operators), ``parent_row`` (the enclosing operator's row, -1),
+  ``graph_launch_row``: for a call a CUDA-graph replay ran (copied from its capture or eager
+  run, :mod:`.graph_replays`; its ``row`` is past the trace's), the graph launch's row; -1
+  for a call the host ran.
 - ``host_total(us)``: its duration; ``host_self(us)``: minus that of the events directly in it
   (the operators it calls, its runtime calls such as ``cudaLaunchKernel``), as PyTorch's
   "Self CPU"; 0, not negative, where they add up to more (a call stack out of order).
@@ -107,6 +110,11 @@ def instance_columns(trace: RankTrace, attr: Attribution) -> dict:
         "ts": cpu["ts"].to_numpy()[ops],
         "op_depth": attr.op_depth[ops],
         "parent_row": parent,
+        "graph_launch_row": (
+            cpu["graph_launch_row"].to_numpy()[ops]
+            if "graph_launch_row" in cpu
+            else np.full(len(ops), -1, np.int64)
+        ),
         "host_total(us)": us(dur[ops]),
         # never negative: children that outlive their parent (a call stack out of order)
         "host_self(us)": us(np.maximum(dur[ops] - child_time[ops], 0)),

@@ -5,9 +5,11 @@ outermost), ``calls`` (forward calls), ``host_total(us)`` (their summed duration
 ``device_self_sum(us)`` (GPU events of the operators directly in it, not in a submodule),
 ``device_total_sum(us)`` and ``device_total(us)`` (every GPU event under it, submodules
 included: sum, and union per rank), ``device_total_pctg`` (of all GPU work). A backward operator
-linked to its forward operator counts in the forward operator's module. ``[no module]``,
-``[graph replay]`` and ``[no operator]`` rows hold the rest, so ``device_self_sum(us)`` adds up to
-all GPU work. Sorted as a tree: each module after its parent, heavier siblings first.
+linked to its forward operator counts in the forward operator's module; a CUDA-graph replay
+event no operator was mapped to counts in the module around its graph launch. ``[no module]``,
+``[graph replay]`` (replays launched outside every module) and ``[no operator]`` rows hold the
+rest, so ``device_self_sum(us)`` adds up to all GPU work. Sorted as a tree: each module after
+its parent, heavier siblings first.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pandas as pd
 
 from ...intervals import union_length_by_group
 from ..common import us
-from .attribution import OPERATOR, UNOWNED_LABELS, Attribution
+from .attribution import GRAPH_REPLAY, OPERATOR, UNOWNED_LABELS, Attribution
 from .shapes import module_paths
 
 NO_MODULE = "[no module]"
@@ -28,7 +30,7 @@ COLUMNS = ["module", "depth", "calls", "host_total(us)", "device_self_sum(us)",
 def rank_module_summary(attr: Attribution, inst: pd.DataFrame) -> pd.DataFrame:
     """One rank's rows (no percentages)."""
     cpu = attr.trace.cpu
-    _, paths = module_paths(attr.trace)
+    module_of, paths = module_paths(attr.trace)
     is_module = np.not_equal(paths, None)
     module_events = pd.DataFrame(
         {"module": paths[is_module], "dur": cpu["dur"].to_numpy()[is_module]}
@@ -38,6 +40,10 @@ def rank_module_summary(attr: Attribution, inst: pd.DataFrame) -> pd.DataFrame:
     owned = np.flatnonzero(attr.owner_kind == OPERATOR)
     kernel_module = op_module.reindex(attr.owner[owned]).fillna("").to_numpy(dtype=object)
     kernel_module[kernel_module == ""] = NO_MODULE
+    replayed = _replays_in_modules(attr, module_of)
+    owned = np.concatenate([owned, replayed])
+    launch = attr.trace.gpu["launch_row"].to_numpy()[attr.kernels[replayed]]
+    kernel_module = np.concatenate([kernel_module, paths[module_of[launch]]])
     # each kernel counts for its module and every enclosing one (the path's prefixes)
     names = sorted(set(kernel_module) | set(per_module.index))
     prefixes = {m: _prefixes(m) for m in names}
@@ -62,7 +68,7 @@ def rank_module_summary(attr: Attribution, inst: pd.DataFrame) -> pd.DataFrame:
             "device_total(us)": us(device_total),
         }
     )
-    unowned = _unowned(attr)
+    unowned = _unowned(attr, replayed)
     return pd.concat([out, unowned], ignore_index=True) if len(unowned) else out
 
 
@@ -84,10 +90,19 @@ def _expand(kernel_code, child, ancestor) -> tuple[np.ndarray, np.ndarray]:
     return kernel, ancestor[np.repeat(starts, counts) + offset]
 
 
-def _unowned(attr: Attribution) -> pd.DataFrame:
+def _replays_in_modules(attr: Attribution, module_of: np.ndarray) -> np.ndarray:
+    """The kernels (indices into ``attr.kernels``) of graph replays launched inside a module."""
+    replayed = np.flatnonzero(attr.owner_kind == GRAPH_REPLAY)
+    launch = attr.trace.gpu["launch_row"].to_numpy()[attr.kernels[replayed]]
+    return replayed[module_of[launch] >= 0]
+
+
+def _unowned(attr: Attribution, in_modules: np.ndarray) -> pd.DataFrame:
     rows = []
+    placed = np.zeros(len(attr.kernels), bool)
+    placed[in_modules] = True
     for kind, label in UNOWNED_LABELS.items():
-        mask = attr.owner_kind == kind
+        mask = (attr.owner_kind == kind) & ~placed
         if mask.any():
             total = us(int(attr.dur[mask].sum()))
             _, span = union_length_by_group(

@@ -14,6 +14,7 @@ from pandas.arrays import NumpyExtensionArray
 
 from ...load.columns import combine_codes
 from ..common import NS_PER_US
+from .attribution import GRAPH_REPLAY
 from .devices import DeviceSpec
 from .work import MATRIX_KINDS
 
@@ -22,11 +23,14 @@ GROUP = ["device", "name", "input_dims", "input_types", "precision", "kind"]
 ROOFLINE_INPUTS = ["rank", *GROUP[1:], "counted", "device_total(us)", "flops", "bytes"]
 
 
-def roofline(inst: pd.DataFrame, devices: dict[int, DeviceSpec | None]) -> pd.DataFrame:
+def roofline(
+    inst: pd.DataFrame, devices: dict[int, DeviceSpec | None], total_gpu_us: float = np.nan
+) -> pd.DataFrame:
     """One row per (device, operator, shapes, types) of the counted calls of ``inst`` (several
-    ranks: ``devices`` gives each rank's device).
+    ranks: ``devices`` gives each rank's device; ``total_gpu_us``: all their GPU work).
 
-    Columns: the group, ``calls``, ``gpu_time(us)``, ``flops``, ``bytes``,
+    Columns: the group, ``calls``, ``gpu_time(us)``, ``gpu_pctg`` (of all GPU work: the column
+    adds up to the share of the GPU time the roofline could model), ``flops``, ``bytes``,
     ``achieved_tflops``, ``achieved_tbps``, ``intensity`` (FLOP/byte), ``peak_tflops`` (of the
     precision on the units the kind runs on), ``memory_tbps``, ``ridge`` (the intensity where the
     roofs meet), ``attainable_tflops`` (``min(peak, intensity x bandwidth)``), ``bound``
@@ -96,7 +100,9 @@ def roofline(inst: pd.DataFrame, devices: dict[int, DeviceSpec | None]) -> pd.Da
     return pd.DataFrame(
         {
             **keys,
-            "calls": calls, "gpu_time(us)": time_us, "flops": flops, "bytes": nbytes,
+            "calls": calls, "gpu_time(us)": time_us,
+            "gpu_pctg": np.round(100.0 * time_us / total_gpu_us, 2),
+            "flops": flops, "bytes": nbytes,
             "achieved_tflops": achieved, "achieved_tbps": achieved_tbps, "intensity": intensity,
             "peak_tflops": peak, "tf32_inferred": inferred, "memory_tbps": memory_tbps,
             "ridge": peak / memory_tbps, "attainable_tflops": attainable,
@@ -118,8 +124,8 @@ def optimization_targets(table: pd.DataFrame, top: int = 10) -> pd.DataFrame:
 #: columns of :func:`mfu`
 MFU_COLUMNS = [
     "rank", "step", "step_time(us)", "matrix_flops", "other_flops", "achieved_tflops",
-    "precision", "peak_tflops", "mfu_pctg", "gpu_time(us)", "modelled_gpu_pctg", "device",
-    "above_peak",
+    "precision", "peak_tflops", "mfu_pctg", "gpu_time(us)", "modelled_gpu_pctg",
+    "graph_replay_pctg", "device", "above_peak",
 ]  # fmt: skip
 
 
@@ -134,7 +140,9 @@ def mfu(traces_inst: list, devices: dict[int, DeviceSpec | None], tf32_ranks: di
     ranks in ``tf32_ranks``, where a product ran faster than the FP32 peak), ``peak_tflops``
     (dense, that precision), ``mfu_pctg``, ``gpu_time(us)`` (GPU work launched in the step),
     ``modelled_gpu_pctg`` (the share of it under a counted call: an MFU built on part of the
-    kernels says how much), ``device``, ``above_peak`` (``mfu_pctg`` above 100, which cannot
+    kernels says how much), ``graph_replay_pctg`` (the share of it replayed by a CUDA / HIP graph
+    and mapped to no operator, so not modelled: :mod:`.graph_replays`), ``device``,
+    ``above_peak`` (``mfu_pctg`` above 100, which cannot
     be: a wrong device peak or FLOP model).
     """
     rows = []
@@ -153,6 +161,7 @@ def mfu(traces_inst: list, devices: dict[int, DeviceSpec | None], tf32_ranks: di
             precision = "tf32"
         peak = device.peak_tflops(precision) if device is not None and precision else np.nan
         covered = _covered_kernels(attr, inst["row"][counted])
+        replayed = attr.owner_kind == GRAPH_REPLAY
         call_step = inst["iteration"][counted]
         kernel_step = attr.trace.gpu["iteration"].to_numpy()[attr.kernels]
         for step, dur in _windows(attr):
@@ -170,6 +179,8 @@ def mfu(traces_inst: list, devices: dict[int, DeviceSpec | None], tf32_ranks: di
                     "mfu_pctg": round(100.0 * achieved / peak, 2) if peak == peak else np.nan,
                     "gpu_time(us)": gpu_ns / NS_PER_US,
                     "modelled_gpu_pctg": round(100.0 * attr.dur[k_in & covered].sum() / gpu_ns, 2)
+                    if gpu_ns else np.nan,
+                    "graph_replay_pctg": round(100.0 * attr.dur[k_in & replayed].sum() / gpu_ns, 2)
                     if gpu_ns else np.nan,
                     "device": device_name(device),
                     "above_peak": bool(peak == peak and achieved > peak),

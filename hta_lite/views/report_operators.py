@@ -1,0 +1,87 @@
+"""The report's operator sections: time by operator and module, the roofline and its targets,
+MFU, and the CUDA / HIP graph launches (:mod:`.report` puts them in the page)."""
+
+from __future__ import annotations
+
+import html
+import warnings
+
+from .. import plots
+from ..errors import MissingDataError
+from ..facade.analysis import TraceAnalysis
+from .html import Report, note, table
+from .summary import graph_launches, mfu_rows, optimization_targets, quietly, top_operators
+
+
+def operator_section(report: Report, analysis: TraceAnalysis) -> None:
+    """Time by operator, by module, the roofline and its targets, MFU (what the traces allow)."""
+    summary = analysis.get_operator_summary()
+    if not (summary["calls"] > 0).any():
+        return
+    parts = [
+        note(
+            "Every GPU event belongs to the operator that launched it (graph replays and events"
+            " without an operator have rows of their own); FLOPs and bytes come from the"
+            " recorded input shapes (docs/analyses/operators.md)."
+        ),  # fmt: skip
+        report.chart(plots.plot_operator_summary(summary, 20)),
+        table(top_operators(analysis)),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        modules = analysis.get_operator_summary(by="module") if _has_modules(analysis) else None
+        if modules is not None:
+            parts += ["<h3>By nn.Module</h3>", report.chart(plots.plot_module_sunburst(modules))]
+        try:
+            roofline = analysis.get_operator_roofline()
+        except MissingDataError as exc:
+            roofline, parts = None, parts + ["<h3>Roofline</h3>", note(exc.problem)]
+        if roofline is not None:
+            known = roofline["peak_tflops"].notna().any()
+            device = ", ".join(sorted(set(roofline["device"])))
+            heading = f"Roofline ({device})" if known else "Achieved TFLOP/s (device unknown)"
+            parts += [
+                f"<h3>{html.escape(heading)}</h3>",
+                report.chart(plots.plot_roofline(roofline, title=heading)),
+            ]
+            targets = quietly(optimization_targets)(analysis)
+            if isinstance(targets, str):
+                parts.append(note(f"No roofs to measure against: {targets}."))
+            else:
+                parts += [note("Furthest below their roof, weighted by time:"), table(targets)]
+        mfu = quietly(mfu_rows)(analysis)
+        parts += [
+            "<h3>Model FLOPs utilization</h3>",
+            note(f"MFU unknown: {mfu}.") if isinstance(mfu, str) else table(mfu),
+        ]
+    report.section("operators", "Operators", *parts)
+    graph_section(report, analysis)
+
+
+def graph_section(report: Report, analysis: TraceAnalysis) -> None:
+    """CUDA / HIP graph launches: what each replayed, and how much is mapped to operators."""
+    launches = graph_launches(analysis)
+    if launches is None:
+        return
+    kernels = analysis.get_graph_kernels()
+    parts = [
+        note(
+            "A graph launch replays many GPU events under one call. Each is mapped to the"
+            " operator that issued the same kernel in a capture or an eager run of the same"
+            " model (the traces' own, or --graph-capture); mapped events count for their"
+            " operators in every view above (docs/analyses/operators.md)."
+        ),  # fmt: skip
+        table(launches),
+    ]
+    if "note" in launches.attrs:
+        parts.append(note(launches.attrs["note"]))
+    parts += [
+        report.chart(plots.plot_graph_launches(analysis.get_graph_launches(), kernels)),
+        "<h3>Replayed kernels</h3>",
+        table(kernels, 30),
+    ]
+    report.section("graphs", "CUDA / HIP graph launches", *parts)
+
+
+def _has_modules(analysis: TraceAnalysis) -> bool:
+    return bool((analysis.get_operator_instances()["module"] != "").any())
