@@ -53,6 +53,11 @@ class DuplicateRankError(TraceError):
     """Two files claim the same rank."""
 
 
+class SnapshotError(TraceError):
+    """A CUDA memory snapshot that cannot be read: not a pickle, truncated, not a snapshot, or a
+    pickle that names a Python global (refused before anything from it runs)."""
+
+
 class SelectionError(TraceError, ValueError):
     """A filter argument (iteration, stream, name, ...) matches nothing in the trace; the message
     says what the trace has."""

@@ -54,6 +54,11 @@ from .operators import (
     plot_operator_summary,
     plot_roofline,
 )
+from .snapshot import (
+    plot_peak_sites,
+    plot_segment_map,
+    plot_snapshot_timeline,
+)
 
 __all__ = [
     "in_notebook",
@@ -90,4 +95,7 @@ __all__ = [
     "plot_roofline",
     "plot_mfu",
     "plot_graph_launches",
+    "plot_snapshot_timeline",
+    "plot_segment_map",
+    "plot_peak_sites",
 ]

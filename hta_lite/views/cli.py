@@ -15,6 +15,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from ..errors import TraceError
+from . import snapshot_cli
 
 FORMATS = ("table", "json", "csv", "parquet")
 #: the diff gate's metrics (:data:`hta_lite.analyses.diff_gate.METRICS`; kept here so that
@@ -78,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
         "-o", "--output", default="report.html", help="HTML file to write (default: report.html)"
     )
     report.add_argument("--title", help="page title")
+    report.add_argument(
+        "--snapshot", metavar="FILE", help="add a CUDA memory snapshot's section (.pickle)"
+    )
     _common(report)
 
     counters = sub.add_parser(
@@ -91,6 +95,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     counters.add_argument("--suffix", default="_with_counters", help="added to each file name")
     _common(counters)
+
+    snapshot_cli.add_parser(sub)
 
     cache = sub.add_parser("cache", help="what the cache of parsed ranks holds, or clear it")
     cache.add_argument("action", choices=("info", "clear"))
@@ -256,7 +262,12 @@ def summarize(args: argparse.Namespace) -> int:
 def report(args: argparse.Namespace) -> int:
     from .report import write_report
 
-    path = write_report(_load(args), args.output, args.title)
+    snapshot = None
+    if args.snapshot:
+        from ..facade.snapshot import MemorySnapshot
+
+        snapshot = MemorySnapshot(args.snapshot)
+    path = write_report(_load(args), args.output, args.title, snapshot)
     print(f"wrote {path}", file=sys.stderr)
     return 0
 
@@ -361,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         "counters": counters,
         "cache": cache_command,
         "diff": run_diff,
+        "snapshot": snapshot_cli.run,
     }
     try:
         return commands[args.command](args)

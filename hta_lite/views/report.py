@@ -17,6 +17,7 @@ from ..analyses.health import problems
 from ..facade.analysis import TraceAnalysis
 from .html import Report, findings_list, note, table
 from .report_operators import operator_section
+from .report_snapshot import snapshot_section
 from .summary import (
     critical_path_region,
     critical_path_rows,
@@ -25,8 +26,8 @@ from .summary import (
 )
 
 
-def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
-    """The HTML page for a loaded ``TraceAnalysis``."""
+def build_report(analysis: TraceAnalysis, title: str | None = None, snapshot=None) -> str:
+    """The HTML page for a loaded ``TraceAnalysis`` (and a ``MemorySnapshot`` of the run)."""
     report = Report(title or f"GPU trace report: {analysis.trace_dir or 'traces'}")
     summary = analysis.health_summary()
     columns = ["rank", "device_type", "gpu_name", "profiler_steps", "gpu_events", "cpu_events",
@@ -48,6 +49,8 @@ def build_report(analysis: TraceAnalysis, title: str | None = None) -> str:
     _cupti_section(report, analysis)
     _critical_path_section(report, analysis)
     _memory_section(report, analysis)
+    if snapshot is not None:
+        snapshot_section(report, snapshot)
     _collectives_section(report, analysis)
     _cross_rank_section(report, analysis)
     _health_section(report, analysis, summary)
@@ -314,8 +317,10 @@ def _health_section(report: Report, analysis: TraceAnalysis, summary) -> None:
     )
 
 
-def write_report(analysis: TraceAnalysis, path: str | Path, title: str | None = None) -> Path:
+def write_report(
+    analysis: TraceAnalysis, path: str | Path, title: str | None = None, snapshot=None
+) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(build_report(analysis, title), encoding="utf-8")
+    path.write_text(build_report(analysis, title, snapshot), encoding="utf-8")
     return path

@@ -1,0 +1,151 @@
+"""A memory snapshot's dict as tables: segments, blocks and the allocator's trace.
+
+- ``segments``: ``device``, ``address``, ``total_size``, ``allocated_size``, ``active_size``,
+  ``requested_size`` (bytes), ``stream``, ``segment_type`` (``large`` / ``small``), ``pool``
+  (``segment_pool_id`` as text: ``"(0, 0)"`` is the default pool, others are CUDA graphs'
+  private pools), ``is_expandable``, ``blocks``, ``site`` (where the segment was allocated).
+- ``blocks``: ``device``, ``segment`` (row of ``segments``), ``address``, ``size``,
+  ``requested_size`` (bytes; the older format's ``history[0].real_size``), ``state``
+  (``active_allocated``, ``active_awaiting_free``, ``inactive``), ``stream``, ``pool``, ``site``
+  (:mod:`.sites`).
+- ``entries``: the ring buffer of each device in order: ``device``, ``index``, ``action``,
+  ``addr``, ``size`` (bytes), ``stream``, ``time_us``, ``device_free`` (bytes CUDA had free, on
+  ``oom`` entries; -1 elsewhere).
+
+Integers may be of any size in a pickle: a column is int64 when every value fits, else holds
+Python integers (object). A record that is not a dict, or a size that is not an integer, is left
+out and counted in ``problems`` (``{what: count}``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .sites import Sites
+
+SEGMENT_INTS = ("address", "total_size", "allocated_size", "active_size", "requested_size")
+INT64 = (-(2**63), 2**63 - 1)
+
+
+@dataclass
+class SnapshotTables:
+    segments: pd.DataFrame
+    blocks: pd.DataFrame
+    entries: pd.DataFrame
+    block_frames: list  # per block row, its frames (the full stack on request)
+    entry_frames: list  # per entry row
+    sites: Sites
+    problems: Counter = field(default_factory=Counter)
+
+
+def tables(snapshot: dict) -> SnapshotTables:
+    problems: Counter = Counter()
+    sites = Sites()
+    segments, blocks, block_frames = _segments(snapshot.get("segments") or [], sites, problems)
+    entries, entry_frames = _entries(snapshot.get("device_traces") or [], problems)
+    return SnapshotTables(segments, blocks, entries, block_frames, entry_frames, sites, problems)
+
+
+def _int(value) -> int | None:
+    return value if type(value) is int else None
+
+
+def int_column(values: list) -> np.ndarray:
+    """int64 when every value fits, else the Python integers (object)."""
+    if all(INT64[0] <= v <= INT64[1] for v in values):
+        return np.array(values, dtype=np.int64)
+    return np.array(values, dtype=object)
+
+
+def _segments(raw: list, sites: Sites, problems: Counter):
+    seg_rows, block_rows, block_frames = [], [], []
+    for seg in raw:
+        ints = [_int(seg.get(k)) if isinstance(seg, dict) else None for k in SEGMENT_INTS[:2]]
+        if not isinstance(seg, dict) or None in ints or not isinstance(seg.get("blocks"), list):
+            problems["segment without address, total_size or blocks (left out)"] += 1
+            continue
+        row = len(seg_rows)
+        pool = str(tuple(seg.get("segment_pool_id") or (0, 0)))
+        stream = _int(seg.get("stream")) or 0
+        device = _int(seg.get("device")) or 0
+        kept = 0
+        for block in seg["blocks"]:
+            parsed = _block(block)
+            if parsed is None:
+                problems["block without address, size or state (left out)"] += 1
+                continue
+            address, size, requested, state, frames = parsed
+            block_rows.append((device, row, address, size, requested, state, stream, pool))
+            block_frames.append(frames)
+            kept += 1
+        seg_rows.append(
+            (device, *ints, *(_int(seg.get(k)) or 0 for k in SEGMENT_INTS[2:]), stream,
+             str(seg.get("segment_type", "")), pool, bool(seg.get("is_expandable", False)), kept,
+             sites.site(seg.get("frames") or []))
+        )  # fmt: skip
+    names = ["device", *SEGMENT_INTS, "stream", "segment_type", "pool", "is_expandable", "blocks",
+             "site"]  # fmt: skip
+    segments = _frame(seg_rows, names, ints=[*SEGMENT_INTS])
+    blocks = _frame(
+        block_rows,
+        ["device", "segment", "address", "size", "requested_size", "state", "stream", "pool"],
+        ints=["address", "size", "requested_size"],
+    )
+    blocks["site"] = [sites.site(f) for f in block_frames]
+    return segments, blocks, block_frames
+
+
+def _block(block) -> tuple | None:
+    """``(address, size, requested_size, state, frames)``; the older format (``history``) too."""
+    if not isinstance(block, dict):
+        return None
+    address, size, state = _int(block.get("address")), _int(block.get("size")), block.get("state")
+    if address is None or size is None or not isinstance(state, str):
+        return None
+    if "frames" in block or "history" not in block:
+        requested = _int(block.get("requested_size"))
+        frames = block.get("frames") or []
+    else:  # before PyTorch 2.1: the allocation's history
+        history = block.get("history") or [{}]
+        first = history[0] if isinstance(history[0], dict) else {}
+        requested, frames = _int(first.get("real_size")), first.get("frames") or []
+    return address, size, size if requested is None else requested, state, frames
+
+
+def _entries(traces: list, problems: Counter):
+    rows, frames = [], []
+    for device, trace in enumerate(traces):
+        for index, entry in enumerate(trace if isinstance(trace, list) else []):
+            if not isinstance(entry, dict) or not isinstance(entry.get("action"), str):
+                problems["trace entry without an action (left out)"] += 1
+                continue
+            size = _int(entry.get("size"))
+            if size is None and entry["action"] != "snapshot":
+                problems[f"{entry['action']} entry without an integer size (left out)"] += 1
+                continue
+            rows.append(
+                (device, index, entry["action"], _int(entry.get("addr")) or 0, size or 0,
+                 _int(entry.get("stream")) or 0, _int(entry.get("time_us")) or 0,
+                 _int(entry.get("device_free")) if "device_free" in entry else -1)
+            )  # fmt: skip
+            frames.append(entry.get("frames") or [])
+    names = ["device", "index", "action", "addr", "size", "stream", "time_us", "device_free"]
+    out = _frame(rows, names, ints=["addr", "size", "time_us", "device_free"])
+    out["action"] = pd.Categorical(out["action"])
+    return out, frames
+
+
+def _frame(rows: list, names: list[str], ints: list[str]) -> pd.DataFrame:
+    columns = list(zip(*rows)) if rows else [()] * len(names)
+    out = {}
+    for name, values in zip(names, columns):
+        values = list(values)
+        if name in ints or (values and type(values[0]) is int):
+            out[name] = int_column(values)
+        else:
+            out[name] = np.array(values, dtype=object)
+    return pd.DataFrame(out, columns=names)

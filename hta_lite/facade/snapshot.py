@@ -1,0 +1,197 @@
+"""``MemorySnapshot``: one CUDA memory snapshot (``torch.cuda.memory._dump_snapshot``) and its views
+(:mod:`hta_lite.analyses.memory_snapshot`). A snapshot is not a folder of ranks, so this is a small
+facade of its own; every method delegates to one function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import pandas as pd
+
+from ..analyses.memory_snapshot import compare as cmp
+from ..analyses.memory_snapshot import oom as oom_
+from ..analyses.memory_snapshot import timeline as tl
+from ..analyses.memory_snapshot.sites import stack_text
+from ..analyses.memory_snapshot.summary import summary as summarize
+from ..analyses.memory_snapshot.tables import tables
+from ..errors import MissingDataError, SelectionError
+from ..load.snapshot import read_snapshot
+
+
+@dataclass(frozen=True)
+class SnapshotPeak:
+    """The peak of one device: ``index`` (the trace entry after which it is reached, the last
+    time it is; -1: before the trace), ``time_us``, ``active_bytes`` (block sizes in use),
+    ``reserved_bytes`` (NaN where the trace records no segment event), ``before_trace_bytes``
+    (memory the trace's first entry found in use), ``by_site``: the allocations live at the
+    peak by site (``site``, ``bytes``, ``count``, largest first; what predates the trace is one
+    row, ``<allocated before the trace>``)."""
+
+    device: int
+    index: int
+    time_us: int
+    active_bytes: int
+    reserved_bytes: float
+    before_trace_bytes: int
+    by_site: pd.DataFrame
+
+
+class MemorySnapshot:
+    """A CUDA memory snapshot: is an OOM a real shortage or fragmentation, who holds the memory.
+
+    Args:
+        path: a ``.pickle`` written by ``torch.cuda.memory._dump_snapshot`` (gzip-compressed
+            too). It is read by an unpickler that refuses every Python global, so no code from
+            the file runs.
+
+    Raises:
+        SnapshotError: not a snapshot pickle (a ``torch.save`` zip, JSON, cut short), or a
+            pickle naming a global (the message names it).
+
+    Example:
+        >>> snap = MemorySnapshot("tests/data/snapshots/medium_128_training.pickle.gz")
+        >>> snap.summary()
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        data = read_snapshot(path)
+        self.allocator_settings = data.get("allocator_settings") or {}
+        self._tables = tables(data)
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        return (
+            f"MemorySnapshot({self.path}): {len(s)} device(s), {int(s['segments'].sum())}"
+            f" segments, {len(self._tables.entries)} trace entries"
+        )
+
+    def health(self) -> pd.DataFrame:
+        """What was left out because it could not be read: ``item``, ``count`` (empty when
+        everything was read)."""
+        items = sorted(self._tables.problems.items())
+        return pd.DataFrame(items, columns=["item", "count"])
+
+    def summary(self, by: str = "device") -> pd.DataFrame:
+        """Reserved, allocated, internal / external free bytes and fragmentation.
+
+        Args:
+            by: ``"device"``, ``"pool"`` (CUDA graphs' private pools apart) or ``"stream"``.
+
+        Returns:
+            DataFrame, columns in :mod:`hta_lite.analyses.memory_snapshot.summary`.
+        """
+        return summarize(self._tables.segments, self._tables.blocks, by)
+
+    def segments(self) -> pd.DataFrame:
+        """The segment map: one row per segment (columns in
+        :mod:`hta_lite.analyses.memory_snapshot.tables`)."""
+        return self._tables.segments.copy()
+
+    def blocks(self, stack: bool = False) -> pd.DataFrame:
+        """One row per block, with its allocation site; ``stack=True`` adds ``stack``, the whole
+        allocation stack (innermost first, one frame a line)."""
+        out = self._tables.blocks.copy()
+        if stack:
+            out["stack"] = [stack_text(f) for f in self._tables.block_frames]
+        return out
+
+    @cached_property
+    def _line(self) -> pd.DataFrame:
+        return tl.timeline(self._tables.entries, self._tables.segments, self._tables.blocks)
+
+    def timeline(self, device: int | None = None) -> pd.DataFrame:
+        """The allocator's trace replayed back from the snapshot: active and reserved bytes
+        after each entry (columns in :mod:`hta_lite.analyses.memory_snapshot.timeline`).
+
+        Raises:
+            MissingDataError: the snapshot holds no trace (record with
+                ``torch.cuda.memory._record_memory_history()`` before the run).
+            SelectionError: ``device`` has no trace.
+        """
+        line = self._need_trace()
+        if device is None:
+            return line.copy()
+        if device not in set(line["device"]):
+            raise SelectionError(
+                self.path, f"device {device} has no trace; devices: {sorted(set(line['device']))}"
+            )
+        return line[line["device"] == device].reset_index(drop=True)
+
+    def peaks(self) -> pd.DataFrame:
+        """One row per device: its peak's ``index``, ``time_us``, ``active_bytes``,
+        ``reserved_bytes``, ``before_trace_bytes``, ``final_active_bytes``."""
+        return tl.peaks(self._need_trace(), self._tables.segments, self._tables.blocks)
+
+    def peak(self, device: int | None = None) -> SnapshotPeak:
+        """The peak of ``device`` (default: the device with the highest), and who holds it."""
+        table = self.peaks()
+        if device is None:
+            device = int(table.loc[table["active_bytes"].astype(object).idxmax(), "device"])
+        if device not in set(table["device"]):
+            raise SelectionError(self.path, f"device {device} has no trace")
+        row = table[table["device"] == device].iloc[0]
+        frames = self._tables.entry_frames
+        by_site = tl.peak_sites(
+            self._tables.entries, lambda r: self._tables.sites.site(frames[r]), device,
+            int(row["index"]), int(row["active_bytes"]),
+        )  # fmt: skip
+        return SnapshotPeak(
+            device, int(row["index"]), int(row["time_us"]), int(row["active_bytes"]),
+            float(row["reserved_bytes"]), int(row["before_trace_bytes"]), by_site,
+        )  # fmt: skip
+
+    def oom(self) -> pd.DataFrame:
+        """One row per ``oom`` entry of the trace: the request, what CUDA had free, the cached
+        free memory, the largest free block, and a verdict (**real shortage**,
+        **fragmentation**, **cache held elsewhere**) with what to try (columns in
+        :mod:`hta_lite.analyses.memory_snapshot.oom`).
+
+        Raises:
+            MissingDataError: the trace records no out-of-memory (test a size with
+                :meth:`would_fit`).
+        """
+        table = oom_.oom_table(self._tables, self._need_trace())
+        if table.empty:
+            raise MissingDataError(
+                self.path,
+                "the allocator's trace records no out-of-memory ('oom' entry): test a size at"
+                " the snapshot with would_fit(nbytes)",
+            )
+        return table
+
+    def would_fit(
+        self, nbytes: int, device: int = 0, stream: int = 0, device_free_bytes: int = 0
+    ) -> pd.DataFrame:
+        """Whether an allocation of ``nbytes`` on ``stream`` would succeed at the snapshot, as
+        :meth:`oom` judges an out-of-memory (``device_free_bytes``: what CUDA has free besides
+        the allocator's segments; a snapshot does not record it, 0 by default). One row."""
+        live, segments = oom_.state_at(self._tables, device, 2**63)
+        free = oom_.free_blocks(live, segments)
+        cached, same, largest, verdict, advice = oom_.verdict(
+            int(nbytes), int(device_free_bytes), free, stream
+        )
+        return pd.DataFrame(
+            [[device, stream, int(nbytes), int(device_free_bytes), cached, same, largest,
+              verdict, advice]],
+            columns=["device", "stream", "requested_bytes", "device_free_bytes",
+                     "cached_free_bytes", "cached_free_same_bytes", "largest_free_block_bytes",
+                     "verdict", "advice"],
+        )  # fmt: skip
+
+    def compare(self, other: MemorySnapshot, by: str = "site") -> pd.DataFrame:
+        """This snapshot (``a``) against ``other`` (``b``): growth by allocation site, by block
+        state, or the segments only in one (``by="site" | "state" | "segment"``; columns in
+        :mod:`hta_lite.analyses.memory_snapshot.compare`)."""
+        return cmp.compare(self._tables, other._tables, by)
+
+    def _need_trace(self) -> pd.DataFrame:
+        if self._tables.entries.empty:
+            raise MissingDataError(
+                self.path,
+                "the snapshot holds no allocator trace: call"
+                " torch.cuda.memory._record_memory_history() before the run",
+            )
+        return self._line

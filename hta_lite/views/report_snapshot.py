@@ -1,0 +1,45 @@
+"""The report's section for a CUDA memory snapshot (``hta-lite report ... --snapshot FILE``)."""
+
+from __future__ import annotations
+
+import html
+
+from .. import plots
+from ..errors import MissingDataError
+from .html import Report, note, table
+
+
+def snapshot_section(report: Report, snap) -> None:
+    """Summary and fragmentation, memory over the trace with the peak, who holds the peak, the
+    segment map, and the verdict on each out-of-memory."""
+    summary = snap.summary()
+    parts = [
+        note(
+            "The allocator's own state (torch.cuda.memory._dump_snapshot): reserved = allocated"
+            " + internal free (rounding) + external free (cached, unused); fragmentation: the"
+            " share of the free memory one allocation of the largest free block's size cannot"
+            " use (docs/analyses/memory-snapshots.md)."
+        ),  # fmt: skip
+        f"<p><code>{html.escape(snap.path)}</code></p>",
+        table(summary),
+    ]
+    try:
+        peak = snap.peak()
+        parts += [
+            report.chart(plots.plot_snapshot_timeline(snap.timeline(), snap.peaks())),
+            "<h3>Held at the peak</h3>",
+            report.chart(plots.plot_peak_sites(peak.by_site)),
+            table(peak.by_site, 20),
+        ]
+    except MissingDataError as exc:
+        parts.append(note(f"No memory over time: {exc.problem}."))
+    parts += [
+        "<h3>Segment map</h3>",
+        report.chart(plots.plot_segment_map(snap.segments(), snap.blocks())),
+        "<h3>Out of memory</h3>",
+    ]
+    try:
+        parts.append(table(snap.oom()))
+    except MissingDataError as exc:
+        parts.append(note(f"None recorded: {exc.problem}."))
+    report.section("snapshot", "Memory snapshot", *parts)
