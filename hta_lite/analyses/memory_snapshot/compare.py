@@ -3,9 +3,9 @@
 ``by="site"``: the memory in use (blocks not ``inactive``) per allocation site in each:
 ``site``, ``bytes_a``, ``bytes_b``, ``growth_bytes`` (b - a), ``blocks_a``, ``blocks_b``, the
 largest change (growth or shrinkage) first. ``by="state"``: ``state`` (the block states, then
-``reserved`` for the segments), ``bytes_a``, ``bytes_b``, ``growth_bytes``. ``by="segment"``: the segments in one snapshot only
-(by device and address): ``only_in`` (``"a"`` or ``"b"``), ``device``, ``address``,
-``total_size``, ``site``. Byte sums are exact.
+``reserved`` for the segments), ``bytes_a``, ``bytes_b``, ``growth_bytes``. ``by="segment"``:
+the segments in one snapshot only (by device and address): ``only_in`` (``"a"`` or ``"b"``),
+``device``, ``address``, ``total_size``, ``site``. Byte sums are exact.
 """
 
 from __future__ import annotations
