@@ -264,3 +264,18 @@ def test_every_shared_snapshot_reads_without_problems():
         snap = MemorySnapshot(path)
         assert snap.health().empty, path
         copy.deepcopy(snap.summary())
+
+
+def test_unreadable_entries_are_left_out_and_counted(tmp_path):
+    data = pickle.loads(gzip.decompress(TRAINING.read_bytes()))
+    data["device_traces"][0][5]["size"] = "big"
+    data["device_traces"][0][6] = "not an entry"
+    path = tmp_path / "odd.pickle"
+    path.write_bytes(pickle.dumps(data))
+    snap = MemorySnapshot(path)
+    health = dict(zip(snap.health()["item"], snap.health()["count"]))
+    assert health == {
+        f"{data['device_traces'][0][5]['action']} entry without an integer size (left out)": 1,
+        "trace entry without an action (left out)": 1,
+    }
+    assert len(snap.timeline()) == len(data["device_traces"][0]) - 2

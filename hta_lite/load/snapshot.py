@@ -11,6 +11,7 @@ corrupt file, or a pickle that is not a snapshot dict is a clear error naming th
 
 from __future__ import annotations
 
+import gc
 import io
 import pickle
 from pathlib import Path
@@ -52,6 +53,8 @@ def read_snapshot(path: str | Path) -> dict:
         )
     if data[:1] != b"\x80" and data.lstrip()[:1] in (b"{", b"["):
         raise SnapshotError(path, "JSON text, not a pickled memory snapshot")
+    collecting = gc.isenabled()
+    gc.disable()  # millions of dicts and no cycles: the collector's passes would double the time
     try:
         snapshot = _PlainData(io.BytesIO(data), path).load()
     except SnapshotError:
@@ -60,6 +63,9 @@ def read_snapshot(path: str | Path) -> dict:
         raise SnapshotError(path, f"not a readable pickle, or cut short ({exc})") from None
     except RecursionError:
         raise SnapshotError(path, "a pickle nested too deeply to be a snapshot") from None
+    finally:
+        if collecting:
+            gc.enable()
     if not isinstance(snapshot, dict) or not isinstance(snapshot.get("segments"), list):
         raise SnapshotError(
             path, "a pickle, but not a memory snapshot (no 'segments' list in a dict)"

@@ -51,7 +51,7 @@ def timeline(entries: pd.DataFrame, segments: pd.DataFrame, blocks: pd.DataFrame
     parts = []
     for device, rows in entries.groupby("device", sort=True):
         active, reserved = final_state(segments, blocks, int(device))
-        action = rows["action"].astype(str).to_numpy()
+        action = rows["action"]
         size = rows["size"].to_numpy()
         out = rows[["device", "index", "time_us", "action", "addr", "size", "stream"]].copy()
         out["active_bytes"] = _walk_back(size, _signs(action, GROWS), active)
@@ -66,11 +66,10 @@ def timeline(entries: pd.DataFrame, segments: pd.DataFrame, blocks: pd.DataFrame
     return pd.concat(parts, ignore_index=True)[COLUMNS]
 
 
-def _signs(action: np.ndarray, table: dict) -> np.ndarray:
-    out = np.zeros(len(action), np.int64)
-    for name, sign in table.items():
-        out[action == name] = sign
-    return out
+def _signs(action: pd.Series, table: dict) -> np.ndarray:
+    """Per entry, the sign ``table`` gives its action (0 for the others), through the codes."""
+    of_code = np.array([table.get(c, 0) for c in action.cat.categories] + [0], np.int64)
+    return of_code[action.cat.codes.to_numpy()]
 
 
 def _walk_back(size: np.ndarray, sign: np.ndarray, final: int) -> np.ndarray:
@@ -108,34 +107,27 @@ def _delta(entry: pd.Series) -> int:
 def peak_sites(entries: pd.DataFrame, site_of, device: int, index: int, active_bytes: int):
     """The allocations of the trace live after entry ``index`` of ``device``, by site
     (``site_of(row)``: the site of an entry row), and what predates the trace."""
-    mine = entries[entries["device"].to_numpy() == device]
-    action = mine["action"].astype(str).to_numpy()
-    keep = (action == "alloc") | (action == "free_completed")
-    part = mine[keep]
-    frame = pd.DataFrame(
-        {
-            "row": part.index.to_numpy(),
-            "addr": part["addr"].to_numpy(),
-            "index": part["index"].to_numpy(),
-            "alloc": action[keep] == "alloc",
-            "size": part["size"].to_numpy(),
-        }
-    ).sort_values(["addr", "index"], kind="stable")
-    frees = frame["index"].where(~frame["alloc"])
-    # the first free of the same address after each entry
-    next_free = frees.groupby(frame["addr"]).shift(-1).groupby(frame["addr"]).bfill()
-    live = frame["alloc"] & (frame["index"] <= index) & ~(next_free <= index)
-    held = frame[live.to_numpy()]
-    sites = pd.Series([site_of(r) for r in held["row"]], dtype=object)
-    table = (
-        pd.DataFrame({"site": sites.to_numpy(), "bytes": held["size"].to_numpy().astype(object)})
-        .groupby("site")
-        .agg(bytes=("bytes", "sum"), count=("bytes", "size"))
-        .reset_index()
-    )
-    before = active_bytes - int(sum(held["size"].tolist()))
+    mine = np.flatnonzero(entries["device"].to_numpy() == device)
+    sign = _signs(entries["action"], GROWS)[mine]
+    rows = mine[sign != 0]
+    alloc = sign[sign != 0] > 0
+    addr, at = entries["addr"].to_numpy()[rows], entries["index"].to_numpy()[rows]
+    order = np.lexsort((at, addr))
+    rows, alloc, addr, at = rows[order], alloc[order], addr[order], at[order]
+    # an allocation ends at the next entry of its address, when that is a free
+    freed_next = np.append((addr[1:] == addr[:-1]) & ~alloc[1:], False)
+    freed_by = freed_next & (np.append(at[1:], index + 1) <= index)
+    live = alloc & (at <= index) & ~freed_by
+    held, sizes = rows[live].tolist(), entries["size"].to_numpy()[rows[live]].tolist()
+    by_site: dict[str, list[int]] = {}
+    for row, size in zip(held, sizes):
+        total = by_site.setdefault(site_of(row), [0, 0])
+        total[0] += size
+        total[1] += 1
+    before = active_bytes - sum(sizes)
     if before > 0:
-        table.loc[len(table)] = [BEFORE_TRACE, before, 0]
-    table["bytes"] = table["bytes"].astype(object).map(int)
-    order = np.argsort([-b for b in table["bytes"]], kind="stable")
-    return table.iloc[order].reset_index(drop=True)
+        by_site[BEFORE_TRACE] = [before, 0]
+    ranked = sorted(by_site.items(), key=lambda item: -item[1][0])
+    return pd.DataFrame(
+        [(site, int(b), int(n)) for site, (b, n) in ranked], columns=["site", "bytes", "count"]
+    )
