@@ -2,9 +2,9 @@
 what a user runs today, ``torch.cuda._memory_viz``'s ``segsum`` and ``trace`` on the same file
 (after a plain ``pickle.load``: its own reading of the file).
 
-Each job runs in a fresh process (imports excluded from the time, included in the peak RSS, as
-``ru_maxrss`` of that process), median of ``--repeat``, the two taking turns; on every snapshot
-of ``../shared/snapshots`` and on a large one made by repeating a real snapshot's trace
+Each job runs in a fresh process (imports excluded from the time; the peak RSS is the process's
+``VmHWM``, with and without its imports), median of ``--repeat``, the two taking turns; on every
+snapshot of ``../shared/snapshots`` and on a large one made by repeating a real snapshot's trace
 (``--repeat-buffer N``: the 1024-context inference run's 3,840 entries, which free all they
 allocate, N times one after another in time, their frames shared as in a real buffer; the last
 copy is the real one, so the state at the end is the snapshot's). Peak RSS is the child's
@@ -31,23 +31,25 @@ OURS = """
 import json, sys, time
 from hta_lite import MemorySnapshot
 import pandas
+base = int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1]) * 1024
 t = time.perf_counter()
 snap = MemorySnapshot(sys.argv[1])
 snap.summary(); line = snap.timeline(); peak = snap.peak()
 seconds = time.perf_counter() - t
 rss = int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]) * 1024
-print(json.dumps({"seconds": seconds, "rss": rss, "peak": peak.active_bytes}))
+print(json.dumps({"seconds": seconds, "rss": rss, "above": rss - base}))
 """
 TORCH = """
 import json, pickle, sys, time
 from torch.cuda import _memory_viz
+base = int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1]) * 1024
 t = time.perf_counter()
 with open(sys.argv[1], "rb") as f:
     data = pickle.load(f)
 _memory_viz.segsum(data); _memory_viz.trace(data)
 seconds = time.perf_counter() - t
 rss = int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]) * 1024
-print(json.dumps({"seconds": seconds, "rss": rss}))
+print(json.dumps({"seconds": seconds, "rss": rss, "above": rss - base}))
 """
 
 
@@ -95,12 +97,14 @@ def main() -> None:
                 theirs.append(run(args.torch_python, TORCH, path))
             o = statistics.median(r["seconds"] for r in ours)
             t = statistics.median(r["seconds"] for r in theirs)
-            rss = max(r["rss"] for r in ours)
+            rss, above = (max(r[k] for r in ours) for k in ("rss", "above"))
+            their_rss, their_above = (max(r[k] for r in theirs) for k in ("rss", "above"))
             size = path.stat().st_size
             print(
                 f"{path.name}: {size / 1e6:.1f} MB; hta_lite {o:.3f} s, _memory_viz {t:.3f} s:"
-                f" {t / o:.1f}x; peak RSS {rss / 1e6:.0f} MB ({rss / size:.1f}x the file),"
-                f" _memory_viz {max(r['rss'] for r in theirs) / 1e6:.0f} MB"
+                f" {t / o:.1f}x; peak RSS {rss / 1e6:.0f} MB, {above / 1e6:.0f} MB above the"
+                f" imports ({above / size:.1f}x the file); _memory_viz {their_rss / 1e6:.0f} MB,"
+                f" {their_above / 1e6:.0f} MB above ({their_above / size:.1f}x)"
             )
 
 

@@ -87,6 +87,10 @@ CALLS = {
     "get_memory_by_operator": lambda a, out: a.get_memory_by_operator(),
     "get_memory_by_step": lambda a, out: a.get_memory_by_step(),
     "get_collective_summary": lambda a, out: a.get_collective_summary(),
+    "get_step_anomalies": lambda a, out: a.get_step_anomalies(),
+    "get_step_periodicity": lambda a, out: a.get_step_periodicity(),
+    "get_job_step_anomalies": lambda a, out: a.get_job_step_anomalies(),
+    "compare_steps": lambda a, out: a.compare_steps(*((a.get_profiler_steps() * 2 or [0, 0])[:2])),
 }
 # method -> a call whose filter matches nothing, and the error it must raise
 NO_MATCH = {
@@ -140,6 +144,8 @@ NO_MATCH = {
     "get_gpu_idle_by_cause": (lambda a: a.get_gpu_idle_by_cause([999]), RankNotFoundError),
     "get_kernel_efficiency": (lambda a: a.get_kernel_efficiency(by="no such"), SelectionError),
     "get_graph_launches": (lambda a: a.get_graph_launches(ranks=[999]), RankNotFoundError),
+    "get_step_anomalies": (lambda a: a.get_step_anomalies(metric="no such"), SelectionError),
+    "compare_steps": (lambda a: a.compare_steps(999, 998), SelectionError),
 }
 # what a trace without the needed events may answer with instead of an empty frame
 CLEAR_ERRORS = {
@@ -148,6 +154,11 @@ CLEAR_ERRORS = {
     "get_operator_roofline": MissingDataError,  # no operator with a FLOP model
     "get_optimization_targets": MissingDataError,
     "get_graph_launches": MissingDataError,  # no CUDA / HIP graph launch
+    **{
+        m: MissingDataError
+        for m in ("get_step_anomalies", "get_step_periodicity", "get_job_step_anomalies")
+    },  # no ProfilerStep
+    "compare_steps": SelectionError,
     "get_graph_kernels": MissingDataError,
     **{
         m: MissingDataError

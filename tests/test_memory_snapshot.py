@@ -279,3 +279,25 @@ def test_unreadable_entries_are_left_out_and_counted(tmp_path):
         "trace entry without an action (left out)": 1,
     }
     assert len(snap.timeline()) == len(data["device_traces"][0]) - 2
+
+
+def test_a_snapshot_of_odd_records_gives_answers_not_tracebacks(tmp_path):
+    """Shapes a hand-edited or foreign dict may hold: each left out and counted, or read."""
+    odd = {
+        "segments": [
+            "not a segment",
+            {"address": 0, "total_size": 10, "blocks": [1, {"address": 0}], "segment_pool_id": 3},
+            {"address": 100, "total_size": 8, "stream": "s", "device": None,
+             "blocks": [{"address": 100, "size": 8, "state": "inactive", "history": 5}]},
+        ],
+        "device_traces": [[{"action": "alloc", "addr": 1, "size": 2.5}, None, {"action": 7}],
+                          "no trace"],
+    }  # fmt: skip
+    path = tmp_path / "odd.pickle"
+    path.write_bytes(pickle.dumps(odd))
+    snap = MemorySnapshot(path)
+    assert snap.summary()["reserved_bytes"].tolist() == [18]
+    assert int(snap.health()["count"].sum()) == 6
+    with pytest.raises(MissingDataError):
+        snap.timeline()
+    assert snap.would_fit(4).iloc[0]["verdict"] == "fits in a cached block"

@@ -2,7 +2,7 @@
 columns. It holds no algorithm: each method checks its arguments, calls one function of
 :mod:`hta_lite.analyses` and, when asked, shows the matching figure of :mod:`hta_lite.plots`.
 The methods live in one mixin per family (breakdowns, counters, launches, operators,
-graphs, collectives, critical path, memory, cross-rank, key findings); a new
+graphs, collectives, critical path, memory, cross-rank, long runs, key findings); a new
 analysis adds its method to the family it belongs to, or a new mixin here.
 """
 
@@ -19,6 +19,7 @@ from .findings import Findings
 from .graphs import Graphs
 from .hta_compat import HtaTrace
 from .launches import Launches
+from .long_runs import LongRuns
 from .memory import Memory
 from .operators import Operators
 
@@ -35,6 +36,7 @@ class TraceAnalysis(
     CriticalPaths,
     Memory,
     CrossRank,
+    LongRuns,
     Findings,
     TraceSet,
 ):

@@ -59,6 +59,9 @@ from .snapshot import (
     plot_segment_map,
     plot_snapshot_timeline,
 )
+from .steps import (
+    plot_step_anomalies,
+)
 
 __all__ = [
     "in_notebook",
@@ -98,4 +101,5 @@ __all__ = [
     "plot_snapshot_timeline",
     "plot_segment_map",
     "plot_peak_sites",
+    "plot_step_anomalies",
 ]

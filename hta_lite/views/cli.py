@@ -15,7 +15,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from ..errors import TraceError
-from . import snapshot_cli
+from . import snapshot_cli, steps_cli
 
 FORMATS = ("table", "json", "csv", "parquet")
 #: the diff gate's metrics (:data:`hta_lite.analyses.diff_gate.METRICS`; kept here so that
@@ -97,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     _common(counters)
 
     snapshot_cli.add_parser(sub)
+    steps_cli.add_parser(sub, _common)
 
     cache = sub.add_parser("cache", help="what the cache of parsed ranks holds, or clear it")
     cache.add_argument("action", choices=("info", "clear"))
@@ -373,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         "cache": cache_command,
         "diff": run_diff,
         "snapshot": snapshot_cli.run,
+        "steps": lambda args: steps_cli.run(args, _load),
     }
     try:
         return commands[args.command](args)

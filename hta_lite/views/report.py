@@ -16,8 +16,8 @@ from ..analyses import cupti
 from ..analyses.health import problems
 from ..facade.analysis import TraceAnalysis
 from .html import Report, findings_list, note, table
+from .report_extra import snapshot_section, step_anomaly_section
 from .report_operators import operator_section
-from .report_snapshot import snapshot_section
 from .summary import (
     critical_path_region,
     critical_path_rows,
@@ -46,6 +46,7 @@ def build_report(analysis: TraceAnalysis, title: str | None = None, snapshot=Non
         report.section(
             "temporal", "GPU analyses", "<p>No GPU events: these traces are CPU-only.</p>"
         )
+    step_anomaly_section(report, analysis)
     _cupti_section(report, analysis)
     _critical_path_section(report, analysis)
     _memory_section(report, analysis)

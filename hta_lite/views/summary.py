@@ -179,6 +179,29 @@ def graph_launches(analysis) -> pd.DataFrame | None:
     return table
 
 
+STEP_COLUMNS = ["rank", "step", "step_time", "typical", "score", "cause", "cause_excess(us)",
+                "origin_rank"]  # fmt: skip
+
+
+def step_anomalies(analysis) -> pd.DataFrame | str:
+    """The anomalous steps with their causes and origin ranks, or why there are none;
+    ``attrs["note"]``: the periods they recur with."""
+    scored = analysis.get_step_anomalies()
+    odd = scored[scored["anomalous"]]
+    if odd.empty:
+        return f"no anomalous step among {len(scored)} (score > 3.5 against the median step)"
+    table = odd[STEP_COLUMNS].reset_index(drop=True)
+    periods = analysis.get_step_periodicity()
+    table.attrs["note"] = (
+        "; ".join(
+            f"rank {r.rank} every {r.period} steps at step % {r.period} == {r.phase} ({r.cause})"
+            for r in periods.itertuples()
+        )
+        or "No period: the anomalous steps do not recur every N steps."
+    )
+    return table
+
+
 def key_findings(analysis) -> pd.DataFrame:
     return analysis.get_key_findings()[["kind", "rank", "finding"]]
 
@@ -215,6 +238,11 @@ TABLES: list[tuple[str, str, Callable]] = [
         "step_breakdown",
         "Per-step breakdown (µs)",
         lambda a: a.get_step_breakdown(visualize=False),
+    ),
+    (
+        "step_anomalies",
+        "Anomalous steps: why, and the rank that caused each (µs)",
+        quietly(step_anomalies),
     ),
     (
         "operators",

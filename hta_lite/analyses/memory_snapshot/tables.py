@@ -77,7 +77,8 @@ def _segments(raw: list, sites: Sites, problems: Counter):
             problems["segment without address, total_size or blocks (left out)"] += 1
             continue
         row = len(seg_rows)
-        pool = str(tuple(seg.get("segment_pool_id") or (0, 0)))
+        pool_id = seg.get("segment_pool_id") or (0, 0)
+        pool = str(tuple(pool_id) if isinstance(pool_id, (list, tuple)) else pool_id)
         stream = _int(seg.get("stream")) or 0
         device = _int(seg.get("device")) or 0
         kept = 0
@@ -118,8 +119,9 @@ def _block(block) -> tuple | None:
         requested = _int(block.get("requested_size"))
         frames = block.get("frames") or []
     else:  # before PyTorch 2.1: the allocation's history
-        history = block.get("history") or [{}]
-        first = history[0] if isinstance(history[0], dict) else {}
+        history = block.get("history")
+        first = history[0] if isinstance(history, list) and history else {}
+        first = first if isinstance(first, dict) else {}
         requested, frames = _int(first.get("real_size")), first.get("frames") or []
     return address, size, size if requested is None else requested, state, frames
 

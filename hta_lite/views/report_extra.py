@@ -1,4 +1,5 @@
-"""The report's section for a CUDA memory snapshot (``hta-lite report ... --snapshot FILE``)."""
+"""The report's sections of the newer views: a CUDA memory snapshot (``hta-lite report ...
+--snapshot FILE``) and the anomalous steps of a long run."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import html
 from .. import plots
 from ..errors import MissingDataError
 from .html import Report, note, table
+from .summary import step_anomalies
 
 
 def snapshot_section(report: Report, snap) -> None:
@@ -43,3 +45,25 @@ def snapshot_section(report: Report, snap) -> None:
     except MissingDataError as exc:
         parts.append(note(f"None recorded: {exc.problem}."))
     report.section("snapshot", "Memory snapshot", *parts)
+
+
+def step_anomaly_section(report: Report, analysis) -> None:
+    """Step time per step with the anomalies marked, their causes and origins, the periods."""
+    try:
+        scored = analysis.get_step_anomalies()
+    except MissingDataError:
+        return
+    odd = step_anomalies(analysis)
+    parts = [
+        note(
+            "Each step's time against the rank's typical step (median and MAD); for an"
+            " anomalous step, the component that grew most and the rank it waited for at its"
+            " collectives (docs/analyses/long-runs.md)."
+        ),  # fmt: skip
+        report.chart(plots.plot_step_anomalies(scored, analysis.get_step_periodicity())),
+    ]
+    if isinstance(odd, str):
+        parts.append(note(f"Nothing flagged: {odd}."))
+    else:
+        parts += [table(odd, 50), note(odd.attrs["note"])]
+    report.section("step-anomalies", "Anomalous and periodic steps", *parts)

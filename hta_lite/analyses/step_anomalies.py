@@ -1,0 +1,157 @@
+"""Anomalous steps in a run: which step spiked, on which rank, why, and who caused it.
+
+Per (rank, step) the components of the step (µs): ``step_time`` (the CPU ProfilerStep), the GPU's
+``gpu_busy``, ``gpu_idle``, ``compute``, ``exposed_communication`` (communication not under
+computation), ``memory`` (copies and sets), and each user annotation's time in the step
+(``annotation:NAME``: the summed durations of the ``user_annotation`` ranges of that name started
+in it). :func:`step_components` builds them from :mod:`.steps` and the trace's annotations.
+
+:func:`anomalies`: per rank, each step's ``metric`` against the run's typical step — a robust
+score ``(x - median) / (1.4826 MAD)`` with the MAD floored at 1 % of the median (a perfectly
+regular run has no zero-width noise), over all steps (``baseline="median"``) or a centred window
+of ``window`` steps (``"rolling"``: for a drifting run). ``anomalous``: score > ``threshold``.
+For each anomalous step, ``cause`` names the component that grew most against its own median
+over the rank's normal steps, ``cause_excess(us)`` by how much; ``origin_rank`` is the rank that
+arrived last at the collective where that step waited longest (the rank itself without
+collectives).
+
+Columns: ``rank``, ``step``, the components, ``typical`` (the baseline of ``metric``, µs),
+``score``, ``anomalous``, ``cause``, ``cause_excess(us)``, ``origin_rank``, ``baseline``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import SelectionError
+from . import steps as step_analysis
+
+GPU_COMPONENTS = ["gpu_busy", "gpu_idle", "compute", "exposed_communication", "memory"]
+ANNOTATION = "annotation:"
+BASELINES = ("median", "rolling")
+
+
+def step_components(traces, ranks=None) -> pd.DataFrame:
+    """``rank``, ``step``, ``step_time`` and the components of every profiled step (µs)."""
+    table = step_analysis.step_breakdown(traces, ranks)
+    table["exposed_communication"] = table["communication"] - table["comm_overlapped"]
+    keep = ["rank", "step", "step_time", *GPU_COMPONENTS]
+    table = table[keep]
+    if not (table[GPU_COMPONENTS].to_numpy() > 0).any():
+        table = table[["rank", "step", "step_time"]]  # CPU-only: no GPU components
+    annotations = _annotation_times(traces, sorted(set(table["rank"])))
+    if len(annotations):
+        table = table.merge(annotations, on=["rank", "step"], how="left").fillna(0.0)
+    return table
+
+
+def _annotation_times(traces, ranks) -> pd.DataFrame:
+    parts = []
+    for rank in ranks:
+        cpu = traces[rank].cpu
+        rows = cpu[(cpu["cat"] == "user_annotation") & (cpu["iteration"] >= 0)]
+        rows = rows[~rows["name"].astype(str).str.startswith("ProfilerStep#")]
+        if not len(rows):
+            continue
+        sums = rows.groupby([rows["iteration"], rows["name"].astype(str)], observed=True)["dur"]
+        wide = sums.sum().unstack(fill_value=0) / 1000.0
+        wide.columns = [f"{ANNOTATION}{c}" for c in wide.columns]
+        parts.append(wide.rename_axis("step").reset_index().assign(rank=rank))
+    return pd.concat(parts, ignore_index=True).fillna(0.0) if parts else pd.DataFrame()
+
+
+def anomalies(
+    components: pd.DataFrame,
+    instances: pd.DataFrame | None,
+    metric: str = "step_time",
+    threshold: float = 3.5,
+    baseline: str = "median",
+    window: int = 11,
+) -> pd.DataFrame:
+    """The scored table (module docstring); ``instances``: the matched collectives
+    (``get_collectives().instances``), None without collectives."""
+    if metric not in components.columns or metric in ("rank", "step"):
+        raise SelectionError(
+            None, f"metric must be one of {list(components.columns[2:])}, not {metric!r}"
+        )
+    if baseline not in BASELINES:
+        raise SelectionError(None, f"baseline must be one of {list(BASELINES)}, not {baseline!r}")
+    parts = [
+        _score(part.sort_values("step"), metric, threshold, baseline, window)
+        for _, part in components.groupby("rank", sort=True)
+    ]
+    out = pd.concat(parts, ignore_index=True) if parts else components.assign(score=[])
+    out["origin_rank"] = _origins(out, instances)
+    out["baseline"] = baseline
+    return out
+
+
+def _score(part: pd.DataFrame, metric: str, threshold: float, baseline: str, window: int):
+    x = part[metric].to_numpy(dtype=float)
+    if baseline == "rolling":
+        rolling = pd.Series(x).rolling(window, center=True, min_periods=1)
+        typical = rolling.median().to_numpy()
+        mad = (
+            pd.Series(np.abs(x - typical)).rolling(window, center=True, min_periods=1).median()
+        ).to_numpy()
+    else:
+        typical = np.full(len(x), np.median(x) if len(x) else np.nan)
+        mad = np.full(len(x), np.median(np.abs(x - typical)) if len(x) else np.nan)
+    sigma = np.maximum(1.4826 * mad, 0.01 * np.abs(typical))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        score = np.where(sigma > 0, (x - typical) / sigma, 0.0)
+    out = part.assign(typical=typical, score=np.round(score, 2), anomalous=score > threshold)
+    normal = ~out["anomalous"].to_numpy()
+    components = [c for c in part.columns if c not in ("rank", "step", "step_time")]
+    medians = out.loc[normal, components].median() if normal.any() else out[components].median()
+    excess = out[components] - medians
+    has = out["anomalous"].to_numpy() & (len(components) > 0)
+    cause = np.full(len(out), "", dtype=object)
+    amount = np.full(len(out), np.nan)
+    if has.any():
+        top = excess[has].idxmax(axis=1)
+        cause[has] = [c.removeprefix(ANNOTATION) for c in top]
+        amount[has] = np.round(excess[has].max(axis=1).to_numpy(), 3)
+    return out.assign(cause=cause, **{"cause_excess(us)": amount})
+
+
+def _origins(scored: pd.DataFrame, instances: pd.DataFrame | None) -> np.ndarray:
+    """Per row: the rank that arrived last at the step's collective with the largest arrival
+    skew (the row's rank where there is none); -1 on normal steps."""
+    origin = np.where(scored["anomalous"], scored["rank"], -1)
+    if instances is None or not len(instances):
+        return origin
+    usable = instances[instances["ordered"] & (instances["last_rank"] >= 0)]
+    if not len(usable):
+        return origin
+    worst = usable.loc[usable.groupby("step")["arrival_skew_us"].idxmax()]
+    last = dict(zip(worst["step"].tolist(), worst["last_rank"].tolist()))
+    steps = scored["step"].to_numpy()
+    found = np.array([last.get(s, -1) for s in steps.tolist()])
+    return np.where(scored["anomalous"] & (found >= 0), found, origin)
+
+
+def job_steps(scored: pd.DataFrame, threshold: float = 3.5) -> pd.DataFrame:
+    """The job's steps: a step ends when its slowest rank does. ``step``, ``step_time`` (the
+    slowest rank's, µs), ``slowest_rank``, ``typical``, ``score``, ``anomalous``, ``origin_rank``
+    (the origin the anomalous ranks' rows name most), ``cause`` (that origin's cause)."""
+    idx = scored.groupby("step")["step_time"].idxmax()
+    job = scored.loc[idx, ["step", "step_time", "rank"]].rename(columns={"rank": "slowest_rank"})
+    job = job.sort_values("step").reset_index(drop=True)
+    scored_job = _score(job.assign(rank=-1)[["rank", "step", "step_time"]], "step_time",
+                        threshold, "median", 11)  # fmt: skip
+    job["typical"], job["score"] = scored_job["typical"], scored_job["score"]
+    job["anomalous"] = scored_job["anomalous"].to_numpy()
+    origins, causes = [], []
+    for step, flagged in zip(job["step"].tolist(), job["anomalous"].tolist()):
+        rows = scored[(scored["step"] == step) & scored["anomalous"]]
+        if not flagged or not len(rows):
+            origins.append(-1)
+            causes.append("")
+            continue
+        origin = int(rows["origin_rank"].mode().iloc[0])
+        own = rows[rows["rank"] == origin]
+        origins.append(origin)
+        causes.append(str(own["cause"].iloc[0]) if len(own) else str(rows["cause"].iloc[0]))
+    return job.assign(origin_rank=origins, cause=causes)
