@@ -112,6 +112,14 @@ class LongRuns:
         return out.reindex(out["diff_duration"].abs().sort_values(ascending=False).index)
 
     def _scored(self, metric, threshold, baseline, window, ranks) -> pd.DataFrame:
+        """The scored steps, computed once per set of arguments (the traces do not change)."""
+        key = (metric, threshold, baseline, window, None if ranks is None else tuple(ranks))
+        cache = self.__dict__.setdefault("_scored_cache", {})
+        if key not in cache:
+            cache[key] = self._score_steps(*key)
+        return cache[key].copy()
+
+    def _score_steps(self, metric, threshold, baseline, window, ranks) -> pd.DataFrame:
         components = sa.step_components(self.traces, ranks)
         if components.empty:
             raise MissingDataError(
