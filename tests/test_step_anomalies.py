@@ -42,6 +42,9 @@ def test_only_the_injected_steps_are_flagged_with_their_cause_and_origin(run):
         assert flagged.loc[(0, step), "origin_rank"] == flagged.loc[(1, step), "origin_rank"] == 1
         assert 24_000 < flagged.loc[(1, step), "cause_excess(us)"] < 27_000  # the 25 ms sleep
     assert flagged.loc[(0, SPIKE), "cause"] == "forward"  # rank 0's extra matmuls
+    assert flagged.loc[(1, SPIKE), "cause"] == "gloo:all_reduce"  # rank 1 waits for them
+    assert flagged.loc[(0, SPIKE), "grew_most"].startswith("forward +26.")
+    assert "aten::matmul +16." in flagged.loc[(0, SPIKE), "grew_most"]
     assert (
         flagged.loc[(1, SPIKE), "origin_rank"] == 0 and flagged.loc[(0, SPIKE), "origin_rank"] == 0
     )

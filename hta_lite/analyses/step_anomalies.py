@@ -10,13 +10,18 @@ in it). :func:`step_components` builds them from :mod:`.steps` and the trace's a
 score ``(x - median) / (1.4826 MAD)`` with the MAD floored at 1 % of the median (a perfectly
 regular run has no zero-width noise), over all steps (``baseline="median"``) or a centred window
 of ``window`` steps (``"rolling"``: for a drifting run). ``anomalous``: score > ``threshold``.
-For each anomalous step, ``cause`` names the component that grew most against its own median
-over the rank's normal steps, ``cause_excess(us)`` by how much; ``origin_rank`` is the rank that
-arrived last at the collective where that step waited longest (the rank itself without
-collectives).
+
+For each anomalous step: ``cause``, the component that grew most against its own median over the
+rank's normal steps (of the components within 2 % of that growth, the one with the smallest
+median: the annotation inside the one around it), and ``cause_excess(us)``, by how much;
+``grew_most``, the event names (operators, annotations, kernels) whose time grew most against
+the rank's most typical step (the normal step closest to the median), as the trace diff compares
+two runs; ``origin_rank``, the rank that arrived last at the collective where that step waited
+longest (the rank itself without collectives; -1 on normal steps).
 
 Columns: ``rank``, ``step``, the components, ``typical`` (the baseline of ``metric``, µs),
-``score``, ``anomalous``, ``cause``, ``cause_excess(us)``, ``origin_rank``, ``baseline``.
+``score``, ``anomalous``, ``cause``, ``cause_excess(us)``, ``grew_most``, ``origin_rank``,
+``baseline``.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ def _annotation_times(traces, ranks) -> pd.DataFrame:
 def anomalies(
     components: pd.DataFrame,
     instances: pd.DataFrame | None,
+    traces=None,
     metric: str = "step_time",
     threshold: float = 3.5,
     baseline: str = "median",
@@ -82,6 +88,7 @@ def anomalies(
         for _, part in components.groupby("rank", sort=True)
     ]
     out = pd.concat(parts, ignore_index=True) if parts else components.assign(score=[])
+    out["grew_most"] = _grew_most(out, traces, metric) if traces is not None else ""
     out["origin_rank"] = _origins(out, instances)
     out["baseline"] = baseline
     return out
@@ -110,10 +117,47 @@ def _score(part: pd.DataFrame, metric: str, threshold: float, baseline: str, win
     cause = np.full(len(out), "", dtype=object)
     amount = np.full(len(out), np.nan)
     if has.any():
-        top = excess[has].idxmax(axis=1)
-        cause[has] = [c.removeprefix(ANNOTATION) for c in top]
-        amount[has] = np.round(excess[has].max(axis=1).to_numpy(), 3)
+        grown = excess[has].to_numpy()
+        best = grown.max(axis=1, keepdims=True)
+        # near-ties (an annotation and the one it holds grew alike): the narrower, whose
+        # typical time is smallest, says more (gloo:all_reduce rather than backward around it)
+        close = grown >= best - 0.02 * np.abs(best)
+        narrow = np.where(close, medians.to_numpy()[None, :], np.inf).argmin(axis=1)
+        cause[has] = [components[i].removeprefix(ANNOTATION) for i in narrow]
+        amount[has] = np.round(grown[np.arange(len(grown)), narrow], 3)
     return out.assign(cause=cause, **{"cause_excess(us)": amount})
+
+
+def _grew_most(scored: pd.DataFrame, traces, metric: str, top: int = 3) -> np.ndarray:
+    """Per anomalous row: the ``top`` event names whose summed duration grew most from the
+    rank's most typical step, ``"name +12.3 ms"`` joined by ``; ``."""
+    out = np.full(len(scored), "", dtype=object)
+    for rank, part in scored.groupby("rank", sort=True):
+        odd = part[part["anomalous"]]
+        normal = part[~part["anomalous"]]
+        if odd.empty or normal.empty:
+            continue
+        typical = int(normal.loc[(normal[metric] - normal["typical"]).abs().idxmin(), "step"])
+        trace = traces[int(rank)]
+        frames = []
+        for table in (trace.cpu, trace.gpu):
+            rows = table[table["iteration"].isin([typical, *odd["step"].tolist()])]
+            frames.append(pd.DataFrame({"step": rows["iteration"].to_numpy(),
+                                        "name": rows["name"].astype(str).to_numpy(),
+                                        "dur": rows["dur"].to_numpy()}))  # fmt: skip
+        events = pd.concat(frames, ignore_index=True)
+        events = events[~events["name"].str.startswith("ProfilerStep#")]
+        sums = events.groupby(["step", "name"])["dur"].sum().unstack(fill_value=0)
+        base = sums.loc[typical] if typical in sums.index else 0
+        for index, step in zip(odd.index, odd["step"].tolist()):
+            if step not in sums.index:
+                continue
+            growth = (sums.loc[step] - base).sort_values(ascending=False)
+            growth = growth[growth > 0].head(top)
+            out[scored.index.get_loc(index)] = "; ".join(
+                f"{name} +{ns / 1e6:.1f} ms" for name, ns in growth.items()
+            )
+    return out
 
 
 def _origins(scored: pd.DataFrame, instances: pd.DataFrame | None) -> np.ndarray:

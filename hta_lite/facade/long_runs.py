@@ -31,8 +31,9 @@ class LongRuns:
     ) -> pd.DataFrame:
         """One row per rank and step: the step's components, a robust score of ``metric``
         against the rank's typical step, ``anomalous``, and for each anomalous step its
-        ``cause`` (the component that grew most) and ``origin_rank`` (the rank the step waited
-        for at its collectives).
+        ``cause`` (the component that grew most), ``grew_most`` (the operators, annotations and
+        kernels that grew most against the most typical step) and ``origin_rank`` (the rank the
+        step waited for at its collectives).
 
         Args:
             metric: the column scored (``step_time``, a GPU component, or
@@ -126,4 +127,5 @@ class LongRuns:
                 None, "no ProfilerStep in the traces: steps need torch.profiler's schedule/step()"
             )
         instances = self.get_collectives().instances if len(self.ranks) > 1 else None
-        return sa.anomalies(components, instances, metric, threshold, baseline, window)
+        return sa.anomalies(components, instances, self.traces, metric, threshold, baseline,
+                            window)  # fmt: skip
