@@ -141,3 +141,11 @@ def test_cli_steps(capsys):
     assert main(["steps", str(LONG_RUN), "--serial", "--no-cache"]) == 0
     out = capsys.readouterr().out
     assert "every 10 steps, at step % 10 == 7" in out and "data-loading" in out
+
+
+def test_the_key_finding(run):
+    findings = run.get_key_findings().set_index("kind")
+    line = findings.loc["step_anomalies", "finding"]
+    assert line.startswith("10 of 80 steps (rank x step) are anomalous")
+    assert "rank 1 every 10 steps (step % 10 == 7), data-loading" in line
+    assert findings.index[0] == "step_anomalies"  # 44 % of all step time: first

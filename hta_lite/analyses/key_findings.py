@@ -23,8 +23,8 @@ from ..units import fmt_bytes, fmt_pct, fmt_us
 
 COLUMNS = ["kind", "rank", "finding", "value", "unit", "step_pctg", "section"]
 KINDS = (
-    "gpu_idle", "straggler", "exposed_communication", "top_operator", "mfu", "memory_peak",
-    "partial_job", "health",
+    "gpu_idle", "straggler", "exposed_communication", "step_anomalies", "top_operator", "mfu",
+    "memory_peak", "partial_job", "health",
 )  # fmt: skip
 
 IDLE_CAUSES = {
@@ -39,6 +39,30 @@ def _row(kind, finding, value=np.nan, unit="", step_pctg=np.nan, section="", ran
         "kind": kind, "rank": rank, "finding": finding, "value": float(value), "unit": unit,
         "step_pctg": float(step_pctg), "section": section,
     }  # fmt: skip
+
+
+def step_anomalies(scored: pd.DataFrame | None, periods: pd.DataFrame | None) -> dict | None:
+    """Anomalous steps (``get_step_anomalies``): how many, their excess as a share of the run's
+    step time, the largest, and the period they recur with (``get_step_periodicity``)."""
+    if scored is None or not scored["anomalous"].any():
+        return None
+    odd = scored[scored["anomalous"]]
+    excess = (odd["step_time"] - odd["typical"]).clip(lower=0)
+    share = 100.0 * float(excess.sum()) / float(scored["step_time"].sum())
+    worst = odd.loc[excess.idxmax()]
+    text = (
+        f"{len(odd)} of {len(scored)} steps (rank x step) are anomalous, {fmt_us(excess.mean())}"
+        f" longer than typical on average ({fmt_pct(share)} of all step time); the largest:"
+        f" rank {int(worst['rank'])} step {int(worst['step'])}, {worst['cause']}"
+    )
+    if int(worst["origin_rank"]) not in (-1, int(worst["rank"])):
+        text += f", waiting for rank {int(worst['origin_rank'])}"
+    for row in (periods if periods is not None else pd.DataFrame()).head(2).itertuples():
+        text += (
+            f"; rank {row.rank} every {row.period} steps (step % {row.period} == {row.phase}),"
+            f" {row.cause}"
+        )
+    return _row("step_anomalies", text, share, "%", share, section="step-anomalies")
 
 
 def gpu_idle(temporal: pd.DataFrame, by_cause: pd.DataFrame) -> dict | None:

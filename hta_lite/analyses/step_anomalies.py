@@ -10,6 +10,7 @@ in it). :func:`step_components` builds them from :mod:`.steps` and the trace's a
 score ``(x - median) / (1.4826 MAD)`` with the MAD floored at 1 % of the median (a perfectly
 regular run has no zero-width noise), over all steps (``baseline="median"``) or a centred window
 of ``window`` steps (``"rolling"``: for a drifting run). ``anomalous``: score > ``threshold``.
+A rank with fewer than :data:`MIN_STEPS` steps is not scored (score NaN, nothing anomalous).
 
 For each anomalous step: ``cause``, the component that grew most against its own median over the
 rank's normal steps (of the components within 2 % of that growth, the one with the smallest
@@ -35,6 +36,8 @@ from . import steps as step_analysis
 GPU_COMPONENTS = ["gpu_busy", "gpu_idle", "compute", "exposed_communication", "memory"]
 ANNOTATION = "annotation:"
 BASELINES = ("median", "rolling")
+#: fewer steps than this on a rank say too little of its typical step: not scored (NaN)
+MIN_STEPS = 8
 
 
 def step_components(traces, ranks=None) -> pd.DataFrame:
@@ -108,6 +111,8 @@ def _score(part: pd.DataFrame, metric: str, threshold: float, baseline: str, win
     sigma = np.maximum(1.4826 * mad, 0.01 * np.abs(typical))
     with np.errstate(invalid="ignore", divide="ignore"):
         score = np.where(sigma > 0, (x - typical) / sigma, 0.0)
+    if len(x) < MIN_STEPS:
+        score = np.full(len(x), np.nan)
     out = part.assign(typical=typical, score=np.round(score, 2), anomalous=score > threshold)
     normal = ~out["anomalous"].to_numpy()
     components = [c for c in part.columns if c not in ("rank", "step", "step_time")]

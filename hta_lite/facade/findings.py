@@ -48,6 +48,7 @@ class Findings:
             kf.gpu_idle(temporal, idle),
             straggler,
             kf.exposed_communication(steps),
+            self._step_anomaly_finding(),
             top,
             kf.mfu(mfu, list(DEVICES), self._architecture()) if top else None,
             kf.memory_peak(_or_none(self.get_memory_peaks), self._device_memory),
@@ -58,6 +59,12 @@ class Findings:
         if visualize:
             plots.show(plots.plot_key_findings(table))
         return table
+
+    def _step_anomaly_finding(self) -> dict | None:
+        try:
+            return kf.step_anomalies(self.get_step_anomalies(), self.get_step_periodicity())
+        except MissingDataError:  # no ProfilerStep
+            return None
 
     def _world_size(self) -> int:
         """The job's rank count as the traces record it (``distributedInfo.world_size``, the
