@@ -149,3 +149,22 @@ def test_the_key_finding(run):
     assert line.startswith("10 of 80 steps (rank x step) are anomalous")
     assert "rank 1 every 10 steps (step % 10 == 7), data-loading" in line
     assert findings.index[0] == "step_anomalies"  # 44 % of all step time: first
+
+
+def test_the_partials_route_equals_the_in_memory_one(run):
+    """The batch summary scores each rank where it is loaded and sets the origins in the driver
+    from the matched collectives: the same answers."""
+    from hta_lite import summarize_folder
+
+    summary = summarize_folder(LONG_RUN, executor="serial", cache=False)
+    columns = ["rank", "step", "step_time", "typical", "score", "anomalous", "cause",
+               "cause_excess(us)", "grew_most", "origin_rank"]  # fmt: skip
+    pd.testing.assert_frame_equal(
+        summary["step_anomalies"][columns].reset_index(drop=True),
+        run.get_step_anomalies()[columns].reset_index(drop=True),
+        check_dtype=False,
+    )
+    pd.testing.assert_frame_equal(summary["step_periodicity"], run.get_step_periodicity())
+    pd.testing.assert_frame_equal(
+        summary["job_step_anomalies"], run.get_job_step_anomalies(), check_dtype=False
+    )

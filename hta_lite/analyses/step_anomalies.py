@@ -92,7 +92,7 @@ def anomalies(
     ]
     out = pd.concat(parts, ignore_index=True) if parts else components.assign(score=[])
     out["grew_most"] = _grew_most(out, traces, metric) if traces is not None else ""
-    out["origin_rank"] = _origins(out, instances)
+    out["origin_rank"] = origins(out, instances)
     out["baseline"] = baseline
     return out
 
@@ -165,7 +165,7 @@ def _grew_most(scored: pd.DataFrame, traces, metric: str, top: int = 3) -> np.nd
     return out
 
 
-def _origins(scored: pd.DataFrame, instances: pd.DataFrame | None) -> np.ndarray:
+def origins(scored: pd.DataFrame, instances: pd.DataFrame | None) -> np.ndarray:
     """Per row: the rank that arrived last at the step's collective with the largest arrival
     skew (the row's rank where there is none); -1 on normal steps."""
     origin = np.where(scored["anomalous"], scored["rank"], -1)

@@ -23,6 +23,7 @@ from ..analyses import (
     kernels,
     operators,
     overlap,
+    step_anomalies,
     steps,
     stragglers,
     temporal,
@@ -32,6 +33,7 @@ from ..analyses.collectives import summaries
 from ..analyses.collectives.calls import collective_calls
 from ..analyses.collectives.matching import match
 from ..analyses.health import health_summary
+from ..analyses.step_periodicity import periodicity
 from ..errors import TraceError
 from ..load import cache
 from ..load.loader import LoadOptions, assign_ranks, collect, discover, load_file
@@ -49,12 +51,14 @@ SUMMARY_TABLES = (
     "collective_calls",
     "host_wait",
     "annotation_timers",
+    "step_anomalies",
 )
 #: tables across ranks, computed in the driver from the per-rank partials above
-#: (``collective_calls``, ``step_breakdown``, ``host_wait``, ``annotation_timers``)
+#: (``collective_calls``, ``step_breakdown``, ``host_wait``, ``annotation_timers``; the scored
+#: steps of each rank, whose origin ranks the matched collectives give)
 CROSS_RANK_TABLES = (
     "collectives", "collectives_by_rank", "collective_problems", "rank_lateness",
-    "straggler_causes", "timers",
+    "straggler_causes", "timers", "step_anomalies", "step_periodicity", "job_step_anomalies",
 )  # fmt: skip
 
 
@@ -77,7 +81,16 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "collective_calls": collective_calls(trace),
         "host_wait": stragglers.host_wait_by_step(trace),
         "annotation_timers": timers.annotation_timers(one),
+        "step_anomalies": _scored_steps(one),
     }
+
+
+def _scored_steps(one: dict) -> pd.DataFrame:
+    """The rank's steps scored where it is loaded (the origin ranks are set in the driver)."""
+    components = step_anomalies.step_components(one)
+    if components.empty:
+        return pd.DataFrame(columns=["rank", "step", "step_time", "anomalous"])
+    return step_anomalies.anomalies(components, None, one)
 
 
 def _summarize_job(job: tuple[Path, int | None], options: LoadOptions):
@@ -152,7 +165,15 @@ def cross_rank(partials: dict[str, pd.DataFrame], ranks) -> dict[str, pd.DataFra
         stragglers.find_stragglers(lateness, float(partials["step_breakdown"]["step_time"].mean())),
     )
     tidy = partials["annotation_timers"]
+    scored = partials["step_anomalies"].reset_index(drop=True)
+    if len(scored):
+        scored["anomalous"] = scored["anomalous"].astype(bool)
+        scored["origin_rank"] = step_anomalies.origins(scored, matching.instances)
+    steps_found = len(scored) > 0
     return {
+        "step_anomalies": scored,
+        "step_periodicity": periodicity(scored) if steps_found else pd.DataFrame(),
+        "job_step_anomalies": step_anomalies.job_steps(scored) if steps_found else pd.DataFrame(),
         "collectives": summaries.by_collective(matching),
         "collectives_by_rank": summaries.by_rank(matching),
         "collective_problems": matching.problems,
