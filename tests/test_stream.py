@@ -58,11 +58,13 @@ def test_what_the_whole_text_would_decline_is_declined(text):
 
 
 RAW_TIMELINE = DATA / "memory_timeline" / "memory_timeline.raw.gz"  # not a Kineto trace
+SNAPSHOTS = DATA / "snapshots"  # CUDA memory snapshots, not Kineto traces
 
 
 def _cases() -> dict:
     cases = dict(sample_folders())
-    for folder in sorted(p for p in DATA.glob("**/") if p not in (DATA, RAW_TIMELINE.parent)):
+    not_traces = (DATA, RAW_TIMELINE.parent, SNAPSHOTS)
+    for folder in sorted(p for p in DATA.glob("**/") if p not in not_traces):
         cases[f"data/{folder.relative_to(DATA)}"] = folder
     cases.update({f"shared/{k}": v for k, v in shared_cases().items()})
     return {
