@@ -188,6 +188,11 @@ def step_anomalies(analysis) -> pd.DataFrame | str:
     ``attrs["note"]``: the periods they recur with."""
     scored = analysis.get_step_anomalies()
     odd = scored[scored["anomalous"]]
+    if scored["score"].isna().all():
+        return (
+            f"{len(scored)} steps over {scored['rank'].nunique()} rank(s): too few to score"
+            " (a rank needs 8 profiled steps to know its typical one)"
+        )
     if odd.empty:
         return f"no anomalous step among {len(scored)} (score > 3.5 against the median step)"
     table = odd[STEP_COLUMNS].reset_index(drop=True)
