@@ -25,7 +25,7 @@ def operator_section(report: Report, analysis: TraceAnalysis) -> None:
             " recorded input shapes (docs/analyses/operators.md)."
         ),  # fmt: skip
         report.chart(plots.plot_operator_summary(summary, 20)),
-        table(top_operators(analysis)),
+        _table_or_note(top_operators(analysis)),
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -85,3 +85,7 @@ def graph_section(report: Report, analysis: TraceAnalysis) -> None:
 
 def _has_modules(analysis: TraceAnalysis) -> bool:
     return bool((analysis.get_operator_instances()["module"] != "").any())
+
+
+def _table_or_note(rows) -> str:
+    return note(f"None: {rows}.") if isinstance(rows, str) else table(rows)

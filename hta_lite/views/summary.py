@@ -34,6 +34,8 @@ def top_operators(analysis) -> pd.DataFrame | str:
     table = analysis.get_operator_summary()
     if not (table["calls"] > 0).any():
         return "no operator launched GPU work"
+    if not (table["device_self_sum(us)"] > 0).any():
+        return "no GPU events (CPU-only traces): no operator has GPU time"
     unowned = table["name"].str.startswith("[")
     rows = pd.concat([table[~unowned].head(20), table[unowned]], ignore_index=True)
     return rows[OPERATOR_COLUMNS]
