@@ -3,8 +3,9 @@
 Per (rank, step) the components of the step (µs): ``step_time`` (the CPU ProfilerStep), the GPU's
 ``gpu_busy``, ``gpu_idle``, ``compute``, ``exposed_communication`` (communication not under
 computation), ``memory`` (copies and sets), and each user annotation's time in the step
-(``annotation:NAME``: the summed durations of the ``user_annotation`` ranges of that name started
-in it). :func:`step_components` builds them from :mod:`.steps` and the trace's annotations.
+(``annotation:NAME``: the elapsed time of :mod:`.timers`, the union of the ``user_annotation``
+ranges of that name in it). :func:`step_components` builds them from :mod:`.steps` and
+:mod:`.timers`.
 
 :func:`anomalies`: per rank, each step's ``metric`` against the run's typical step — a robust
 score ``(x - median) / (1.4826 MAD)`` with the MAD floored at 1 % of the median (a perfectly
@@ -32,6 +33,7 @@ import pandas as pd
 
 from ..errors import SelectionError
 from . import steps as step_analysis
+from . import timers
 
 GPU_COMPONENTS = ["gpu_busy", "gpu_idle", "compute", "exposed_communication", "memory"]
 ANNOTATION = "annotation:"
@@ -55,18 +57,18 @@ def step_components(traces, ranks=None) -> pd.DataFrame:
 
 
 def _annotation_times(traces, ranks) -> pd.DataFrame:
-    parts = []
-    for rank in ranks:
-        cpu = traces[rank].cpu
-        rows = cpu[(cpu["cat"] == "user_annotation") & (cpu["iteration"] >= 0)]
-        rows = rows[~rows["name"].astype(str).str.startswith("ProfilerStep#")]
-        if not len(rows):
-            continue
-        sums = rows.groupby([rows["iteration"], rows["name"].astype(str)], observed=True)["dur"]
-        wide = sums.sum().unstack(fill_value=0) / 1000.0
-        wide.columns = [f"{ANNOTATION}{c}" for c in wide.columns]
-        parts.append(wide.rename_axis("step").reset_index().assign(rank=rank))
-    return pd.concat(parts, ignore_index=True).fillna(0.0) if parts else pd.DataFrame()
+    """Each annotation's time per (rank, step), wide, µs: the timers' elapsed time."""
+    if not ranks:  # no profiled step
+        return pd.DataFrame()
+    tidy = timers.annotation_timers(traces, ranks=ranks)
+    tidy = tidy[(tidy["step"] >= 0) & (tidy["name"] != timers.STEP_TIMER)]
+    if tidy.empty:
+        return pd.DataFrame()
+    wide = tidy.pivot_table(
+        index=["rank", "step"], columns="name", values="elapsed_ms", aggfunc="sum", fill_value=0.0
+    )
+    wide.columns = [f"{ANNOTATION}{c}" for c in wide.columns]
+    return (wide * 1000.0).reset_index()
 
 
 def anomalies(

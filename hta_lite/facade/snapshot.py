@@ -78,7 +78,8 @@ class MemorySnapshot:
         """Reserved, allocated, internal / external free bytes and fragmentation.
 
         Args:
-            by: ``"device"``, ``"pool"`` (CUDA graphs' private pools apart) or ``"stream"``.
+            by: ``"device"``, ``"pool"`` (CUDA graphs' private pools apart), ``"stream"`` or
+                ``"segment"`` (one row per segment: the segment map).
 
         Returns:
             DataFrame, columns in :mod:`hta_lite.analyses.memory_snapshot.summary`.
@@ -167,7 +168,15 @@ class MemorySnapshot:
     ) -> pd.DataFrame:
         """Whether an allocation of ``nbytes`` on ``stream`` would succeed at the snapshot, as
         :meth:`oom` judges an out-of-memory (``device_free_bytes``: what CUDA has free besides
-        the allocator's segments; a snapshot does not record it, 0 by default). One row."""
+        the allocator's segments; a snapshot does not record it, 0 by default). One row.
+
+        Raises:
+            SelectionError: ``device`` has no segment in the snapshot."""
+        devices = sorted(set(self._tables.segments["device"].tolist()))
+        if device not in devices:
+            raise SelectionError(
+                self.path, f"device {device} has no segment in the snapshot; devices: {devices}"
+            )
         live, segments = oom_.state_at(self._tables, device, 2**63)
         free = oom_.free_blocks(live, segments)
         cached, same, largest, verdict, advice = oom_.verdict(

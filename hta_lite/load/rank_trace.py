@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections import Counter
 from collections.abc import Callable
@@ -76,10 +77,18 @@ class RankTrace:
         table = self.__dict__[name] = build(name)
         return table
 
+    def _fields(self) -> dict:
+        """The fields other than the tables (rank, path, metadata, counters, health)."""
+        return {k: v for k, v in self.__dict__.items() if k not in self.TABLES and k[0] != "_"}
+
     def stub(self) -> RankTrace:
         """The same rank without its tables (empty frames; nothing is built)."""
-        fields = {k: v for k, v in self.__dict__.items() if k not in self.TABLES and k[0] != "_"}
-        return RankTrace(**fields, **{name: pd.DataFrame() for name in self.TABLES})
+        return RankTrace(**self._fields(), **{name: pd.DataFrame() for name in self.TABLES})
+
+    def with_tables(self, **tables: pd.DataFrame) -> RankTrace:
+        """The same rank with these tables in place of its own; the others are this trace's,
+        built when first read, and the health counters are shared."""
+        return RankTrace.deferred(functools.partial(getattr, self), **self._fields(), **tables)
 
     @property
     def is_cpu_only(self) -> bool:

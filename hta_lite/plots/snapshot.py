@@ -37,32 +37,19 @@ def plot_snapshot_timeline(line: pd.DataFrame, peaks: pd.DataFrame) -> go.Figure
     return fig
 
 
-def plot_segment_map(segments: pd.DataFrame, blocks: pd.DataFrame, top: int = 60) -> go.Figure:
-    """The ``top`` largest segments (``segments()``), each a bar of its allocated (requested),
-    internal-free (rounding) and external-free (cached, unused) bytes, from ``blocks()``."""
-    active = blocks["state"].to_numpy() == "active_allocated"
-    size = blocks["size"].to_numpy().astype(float)
-    requested = blocks["requested_size"].to_numpy().astype(float)
-    parts = (
-        pd.DataFrame(
-            {
-                "segment": blocks["segment"].to_numpy(),
-                "allocated": np.where(active, requested, 0.0),
-                "internal free": np.where(active, size - requested, 0.0),
-                "external free": np.where(active, 0.0, size),
-            }
-        )
-        .groupby("segment")
-        .sum()
-    )
-    chosen = segments["total_size"].astype(float).sort_values(ascending=False).index[:top]
-    parts = parts.reindex(chosen).fillna(0.0)
-    labels = [f"{int(segments.at[i, 'address']):#x}" for i in chosen]
+def plot_segment_map(by_segment: pd.DataFrame, top: int = 60) -> go.Figure:
+    """The ``top`` largest segments (``summary(by="segment")``), each a bar of its allocated
+    (requested), internal-free (rounding) and external-free (cached, unused) bytes."""
+    rows = by_segment.iloc[
+        np.argsort(-by_segment["reserved_bytes"].to_numpy(dtype=float), kind="stable")[:top]
+    ]
+    labels = [f"{int(a):#x}" for a in rows["address"]]
     fig = go.Figure()
-    for column in ("allocated", "internal free", "external free"):
-        fig.add_bar(x=labels, y=parts[column] / 2**20, name=column)
+    for column, name in (("allocated_bytes", "allocated"), ("free_internal_bytes", "internal free"),
+                         ("free_external_bytes", "external free")):  # fmt: skip
+        fig.add_bar(x=labels, y=rows[column].to_numpy(dtype=float) / 2**20, name=name)
     fig.update_layout(
-        barmode="stack", title=f"Segment map: the {len(chosen)} largest segments",
+        barmode="stack", title=f"Segment map: the {len(rows)} largest segments",
         xaxis_title="segment (address)", yaxis_title="MiB",
     )  # fmt: skip
     return fig

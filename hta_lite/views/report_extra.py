@@ -37,7 +37,7 @@ def snapshot_section(report: Report, snap) -> None:
         parts.append(note(f"No memory over time: {exc.problem}."))
     parts += [
         "<h3>Segment map</h3>",
-        report.chart(plots.plot_segment_map(snap.segments(), snap.blocks())),
+        report.chart(plots.plot_segment_map(snap.summary(by="segment"))),
         "<h3>Out of memory</h3>",
     ]
     try:
@@ -66,4 +66,8 @@ def step_anomaly_section(report: Report, analysis) -> None:
         parts.append(note(f"Nothing flagged: {odd}."))
     else:
         parts += [table(odd, 50), note(odd.attrs["note"])]
+        if len(analysis.ranks) > 1:
+            job = analysis.get_job_step_anomalies()
+            parts += ["<h3>The job's steps, and the rank that caused each</h3>",
+                      table(job[job["anomalous"]], 50)]  # fmt: skip
     report.section("step-anomalies", "Anomalous and periodic steps", *parts)

@@ -1,16 +1,17 @@
-"""How the allocator's memory is used at the snapshot, per device (or pool, or stream).
+"""How the allocator's memory is used at the snapshot, per device (or pool, stream, segment).
 
 Columns: the key (``device``; with ``by="pool"`` also ``pool``, with ``by="stream"`` also
-``stream``), ``segments``, ``blocks``, ``reserved_bytes`` (the segments' ``total_size``),
-``allocated_bytes`` (``requested_size`` of the ``active_allocated`` blocks: what tensors asked
-for), ``active_blocks_bytes`` (those blocks' sizes), ``free_internal_bytes`` (their rounding: size
-- requested), ``free_external_bytes`` (every other block: cached by the allocator, not in use;
-``awaiting_free_bytes`` of it freed but waiting for a stream to finish),
+``stream``, with ``by="segment"`` also ``segment``, the row of ``segments()``, and its
+``address``: the segment map), ``segments``, ``blocks``, ``reserved_bytes`` (the segments'
+``total_size``), ``allocated_bytes`` (``requested_size`` of the ``active_allocated`` blocks:
+what tensors asked for), ``active_blocks_bytes`` (those blocks' sizes), ``free_internal_bytes``
+(their rounding: size - requested), ``free_external_bytes`` (every other block: cached by the
+allocator, not in use; ``awaiting_free_bytes`` of it freed but waiting for a stream to finish),
 ``largest_free_block_bytes``, ``fragmentation_pctg`` (the share of the external free memory an
 allocation of the largest free block's size cannot use: 100 x (1 - largest / external free); 0
 with no free memory). ``reserved = allocated + internal + external`` exactly (as
-``torch.cuda._memory_viz.segsum`` counts them). Sums are exact: int64
-columns, or Python integers (object) in every byte column when a value passes int64.
+``torch.cuda._memory_viz.segsum`` counts them). Sums are exact: int64 columns, or Python
+integers (object) in every byte column when a value passes int64.
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ ACTIVE = "active_allocated"
 AWAITING = "active_awaiting_free"
 BYTES = ["reserved_bytes", "allocated_bytes", "active_blocks_bytes", "free_internal_bytes",
          "free_external_bytes", "awaiting_free_bytes", "largest_free_block_bytes"]  # fmt: skip
-KEYS = {"device": ["device"], "pool": ["device", "pool"], "stream": ["device", "stream"]}
+KEYS = {"device": ["device"], "pool": ["device", "pool"], "stream": ["device", "stream"],
+        "segment": ["device", "segment"]}  # fmt: skip
 
 
 def summary(segments: pd.DataFrame, blocks: pd.DataFrame, by: str = "device") -> pd.DataFrame:
     if by not in KEYS:
         raise SelectionError(None, f"by must be one of {list(KEYS)}, not {by!r}")
     keys = KEYS[by]
+    segments = segments.assign(segment=np.arange(len(segments)))
     active = blocks["state"].to_numpy() == ACTIVE
     size = blocks["size"].to_numpy().astype(object)
     requested = blocks["requested_size"].to_numpy().astype(object)
@@ -66,4 +69,7 @@ def summary(segments: pd.DataFrame, blocks: pd.DataFrame, by: str = "device") ->
         round(100.0 * (1 - int(lg) / int(ext)), 2) if ext else 0.0
         for lg, ext in zip(largest, external)
     ]
+    if by == "segment":  # the segment map: each segment with its address
+        out.insert(2, "address", segments["address"].to_numpy()[out["segment"].to_numpy()])
+        keys = [*keys, "address"]
     return out[[*keys, "segments", "blocks", *BYTES, "fragmentation_pctg"]]

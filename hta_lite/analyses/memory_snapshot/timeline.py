@@ -83,7 +83,7 @@ def peaks(line: pd.DataFrame, segments: pd.DataFrame, blocks: pd.DataFrame) -> p
     for device, part in line.groupby("device", sort=True):
         active = part["active_bytes"].to_numpy()
         final, _ = final_state(segments, blocks, int(device))
-        start = int(final - (active[-1] - active[0]) - _delta(part.iloc[0])) if len(part) else final
+        start = int(active[0]) - _delta(part.iloc[0])  # before the first entry
         k = len(active) - 1 - int(np.argmax(active[::-1]))  # the last time it is reached
         at_start = start > active[k]
         rows.append(

@@ -86,8 +86,8 @@ def _record_unmapped(trace: RankTrace, found: list[Replay]) -> None:
     launches = sum(r.mapped_kernels < len(r.kernels) for r in found)
     record(trace.health, "graph_replay_unmapped", unmapped, f"{launches} of {len(found)}")
     ambiguous = [r for r in found if r.mapped_kernels and r.equally_good]
-    for replay in ambiguous[:1]:
-        detail = str(replay.equally_good + 1)
+    if ambiguous:
+        detail = str(ambiguous[0].equally_good + 1)
         record(trace.health, "graph_replay_ambiguous", len(ambiguous), detail)
 
 

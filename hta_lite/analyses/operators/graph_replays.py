@@ -27,7 +27,6 @@ and so their FLOPs, may differ.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -124,8 +123,8 @@ def _best_starts(wanted: np.ndarray, have: np.ndarray) -> list[int]:
     if n < m or not m:
         return []
     counts = np.bincount(have[have >= 0], minlength=int(max(wanted.max(), have.max())) + 1)
-    freq = counts[wanted].astype(np.float64)
-    freq[freq == 0] = np.inf
+    freq = np.where(wanted >= 0, counts[np.maximum(wanted, 0)], 0).astype(np.float64)
+    freq[freq == 0] = np.inf  # not in the sequence (or not named): no anchor
     anchors = [int(j) for j in np.argsort(freq, kind="stable")[:3] if np.isfinite(freq[j])]
     starts = [np.flatnonzero(have == wanted[j]) - j for j in anchors]
     if not starts:
@@ -156,13 +155,7 @@ def _by_occurrence(wanted: np.ndarray, window: np.ndarray) -> np.ndarray:
 
 def _occurrence(codes: np.ndarray) -> np.ndarray:
     """Per position: how many earlier positions hold the same code."""
-    order = np.argsort(codes, kind="stable")
-    ordered = codes[order]
-    first = np.flatnonzero(np.append(True, ordered[1:] != ordered[:-1]))
-    count = np.diff(np.append(first, len(ordered)))
-    out = np.empty(len(codes), np.int64)
-    out[order] = np.arange(len(codes)) - np.repeat(first, count)
-    return out
+    return pd.Series(codes).groupby(codes).cumcount().to_numpy()
 
 
 # ---- the expanded trace ---------------------------------------------------------------------
@@ -187,8 +180,9 @@ def expand(trace: RankTrace, found: list[Replay]) -> RankTrace:
         return trace
     gpu_launch = trace.gpu["launch_row"].to_numpy().copy()
     gpu_launch[np.concatenate(kernels)] = np.concatenate(launch_rows)
-    cpu = _append(trace.cpu, blocks)
-    return _with_tables(trace, cpu, trace.gpu.assign(launch_row=gpu_launch))
+    return trace.with_tables(
+        cpu=_append(trace.cpu, blocks), gpu=trace.gpu.assign(launch_row=gpu_launch)
+    )
 
 
 def _copies(trace: RankTrace, replay: Replay, base: int):
@@ -265,10 +259,3 @@ def _append(cpu: pd.DataFrame, blocks: list[pd.DataFrame]) -> pd.DataFrame:
         else:
             out[column] = pd.concat(parts, ignore_index=True)
     return pd.DataFrame(out)
-
-
-def _with_tables(trace: RankTrace, cpu: pd.DataFrame, gpu: pd.DataFrame) -> RankTrace:
-    """The same rank with these ``cpu`` and ``gpu`` tables (the other tables shared, built when
-    first read; the health counters are the trace's own)."""
-    fields = {k: v for k, v in trace.__dict__.items() if k not in RankTrace.TABLES and k[0] != "_"}
-    return RankTrace.deferred(partial(getattr, trace), **fields, cpu=cpu, gpu=gpu)

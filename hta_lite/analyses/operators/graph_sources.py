@@ -84,7 +84,6 @@ def captures(trace: RankTrace) -> list[KernelSequence]:
     ts, pid, tid = (cpu[c].to_numpy() for c in ("ts", "pid", "tid"))
     launches = np.flatnonzero(one_of(cpu["name"], LAUNCH_NAMES))
     launches = launches[np.argsort(ts[launches], kind="stable")]
-    kernel = cpu["launched_kernel"] if "launched_kernel" in cpu else None
     out = []
     for begin in begins.tolist():
         same = ends[(pid[ends] == pid[begin]) & (tid[ends] == tid[begin]) & (ts[ends] >= ts[begin])]
@@ -95,7 +94,7 @@ def captures(trace: RankTrace) -> list[KernelSequence]:
             (ts[launches] >= ts[begin]) & (ts[launches] <= ts[end])
             & (pid[launches] == pid[begin]) & (tid[launches] == tid[begin])
         ]  # fmt: skip
-        names = text_values(kernel, inside) if kernel is not None else np.full(len(inside), None)
+        names = text_values(cpu["launched_kernel"], inside)
         names = np.where(np.equal(names, names), names, None)  # NaN (not recorded) -> None
         out.append(KernelSequence(trace, CAPTURE, inside, names, int(ts[begin]), int(ts[end])))
     return out
@@ -108,9 +107,7 @@ def eager(trace: RankTrace) -> KernelSequence:
         return KernelSequence(trace, EAGER, np.zeros(0, np.int64), np.zeros(0, object), 0, _FAR)
     launch = gpu["launch_row"].to_numpy()
     work = one_of(gpu["cat"], GPU_WORK_CATEGORIES) & (launch >= 0)
-    by_launch_call = np.zeros(len(cpu), bool)
-    by_launch_call[np.flatnonzero(one_of(cpu["name"], LAUNCH_NAMES))] = True
-    launched = work & by_launch_call[np.maximum(launch, 0)]
+    launched = work & one_of(cpu["name"], LAUNCH_NAMES)[np.maximum(launch, 0)]
     launched &= cpu["op_row"].to_numpy()[np.maximum(launch, 0)] >= 0
     rows = np.flatnonzero(launched)
     rows = rows[np.argsort(cpu["ts"].to_numpy()[launch[rows]], kind="stable")]
