@@ -351,7 +351,7 @@ def _instances(calls: pd.DataFrame, sizes: dict[str, int]) -> tuple[pd.DataFrame
     last_start = table["last_start"].reindex(calls["instance"]).to_numpy()
     calls["wait"] = np.where(calls["instance"] >= 0, last_start - calls["ts"].to_numpy(), 0)
     calls["wait"] = calls["wait"].fillna(0).astype(np.int64)
-    ordered = table["ordered"].reindex(calls["instance"]).fillna(True).to_numpy(bool)
+    ordered = table["ordered"].reindex(calls["instance"], fill_value=True).to_numpy(bool)
     calls.loc[~ordered, "wait"] = 0  # an impossible order: no wait from it
     calls["arrived_last"] = False
     last_row = last_row[table.loc[last_row.index, "ordered"].to_numpy()]

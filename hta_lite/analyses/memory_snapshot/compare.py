@@ -26,9 +26,9 @@ def compare(a, b, by: str = "site") -> pd.DataFrame:
     key = "site" if by == "site" else "state"
     left, right = _sums(a, key), _sums(b, key)
     out = pd.merge(left, right, how="outer", left_index=True, right_index=True,
-                   suffixes=("_a", "_b")).fillna(0).reset_index()  # fmt: skip
-    for column in ("bytes_a", "bytes_b", "blocks_a", "blocks_b"):
-        out[column] = [int(v) for v in out[column]]
+                   suffixes=("_a", "_b")).reset_index()  # fmt: skip
+    for column in ("bytes_a", "bytes_b", "blocks_a", "blocks_b"):  # a side without the key: 0
+        out[column] = [0 if pd.isna(v) else int(v) for v in out[column]]
     out["growth_bytes"] = [y - x for x, y in zip(out["bytes_a"], out["bytes_b"])]
     if by == "state":
         return out[["state", "bytes_a", "bytes_b", "growth_bytes"]]
