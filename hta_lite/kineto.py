@@ -93,6 +93,9 @@ BLOCKING_SYNC_NAMES = (
 EVENT_RECORD_NAMES = ("cudaEventRecord", "cudaEventRecordWithFlags", "hipEventRecord")
 #: make a stream wait for a recorded event
 STREAM_WAIT_NAMES = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
+#: event names that are data loading, as a regex (the profiler's ``enumerate(DataLoader)#...``,
+#: user annotations such as ``data-loading`` / ``data_load``): the job critical path's default
+DATA_LOADING_PATTERN = r"[Dd]ata.?[Ll]oad"
 
 # ---- memory ----------------------------------------------------------------------------------
 #: the allocator's instant events (``profile_memory=True``)

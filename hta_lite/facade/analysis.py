@@ -2,8 +2,8 @@
 columns. It holds no algorithm: each method checks its arguments, calls one function of
 :mod:`hta_lite.analyses` and, when asked, shows the matching figure of :mod:`hta_lite.plots`.
 The methods live in one mixin per family (breakdowns, counters, launches, operators,
-graphs, collectives, critical path, memory, cross-rank, long runs, key findings); a new
-analysis adds its method to the family it belongs to, or a new mixin here.
+graphs, collectives, critical path, job critical path, memory, cross-rank, long runs, key
+findings); a new analysis adds its method to the family it belongs to, or a new mixin here.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from .cross_rank import CrossRank
 from .findings import Findings
 from .graphs import Graphs
 from .hta_compat import HtaTrace
+from .job_path import JobPaths
 from .launches import Launches
 from .long_runs import LongRuns
 from .memory import Memory
@@ -34,6 +35,7 @@ class TraceAnalysis(
     Graphs,
     Collectives,
     CriticalPaths,
+    JobPaths,
     Memory,
     CrossRank,
     LongRuns,

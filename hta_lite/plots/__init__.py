@@ -44,6 +44,9 @@ from .findings import (
 from .graphs import (
     plot_graph_launches,
 )
+from .job_path import (
+    plot_job_critical_path,
+)
 from .memory import (
     plot_memory_by_category,
     plot_memory_timeline,
@@ -98,6 +101,7 @@ __all__ = [
     "plot_roofline",
     "plot_mfu",
     "plot_graph_launches",
+    "plot_job_critical_path",
     "plot_snapshot_timeline",
     "plot_segment_map",
     "plot_peak_sites",

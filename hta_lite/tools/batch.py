@@ -20,6 +20,7 @@ import pandas as pd
 from ..analyses import (
     counters,
     idle,
+    job_path,
     kernels,
     operators,
     overlap,
@@ -52,13 +53,18 @@ SUMMARY_TABLES = (
     "host_wait",
     "annotation_timers",
     "step_anomalies",
+    "job_path_segments",
+    "job_path_events",
 )
 #: tables across ranks, computed in the driver from the per-rank partials above
 #: (``collective_calls``, ``step_breakdown``, ``host_wait``, ``annotation_timers``; the scored
-#: steps of each rank, whose origin ranks the matched collectives give)
+#: steps of each rank, whose origin ranks the matched collectives give; the job critical path
+#: from each rank's local paths between its collectives, ``job_path_segments`` / ``_events``)
 CROSS_RANK_TABLES = (
     "collectives", "collectives_by_rank", "collective_problems", "rank_lateness",
     "straggler_causes", "timers", "step_anomalies", "step_periodicity", "job_step_anomalies",
+    "job_critical_path", "job_critical_path_summary", "job_critical_path_hops",
+    "job_critical_path_steps", "job_critical_path_problems",
 )  # fmt: skip
 
 
@@ -82,6 +88,7 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "host_wait": stragglers.host_wait_by_step(trace),
         "annotation_timers": timers.annotation_timers(one),
         "step_anomalies": _scored_steps(one),
+        **{f"job_path_{name}": table for name, table in job_path.segments(trace).items()},
     }
 
 
@@ -170,7 +177,16 @@ def cross_rank(partials: dict[str, pd.DataFrame], ranks) -> dict[str, pd.DataFra
         scored["anomalous"] = scored["anomalous"].astype(bool)
         scored["origin_rank"] = step_anomalies.origins(scored, matching.instances)
     steps_found = len(scored) > 0
+    path = job_path.job_critical_path(
+        partials["job_path_segments"], partials["job_path_events"], matching.calls,
+        matching.instances, sorted(ranks),
+    )  # fmt: skip
     return {
+        "job_critical_path": path.path(),
+        "job_critical_path_summary": path.summary(),
+        "job_critical_path_hops": path.hops(),
+        "job_critical_path_steps": path.steps(),
+        "job_critical_path_problems": path.problems,
         "step_anomalies": scored,
         "step_periodicity": periodicity(scored) if steps_found else pd.DataFrame(),
         "job_step_anomalies": step_anomalies.job_steps(scored) if steps_found else pd.DataFrame(),

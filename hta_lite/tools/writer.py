@@ -61,7 +61,11 @@ def write_trace(
     document = b"{" + b",".join(parts + [b'"traceEvents":[' + body + b"]"]) + b"}"
     with open(src, "rb") as f:
         gz = f.read(2) == b"\x1f\x8b"
-    payload = igzip.compress(document) if gz else document
+    return write_atomically(dst, igzip.compress(document) if gz else document)
+
+
+def write_atomically(dst: Path, payload: bytes) -> Path:
+    """``payload`` into ``dst``, through a temporary file in its folder renamed into place."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=dst.parent)
     try:

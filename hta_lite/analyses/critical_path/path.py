@@ -40,9 +40,27 @@ BREAKDOWN_COLUMNS = [
 
 def longest_path(n_nodes: int, graph: Graph, health: Counter) -> list[int]:
     """Edge ids of the longest path (by weight), in order."""
-    src, dst, weight = graph.src, graph.dst, graph.weight
-    if n_nodes == 0 or len(src) == 0:
+    if n_nodes == 0 or len(graph.src) == 0:
         return []
+    dist, best, order = longest_distances(n_nodes, graph, health)
+    end = max(order, key=lambda v: dist[v])  # the first node (in order) with the longest path
+    return path_to(end, best, graph.src.tolist())
+
+
+def path_to(node: int, best: list[int], src: list[int]) -> list[int]:
+    """Edge ids of the longest path ending at ``node`` (``best``: each node's longest incoming
+    edge, -1 for none), in order."""
+    path = []
+    while best[node] >= 0:
+        path.append(best[node])
+        node = src[best[node]]
+    return path[::-1]
+
+
+def longest_distances(n_nodes: int, graph: Graph, health: Counter):
+    """``(dist, best, order)``: per node the length of the longest path ending there (ns) and
+    its last edge (-1: none), and the topological order the pass took (lists)."""
+    src, dst, weight = graph.src, graph.dst, graph.weight
     alive = [True] * len(src)
     by_dst = np.argsort(dst, kind="stable")  # incoming edges, each node's in added order
     in_start = np.searchsorted(dst[by_dst], np.arange(n_nodes + 1))
@@ -87,12 +105,7 @@ def longest_path(n_nodes: int, graph: Graph, health: Counter) -> list[int]:
             alive[e] = False
             deg[dst_l[e]] -= 1
         ready.extend(v for v in np.flatnonzero(left).tolist() if deg[v] == 0)
-    end = max(order, key=lambda v: dist_l[v])  # the first node (in order) with the longest path
-    path = []
-    while best_l[end] >= 0:
-        path.append(best_l[end])
-        end = src_l[best_l[end]]
-    return path[::-1]
+    return dist_l, best_l, order
 
 
 @dataclass

@@ -76,7 +76,11 @@ def select(trace: RankTrace, annotation: str, instance_id) -> Window:
     """The reference's region: CPU events that start in the window and last > 0; GPU events
     whose launch call does (and every ``Stream Wait Event``); GPU-side syncs written without a
     stream (``Event Sync``, ``Context Sync``) by their own start."""
-    start, end = _bounds(trace, annotation, instance_id)
+    return between(trace, *_bounds(trace, annotation, instance_id))
+
+
+def between(trace: RankTrace, start: int, end: int) -> Window:
+    """The region from ``start`` to ``end`` (ns), selected as :func:`select` does."""
     cpu, gpu = trace.cpu, trace.gpu
     ts, dur = cpu["ts"].to_numpy(), cpu["dur"].to_numpy()
     in_window = (ts >= start) & (ts <= end) & (dur > 0)

@@ -1,0 +1,187 @@
+"""One rank's part of the job critical path: its local critical path between collectives.
+
+A rank's step is cut at its collective calls. For every *target* — the arrival (start) of each
+collective call of the step, and the step's end — the *segment* before it runs from the end of
+the rank's latest call that ended by then (``prev``; the step's start when there is none) to
+the target. The segment's local critical path is the rank's own critical path
+(:mod:`..critical_path`, HTA's graph) over the events that start in it, its edges clipped to the
+segment. That is all the job path needs of a rank: this is a per-rank partial, computed where
+the rank is loaded; no other rank's data is needed.
+
+Step bounds (ns): from the ProfilerStep's start to the later of its end and the end of the
+last GPU event launched in it (the GPU may finish a step after the CPU has left it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...kineto import DATA_LOADING_PATTERN
+from ...load.rank_trace import RankTrace
+from ..collectives.calls import collective_calls
+from ..critical_path.events import Events
+from ..critical_path.graph import EDGE_TYPES, build
+from ..critical_path.path import (
+    _bound_by,
+    _short_names,
+    is_communication,
+    longest_distances,
+    path_to,
+)
+from ..critical_path.window import between, event_index
+from ..steps import profiled_steps
+
+#: columns of :func:`segments`' ``segments`` table (ns ints; call keys -1 for none)
+SEGMENT_COLUMNS = [
+    "rank", "step", "step_start", "step_end", "target_ts", "target_tid", "target_stream",
+    "start", "end", "prev_ts", "prev_tid", "prev_stream", "length",
+]  # fmt: skip
+#: columns of :func:`segments`' ``events`` table: one row per event on a segment's local path
+EVENT_COLUMNS = [
+    "rank", "step", "target_ts", "target_tid", "target_stream", "name", "category", "bound_by",
+    "start", "duration", "tid", "stream",
+]  # fmt: skip
+#: a call is identified on its rank by where it ran and when it started
+CALL_KEY = ("ts", "tid", "stream")
+END_OF_STEP = (-1, -1, -1)
+
+
+def segments(trace: RankTrace, data_load_events: list[str] | None = None) -> dict:
+    """``{"segments": ..., "events": ...}`` of the rank (columns :data:`SEGMENT_COLUMNS`,
+    :data:`EVENT_COLUMNS`). ``segments``: per step and target (``target_*``: the call's
+    :data:`CALL_KEY`, ``-1`` for the step's end), the segment's ``start`` / ``end`` (ns), the
+    call it starts after (``prev_*``, -1: the step's start) and ``length`` (ns: its local
+    path's). ``events``: the events of that local path, one row per event and segment
+    (``bound_by`` as in HTA's critical path; ``start``: its first moment on the path,
+    ``duration`` ns on the path).
+
+    The local path of a segment is the part inside the segment of the rank's longest path (over
+    the step's graph) that ends at the target: at the collective kernel's start, or for a call
+    that is no node of the graph (a gloo range on a worker thread) at the node with the longest
+    path among those up to the call's start; at the step's end, the step's critical path."""
+    patterns = data_load_events if data_load_events is not None else [DATA_LOADING_PATTERN]
+    calls = collective_calls(trace)
+    steps = profiled_steps(trace)
+    seg_rows, event_parts = [], []
+    if steps.empty:
+        return _tables(seg_rows, event_parts)
+    events, index = Events.of(trace), event_index(trace)
+    gpu = trace.gpu
+    gpu_step = gpu["iteration"].to_numpy() if len(gpu) else np.zeros(0, np.int64)
+    gpu_end = (gpu["ts"] + gpu["dur"]).to_numpy() if len(gpu) else np.zeros(0, np.int64)
+    event_of = _call_events(trace, events, calls)
+    parts = []  # per segment: (segment id, event, kind, start, weight) of its path's edges
+    for step in steps.itertuples(index=False):
+        start, cpu_end = int(step.ts), int(step.ts + step.dur)
+        launched = gpu_end[gpu_step == step.step]
+        end = max(cpu_end, int(launched.max())) if len(launched) else cpu_end
+        local = _StepPaths(trace, events, index, start, end, patterns)
+        mine = calls[(calls["step"] == step.step) & (calls["ts"] >= start)]
+        keys = list(zip(*(mine[k].tolist() for k in CALL_KEY)))
+        targets = [(key, key[0]) for key in keys] + [(END_OF_STEP, end)]
+        ends = mine["end"].to_numpy()
+        for target, at in targets:
+            done = np.flatnonzero(ends <= at)
+            prev = keys[done[np.argmax(ends[done])]] if len(done) else END_OF_STEP
+            seg_start = min(int(ends[done].max()) if len(done) else start, at)
+            event = event_of.get(target, -1) if target != END_OF_STEP else None
+            edges = local.edges(event, seg_start, at)
+            parts.append((np.full(len(edges[0]), len(seg_rows)), *edges))
+            seg_rows.append([trace.rank, int(step.step), start, end, *target, seg_start, at,
+                             *prev, int(edges[3].sum())])  # fmt: skip
+    return _tables(trace, events, patterns, seg_rows, parts)
+
+
+def _call_events(trace: RankTrace, events: Events, calls: pd.DataFrame) -> dict:
+    """:data:`CALL_KEY` of each call -> its event (in :class:`Events`' numbering)."""
+    out = {}
+    for table, offset, source in ((trace.cpu, 0, "cpu"), (trace.gpu, events.n_cpu, "gpu")):
+        mine = calls[calls["source"] == source]
+        if not len(table) or mine.empty:
+            continue
+        lane = "stream" if source == "gpu" else "tid"
+        rows = pd.DataFrame({"ts": table["ts"].to_numpy(), lane: table[lane].to_numpy(),
+                             "event": offset + np.arange(len(table))})  # fmt: skip
+        found = mine[list(CALL_KEY)].merge(rows, on=["ts", lane], how="inner")
+        found = found.drop_duplicates(list(CALL_KEY))
+        out.update(zip(zip(*(found[k].tolist() for k in CALL_KEY)), found["event"].tolist()))
+    return out
+
+
+class _StepPaths:
+    """The longest paths of one step's graph, ending at any node (one pass over the graph)."""
+
+    def __init__(self, trace, events, index, start: int, end: int, patterns):
+        self.trace, self.events, self.patterns = trace, events, patterns
+        graph = self.graph = build(trace, events, between(trace, start, end), index, patterns)
+        n = len(graph.node_ts)
+        self.empty = n == 0 or len(graph.src) == 0
+        if self.empty:
+            return
+        dist, self.best, order = longest_distances(n, graph, graph.health)
+        self.dist = np.asarray(dist, np.int64)
+        self.src = graph.src.tolist()
+        self.last = max(order, key=lambda v: dist[v])  # the step's critical path ends here
+        self.start_node = np.full(len(events.ts), -1, np.int64)
+        starts = np.flatnonzero(graph.node_start)
+        self.start_node[graph.node_event[starts]] = starts
+
+    def edges(self, event: int | None, start: int, end: int) -> tuple[np.ndarray, ...]:
+        """``(event, kind, start, weight)`` of the edges of the longest path ending at
+        ``event``'s start (None: the step's critical path; -1 or no node: at the node up to
+        ``end`` with the longest path), clipped to ``[start, end]``, those left with time."""
+        none = (np.zeros(0, np.int64),) * 4
+        if self.empty or end <= start:
+            return none
+        g = self.graph
+        if event is None:
+            node = self.last
+        else:
+            node = int(self.start_node[event]) if event >= 0 else -1
+            if node < 0:
+                upto = np.flatnonzero(g.node_ts <= end)
+                if not len(upto):
+                    return none
+                node = int(upto[np.argmax(self.dist[upto])])
+        path = np.asarray(path_to(node, self.best, self.src), np.int64)
+        if not len(path):
+            return none
+        src_ts = np.clip(g.node_ts[g.src[path]], start, end)
+        dst_ts = np.clip(g.node_ts[g.dst[path]], start, end)
+        weight = np.minimum(g.weight[path], dst_ts - src_ts)
+        timed = weight > 0
+        path = path[timed]
+        # the event an edge's time belongs to: the attributed one, else (a launch delay) its
+        # source, the launch call
+        event_of = np.where(g.event[path] >= 0, g.event[path], g.node_event[g.src[path]])
+        return event_of, g.kind[path].astype(np.int64), src_ts[timed], weight[timed]
+
+
+def _tables(trace, events, patterns, seg_rows: list, parts: list) -> dict:
+    """The segments, and their paths' edges as one row per segment and event."""
+    segments_table = pd.DataFrame(seg_rows, columns=SEGMENT_COLUMNS)
+    seg, event, kind, start, weight = (
+        (np.concatenate(p) for p in zip(*parts)) if parts else (np.zeros(0, np.int64),) * 5
+    )
+    if not len(seg):
+        return {"segments": segments_table, "events": pd.DataFrame(columns=EVENT_COLUMNS)}
+    names, stream = events.name[event], events.stream[event]
+    category = np.array([EDGE_TYPES[k].removeprefix("critical_path_") for k in range(5)])[kind]
+    frame = pd.DataFrame({
+        "seg": seg, "event": event,
+        "bound_by": _bound_by(kind, stream, names, is_communication(trace, events, event),
+                              patterns),
+        "name": _short_names(names),
+        "category": np.where(category == "operator", events.cat[event], category),
+        "start": start, "duration": weight, "tid": events.tid[event], "stream": stream,
+    })  # fmt: skip
+    grouped = frame.groupby(["seg", "event", "bound_by"], sort=False, as_index=False).agg(
+        name=("name", "first"), category=("category", "first"), start=("start", "min"),
+        duration=("duration", "sum"), tid=("tid", "first"), stream=("stream", "first"),
+    )  # fmt: skip
+    keys = segments_table[["rank", "step", "target_ts", "target_tid", "target_stream"]]
+    grouped = pd.concat(
+        [keys.iloc[grouped["seg"].to_numpy()].reset_index(drop=True), grouped], axis=1
+    ).sort_values(["seg", "start"], kind="stable", ignore_index=True)
+    return {"segments": segments_table, "events": grouped[EVENT_COLUMNS]}

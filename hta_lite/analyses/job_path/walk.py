@@ -1,0 +1,233 @@
+"""The job critical path from the ranks' segments and the matched collectives (the driver's part).
+
+The model: each rank runs its step as local work cut by collectives; a collective ends on
+every member when the last member has arrived plus the transfer. So the chain that sets the
+job's step ends on the rank whose step ends last and, walked backwards, runs through that
+rank's local path to its latest finished collective; there, if another rank arrived last,
+the path hops to it (what this rank did meanwhile was waiting, not on the path) and goes on
+from that rank's arrival; else it stays. It stops at the step's start on the rank it is on.
+This is the longest path of the graph whose nodes are the arrivals and ends of collectives and
+whose edges are the ranks' local paths and the collectives' ``max(arrivals) + transfer`` joins.
+
+Rows, in time order, cover the path without a gap: ``bound_by`` as in HTA's critical path for
+local work, ``communication`` for a collective after its last arrival, ``untracked`` for the
+part of a segment its local path does not cover (dependencies of zero weight: waits on things
+the trace does not link, host idle).
+
+Nothing is silent: a rank that lacks the step, a collective that is not matched, partial (a
+member not loaded: an absent rank may have arrived later) or unmeasured (its calls disagree)
+is listed in ``problems``; the path then goes on the rank it is on (a lower bound).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..common import us
+from .segments import CALL_KEY, END_OF_STEP
+
+PATH_COLUMNS = [
+    "step", "rank", "name", "category", "bound_by", "start_us", "duration_us", "tid", "stream",
+]  # fmt: skip
+SUMMARY_COLUMNS = ["rank", "bound_by", "duration_us", "share_pctg"]
+HOP_COLUMNS = [
+    "step", "from_rank", "to_rank", "collective", "pg", "instance", "at_us", "wait_us",
+]  # fmt: skip
+STEP_COLUMNS = ["step", "start_us", "end_us", "step_us", "end_rank", "start_rank", "hops"]
+PROBLEM_COLUMNS = ["step", "rank", "reason", "detail"]
+COMMUNICATION, UNTRACKED = "communication", "untracked"
+
+
+@dataclass
+class JobCriticalPath:
+    """The job critical path of the selected steps. Times are µs on the ranks' clock (the
+    trace's absolute time), so rows of several ranks line up.
+
+    ``path()``: one row per event on the path, in time order (:data:`PATH_COLUMNS`);
+    ``summary()``: by rank and ``bound_by``; ``hops()``: each move between ranks, with the
+    collective it crossed (``from_rank``: the rank that arrived last, where the path goes on;
+    ``to_rank``: the rank that waited ``wait_us`` for it); ``steps()``: per step its span, the
+    rank it ends and starts on; ``problems``: what the path could not see."""
+
+    rows: pd.DataFrame
+    hop_rows: pd.DataFrame
+    step_rows: pd.DataFrame
+    problems: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=PROBLEM_COLUMNS))
+
+    def path(self) -> pd.DataFrame:
+        return self.rows
+
+    def hops(self) -> pd.DataFrame:
+        return self.hop_rows
+
+    def steps(self) -> pd.DataFrame:
+        return self.step_rows
+
+    def summary(self) -> pd.DataFrame:
+        """``rank``, ``bound_by``, ``duration_us`` (summed over the steps), ``share_pctg`` (of
+        the steps' total span: the rows add up to 100), largest first."""
+        if self.rows.empty:
+            return pd.DataFrame(columns=SUMMARY_COLUMNS)
+        table = self.rows.groupby(["rank", "bound_by"], as_index=False)["duration_us"].sum()
+        total = float(self.step_rows["step_us"].sum())
+        table["share_pctg"] = (table["duration_us"] / total * 100).round(2) if total else 0.0
+        table["duration_us"] = table["duration_us"].round(3)
+        return table.sort_values(["duration_us", "rank"], ascending=[False, True],
+                                 ignore_index=True)[SUMMARY_COLUMNS]  # fmt: skip
+
+    def by_rank(self) -> pd.DataFrame:
+        """``rank``, ``duration_us``, ``share_pctg``: how much of the steps each rank bounds."""
+        table = self.summary().groupby("rank", as_index=False)[["duration_us", "share_pctg"]]
+        return table.sum().sort_values("duration_us", ascending=False, ignore_index=True)
+
+
+def job_critical_path(
+    segments: pd.DataFrame,
+    events: pd.DataFrame,
+    calls: pd.DataFrame,
+    instances: pd.DataFrame,
+    loaded: list[int],
+    steps=None,
+) -> JobCriticalPath:
+    """The job path over ``segments`` / ``events`` (the ranks' :func:`.segments.segments`,
+    concatenated) and a :class:`~..collectives.matching.Matching`'s ``calls`` / ``instances``;
+    ``steps``: the steps to walk (default: every step a rank has)."""
+    problems: list[list] = []
+    present = sorted(segments["step"].unique().tolist()) if len(segments) else []
+    chosen = present if steps is None else [s for s in steps if s in present]
+    by_call = _call_table(calls, instances)
+    seg = segments.set_index(["rank", "step", "target_ts", "target_tid", "target_stream"])
+    seg = seg.sort_index()
+    ev = {key: part for key, part in events.groupby(
+        ["rank", "step", "target_ts", "target_tid", "target_stream"], sort=False)}  # fmt: skip
+    rows, hops, step_rows = [], [], []
+    for step in chosen:
+        ends = segments[(segments["step"] == step) & (segments["target_ts"] == -1)]
+        missing = sorted(set(loaded) - set(ends["rank"].tolist()))
+        if missing:
+            problems.append([step, ",".join(map(str, missing)), "rank without step",
+                             f"{len(missing)} loaded rank(s) have no step {step}: the path"
+                             " is over the others"])  # fmt: skip
+        last = ends.sort_values(["step_end", "rank"], ascending=[False, True]).iloc[0]
+        rank, target = int(last["rank"]), END_OF_STEP
+        step_end = int(last["step_end"])
+        seen, n_hops, step_start = set(), 0, step_end
+        while (rank, target) not in seen:
+            seen.add((rank, target))
+            s = seg.loc[(rank, step, *target)]
+            part = ev.get((rank, step, *target))
+            rows.append(_segment_rows(step, rank, s, part))
+            step_start = int(s["start"])
+            prev = (int(s["prev_ts"]), int(s["prev_tid"]), int(s["prev_stream"]))
+            if prev == END_OF_STEP:
+                break
+            call = by_call.get((rank, *prev))
+            if call is None or not call["measured"]:
+                if call is not None and call["why"]:
+                    problems.append([step, str(rank), call["why"], call["detail"]])
+                name = call["name"] if call else "collective"
+                rows.append(_row(step, rank, name, COMMUNICATION, prev[0], int(s["start"]),
+                                 prev[1], prev[2]))  # fmt: skip
+                rank, target = rank, prev
+                continue
+            if call["why"]:  # partial: measured over the ranks present
+                problems.append([step, str(rank), call["why"], call["detail"]])
+            lead, arrival = call["last_rank"], call["last_start"]
+            start = min(max(arrival, prev[0]), int(s["start"]))
+            rows.append(_row(step, rank, call["name"], COMMUNICATION, start, int(s["start"]),
+                             prev[1], prev[2]))  # fmt: skip
+            if lead != rank:
+                n_hops += 1
+                hops.append([step, lead, rank, call["collective"], call["pg"], call["instance"],
+                             us(arrival), us(arrival - prev[0])])  # fmt: skip
+                target = by_call.lead_key(call["instance"], lead)
+                rank = lead
+            else:
+                target = prev
+        step_rows.append([step, us(step_start), us(step_end), us(step_end - step_start),
+                          int(last["rank"]), rank, n_hops])  # fmt: skip
+    table = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=PATH_COLUMNS)
+    table = table.sort_values(["step", "start_us"], kind="stable", ignore_index=True)
+    return JobCriticalPath(
+        table[PATH_COLUMNS],
+        pd.DataFrame(hops, columns=HOP_COLUMNS).sort_values(["step", "at_us"], ignore_index=True),
+        pd.DataFrame(step_rows, columns=STEP_COLUMNS),
+        pd.DataFrame(problems, columns=PROBLEM_COLUMNS).drop_duplicates(ignore_index=True),
+    )
+
+
+def _row(step, rank, name, bound_by, start, end, tid, stream) -> pd.DataFrame:
+    return pd.DataFrame([[step, rank, name, bound_by, bound_by, us(start), us(max(end - start, 0)),
+                          tid, stream]], columns=PATH_COLUMNS)  # fmt: skip
+
+
+def _segment_rows(step: int, rank: int, s: pd.Series, part: pd.DataFrame | None) -> pd.DataFrame:
+    """The local path of one segment, and what of the segment it does not cover."""
+    span = int(s["end"]) - int(s["start"])
+    covered = int(part["duration"].sum()) if part is not None else 0
+    frames = []
+    if part is not None:
+        frames.append(pd.DataFrame({
+            "step": step, "rank": rank, "name": part["name"].to_numpy(),
+            "category": part["category"].to_numpy(), "bound_by": part["bound_by"].to_numpy(),
+            "start_us": us(part["start"].to_numpy(np.int64)),
+            "duration_us": us(part["duration"].to_numpy(np.int64)),
+            "tid": part["tid"].to_numpy(), "stream": part["stream"].to_numpy(),
+        }))  # fmt: skip
+    if span - covered > 0:
+        frames.append(_row(step, rank, "untracked", UNTRACKED, int(s["start"]),
+                           int(s["start"]) + span - covered, -1, -1))  # fmt: skip
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PATH_COLUMNS)
+
+
+class _Calls(dict):
+    """``(rank, ts, tid, stream)`` -> the call and its instance; ``lead_key``: the key of the
+    last rank's call of an instance."""
+
+    def __init__(self, items, leads):
+        super().__init__(items)
+        self.leads = leads
+
+    def lead_key(self, instance: int, rank: int) -> tuple:
+        return self.leads[(instance, rank)]
+
+
+def _call_table(calls: pd.DataFrame, instances: pd.DataFrame) -> _Calls:
+    if calls.empty:
+        return _Calls({}, {})
+    inst = instances.set_index("instance")
+    measured_ids = set(
+        inst.index[inst["consistent"] & inst["ordered"] & (inst["ranks_present"] >= 2)].tolist()
+    )
+    items, leads = {}, {}
+    for row in calls.itertuples(index=False):
+        key = (int(row.rank), *(int(getattr(row, k)) for k in CALL_KEY))
+        i = int(row.instance)
+        entry = {"name": row.name, "collective": row.collective, "pg": row.pg, "instance": i,
+                 "measured": i in measured_ids, "why": "", "detail": ""}  # fmt: skip
+        if i < 0:
+            entry["why"] = "collective not matched"
+            entry["detail"] = (
+                f"{row.collective} on rank {row.rank} (pg {row.pg}) has no match on the other"
+                " ranks: the path stays on this rank"
+            )
+        elif i not in measured_ids:
+            entry["why"] = "collective not measured"
+            entry["detail"] = (f"instance {i} ({row.collective}): its calls disagree or cannot be"
+                               " one collective (collective_problems): the path stays on this"
+                               " rank")  # fmt: skip
+        else:
+            info = inst.loc[i]
+            entry["last_rank"] = int(info["last_rank"])
+            entry["last_start"] = int(info["last_start"])
+            if not bool(info["complete"]):
+                entry["why"] = "partial collective"
+                entry["detail"] = (f"instance {i} ({row.collective}, pg {row.pg}): a member is not"
+                                   " loaded and may have arrived later; the path is a lower"
+                                   " bound there")  # fmt: skip
+            leads[(i, int(row.rank))] = key[1:]
+        items[key] = entry
+    return _Calls(items, leads)

@@ -1,0 +1,85 @@
+"""The job's critical path across ranks (docs/analyses/job-critical-path.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from ..analyses.job_path import JobCriticalPath, job_critical_path, segments
+from ..errors import SelectionError
+from ..tools.job_path_overlay import overlay_job_path
+from .base import plots
+
+
+class JobPaths:
+    """Job critical path methods of :class:`hta_lite.TraceAnalysis`."""
+
+    def get_job_critical_path(
+        self,
+        step: int | Iterable[int] | None = None,
+        *,
+        data_load_events: list[str] | None = None,
+        visualize: bool = False,
+    ) -> JobCriticalPath:
+        """The chain of work across ranks that sets each step's time: every rank's local
+        critical path (HTA's graph) between its collectives, joined at the matched collectives
+        (a collective ends when its last rank has arrived, plus the transfer), walked back from
+        the rank whose step ends last.
+
+        Args:
+            step: a ProfilerStep number, several, or None (every step). A step no rank has is
+                a ``SelectionError``.
+            data_load_events: regexes of event names whose time is ``data_loading`` (default:
+                names with ``data load`` / ``DataLoader`` in them).
+            visualize: show the path over time, one lane per rank, hops drawn.
+
+        Returns:
+            :class:`~hta_lite.analyses.job_path.JobCriticalPath`: ``path()`` (``step, rank,
+            name, category, bound_by, start_us, duration_us, tid, stream``, in time order,
+            without gaps), ``summary()`` (``rank, bound_by, duration_us, share_pctg`` of the
+            steps), ``by_rank()``, ``hops()`` (each move between ranks, the collective crossed,
+            the wait it caused), ``steps()`` (per step: span, the rank it ends and starts on)
+            and ``problems`` (ranks without the step, unmatched or partial collectives).
+        """
+        parts = self._job_path_partials(data_load_events)
+        present = sorted(parts["segments"]["step"].unique().tolist())
+        if not present:
+            raise SelectionError(None, "no ProfilerStep on any rank: the job path walks steps")
+        steps = None if step is None else ([step] if isinstance(step, int) else list(step))
+        absent = [s for s in steps or [] if s not in present]
+        if absent:
+            raise SelectionError(None, f"step(s) {absent} not profiled; there are {present}")
+        matching = self.get_collectives()
+        path = job_critical_path(
+            parts["segments"], parts["events"], matching.calls, matching.instances,
+            sorted(self.traces), steps,
+        )  # fmt: skip
+        if visualize:
+            plots.show(plots.plot_job_critical_path(path))
+        return path
+
+    def overlay_job_critical_path(self, path: JobCriticalPath, output_dir: str) -> str:
+        """Write the job path as one trace for Perfetto: a process per rank on the path, its
+        path events in order, and a flow arrow at every hop between ranks.
+
+        Args:
+            path: from :meth:`get_job_critical_path`.
+            output_dir: folder of the new file (``job_critical_path.json``).
+
+        Returns:
+            The path of the written file.
+        """
+        return str(overlay_job_path(path, Path(output_dir)))
+
+    def _job_path_partials(self, data_load_events) -> dict[str, pd.DataFrame]:
+        key = tuple(data_load_events) if data_load_events is not None else None
+        cache = self.__dict__.setdefault("_job_path_parts", {})
+        if key not in cache:
+            parts = [segments(self.trace(r), data_load_events) for r in sorted(self.traces)]
+            cache[key] = {
+                name: pd.concat([p[name] for p in parts], ignore_index=True)
+                for name in ("segments", "events")
+            }
+        return cache[key]
