@@ -15,6 +15,7 @@ from synth import TraceBuilder
 from hta_lite import TraceAnalysis
 from hta_lite.analyses.collectives.matching import Matching
 from hta_lite.analyses.critical_path import CriticalPath
+from hta_lite.analyses.job_path import JobCriticalPath
 from hta_lite.analyses.stragglers import StragglerReport
 from hta_lite.errors import MissingDataError, RankNotFoundError, SelectionError, TraceError
 
@@ -90,6 +91,10 @@ CALLS = {
     "get_step_anomalies": lambda a, out: a.get_step_anomalies(),
     "get_step_periodicity": lambda a, out: a.get_step_periodicity(),
     "get_job_step_anomalies": lambda a, out: a.get_job_step_anomalies(),
+    "get_job_critical_path": lambda a, out: a.get_job_critical_path(),
+    "overlay_job_critical_path": lambda a, out: a.overlay_job_critical_path(
+        a.get_job_critical_path(), out
+    ),
     "compare_steps": lambda a, out: a.compare_steps(*((a.get_profiler_steps() * 2 or [0, 0])[:2])),
 }
 # method -> a call whose filter matches nothing, and the error it must raise
@@ -146,6 +151,7 @@ NO_MATCH = {
     "get_graph_launches": (lambda a: a.get_graph_launches(ranks=[999]), RankNotFoundError),
     "get_step_anomalies": (lambda a: a.get_step_anomalies(metric="no such"), SelectionError),
     "compare_steps": (lambda a: a.compare_steps(999, 998), SelectionError),
+    "get_job_critical_path": (lambda a: a.get_job_critical_path(step=999), SelectionError),
 }
 # what a trace without the needed events may answer with instead of an empty frame
 CLEAR_ERRORS = {
@@ -156,7 +162,13 @@ CLEAR_ERRORS = {
     "get_graph_launches": MissingDataError,  # no CUDA / HIP graph launch
     **{
         m: MissingDataError
-        for m in ("get_step_anomalies", "get_step_periodicity", "get_job_step_anomalies")
+        for m in (
+            "get_step_anomalies",
+            "get_step_periodicity",
+            "get_job_step_anomalies",
+            "get_job_critical_path",
+            "overlay_job_critical_path",
+        )
     },  # no ProfilerStep
     "compare_steps": SelectionError,
     "get_graph_kernels": MissingDataError,
@@ -200,6 +212,8 @@ def valid(result) -> bool:
         return all(valid(v) for v in result) if result else True
     if isinstance(result, CriticalPath):
         return valid(result.get_critical_path_breakdown())
+    if isinstance(result, JobCriticalPath):
+        return all(valid(t) for t in (result.path(), result.summary(), result.hops()))
     if isinstance(result, Matching):
         return all(valid(t) for t in (result.calls, result.instances, result.problems))
     return isinstance(result, (str, int, Path, StragglerReport)) or hasattr(result, "gpu")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..analyses.job_path import JobCriticalPath, job_critical_path, segments
-from ..errors import SelectionError
+from ..errors import MissingDataError, SelectionError
 from ..tools.job_path_overlay import overlay_job_path
 from .base import plots
 
@@ -30,7 +30,7 @@ class JobPaths:
 
         Args:
             step: a ProfilerStep number, several, or None (every step). A step no rank has is
-                a ``SelectionError``.
+                a ``SelectionError``; traces without steps: ``MissingDataError``.
             data_load_events: regexes of event names whose time is ``data_loading`` (default:
                 names with ``data load`` / ``DataLoader`` in them).
             visualize: show the path over time, one lane per rank, hops drawn.
@@ -43,14 +43,18 @@ class JobPaths:
             the wait it caused), ``steps()`` (per step: span, the rank it ends and starts on)
             and ``problems`` (ranks without the step, unmatched or partial collectives).
         """
-        parts = self._job_path_partials(data_load_events)
-        present = sorted(parts["segments"]["step"].unique().tolist())
+        present = self.get_profiler_steps()
         if not present:
-            raise SelectionError(None, "no ProfilerStep on any rank: the job path walks steps")
+            raise MissingDataError(
+                None,
+                "no ProfilerStep on any rank: the job path walks steps (record with"
+                " torch.profiler's schedule and prof.step())",
+            )
         steps = None if step is None else ([step] if isinstance(step, int) else list(step))
         absent = [s for s in steps or [] if s not in present]
         if absent:
             raise SelectionError(None, f"step(s) {absent} not profiled; there are {present}")
+        parts = self._job_path_partials(data_load_events, steps)
         matching = self.get_collectives()
         path = job_critical_path(
             parts["segments"], parts["events"], matching.calls, matching.instances,
@@ -73,11 +77,14 @@ class JobPaths:
         """
         return str(overlay_job_path(path, Path(output_dir)))
 
-    def _job_path_partials(self, data_load_events) -> dict[str, pd.DataFrame]:
-        key = tuple(data_load_events) if data_load_events is not None else None
+    def _job_path_partials(self, data_load_events, steps) -> dict[str, pd.DataFrame]:
+        key = (
+            tuple(data_load_events) if data_load_events is not None else None,
+            tuple(steps) if steps is not None else None,
+        )
         cache = self.__dict__.setdefault("_job_path_parts", {})
         if key not in cache:
-            parts = [segments(self.trace(r), data_load_events) for r in sorted(self.traces)]
+            parts = [segments(self.trace(r), data_load_events, steps) for r in sorted(self.traces)]
             cache[key] = {
                 name: pd.concat([p[name] for p in parts], ignore_index=True)
                 for name in ("segments", "events")

@@ -16,7 +16,7 @@ from ..analyses import cupti
 from ..analyses.health import problems
 from ..facade.analysis import TraceAnalysis
 from .html import Report, findings_list, note, table
-from .report_extra import snapshot_section, step_anomaly_section
+from .report_extra import job_path_section, snapshot_section, step_anomaly_section
 from .report_operators import operator_section
 from .summary import (
     critical_path_region,
@@ -49,6 +49,7 @@ def build_report(analysis: TraceAnalysis, title: str | None = None, snapshot=Non
     step_anomaly_section(report, analysis)
     _cupti_section(report, analysis)
     _critical_path_section(report, analysis)
+    job_path_section(report, analysis)
     _memory_section(report, analysis)
     if snapshot is not None:
         snapshot_section(report, snapshot)

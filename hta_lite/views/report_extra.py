@@ -1,5 +1,5 @@
 """The report's sections of the newer views: a CUDA memory snapshot (``hta-lite report ...
---snapshot FILE``) and the anomalous steps of a long run."""
+--snapshot FILE``), the anomalous steps of a long run and the job critical path."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import html
 from .. import plots
 from ..errors import MissingDataError
 from .html import Report, note, table
-from .summary import step_anomalies
+from .summary import job_critical_path, step_anomalies
 
 
 def snapshot_section(report: Report, snap) -> None:
@@ -71,3 +71,29 @@ def step_anomaly_section(report: Report, analysis) -> None:
             parts += ["<h3>The job's steps, and the rank that caused each</h3>",
                       table(job[job["anomalous"]], 50)]  # fmt: skip
     report.section("step-anomalies", "Anomalous and periodic steps", *parts)
+
+
+def job_path_section(report: Report, analysis) -> None:
+    """The job critical path: by rank and bound_by, over time with its hops, the hops."""
+    try:
+        rows = job_critical_path(analysis)
+    except MissingDataError:
+        return
+    if isinstance(rows, str):
+        return
+    path = analysis.get_job_critical_path()
+    parts = [
+        note(
+            "The chain of work across ranks that sets each step's time: every rank's local"
+            " critical path between its collectives, joined where a collective waits for its"
+            " last rank (docs/analyses/job-critical-path.md)."
+        ),  # fmt: skip
+        f"<p>{html.escape(rows.attrs['note'])}</p>",
+        table(rows),
+        report.chart(plots.plot_job_critical_path(path)),
+        "<h3>Hops: where the path moves to the rank that arrived last</h3>",
+        table(path.hops(), 30),
+    ]
+    if len(path.problems):
+        parts += ["<h3>Where the path is a lower bound</h3>", table(path.problems, 30)]
+    report.section("job-critical-path", "Job critical path", *parts)

@@ -209,6 +209,28 @@ def step_anomalies(analysis) -> pd.DataFrame | str:
     return table
 
 
+def job_critical_path(analysis) -> pd.DataFrame | str:
+    """The job path's time by rank and what bounds it, or why there is none; ``attrs["note"]``:
+    its hops and problems."""
+    if len(analysis.ranks) < 2:
+        return "one rank loaded: the job path joins several ranks (its own path is above)"
+    path = analysis.get_job_critical_path()
+    table = path.summary().head(12)
+    hops, steps = path.hops(), path.steps()
+    lead = path.by_rank().iloc[0] if len(table) else None
+    note = (
+        f"{len(steps)} step(s), {steps['step_us'].sum():,.0f} µs; {len(hops)} hop(s) between"
+        " ranks"
+        + (f"; rank {int(lead['rank'])} bounds {lead['share_pctg']:.1f} % of it" if lead is not None
+           else "")
+    )  # fmt: skip
+    if len(path.problems):
+        reasons = ", ".join(sorted(set(path.problems["reason"])))
+        note += f". Lower bound where: {reasons} (get_job_critical_path().problems)"
+    table.attrs["note"] = note + "."
+    return table
+
+
 def key_findings(analysis) -> pd.DataFrame:
     return analysis.get_key_findings()[["kind", "rank", "finding"]]
 
@@ -271,6 +293,11 @@ TABLES: list[tuple[str, str, Callable]] = [
         "critical_path",
         "Critical path of the first step of the lowest rank, by what bounds it (µs, %)",
         critical_path_rows,
+    ),
+    (
+        "job_critical_path",
+        "Job critical path: what bounds the steps, by rank (µs, % of the steps)",
+        quietly(job_critical_path),
     ),
     ("memory_peaks", "Memory: peak allocated / reserved per rank and device (bytes)", memory_peaks),
     (

@@ -47,7 +47,7 @@ CALL_KEY = ("ts", "tid", "stream")
 END_OF_STEP = (-1, -1, -1)
 
 
-def segments(trace: RankTrace, data_load_events: list[str] | None = None) -> dict:
+def segments(trace: RankTrace, data_load_events: list[str] | None = None, steps=None) -> dict:
     """``{"segments": ..., "events": ...}`` of the rank (columns :data:`SEGMENT_COLUMNS`,
     :data:`EVENT_COLUMNS`). ``segments``: per step and target (``target_*``: the call's
     :data:`CALL_KEY`, ``-1`` for the step's end), the segment's ``start`` / ``end`` (ns), the
@@ -59,13 +59,17 @@ def segments(trace: RankTrace, data_load_events: list[str] | None = None) -> dic
     The local path of a segment is the part inside the segment of the rank's longest path (over
     the step's graph) that ends at the target: at the collective kernel's start, or for a call
     that is no node of the graph (a gloo range on a worker thread) at the node with the longest
-    path among those up to the call's start; at the step's end, the step's critical path."""
+    path among those up to the call's start; at the step's end, the step's critical path.
+    ``steps``: the ProfilerStep numbers to cut (default: every profiled step)."""
     patterns = data_load_events if data_load_events is not None else [DATA_LOADING_PATTERN]
     calls = collective_calls(trace)
+    chosen = steps
     steps = profiled_steps(trace)
-    seg_rows, event_parts = [], []
+    if chosen is not None:
+        steps = steps[steps["step"].isin(list(chosen))]
+    seg_rows: list[list] = []
     if steps.empty:
-        return _tables(seg_rows, event_parts)
+        return _tables(trace, None, patterns, seg_rows, [])
     events, index = Events.of(trace), event_index(trace)
     gpu = trace.gpu
     gpu_step = gpu["iteration"].to_numpy() if len(gpu) else np.zeros(0, np.int64)
