@@ -125,21 +125,16 @@ def job_critical_path(
             if prev == END_OF_STEP:
                 break
             call = by_call.get((rank, *prev))
-            if call is None or not call["measured"]:
-                if call is not None and call["why"]:
-                    problems.append([step, str(rank), call["why"], call["detail"]])
-                name = call["name"] if call else "collective"
-                rows.append(_row(step, rank, name, COMMUNICATION, prev[0], int(s["start"]),
-                                 prev[1], prev[2]))  # fmt: skip
-                rank, target = rank, prev
-                continue
-            if call["why"]:  # partial: measured over the ranks present
+            if call is not None and call["why"]:  # unmatched, unmeasured or partial
                 problems.append([step, str(rank), call["why"], call["detail"]])
-            lead, arrival = call["last_rank"], call["last_start"]
-            start = min(max(arrival, prev[0]), int(s["start"]))
-            rows.append(_row(step, rank, call["name"], COMMUNICATION, start, int(s["start"]),
-                             prev[1], prev[2]))  # fmt: skip
-            if lead != rank:
+            measured = call is not None and call["measured"]
+            end = int(s["start"])
+            # a measured collective from its last arrival, else the call's own span
+            start = min(max(call["last_start"], prev[0]), end) if measured else prev[0]
+            name = call["name"] if call else "collective"
+            rows.append(_row(step, rank, name, COMMUNICATION, start, end, prev[1], prev[2]))
+            if measured and call["last_rank"] != rank:
+                lead, arrival = call["last_rank"], call["last_start"]
                 n_hops += 1
                 hops.append([step, lead, rank, call["collective"], call["pg"], call["instance"],
                              us(arrival), us(arrival - prev[0])])  # fmt: skip
