@@ -63,25 +63,16 @@ def segments(trace: RankTrace, data_load_events: list[str] | None = None, steps=
     ``steps``: the ProfilerStep numbers to cut (default: every profiled step)."""
     patterns = data_load_events if data_load_events is not None else [DATA_LOADING_PATTERN]
     calls = collective_calls(trace)
-    chosen = steps
-    steps = profiled_steps(trace)
-    if chosen is not None:
-        steps = steps[steps["step"].isin(list(chosen))]
+    bounds = step_bounds(trace, steps)
     seg_rows: list[list] = []
-    if steps.empty:
+    if not bounds:
         return _tables(trace, None, patterns, seg_rows, [])
     events, index = Events.of(trace), event_index(trace)
-    gpu = trace.gpu
-    gpu_step = gpu["iteration"].to_numpy() if len(gpu) else np.zeros(0, np.int64)
-    gpu_end = (gpu["ts"] + gpu["dur"]).to_numpy() if len(gpu) else np.zeros(0, np.int64)
     event_of = _call_events(trace, events, calls)
     parts = []  # per segment: (segment id, event, kind, start, weight) of its path's edges
-    for step in steps.itertuples(index=False):
-        start, cpu_end = int(step.ts), int(step.ts + step.dur)
-        launched = gpu_end[gpu_step == step.step]
-        end = max(cpu_end, int(launched.max())) if len(launched) else cpu_end
-        local = _StepPaths(trace, events, index, start, end, patterns)
-        mine = calls[(calls["step"] == step.step) & (calls["ts"] >= start)]
+    for number, start, end in bounds:
+        local = StepPaths(trace, events, index, start, end, patterns)
+        mine = calls[(calls["step"] == number) & (calls["ts"] >= start)]
         keys = list(zip(*(mine[k].tolist() for k in CALL_KEY)))
         targets = [(key, key[0]) for key in keys] + [(END_OF_STEP, end)]
         ends = mine["end"].to_numpy()
@@ -92,9 +83,27 @@ def segments(trace: RankTrace, data_load_events: list[str] | None = None, steps=
             event = event_of.get(target, -1) if target != END_OF_STEP else None
             edges = local.edges(event, seg_start, at)
             parts.append((np.full(len(edges[0]), len(seg_rows)), *edges))
-            seg_rows.append([trace.rank, int(step.step), start, end, *target, seg_start, at,
+            seg_rows.append([trace.rank, number, start, end, *target, seg_start, at,
                              *prev, int(edges[3].sum())])  # fmt: skip
     return _tables(trace, events, patterns, seg_rows, parts)
+
+
+def step_bounds(trace: RankTrace, steps=None) -> list[tuple[int, int, int]]:
+    """``(step, start, end)`` ns of the rank's profiled steps (``steps``: those numbers only):
+    from the ProfilerStep's start to the later of its end and the end of the last GPU event
+    launched in it."""
+    table = profiled_steps(trace)
+    if steps is not None:
+        table = table[table["step"].isin(list(steps))]
+    gpu = trace.gpu
+    gpu_step = gpu["iteration"].to_numpy() if len(gpu) else np.zeros(0, np.int64)
+    gpu_end = (gpu["ts"] + gpu["dur"]).to_numpy() if len(gpu) else np.zeros(0, np.int64)
+    out = []
+    for step in table.itertuples(index=False):
+        start, cpu_end = int(step.ts), int(step.ts + step.dur)
+        launched = gpu_end[gpu_step == step.step]
+        out.append((int(step.step), start, max(cpu_end, int(launched.max(initial=cpu_end)))))
+    return out
 
 
 def _call_events(trace: RankTrace, events: Events, calls: pd.DataFrame) -> dict:
@@ -113,7 +122,7 @@ def _call_events(trace: RankTrace, events: Events, calls: pd.DataFrame) -> dict:
     return out
 
 
-class _StepPaths:
+class StepPaths:
     """The longest paths of one step's graph, ending at any node (one pass over the graph)."""
 
     def __init__(self, trace, events, index, start: int, end: int, patterns):

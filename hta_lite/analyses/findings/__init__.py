@@ -1,0 +1,1 @@
+"""Findings ranked by the step time a fix would save (docs/analyses/findings.md)."""

@@ -1,0 +1,95 @@
+"""What the finding kinds read: the job's replay, its segments' paths, the views they rest on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ...load.rank_trace import RankTrace
+from ..job_path import JobCriticalPath
+from ..job_path.segments import CALL_KEY
+from .graph_replay import Change, RankGraphs
+from .replay import Cut, Replay
+
+TARGET = ["rank", "step", "target_ts", "target_tid", "target_stream"]
+
+
+@dataclass
+class Context:
+    """``replay``: the job under cuts (:mod:`.replay`); ``events``: the events on each
+    segment's local path (the job path partials' ``events``), ``event_segment`` the segment row
+    of each; ``job_path``; ``calls`` / ``instances`` (collectives matching); ``traces``;
+    ``patterns``: the data-loading regexes; the views: ``stragglers``
+    (:class:`~..stragglers.StragglerReport` or None), ``anomalies`` (``get_step_anomalies``
+    or None), ``memory_peaks`` (or None) and ``capacity(rank, device)`` (bytes, NaN unknown)."""
+
+    replay: Replay
+    events: pd.DataFrame
+    job_path: JobCriticalPath
+    calls: pd.DataFrame
+    instances: pd.DataFrame
+    traces: dict[int, RankTrace]
+    patterns: list[str]
+    stragglers: object = None
+    anomalies: pd.DataFrame | None = None
+    memory_peaks: pd.DataFrame | None = None
+    capacity: Callable[[int, str], float] = lambda rank, device: np.nan
+    _graphs: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        seg = self.replay.segments
+        rows = pd.Series(np.arange(len(seg)), index=pd.MultiIndex.from_frame(seg[TARGET]))
+        keys = pd.MultiIndex.from_frame(self.events[TARGET]) if len(self.events) else None
+        self.event_segment = (
+            rows.reindex(keys).to_numpy(np.int64) if keys is not None else np.zeros(0, np.int64)
+        )
+        self.call_instance = dict(
+            zip(
+                zip(self.calls["rank"].tolist(), *(self.calls[k].tolist() for k in CALL_KEY)),
+                self.calls["instance"].tolist(),
+            )
+        )
+
+    @property
+    def segments(self) -> pd.DataFrame:
+        return self.replay.segments
+
+    @property
+    def step_ns(self) -> float:
+        """The job's mean step (ns): its replayed time over the steps."""
+        return self.replay.base / self.replay.n_steps if self.replay.n_steps else np.nan
+
+    def graphs(self, rank: int) -> RankGraphs:
+        if rank not in self._graphs:
+            self._graphs[rank] = RankGraphs(self.traces[rank], self.patterns)
+        return self._graphs[rank]
+
+    def per_segment(self, mask: np.ndarray, values: np.ndarray | None = None) -> np.ndarray:
+        """Sum per segment row of the path events' ``duration`` (or ``values``) where ``mask``."""
+        values = self.events["duration"].to_numpy(np.float64) if values is None else values
+        return np.bincount(self.event_segment[mask], values[mask], minlength=len(self.segments))
+
+    def graph_cut(self, on_path: np.ndarray, change: Change) -> Cut:
+        """A fix that changes the ranks' graphs: each rank-step's segments are cut by the path
+        time the fix touches there (``on_path`` ns per segment), scaled down to what the
+        rank's replayed critical path saves in that step when that is less."""
+        seg = self.segments
+        cut = np.zeros(len(seg))
+        touched = on_path > 0
+        for rank in sorted(seg.loc[touched, "rank"].unique().tolist()):
+            savings = self.graphs(int(rank)).savings(change)
+            for step, saved in savings.items():
+                rows = np.flatnonzero((seg["rank"] == rank).to_numpy() & (seg["step"] == step))
+                total = on_path[rows].sum()
+                if total > 0:
+                    cut[rows] = on_path[rows] * min(1.0, saved / total)
+        return Cut(cut)
+
+    def instance_of_segment(self) -> np.ndarray:
+        """The collective instance each segment ends at (-1: the step's end or unmatched)."""
+        seg = self.segments
+        keys = zip(seg["rank"].tolist(), *(seg[f"target_{k}"].tolist() for k in CALL_KEY))
+        return np.array([self.call_instance.get(k, -1) for k in keys], np.int64)

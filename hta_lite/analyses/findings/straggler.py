@@ -1,0 +1,84 @@
+"""A straggler rank: the others wait for it at the collectives.
+
+Model: the rank's local work before each collective (and before its step's end) is set to the
+median of the other members' at the same collective instance (step end: of the other ranks'
+step ends), where it was longer; the job is replayed. The low end sets it half way.
+
+Blind spots: the other ranks' work is taken as it was (a rank that is itself slow at another
+collective is its own finding); the typical rank is the median member, so with two ranks it is
+the other one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...units import fmt_us
+from .context import Context
+from .finding import Finding
+from .replay import Cut
+
+
+def find(ctx: Context) -> list[Finding]:
+    seg = ctx.segments
+    if seg.empty or seg["rank"].nunique() < 2 or ctx.instances.empty:
+        return []
+    joined = ctx.instances[ctx.instances["ranks_present"] >= 2]
+    if joined.empty:
+        return []
+    waits = joined.groupby("last_rank")["wait_us"].sum().sort_values(ascending=False)
+    rank = int(waits.index[0])
+    excess = _excess(ctx, rank)
+    if not excess.any():
+        return []
+    times_last = int((joined["last_rank"] == rank).sum())
+    cause = _cause(ctx, rank)
+    evidence = (
+        f"rank {rank} arrives last at {times_last} of {len(joined)} matched collectives; the"
+        f" others wait {fmt_us(waits.iloc[0])} for it in all; its work before them is"
+        f" {fmt_us(excess.sum() / 1e3 / ctx.replay.n_steps)} per step longer than the"
+        " median member's"
+    )
+    return [
+        Finding(
+            "straggler",
+            f"rank {rank}" + (f": {cause}" if cause else ""),
+            evidence,
+            "the rank's work before each collective set to the median member's, job replayed",
+            "find what makes this rank slower (its cause above: data loading, host work, a"
+            " slower GPU or input imbalance) and even it out",
+            Cut(excess),
+            Cut(excess / 2),
+            rank,
+        )
+    ]
+
+
+def _excess(ctx: Context, rank: int) -> np.ndarray:
+    """ns per segment of ``rank`` above the median of the other members' at the same target."""
+    seg = ctx.segments
+    instance = ctx.instance_of_segment()
+    target = np.where(instance >= 0, instance, -1 - seg["step"].to_numpy())  # step ends: < 0
+    is_end = (seg["target_ts"] == -1).to_numpy()
+    key = pd.Series(np.where(is_end | (instance >= 0), target, np.iinfo(np.int64).min))
+    frame = pd.DataFrame({"key": key, "rank": seg["rank"], "span": ctx.replay.spans})
+    others = frame[(frame["rank"] != rank) & (frame["key"] != np.iinfo(np.int64).min)]
+    typical = others.groupby("key")["span"].median()
+    mine = (frame["rank"] == rank).to_numpy() & frame["key"].isin(typical.index).to_numpy()
+    excess = np.zeros(len(seg))
+    excess[mine] = np.maximum(
+        frame.loc[mine, "span"].to_numpy() - typical.reindex(frame.loc[mine, "key"]).to_numpy(), 0
+    )
+    return excess
+
+
+def _cause(ctx: Context, rank: int) -> str:
+    """The straggler report's cause of the rank, when it has one."""
+    report = ctx.stragglers
+    causes = getattr(report, "causes", None)
+    if causes is None or causes.empty or rank not in causes["rank"].tolist():
+        return ""
+    row = causes.set_index("rank").loc[rank]
+    region = row.get("region") if "region" in row.index else None
+    return str(row["cause"]) + (f" in '{region}'" if isinstance(region, str) and region else "")
