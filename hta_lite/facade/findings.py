@@ -1,5 +1,5 @@
-"""Key findings: the first thing the report and ``hta-lite summarize`` show
-(:mod:`hta_lite.analyses.key_findings`)."""
+"""Findings ranked by the step time a fix would save (:mod:`hta_lite.analyses.findings`), and
+the key facts of each view (:mod:`hta_lite.analyses.key_findings`)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,60 @@ import warnings
 
 import pandas as pd
 
+from ..analyses import findings as ranked
 from ..analyses import key_findings as kf
 from ..analyses.operators import DEVICES, architecture_hint
 from ..errors import MissingDataError
+from ..kineto import DATA_LOADING_PATTERN
 from .base import plots
 
 
 class Findings:
-    """Key-findings method of :class:`hta_lite.TraceAnalysis`."""
+    """Findings methods of :class:`hta_lite.TraceAnalysis`."""
+
+    def get_findings(
+        self, *, data_load_events: list[str] | None = None, visualize: bool = False
+    ) -> pd.DataFrame:
+        """What to fix first: one row per finding, ranked by the step time its fix would save,
+        estimated by replaying the job's critical path with the fix made (docs/analyses/
+        findings.md: each kind's model and blind spots).
+
+        Args:
+            data_load_events: regexes of event names that are data loading (default: names
+                with ``data load`` / ``DataLoader`` in them).
+            visualize: show the findings' savings, with their ranges and the cumulative saving.
+
+        Returns:
+            DataFrame with the columns of :mod:`hta_lite.analyses.findings.ranking`: ``kind``,
+            ``rank``, ``where``, ``saving_ms_per_step``, ``saving_pctg``, ``saving_low_ms``,
+            ``saving_high_ms``, ``cumulative_ms`` (this fix and all above it made together),
+            ``evidence``, ``estimate_method``, ``advice``; largest saving first, then the
+            findings that save no step time (memory). Empty when no fix would save at least
+            0.5 % of the step.
+
+        Raises:
+            MissingDataError: no ProfilerStep in the traces (the savings are per step).
+        """
+        table = ranked.findings(self._findings_context(data_load_events))
+        if visualize:
+            plots.show(plots.plot_findings(table))
+        return table
+
+    def _findings_context(self, data_load_events) -> ranked.Context:
+        path = self.get_job_critical_path(data_load_events=data_load_events)
+        parts = self._job_path_partials(data_load_events, None)
+        matching = self.get_collectives()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            report = self.get_straggler_report() if len(self.ranks) > 1 else None
+            anomalies = _or_none(self.get_step_anomalies)
+            peaks = _or_none(self.get_memory_peaks)
+        return ranked.Context(
+            ranked.Replay(parts["segments"], matching.calls, matching.instances),
+            parts["events"], path, matching.calls, matching.instances, self.traces,
+            list(data_load_events) if data_load_events is not None else [DATA_LOADING_PATTERN],
+            report, anomalies, peaks, self._device_memory,
+        )  # fmt: skip
 
     def get_key_findings(self, *, visualize: bool = False) -> pd.DataFrame:
         """The few facts to read first, one line each with its number: idle GPU time and its

@@ -39,6 +39,7 @@ from .diff import (
     plot_diff,
 )
 from .findings import (
+    plot_findings,
     plot_key_findings,
 )
 from .graphs import (
@@ -95,6 +96,7 @@ __all__ = [
     "plot_wait_heatmap",
     "plot_arrival_skew",
     "plot_diff",
+    "plot_findings",
     "plot_key_findings",
     "plot_operator_summary",
     "plot_module_sunburst",

@@ -1,1 +1,42 @@
-"""Findings ranked by the step time a fix would save (docs/analyses/findings.md)."""
+"""Findings ranked by the step time a fix would save (docs/analyses/findings.md).
+
+Every kind is a module with ``find(ctx) -> list[Finding]``: it reads the views it rests on
+(:class:`.context.Context`) and states its fix as a :class:`.replay.Cut` — what the fix would
+shorten or remove. :mod:`.ranking` replays each cut (:mod:`.replay`: the job's segments and
+collectives; :mod:`.graph_replay`: a rank's step graphs) and ranks the findings by the saving;
+the cumulative column replays the top fixes together, overlapping cuts discounted.
+
+Kinds: :mod:`.straggler`, :mod:`.host_work` (data loading), :mod:`.syncs` (host syncs,
+synchronizing collectives), :mod:`.exposed_communication`, :mod:`.launch_overhead`,
+:mod:`.step_anomalies`, :mod:`.memory` (no step time). A new kind is a new module here, added to
+``KINDS``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from . import (
+    exposed_communication,
+    host_work,
+    launch_overhead,
+    memory,
+    step_anomalies,
+    straggler,
+    syncs,
+)
+from .context import Context
+from .ranking import COLUMNS, rank_findings
+from .replay import Cut, Replay
+
+KINDS = (
+    straggler, host_work, syncs, exposed_communication, launch_overhead, step_anomalies, memory,
+)  # fmt: skip
+
+__all__ = ["COLUMNS", "Context", "Cut", "Replay", "findings"]
+
+
+def findings(ctx: Context) -> pd.DataFrame:
+    """Every kind's findings over ``ctx``, ranked (columns :data:`COLUMNS`)."""
+    found = [f for kind in KINDS for f in kind.find(ctx)]
+    return rank_findings(ctx, found)
