@@ -1,0 +1,120 @@
+"""Findings ranked by the step time a fix saves: the replay, the kinds, the recorded pairs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from synth import TraceBuilder
+
+import hta_lite
+from hta_lite.analyses.findings import Cut
+from hta_lite.analyses.findings.replay import combine
+from hta_lite.errors import MissingDataError
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_traces"
+PAIRS = ROOT / "tests" / "data" / "findings_pairs"
+
+
+def analysis(folder) -> hta_lite.TraceAnalysis:
+    return hta_lite.TraceAnalysis(trace_dir=str(folder), progress=False)
+
+
+def measured_step_ms(folder: Path, steps: list[int]) -> float:
+    """The job's mean step as measured live: per step the slowest rank's loop iteration."""
+    live = pd.read_csv(folder / "live_step_times.csv")
+    return 1e3 * float(live[live["step"].isin(steps)].groupby("step")["seconds"].max().mean())
+
+
+@pytest.mark.parametrize("folder", ["gloo_4ranks", "long_run", "gloo_collectives/8ranks"])
+def test_replay_without_a_cut_is_the_trace(folder):
+    a = analysis(SAMPLES / folder)
+    replay = a._findings_context(None).replay
+    seg = replay.segments
+    ends = seg[seg["target_ts"] == -1]
+    assert replay.base == ends["end"].max() - seg["step_start"].min()
+    assert replay.saving_per_step(Cut(np.zeros(len(seg)))) == 0
+
+
+@pytest.mark.parametrize(
+    "variant, kinds", [("slow_loader", {"straggler", "data_loading"}), ("extra_sync", {"sync"})]
+)
+def test_recorded_pairs_rank_the_cause_first_and_estimate_the_real_saving(variant, kinds):
+    a = analysis(PAIRS / variant)
+    steps = a.get_profiler_steps()
+    saved = measured_step_ms(PAIRS / variant, steps) - measured_step_ms(PAIRS / "baseline", steps)
+    table = a.get_findings()
+    top = table.iloc[0]
+    assert top["kind"] in kinds
+    assert top["saving_ms_per_step"] == pytest.approx(saved, rel=0.25)
+    assert top["saving_low_ms"] <= top["saving_ms_per_step"] <= top["saving_high_ms"]
+
+
+def test_baseline_run_has_no_large_finding():
+    table = analysis(PAIRS / "baseline").get_findings()
+    slow = analysis(PAIRS / "slow_loader").get_findings()
+    assert table["saving_ms_per_step"].max() < 0.25 * slow["saving_ms_per_step"].max()
+
+
+def test_periodic_stall_is_amortised_over_the_run():
+    """long_run: rank 1 stalls 25 ms in data loading at 4 of its 40 steps: 2.5 ms per step."""
+    table = analysis(SAMPLES / "long_run").get_findings().set_index("kind")
+    assert table.loc["data_loading", "saving_ms_per_step"] == pytest.approx(2.5, rel=0.25)
+    assert table.loc["data_loading", "rank"] == 1
+
+
+def test_overlapping_findings_are_discounted_not_added():
+    """gloo_4ranks: the straggler's excess is its data loading; made together they save about
+    what either does, never their sum."""
+    table = analysis(SAMPLES / "gloo_4ranks").get_findings().set_index("kind")
+    one, two = table.loc["data_loading"], table.loc["straggler"]
+    together = table["cumulative_ms"].iloc[1]
+    assert max(one["saving_ms_per_step"], two["saving_ms_per_step"]) <= together + 1e-9
+    assert together < 0.6 * (one["saving_ms_per_step"] + two["saving_ms_per_step"])
+
+
+def test_combined_cut_never_exceeds_a_span():
+    spans = np.array([10.0, 4.0])
+    both = combine([Cut(np.array([8.0, 4.0])), Cut(np.array([8.0, 4.0]))], spans, {})
+    assert np.all(both.segment <= spans) and both.segment[0] == pytest.approx(10 - 10 * 0.04)
+
+
+def launch_bound(tmp_path: Path) -> Path:
+    """One step of ten 50 µs launch calls back to back, each releasing a 10 µs kernel: the
+    GPU idles between kernels. With the step in a CUDA graph (launches and gaps free) the path
+    is the kernels alone: 100 µs of a 505 µs step."""
+    b = TraceBuilder()
+    b.step(1, 0, 500)
+    for i in range(10):
+        b.kernel(f"k{i}", 50 * i + 45, 10, launch_ts=50 * i, launch_dur=50)
+    b.step(2, 600, 10)
+    return b.write(tmp_path / "rank0.json")
+
+
+def test_launch_overhead_saving_is_known_by_construction(tmp_path):
+    launch_bound(tmp_path)
+    table = analysis(tmp_path).get_findings().set_index("kind")
+    assert table.loc["launch_overhead", "saving_ms_per_step"] == pytest.approx(0.405, rel=0.02)
+
+
+def test_no_profiler_step_is_a_clear_error():
+    with pytest.raises(MissingDataError, match="ProfilerStep"):
+        analysis(SAMPLES / "sglang_decode").get_findings()
+
+
+@pytest.mark.parametrize(
+    "folder",
+    ["two_ranks", "amd_mi250", "h100_bert_small", "gloo_buckets", "gloo_collectives/4ranks",
+     "memory_leak"],
+)  # fmt: skip
+def test_every_real_trace_gives_findings_below_the_step(folder):
+    a = analysis(SAMPLES / folder)
+    table = a.get_findings()
+    step_ms = a._findings_context(None).step_ns / 1e6
+    assert list(table.columns) == hta_lite.analyses.findings.COLUMNS
+    assert (table["saving_ms_per_step"] <= step_ms + 1e-9).all()
+    assert (table["cumulative_ms"].dropna() <= step_ms + 1e-9).all()
+    assert table["cumulative_ms"].dropna().is_monotonic_increasing
