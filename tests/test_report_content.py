@@ -3,6 +3,7 @@ the table beside it, one step numbering, readable units, and every absent view s
 
 from __future__ import annotations
 
+import html
 import re
 
 import numpy as np
@@ -24,11 +25,14 @@ def page(two_ranks) -> str:
     return build_report(two_ranks)
 
 
-def test_report_opens_with_the_key_findings(page, two_ranks):
+def test_report_opens_with_the_ranked_findings_then_the_key_findings(page, two_ranks):
     sections = re.findall(r"<section id='([^']+)'>", page)
-    assert sections[0] == "findings" and sections[1] == "overview"
+    assert sections[:3] == ["findings", "key-findings", "overview"]
+    ranked = two_ranks.get_findings()
+    lead = page[page.index("<section id='findings'>") : page.index("<section id='key-findings'>")]
+    assert len(ranked) and all(html.escape(w) in lead for w in ranked["where"])
     findings = two_ranks.get_key_findings()
-    first = page.index("<section id='findings'>")
+    first = page.index("<section id='key-findings'>")
     for line, anchor in zip(findings["finding"], findings["section"]):
         assert line.replace("'", "&#x27;") in page[first:]
         assert anchor in sections  # every "details" link has its section

@@ -42,6 +42,12 @@ class Findings:
         Raises:
             MissingDataError: no ProfilerStep in the traces (the savings are per step).
         """
+        if not self.get_profiler_steps():
+            raise MissingDataError(
+                None,
+                "no ProfilerStep on any rank: the findings' savings are per step (record with"
+                " torch.profiler's schedule and prof.step())",
+            )
         table = ranked.findings(self._findings_context(data_load_events))
         if visualize:
             plots.show(plots.plot_findings(table))

@@ -55,19 +55,26 @@ def plot_findings(table: pd.DataFrame) -> go.Figure:
             orientation="h",
             name="saving of the fix alone",
             error_x={
-                "type": "data", "symmetric": False,
+                "type": "data",
+                "symmetric": False,
                 "array": timed["saving_high_ms"] - timed["saving_ms_per_step"],
                 "arrayminus": timed["saving_ms_per_step"] - timed["saving_low_ms"],
             },  # fmt: skip
-            text=[f"{v:.2f} ms ({p:.1f} %)" for v, p in
-                  zip(timed["saving_ms_per_step"], timed["saving_pctg"])],  # fmt: skip
+            text=[
+                f"{v:.2f} ms ({p:.1f} %)"
+                for v, p in zip(timed["saving_ms_per_step"], timed["saving_pctg"])
+            ],  # fmt: skip
             hovertext=hover,
             hoverinfo="text",
         )
     )
     fig.add_trace(
-        go.Scatter(x=timed["cumulative_ms"], y=names, mode="lines+markers",
-                   name="cumulative (this and all above, together)")  # fmt: skip
+        go.Scatter(
+            x=timed["cumulative_ms"],
+            y=names,
+            mode="lines+markers",
+            name="cumulative (this and all above, together)",
+        )  # fmt: skip
     )
     fig.update_layout(
         title="Findings: step time each fix would save (replayed critical path)",

@@ -15,7 +15,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from ..errors import TraceError
-from . import snapshot_cli, steps_cli
+from . import findings_cli, snapshot_cli, steps_cli
 
 FORMATS = ("table", "json", "csv", "parquet")
 #: the diff gate's metrics (:data:`hta_lite.analyses.diff_gate.METRICS`; kept here so that
@@ -98,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
 
     snapshot_cli.add_parser(sub)
     steps_cli.add_parser(sub, _common)
+    findings_cli.add_parser(sub, _common)
 
     cache = sub.add_parser("cache", help="what the cache of parsed ranks holds, or clear it")
     cache.add_argument("action", choices=("info", "clear"))
@@ -206,6 +207,7 @@ def summarize(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from ..analyses.health import problems
+    from .findings_cli import finding_lines
     from .report import write_report
     from .summary import HEADINGS, summary_tables
 
@@ -227,12 +229,17 @@ def summarize(args: argparse.Namespace) -> int:
             "display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60
         ):
             print(f"Loaded ranks {analysis.ranks} from {args.trace_dir}\n")
-            print("Key findings")
+            print(HEADINGS["findings"])
+            if "findings" in tables:
+                print("\n".join(finding_lines(tables["findings"])))
+            else:
+                print(f"(none: {absent['findings']})")
+            print("\nKey findings")
             for line in tables["key_findings"]["finding"]:
                 print(f"- {line}")
             print()
             for key, heading in HEADINGS.items():
-                if key == "key_findings" or (key not in tables and key not in absent):
+                if key in ("findings", "key_findings") or (key not in tables and key not in absent):
                     continue
                 print(heading)
                 if key in absent:
@@ -375,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         "diff": run_diff,
         "snapshot": snapshot_cli.run,
         "steps": lambda args: steps_cli.run(args, _load),
+        "findings": lambda args: findings_cli.run(args, _load),
     }
     try:
         return commands[args.command](args)

@@ -16,7 +16,12 @@ from ..analyses import cupti
 from ..analyses.health import problems
 from ..facade.analysis import TraceAnalysis
 from .html import Report, findings_list, note, table
-from .report_extra import job_path_section, snapshot_section, step_anomaly_section
+from .report_extra import (
+    job_path_section,
+    ranked_findings_section,
+    snapshot_section,
+    step_anomaly_section,
+)
 from .report_operators import operator_section
 from .summary import (
     critical_path_region,
@@ -64,7 +69,8 @@ def build_report(analysis: TraceAnalysis, title: str | None = None, snapshot=Non
     ]
     if findings["step_pctg"].notna().any():
         parts.append(report.chart(plots.plot_key_findings(findings)))
-    report.sections.insert(0, ("findings", "Key findings", "".join(parts)))
+    report.sections.insert(0, ("key-findings", "Key findings", "".join(parts)))
+    report.sections.insert(0, ranked_findings_section(report, analysis))
     return report.html()
 
 

@@ -1,5 +1,6 @@
-"""The report's sections of the newer views: a CUDA memory snapshot (``hta-lite report ...
---snapshot FILE``), the anomalous steps of a long run and the job critical path."""
+"""The report's sections of the newer views: the ranked findings, a CUDA memory snapshot
+(``hta-lite report ... --snapshot FILE``), the anomalous steps of a long run and the job
+critical path."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import html
 
 from .. import plots
 from ..errors import MissingDataError
+from .findings_cli import finding_lines
 from .html import Report, note, table
 from .summary import job_critical_path, step_anomalies
 
@@ -97,3 +99,29 @@ def job_path_section(report: Report, analysis) -> None:
     if len(path.problems):
         parts += ["<h3>Where the path is a lower bound</h3>", table(path.problems, 30)]
     report.section("job-critical-path", "Job critical path", *parts)
+
+
+def ranked_findings_section(report: Report, analysis) -> tuple[str, str, str]:
+    """The report's lead: the findings ranked by the step time a fix would save, their chart,
+    evidence and advice (``(anchor, title, html)``, for the report to put first)."""
+    title = "Findings: what to fix first"
+    try:
+        ranked = analysis.get_findings()
+    except MissingDataError as exc:
+        return "findings", title, note(exc.problem)
+    parts = [
+        note(
+            "Ranked by the step time each fix would save, estimated by replaying the job's"
+            " critical path with the fix made (range: a partial fix to the time removed without"
+            " replay; cumulative: the fixes above made together, overlaps discounted;"
+            " docs/analyses/findings.md)."
+        ),
+        "<ol>" + "".join(f"<li>{html.escape(line.split('. ', 1)[1])}</li>"
+                         for line in finding_lines(ranked)) + "</ol>"
+        if len(ranked) else f"<p>{html.escape(finding_lines(ranked)[0])}</p>",
+    ]  # fmt: skip
+    if (ranked["saving_ms_per_step"] > 0).any():
+        parts.append(report.chart(plots.plot_findings(ranked)))
+    if len(ranked):
+        parts.append(table(ranked[["kind", "rank", "where", "evidence", "advice"]], 30))
+    return "findings", title, "".join(parts)

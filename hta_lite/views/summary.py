@@ -231,11 +231,33 @@ def job_critical_path(analysis) -> pd.DataFrame | str:
     return table
 
 
+#: the findings columns the summary shows (the evidence and method are in get_findings())
+FINDING_COLUMNS = [
+    "kind", "rank", "where", "saving_ms_per_step", "saving_pctg", "saving_low_ms",
+    "saving_high_ms", "cumulative_ms", "advice",
+]  # fmt: skip
+
+
+def findings(analysis) -> pd.DataFrame:
+    """The ranked findings (ms per step, rounded), their advice."""
+    table = analysis.get_findings()[FINDING_COLUMNS]
+    timed = [c for c in FINDING_COLUMNS if c.startswith(("saving", "cumulative"))]
+    table = table.assign(**{c: table[c].round(3) for c in timed})
+    table.attrs["note"] = (
+        "Each saving replays the job's critical path with the fix made; cumulative_ms: this"
+        " fix and those above it made together (overlaps discounted)."
+        if len(table)
+        else "No fix would save 0.5 % of the step or more."
+    )
+    return table
+
+
 def key_findings(analysis) -> pd.DataFrame:
     return analysis.get_key_findings()[["kind", "rank", "finding"]]
 
 
 TABLES: list[tuple[str, str, Callable]] = [
+    ("findings", "Findings: what to fix first, by the step time it would save", quietly(findings)),
     ("key_findings", "Key findings", key_findings),
     (
         "temporal_breakdown",

@@ -81,7 +81,8 @@ class Replay:
         self.segments = segments.reset_index(drop=True)
         s = self.segments
         self.spans = (s["end"] - s["start"]).to_numpy(np.float64) if len(s) else np.zeros(0)
-        self.order = np.lexsort((s["rank"].to_numpy(), s["end"].to_numpy())).tolist() if len(s) else []
+        order = np.lexsort((s["rank"].to_numpy(), s["end"].to_numpy())) if len(s) else []
+        self.order = list(map(int, order))
         self.n_steps = int(s["step"].nunique()) if len(s) else 0
         self._calls(calls, instances)
         self.base = self._run(Cut(np.zeros(len(s))))

@@ -43,8 +43,7 @@ def _collectives(ctx: Context) -> Finding | None:
     if inst.empty:
         return None
     tiny = inst["collective"].isin(SYNC_COLLECTIVES) | (
-        inst["collective"].isin(["all_reduce", "broadcast"])
-        & inst["bytes"].between(0, TINY_BYTES)
+        inst["collective"].isin(["all_reduce", "broadcast"]) & inst["bytes"].between(0, TINY_BYTES)
     )
     chosen = inst[tiny & (inst["ranks_present"] >= 2)]
     if chosen.empty:

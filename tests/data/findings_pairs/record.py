@@ -81,8 +81,10 @@ def record(variant: str, out_dir: str, port: int) -> None:
     for rank in range(2):
         part = os.path.join(out_dir, f".live-{rank}.json")
         with open(part) as f:
-            rows += [f"{rank},{step},{s:.6f}" for step, s in sorted(json.load(f).items(),
-                                                                  key=lambda p: int(p[0]))]
+            rows += [
+                f"{rank},{step},{s:.6f}"
+                for step, s in sorted(json.load(f).items(), key=lambda p: int(p[0]))
+            ]
         os.remove(part)
     with open(os.path.join(out_dir, "live_step_times.csv"), "w") as f:
         f.write("\n".join(rows) + "\n")
