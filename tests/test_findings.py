@@ -118,3 +118,29 @@ def test_every_real_trace_gives_findings_below_the_step(folder):
     assert (table["saving_ms_per_step"] <= step_ms + 1e-9).all()
     assert (table["cumulative_ms"].dropna() <= step_ms + 1e-9).all()
     assert table["cumulative_ms"].dropna().is_monotonic_increasing
+
+
+def test_diff_says_which_findings_appeared_or_grew():
+    result = hta_lite.TraceDiff.compare(str(PAIRS / "baseline"), str(PAIRS / "slow_loader"))
+    status = result.findings.set_index(["kind", "where"])["status"]
+    assert status[("straggler", "rank 1")] in ("appeared", "grew")
+    assert status[("data_loading", "data-loading")] == "grew"
+    assert "Findings:" in result.summary
+    back = hta_lite.TraceDiff.compare(str(PAIRS / "slow_loader"), str(PAIRS / "baseline"))
+    assert (
+        back.findings.set_index(["kind", "where"])["status"][("data_loading", "data-loading")]
+        == "shrank"
+    )
+
+
+def test_findings_cli_prints_the_ranking_and_json(capsys):
+    from hta_lite.views.cli import main
+
+    assert main(["findings", str(PAIRS / "extra_sync"), "--serial"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1. sync") and "evidence:" in out and "try:" in out
+    assert main(["findings", str(PAIRS / "extra_sync"), "--json", "--serial"]) == 0
+    import json
+
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["kind"] == "sync" and set(rows[0]) == set(hta_lite.analyses.findings.COLUMNS)

@@ -104,6 +104,9 @@ class Comparison:
     steps: pd.DataFrame
     gate: dict
     summary: str
+    #: which findings appeared, grew or disappeared (:mod:`.findings.changes`); None without
+    #: ProfilerSteps
+    findings: pd.DataFrame | None = None
 
 
 def compare_ops(

@@ -16,7 +16,8 @@ import pandas as pd
 
 from ..analyses import diff
 from ..analyses.diff import Comparison, DeviceType
-from ..errors import RankNotFoundError
+from ..analyses.findings.changes import findings_changes
+from ..errors import MissingDataError, RankNotFoundError
 from .analysis import TraceAnalysis
 from .base import plots
 
@@ -183,15 +184,27 @@ class TraceDiff:
         Returns:
             :class:`~hta_lite.analyses.diff.Comparison` with ``ops``, ``temporal``,
             ``kernel_types``, ``top_kernels`` (``top`` largest changes), ``steps``, ``gate``
-            (dict) and ``summary`` (text).
+            (dict), ``summary`` (text) and ``findings`` (which findings of the two runs
+            appeared, grew, shrank or disappeared; None without ProfilerSteps).
         """
         c, t = as_analysis(control), as_analysis(test)
         c_rank, t_rank = _ranks(c, control_rank, "control")[0], _ranks(t, test_rank, "test")[0]
         note = f"control rank {c_rank} of {c.ranks} vs test rank {t_rank} of {t.ranks}"
         ops = cls.compare_traces(c, t, c_rank, t_rank)
-        return diff.compare_ranks(
+        result = diff.compare_ranks(
             c.traces[c_rank], t.traces[t_rank], ops, note, threshold, top, tuple(metrics)
         )
+        try:
+            result.findings = findings_changes(c.get_findings(), t.get_findings())
+        except MissingDataError:  # no ProfilerStep: no per-step savings to compare
+            return result
+        moved = result.findings[result.findings["status"] != "same"]
+        if len(moved):
+            result.summary += "\nFindings: " + "; ".join(
+                f"{r.kind} ({r.where}) {r.status}, {r.control_ms:.2f} -> {r.test_ms:.2f} ms/step"
+                for r in moved.fillna(0).head(5).itertuples()
+            )
+        return result
 
 
 def _diff_figure(df, column, title, show_image, export_image_path, top):

@@ -342,6 +342,9 @@ def run_diff(args: argparse.Namespace) -> int:
                 print(result.steps.to_string(), "\n")
             print("Largest kernel time changes (µs)")
             print(result.top_kernels.rename(index=lambda n: n[:70]).to_string())
+            if result.findings is not None and len(result.findings):
+                print("\nFindings: saving per step of each run (ms)")
+                print(result.findings.to_string(index=False))
     if args.json:
 
         def records(df: pd.DataFrame, key: str) -> list:
@@ -356,6 +359,11 @@ def run_diff(args: argparse.Namespace) -> int:
             "kernel_types": records(result.kernel_types, "kernel_type"),
             "per_step_median": records(result.steps, "metric"),
             "top_kernels": records(result.top_kernels, "name"),
+            "findings": (
+                json.loads(result.findings.to_json(orient="records"))
+                if result.findings is not None
+                else []
+            ),
             "summary": result.summary,
         }
         text = json.dumps(payload, indent=1)

@@ -38,12 +38,12 @@ def find(ctx: Context) -> list[Finding]:
         f"rank {rank} arrives last at {times_last} of {len(joined)} matched collectives; the"
         f" others wait {fmt_us(waits.iloc[0])} for it in all; its work before them is"
         f" {fmt_us(excess.sum() / 1e3 / ctx.replay.n_steps)} per step longer than the"
-        " median member's"
+        " median member's" + (f"; cause: {cause}" if cause else "")
     )
     return [
         Finding(
             "straggler",
-            f"rank {rank}" + (f": {cause}" if cause else ""),
+            f"rank {rank}",
             evidence,
             "the rank's work before each collective set to the median member's, job replayed",
             "find what makes this rank slower (its cause above: data loading, host work, a"
