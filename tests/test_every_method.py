@@ -35,6 +35,7 @@ CALLS = {
     "get_comm_comp_overlap": lambda a, out: a.get_comm_comp_overlap(visualize=False),
     "get_gpu_idle_by_cause": lambda a, out: a.get_gpu_idle_by_cause(),
     "get_key_findings": lambda a, out: a.get_key_findings(),
+    "get_findings": lambda a, out: a.get_findings(),
     "get_gpu_kernel_breakdown": lambda a, out: a.get_gpu_kernel_breakdown(visualize=False),
     "get_gpu_kernels_with_user_annotations": lambda a, out: a.get_gpu_kernels_with_user_annotations(
         a.ranks[0]
@@ -168,6 +169,7 @@ CLEAR_ERRORS = {
             "get_job_step_anomalies",
             "get_job_critical_path",
             "overlay_job_critical_path",
+            "get_findings",
         )
     },  # no ProfilerStep
     "compare_steps": SelectionError,

@@ -144,3 +144,25 @@ def test_findings_cli_prints_the_ranking_and_json(capsys):
 
     rows = json.loads(capsys.readouterr().out)
     assert rows[0]["kind"] == "sync" and set(rows[0]) == set(hta_lite.analyses.findings.COLUMNS)
+
+
+def one_slow_gemm(tmp_path: Path) -> Path:
+    """One step: a bf16 4096^3 aten::mm whose kernel takes 1,389 µs on an H100 SXM (98.9
+    TFLOP/s: 10 % of its 989.4 TFLOP/s roof) and is the whole path. At 60 % of the roof it
+    takes 231.5 µs: 1,157.5 µs saved; at 40 %, 1,041.8 µs."""
+    b = TraceBuilder()
+    b.step(1, 0, 20)
+    dims, types = [[4096, 4096], [4096, 4096]], ["c10::BFloat16"] * 2
+    b.cpu_op("aten::mm", 2, 10, **{"Input Dims": dims, "Input type": types})
+    b.kernel("sm90_xmma_gemm_bf16bf16_bf16f32", 10, 1389, launch_ts=5, launch_dur=3)
+    b.step(2, 1500, 10)
+    return b.write(tmp_path / "rank0.json")
+
+
+def test_gemm_below_roof_saving_is_known_by_construction(tmp_path):
+    one_slow_gemm(tmp_path)
+    table = analysis(tmp_path).get_findings(device="H100 SXM").set_index("kind")
+    row = table.loc["below_roof"]
+    assert row["saving_ms_per_step"] == pytest.approx(1.1575, rel=0.01)
+    assert row["saving_low_ms"] == pytest.approx(1.0418, rel=0.01)
+    assert "aten::mm" in row["where"] and "10.0 %" in row["evidence"]

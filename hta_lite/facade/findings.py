@@ -20,7 +20,11 @@ class Findings:
     """Findings methods of :class:`hta_lite.TraceAnalysis`."""
 
     def get_findings(
-        self, *, data_load_events: list[str] | None = None, visualize: bool = False
+        self,
+        *,
+        data_load_events: list[str] | None = None,
+        device: str | None = None,
+        visualize: bool = False,
     ) -> pd.DataFrame:
         """What to fix first: one row per finding, ranked by the step time its fix would save,
         estimated by replaying the job's critical path with the fix made (docs/analyses/
@@ -29,6 +33,8 @@ class Findings:
         Args:
             data_load_events: regexes of event names that are data loading (default: names
                 with ``data load`` / ``DataLoader`` in them).
+            device: the GPU for the roofline of GEMMs and convolutions when the trace does not
+                name it (as :meth:`get_operator_roofline`'s).
             visualize: show the findings' savings, with their ranges and the cumulative saving.
 
         Returns:
@@ -48,12 +54,12 @@ class Findings:
                 "no ProfilerStep on any rank: the findings' savings are per step (record with"
                 " torch.profiler's schedule and prof.step())",
             )
-        table = ranked.findings(self._findings_context(data_load_events))
+        table = ranked.findings(self._findings_context(data_load_events, device))
         if visualize:
             plots.show(plots.plot_findings(table))
         return table
 
-    def _findings_context(self, data_load_events) -> ranked.Context:
+    def _findings_context(self, data_load_events, device=None) -> ranked.Context:
         path = self.get_job_critical_path(data_load_events=data_load_events)
         parts = self._job_path_partials(data_load_events, None)
         matching = self.get_collectives()
@@ -62,11 +68,12 @@ class Findings:
             report = self.get_straggler_report() if len(self.ranks) > 1 else None
             anomalies = _or_none(self.get_step_anomalies)
             peaks = _or_none(self.get_memory_peaks)
+            roofline = _or_none(lambda: self.get_operator_roofline(device=device))
         return ranked.Context(
             ranked.Replay(parts["segments"], matching.calls, matching.instances),
             parts["events"], path, matching.calls, matching.instances, self.traces,
             list(data_load_events) if data_load_events is not None else [DATA_LOADING_PATTERN],
-            report, anomalies, peaks, self._device_memory,
+            report, anomalies, peaks, roofline, self._device_memory,
         )  # fmt: skip
 
     def get_key_findings(self, *, visualize: bool = False) -> pd.DataFrame:

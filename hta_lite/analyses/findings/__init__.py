@@ -8,7 +8,8 @@ the cumulative column replays the top fixes together, overlapping cuts discounte
 
 Kinds: :mod:`.straggler`, :mod:`.host_work` (data loading), :mod:`.syncs` (host syncs,
 synchronizing collectives), :mod:`.exposed_communication`, :mod:`.launch_overhead`,
-:mod:`.step_anomalies`, :mod:`.memory` (no step time). A new kind is a new module here, added to
+:mod:`.below_roof` (GEMMs and convolutions), :mod:`.step_anomalies`, :mod:`.memory` (no step
+time). A new kind is a new module here, added to
 ``KINDS``.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import pandas as pd
 
 from . import (
+    below_roof,
     exposed_communication,
     host_work,
     launch_overhead,
@@ -30,7 +32,8 @@ from .ranking import COLUMNS, rank_findings
 from .replay import Cut, Replay
 
 KINDS = (
-    straggler, host_work, syncs, exposed_communication, launch_overhead, step_anomalies, memory,
+    straggler, host_work, syncs, exposed_communication, launch_overhead, below_roof,
+    step_anomalies, memory,
 )  # fmt: skip
 
 __all__ = ["COLUMNS", "Context", "Cut", "Replay", "findings"]

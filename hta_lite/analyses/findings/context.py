@@ -24,7 +24,8 @@ class Context:
     of each; ``job_path``; ``calls`` / ``instances`` (collectives matching); ``traces``;
     ``patterns``: the data-loading regexes; the views: ``stragglers``
     (:class:`~..stragglers.StragglerReport` or None), ``anomalies`` (``get_step_anomalies``
-    or None), ``memory_peaks`` (or None) and ``capacity(rank, device)`` (bytes, NaN unknown)."""
+    or None), ``memory_peaks`` (or None), ``roofline`` (``get_operator_roofline`` or None)
+    and ``capacity(rank, device)`` (bytes, NaN unknown)."""
 
     replay: Replay
     events: pd.DataFrame
@@ -36,6 +37,7 @@ class Context:
     stragglers: object = None
     anomalies: pd.DataFrame | None = None
     memory_peaks: pd.DataFrame | None = None
+    roofline: pd.DataFrame | None = None
     capacity: Callable[[int, str], float] = lambda rank, device: np.nan
     _graphs: dict = field(default_factory=dict)
 
@@ -72,15 +74,16 @@ class Context:
         values = self.events["duration"].to_numpy(np.float64) if values is None else values
         return np.bincount(self.event_segment[mask], values[mask], minlength=len(self.segments))
 
-    def graph_cut(self, on_path: np.ndarray, change: Change) -> Cut:
-        """A fix that changes the ranks' graphs: each rank-step's segments are cut by the path
-        time the fix touches there (``on_path`` ns per segment), scaled down to what the
-        rank's replayed critical path saves in that step when that is less."""
+    def graph_cut(self, on_path: np.ndarray, change_of: Callable[[int], Change]) -> Cut:
+        """A fix that changes the ranks' graphs (``change_of(rank)``: the change on that
+        rank's): each rank-step's segments are cut by the path time the fix touches there
+        (``on_path`` ns per segment), scaled down to what the rank's replayed critical path
+        saves in that step when that is less."""
         seg = self.segments
         cut = np.zeros(len(seg))
         touched = on_path > 0
         for rank in sorted(seg.loc[touched, "rank"].unique().tolist()):
-            savings = self.graphs(int(rank)).savings(change)
+            savings = self.graphs(int(rank)).savings(change_of(int(rank)))
             for step, saved in savings.items():
                 rows = np.flatnonzero((seg["rank"] == rank).to_numpy() & (seg["step"] == step))
                 total = on_path[rows].sum()

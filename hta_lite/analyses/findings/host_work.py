@@ -71,19 +71,16 @@ def find(ctx: Context) -> list[Finding]:
     ]
 
 
-def _graph_cut(ctx: Context, on_path, ranges, scale: float):
+def _graph_cut(ctx: Context, on_path, ranges, scale: float) -> Cut:
     """:meth:`Context.graph_cut` with each rank's own data-loading ranges, ``scale`` of them
     made free."""
-    seg = ctx.segments
-    total = np.zeros(len(seg))
-    for rank, spans in ranges.items():
-        mine = on_path * (seg["rank"] == rank).to_numpy() * scale
 
-        def apply(graph, events, spans=spans):
-            return graph.weight - scale * thread_overlap(graph, events, spans), None
+    def change_of(rank):
+        spans = ranges.get(rank, {})
+        return lambda graph, events: (graph.weight - scale * thread_overlap(graph, events, spans),
+                                      None)  # fmt: skip
 
-        total += ctx.graph_cut(mine, apply).segment
-    return Cut(total)
+    return ctx.graph_cut(on_path * scale, change_of)
 
 
 def _ranges(trace, patterns) -> dict[int, np.ndarray]:

@@ -62,8 +62,8 @@ def find(ctx: Context) -> list[Finding]:
             " a CUDA graph of the step would), critical path and job replayed",
             "capture the step (or its steady part) in a CUDA graph: torch.compile("
             "mode='reduce-overhead') or torch.cuda.graphs; fuse small kernels; larger batches",
-            ctx.graph_cut(on_path, change(1.0, True)),
-            ctx.graph_cut(ctx.per_segment(gaps) * 0.5, change(0.5, False)),
+            ctx.graph_cut(on_path, lambda rank: change(1.0, True)),
+            ctx.graph_cut(ctx.per_segment(gaps) * 0.5, lambda rank: change(0.5, False)),
             _single_rank(ctx.segments, on_path),
         )
     ]

@@ -139,8 +139,8 @@ def _host(ctx: Context) -> Finding | None:
         " then the job replayed",
         "avoid .item() / .cpu() / print(tensor) / torch.cuda.synchronize() inside the step:"
         " keep values on the device, read them every N steps, use non_blocking copies",
-        ctx.graph_cut(waits, remove(1.0)),
-        ctx.graph_cut(waits, remove(0.5)),
+        ctx.graph_cut(waits, lambda rank: remove(1.0)),
+        ctx.graph_cut(waits / 2, lambda rank: remove(0.5)),
         _single_rank(seg, waits),
     )
 

@@ -40,7 +40,7 @@ SEGMENT_COLUMNS = [
 #: columns of :func:`segments`' ``events`` table: one row per event on a segment's local path
 EVENT_COLUMNS = [
     "rank", "step", "target_ts", "target_tid", "target_stream", "name", "category", "bound_by",
-    "start", "duration", "tid", "stream",
+    "start", "duration", "tid", "stream", "event",
 ]  # fmt: skip
 #: a call is identified on its rank by where it ran and when it started
 CALL_KEY = ("ts", "tid", "stream")
@@ -54,7 +54,8 @@ def segments(trace: RankTrace, data_load_events: list[str] | None = None, steps=
     call it starts after (``prev_*``, -1: the step's start) and ``length`` (ns: its local
     path's). ``events``: the events of that local path, one row per event and segment
     (``bound_by`` as in HTA's critical path; ``start``: its first moment on the path,
-    ``duration`` ns on the path).
+    ``duration`` ns on the path; ``event``: its number in the rank's
+    :class:`~..critical_path.events.Events`, cpu rows then gpu rows).
 
     The local path of a segment is the part inside the segment of the rank's longest path (over
     the step's graph) that ends at the target: at the collective kernel's start, or for a call
