@@ -72,11 +72,13 @@ def find(ctx: Context) -> list[Finding]:
     low, _ = cut(LOW_FRACTION)
     steps = max(ctx.replay.n_steps, 1)
     worst = pctg.idxmin()
+    spread = fmt_pct(float(pctg.min()))
+    if len(pctg) > 1:
+        spread += f" to {fmt_pct(float(pctg.max()))}"
     evidence = (
         f"{fmt_us(ctx.per_segment(on).sum() / 1e3 / steps)} per step of matrix-product /"
-        f" convolution kernels on the ranks' paths run at {fmt_pct(float(pctg.min()))}-"
-        f"{fmt_pct(float(pctg.max()))} of their roof ({worst}: {fmt_pct(float(pctg[worst]))},"
-        f" {slow['device'].iat[0]})"
+        f" convolution kernels on the ranks' paths run at {spread} of their roof ({worst}:"
+        f" {fmt_pct(float(pctg[worst]))}, {slow['device'].iat[0]})"
     )
     return [
         Finding(
