@@ -166,3 +166,29 @@ def test_gemm_below_roof_saving_is_known_by_construction(tmp_path):
     assert row["saving_ms_per_step"] == pytest.approx(1.1575, rel=0.01)
     assert row["saving_low_ms"] == pytest.approx(1.0418, rel=0.01)
     assert "aten::mm" in row["where"] and "10.0 %" in row["evidence"]
+
+
+def synchronizing_step(tmp_path: Path) -> Path:
+    """One step: a 200 µs kernel, the host waits for it (cudaDeviceSynchronize), does 100 µs of
+    its own work, launches a second 200 µs kernel and waits again; the step ends at 520 µs.
+    Without the syncs the host work runs under the first kernel and the second kernel follows
+    the first on its stream: the step ends with it, at 410 µs — 110 µs saved."""
+    b = TraceBuilder()
+    b.step(1, 0, 520)
+    b.kernel("k1", 10, 200, launch_ts=0, launch_dur=5)
+    b.kernel("Context Sync", 209, 1, stream=-1, cat="cuda_sync", launch_ts=10, launch_dur=200,
+             launch_name="cudaDeviceSynchronize")  # fmt: skip
+    b.cpu_op("aten::host_work", 210, 100)
+    b.kernel("k2", 320, 200, launch_ts=310, launch_dur=5)
+    b.kernel("Context Sync", 519, 1, stream=-1, cat="cuda_sync", launch_ts=320, launch_dur=200,
+             launch_name="cudaDeviceSynchronize")  # fmt: skip
+    b.step(2, 600, 10)
+    return b.write(tmp_path / "rank0.json")
+
+
+def test_host_sync_saving_is_known_by_construction(tmp_path):
+    synchronizing_step(tmp_path)
+    table = analysis(tmp_path).get_findings().set_index("kind")
+    row = table.loc["host_sync"]
+    assert row["where"] == "cudaDeviceSynchronize"
+    assert row["saving_ms_per_step"] == pytest.approx(0.110, rel=0.02)

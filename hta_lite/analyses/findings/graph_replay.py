@@ -1,10 +1,13 @@
 """What-if replay of one rank's critical path: change edges of each step's graph, recompute.
 
 Each step's graph is HTA's (:mod:`..critical_path.graph`), over the step's bounds as the job
-path cuts them. A change gives new edge weights (never larger) and the edges to keep; the
-saving of a step is its longest path's length minus the changed graph's. A change that touches
-no edge of the step's longest path saves nothing (weights only shrink), so that step is not
-replayed.
+path cuts them, with one kind of edge added: each kernel on a stream depends on the end of the
+kernel before it there (weight 0). HTA's graph leaves that edge out where the stream was idle
+when the kernel was launched; a replay that makes the host faster needs it, or kernels would
+overlap on their stream. A change gives new edge weights (never larger) and the edges to keep;
+the saving of a step is its longest path's length minus the changed graph's, both over the
+graph with the stream-order edges. A change that touches no edge of the step's longest path
+saves nothing (weights only shrink), so that step is not replayed.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import numpy as np
 
 from ...load.rank_trace import RankTrace
 from ..critical_path.events import Events
-from ..critical_path.graph import Graph
+from ..critical_path.graph import DEPENDENCY, Graph
 from ..critical_path.path import longest_distances, path_to
 from ..critical_path.window import event_index
 from ..job_path.segments import StepPaths, step_bounds
@@ -38,31 +41,66 @@ class RankGraphs:
             for number, start, end in step_bounds(trace)
         }
 
+        self._base: dict[int, tuple[Graph, int, np.ndarray]] = {}
+
     def savings(self, change: Change) -> dict[int, float]:
         """ns each step's critical path gets shorter under ``change``."""
         out = {}
         for number, local in self.steps.items():
-            out[number] = 0.0 if local.empty else _saving(local, change(local.graph, self.events))
+            if local.empty:
+                out[number] = 0.0
+                continue
+            weight, keep = change(local.graph, self.events)
+            out[number] = self._saving(number, local, weight, keep)
         return out
 
+    def _saving(self, number: int, local: StepPaths, weight, keep) -> float:
+        g = local.graph
+        weight = np.minimum(weight, g.weight)
+        keep = np.ones(len(g.src), bool) if keep is None else keep
+        if number not in self._base:
+            ordered = with_stream_order(g, self.events)
+            dist, best, _ = longest_distances(len(g.node_ts), ordered, Counter())
+            end = int(np.argmax(dist))
+            self._base[number] = (ordered, max(dist), np.asarray(path_to(end, best, ordered.src.tolist())))
+        ordered, length, path = self._base[number]
+        n = len(g.src)
+        old = path[path < n]  # edges of HTA's graph on the longest path
+        if not ((weight[old] < g.weight[old]).any() or not keep[old].all()):
+            return 0.0
+        extra = len(ordered.src) - n
+        keep = np.concatenate([keep, np.ones(extra, bool)])
+        weight = np.concatenate([weight, np.zeros(extra, np.int64)])
+        smaller = replace(
+            ordered, src=ordered.src[keep], dst=ordered.dst[keep], kind=ordered.kind[keep],
+            weight=weight[keep], event=ordered.event[keep], health=Counter(),
+        )  # fmt: skip
+        dist, _, _ = longest_distances(len(g.node_ts), smaller, Counter())
+        return float(max(length - max(dist), 0))
 
-def _saving(local: StepPaths, changed: tuple[np.ndarray, np.ndarray | None]) -> float:
-    g = local.graph
-    weight, keep = changed
-    weight = np.minimum(weight, g.weight)
-    path = np.asarray(path_to(local.last, local.best, local.src), np.int64)
-    touched = bool((weight[path] < g.weight[path]).any()) or (
-        keep is not None and not bool(keep[path].all())
-    )
-    if not touched:
-        return 0.0
-    keep = np.ones(len(g.src), bool) if keep is None else keep
-    smaller = replace(
-        g, src=g.src[keep], dst=g.dst[keep], kind=g.kind[keep], weight=weight[keep],
-        event=g.event[keep], health=Counter(),
+
+def with_stream_order(graph: Graph, events: Events) -> Graph:
+    """``graph`` with a weight-0 edge from each GPU event's end to the start of the next one on
+    its stream (appended after HTA's edges)."""
+    node_event, start = graph.node_event, graph.node_start
+    gpu = events.stream[node_event] >= 0
+    starts, ends = np.flatnonzero(gpu & start), np.flatnonzero(gpu & ~start)
+    end_of = dict(zip(node_event[ends].tolist(), ends.tolist()))
+    ev = node_event[starts]
+    order = np.lexsort((events.ts[ev], events.stream[ev]))
+    starts, ev = starts[order], ev[order]
+    same = events.stream[ev][1:] == events.stream[ev][:-1]
+    src = np.array([end_of.get(e, -1) for e in ev[:-1].tolist()], np.int64)
+    dst = starts[1:]
+    add = same & (src >= 0) & (graph.node_ts[np.maximum(src, 0)] <= graph.node_ts[dst])
+    src, dst = src[add], dst[add]
+    return replace(
+        graph,
+        src=np.concatenate([graph.src, src]), dst=np.concatenate([graph.dst, dst]),
+        kind=np.concatenate([graph.kind, np.full(len(src), DEPENDENCY, graph.kind.dtype)]),
+        weight=np.concatenate([graph.weight, np.zeros(len(src), graph.weight.dtype)]),
+        event=np.concatenate([graph.event, np.full(len(src), -1, graph.event.dtype)]),
     )  # fmt: skip
-    dist, _, _ = longest_distances(len(g.node_ts), smaller, Counter())
-    return float(max(local.dist.max() - max(dist), 0))
 
 
 def thread_overlap(graph: Graph, events: Events, ranges: dict[int, np.ndarray]) -> np.ndarray:
