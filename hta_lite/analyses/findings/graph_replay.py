@@ -62,7 +62,8 @@ class RankGraphs:
             ordered = with_stream_order(g, self.events)
             dist, best, _ = longest_distances(len(g.node_ts), ordered, Counter())
             end = int(np.argmax(dist))
-            self._base[number] = (ordered, max(dist), np.asarray(path_to(end, best, ordered.src.tolist())))
+            path = np.asarray(path_to(end, best, ordered.src.tolist()))
+            self._base[number] = (ordered, max(dist), path)
         ordered, length, path = self._base[number]
         n = len(g.src)
         old = path[path < n]  # edges of HTA's graph on the longest path
