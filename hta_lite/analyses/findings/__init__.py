@@ -8,7 +8,7 @@ the cumulative column replays the top fixes together, overlapping cuts discounte
 
 Kinds: :mod:`.straggler`, :mod:`.host_work` (data loading), :mod:`.syncs` (host syncs,
 synchronizing collectives), :mod:`.exposed_communication`, :mod:`.launch_overhead`,
-:mod:`.below_roof` (GEMMs and convolutions), :mod:`.step_anomalies`, :mod:`.memory` (no step
+:mod:`.below_roof` (GEMMs and convolutions), :mod:`.memcpy` (pageable copies), :mod:`.step_anomalies`, :mod:`.memory` (no step
 time). A new kind is a new module here, added to
 ``KINDS``.
 """
@@ -22,6 +22,7 @@ from . import (
     exposed_communication,
     host_work,
     launch_overhead,
+    memcpy,
     memory,
     step_anomalies,
     straggler,
@@ -32,7 +33,7 @@ from .ranking import COLUMNS, rank_findings
 from .replay import Cut, Replay
 
 KINDS = (
-    straggler, host_work, syncs, exposed_communication, launch_overhead, below_roof,
+    straggler, host_work, syncs, exposed_communication, launch_overhead, below_roof, memcpy,
     step_anomalies, memory,
 )  # fmt: skip
 
