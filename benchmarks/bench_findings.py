@@ -57,8 +57,10 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         make_straggler_folder(args.template, folder, args.ranks, 5, "host", 30_000.0, seed=1)
-        cases = [(f"{args.ranks} ranks of {Path(args.template).name}", folder),
-                 ("long_run (2 ranks x 40 steps)", str(ROOT / "sample_traces/long_run"))]
+        cases = [
+            (f"{args.ranks} ranks of {Path(args.template).name}", folder),
+            ("long_run (2 ranks x 40 steps)", str(ROOT / "sample_traces/long_run")),
+        ]
         for label, path in cases:
             job_path, findings, found = measure(path, args.repeat)
             print(f"{label}: job path {job_path:.2f} s, findings after it {findings:.2f} s"

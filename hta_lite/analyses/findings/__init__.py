@@ -8,9 +8,9 @@ the cumulative column replays the top fixes together, overlapping cuts discounte
 
 Kinds: :mod:`.straggler`, :mod:`.host_work` (data loading), :mod:`.syncs` (host syncs,
 synchronizing collectives), :mod:`.exposed_communication`, :mod:`.launch_overhead`,
-:mod:`.below_roof` (GEMMs and convolutions), :mod:`.memcpy` (pageable copies), :mod:`.step_anomalies`, :mod:`.memory` (no step
-time). A new kind is a new module here, added to
-``KINDS``.
+:mod:`.below_roof` (GEMMs and convolutions), :mod:`.memcpy` (pageable copies),
+:mod:`.step_anomalies`, :mod:`.memory` (no step time). A new kind is a new module here, added
+to ``KINDS``.
 """
 
 from __future__ import annotations
