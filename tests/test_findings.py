@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import needs_shared, shared_cases
 from synth import TraceBuilder
 
 import hta_lite
@@ -213,3 +214,17 @@ def test_pageable_copy_saving_is_known_by_construction(tmp_path):
     row = analysis(tmp_path).get_findings().set_index("kind").loc["pageable_memcpy"]
     assert row["where"] == "Memcpy HtoD (Pageable -> Device)"
     assert row["saving_ms_per_step"] == pytest.approx(0.160, rel=0.02)
+
+
+@needs_shared
+@pytest.mark.parametrize("name", sorted(shared_cases()))
+def test_every_shared_trace_gives_findings_or_says_why(name):
+    a = analysis(shared_cases()[name])
+    try:
+        table = a.get_findings()
+    except MissingDataError as exc:
+        assert "ProfilerStep" in exc.problem
+        return
+    step_ms = a._findings_context(None).step_ns / 1e6
+    assert (table["saving_ms_per_step"] <= step_ms + 1e-9).all()
+    assert (table["cumulative_ms"].dropna() <= step_ms + 1e-9).all()

@@ -108,10 +108,6 @@ class Replay:
             ends = [self.call[k][1] for k in self.members.get(i, [])]
             self.transfers[i] = float(max(ends) - last) if ends else 0.0
 
-    def job_time(self, cut: Cut) -> float:
-        """ns from the first step's start to the last step's end under ``cut``."""
-        return self._run(cut)
-
     def saving_per_step(self, cut: Cut) -> float:
         """ns per step the cut saves (the base job time minus the replayed one, per step)."""
         if not self.n_steps:
