@@ -169,7 +169,6 @@ CLEAR_ERRORS = {
             "get_job_step_anomalies",
             "get_job_critical_path",
             "overlay_job_critical_path",
-            "get_findings",
         )
     },  # no ProfilerStep
     "compare_steps": SelectionError,

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..analyses import findings as ranked
 from ..analyses import key_findings as kf
+from ..analyses.job_path import job_critical_path
 from ..analyses.operators import DEVICES, architecture_hint
 from ..errors import MissingDataError
 from ..kineto import DATA_LOADING_PATTERN
@@ -45,24 +46,22 @@ class Findings:
             findings that save no step time (memory). Empty when no fix would save at least
             0.5 % of the step.
 
-        Raises:
-            MissingDataError: no ProfilerStep in the traces (the savings are per step).
+            Traces without ProfilerSteps are one step each, from the first event to the last
+            (the savings are then per trace).
         """
-        if not self.get_profiler_steps():
-            raise MissingDataError(
-                None,
-                "no ProfilerStep on any rank: the findings' savings are per step (record with"
-                " torch.profiler's schedule and prof.step())",
-            )
         table = ranked.findings(self._findings_context(data_load_events, device))
         if visualize:
             plots.show(plots.plot_findings(table))
         return table
 
     def _findings_context(self, data_load_events, device=None) -> ranked.Context:
-        path = self.get_job_critical_path(data_load_events=data_load_events)
-        parts = self._job_path_partials(data_load_events, None)
+        whole = not self.get_profiler_steps()  # then each trace is one step
+        parts = self._job_path_partials(data_load_events, None, whole)
         matching = self.get_collectives()
+        path = job_critical_path(
+            parts["segments"], parts["events"], matching.calls, matching.instances,
+            sorted(self.traces),
+        )  # fmt: skip
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             report = self.get_straggler_report() if len(self.ranks) > 1 else None

@@ -77,14 +77,20 @@ class JobPaths:
         """
         return str(overlay_job_path(path, Path(output_dir)))
 
-    def _job_path_partials(self, data_load_events, steps) -> dict[str, pd.DataFrame]:
+    def _job_path_partials(
+        self, data_load_events, steps, whole: bool = False
+    ) -> dict[str, pd.DataFrame]:
+        """The ranks' segments (``whole``: a rank without ProfilerSteps is one step, -1)."""
         key = (
             tuple(data_load_events) if data_load_events is not None else None,
             tuple(steps) if steps is not None else None,
+            whole,
         )
         cache = self.__dict__.setdefault("_job_path_parts", {})
         if key not in cache:
-            parts = [segments(self.trace(r), data_load_events, steps) for r in sorted(self.traces)]
+            parts = [
+                segments(self.trace(r), data_load_events, steps, whole) for r in sorted(self.traces)
+            ]
             cache[key] = {
                 name: pd.concat([p[name] for p in parts], ignore_index=True)
                 for name in ("segments", "events")

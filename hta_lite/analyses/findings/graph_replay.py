@@ -23,7 +23,7 @@ from ..critical_path.events import Events
 from ..critical_path.graph import DEPENDENCY, Graph
 from ..critical_path.path import longest_distances, path_to
 from ..critical_path.window import event_index
-from ..job_path.segments import StepPaths, step_bounds
+from ..job_path.segments import StepPaths, step_bounds, whole_trace
 
 #: ``change(graph, events) -> (weight, keep)``: new weights (ns) and the edges kept (None: all)
 Change = Callable[[Graph, Events], tuple[np.ndarray, np.ndarray | None]]
@@ -38,7 +38,7 @@ class RankGraphs:
         index = event_index(trace)
         self.steps = {
             number: StepPaths(trace, self.events, index, start, end, patterns)
-            for number, start, end in step_bounds(trace)
+            for number, start, end in (step_bounds(trace) or [whole_trace(trace)])
         }
 
         self._base: dict[int, tuple[Graph, int, np.ndarray]] = {}

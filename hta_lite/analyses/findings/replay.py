@@ -84,6 +84,7 @@ class Replay:
         order = np.lexsort((s["rank"].to_numpy(), s["end"].to_numpy())) if len(s) else []
         self.order = list(map(int, order))
         self.n_steps = int(s["step"].nunique()) if len(s) else 0
+        self.t0 = int(s["step_start"].min()) if len(s) else 0  # times are replayed from here
         self._calls(calls, instances)
         self.base = self._run(Cut(np.zeros(len(s))))
 
@@ -98,10 +99,13 @@ class Replay:
         joined = instances[
             instances["consistent"] & instances["ordered"] & (instances["ranks_present"] >= 2)
         ]
-        self.last_start = dict(zip(joined["instance"].tolist(), joined["last_start"].tolist()))
+        self.last_start = {
+            i: t - self.t0
+            for i, t in zip(joined["instance"].tolist(), joined["last_start"].tolist())
+        }
         keys = zip(calls["rank"].tolist(), *(calls[k].tolist() for k in CALL_KEY))
         for key, instance, end in zip(keys, calls["instance"].tolist(), calls["end"].tolist()):
-            self.call[key] = (int(instance), int(end))
+            self.call[key] = (int(instance), int(end) - self.t0)
             if instance in self.last_start:
                 self.members.setdefault(int(instance), []).append(key)
         for i, last in self.last_start.items():
@@ -118,8 +122,8 @@ class Replay:
         s = self.segments
         if s.empty:
             return 0.0
-        rank, step, end = s["rank"].tolist(), s["step"].tolist(), s["end"].tolist()
-        step_start = s["step_start"].tolist()
+        rank, step = s["rank"].tolist(), s["step"].tolist()
+        end, step_start = (s["end"] - self.t0).tolist(), (s["step_start"] - self.t0).tolist()
         target = list(zip(rank, *(s[f"target_{k}"].tolist() for k in CALL_KEY)))
         prev = list(zip(rank, *(s[f"prev_{k}"].tolist() for k in CALL_KEY)))
         spans = (self.spans - np.minimum(np.clip(cut.segment, 0, None), self.spans)).tolist()
@@ -144,17 +148,17 @@ class Replay:
             if target[i][1] == -1:  # the step's end
                 ended[r] = seen[r]
                 job_end = max(job_end, at)
-        return job_end - float(min(step_start))
+        return job_end
 
     def _end(self, key: tuple, arrived: dict, cut: Cut) -> float:
         """The replayed end of the call ``key`` on its rank."""
-        instance, orig_end = self.call.get(key, (-1, key[1]))
-        own = arrived.get(key, float(key[1]))
+        instance, orig_end = self.call.get(key, (-1, key[1] - self.t0))
+        own = arrived.get(key, float(key[1] - self.t0))
         if instance in cut.dropped:
             return own
         if instance not in self.last_start:
-            return orig_end + (own - key[1])
-        last = max(arrived.get(m, float(m[1])) for m in self.members[instance])
+            return orig_end + (own - (key[1] - self.t0))
+        last = max(arrived.get(m, float(m[1] - self.t0)) for m in self.members[instance])
         transfer = orig_end - self.last_start[instance]
         transfer -= min(cut.transfer.get(instance, 0.0), max(transfer, 0.0))
         return max(own, last + transfer)

@@ -47,7 +47,9 @@ CALL_KEY = ("ts", "tid", "stream")
 END_OF_STEP = (-1, -1, -1)
 
 
-def segments(trace: RankTrace, data_load_events: list[str] | None = None, steps=None) -> dict:
+def segments(
+    trace: RankTrace, data_load_events: list[str] | None = None, steps=None, whole=False
+) -> dict:
     """``{"segments": ..., "events": ...}`` of the rank (columns :data:`SEGMENT_COLUMNS`,
     :data:`EVENT_COLUMNS`). ``segments``: per step and target (``target_*``: the call's
     :data:`CALL_KEY`, ``-1`` for the step's end), the segment's ``start`` / ``end`` (ns), the
@@ -61,10 +63,13 @@ def segments(trace: RankTrace, data_load_events: list[str] | None = None, steps=
     the step's graph) that ends at the target: at the collective kernel's start, or for a call
     that is no node of the graph (a gloo range on a worker thread) at the node with the longest
     path among those up to the call's start; at the step's end, the step's critical path.
-    ``steps``: the ProfilerStep numbers to cut (default: every profiled step)."""
+    ``steps``: the ProfilerStep numbers to cut (default: every profiled step); ``whole``: a
+    trace without ProfilerSteps is one step, numbered -1, from its first event to its last."""
     patterns = data_load_events if data_load_events is not None else [DATA_LOADING_PATTERN]
     calls = collective_calls(trace)
     bounds = step_bounds(trace, steps)
+    if whole and not bounds and not len(trace.steps):
+        bounds = [whole_trace(trace)]
     seg_rows: list[list] = []
     if not bounds:
         return _tables(trace, None, patterns, seg_rows, [])
@@ -105,6 +110,14 @@ def step_bounds(trace: RankTrace, steps=None) -> list[tuple[int, int, int]]:
         launched = gpu_end[gpu_step == step.step]
         out.append((int(step.step), start, max(cpu_end, int(launched.max(initial=cpu_end)))))
     return out
+
+
+def whole_trace(trace: RankTrace) -> tuple[int, int, int]:
+    """``(-1, start, end)`` ns: the trace's span as one step (the events outside any step are
+    numbered -1)."""
+    starts = [t["ts"].min() for t in (trace.cpu, trace.gpu) if len(t)]
+    ends = [(t["ts"] + t["dur"]).max() for t in (trace.cpu, trace.gpu) if len(t)]
+    return -1, int(min(starts)), int(max(ends))
 
 
 def _call_events(trace: RankTrace, events: Events, calls: pd.DataFrame) -> dict:
