@@ -49,7 +49,11 @@ class Findings:
             Traces without ProfilerSteps are one step each, from the first event to the last
             (the savings are then per trace).
         """
-        table = ranked.findings(self._findings_context(data_load_events, device))
+        key = (tuple(data_load_events) if data_load_events is not None else None, device)
+        cache = self.__dict__.setdefault("_findings", {})  # the summary and report both ask
+        if key not in cache:
+            cache[key] = ranked.findings(self._findings_context(data_load_events, device))
+        table = cache[key].copy()
         if visualize:
             plots.show(plots.plot_findings(table))
         return table

@@ -21,7 +21,6 @@ from ..critical_path.graph import OPERATOR
 from ..operators.attribution import Attribution
 from .context import Context
 from .finding import Finding
-from .syncs import _single_rank
 
 FRACTION, LOW_FRACTION = 0.6, 0.4
 KINDS = ("matmul", "conv")
@@ -92,7 +91,7 @@ def find(ctx: Context) -> list[Finding]:
             " cuBLASLt autotuning; fuse the small ones",
             nominal,
             low,
-            _single_rank(ctx.segments, on_path),
+            ctx.main_rank(on_path),
         )
     ]
 

@@ -91,6 +91,13 @@ class Context:
                     cut[rows] = on_path[rows] * min(1.0, saved / total)
         return Cut(cut)
 
+    def main_rank(self, per_segment: np.ndarray) -> int | None:
+        """The rank that holds more than half of ``per_segment`` (ns per segment), else None
+        (a finding of the job)."""
+        per_rank = np.bincount(self.segments["rank"].to_numpy(), per_segment)
+        worst = int(np.argmax(per_rank))
+        return worst if per_rank[worst] > 0.5 * per_rank.sum() else None
+
     def instance_of_segment(self) -> np.ndarray:
         """The collective instance each segment ends at (-1: the step's end or unmatched)."""
         seg = self.segments

@@ -66,7 +66,7 @@ def find(ctx: Context) -> list[Finding]:
             " training loop",
             cut,
             low,
-            worst if len(ranges) == 1 or per_rank[worst] > 0.5 * per_rank.sum() else None,
+            ctx.main_rank(on_path),
         )
     ]
 

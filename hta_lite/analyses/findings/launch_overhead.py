@@ -18,7 +18,6 @@ from ...units import fmt_us
 from ..critical_path.graph import KERNEL_KERNEL_DELAY, LAUNCH_DELAY, OPERATOR
 from .context import Context
 from .finding import Finding
-from .syncs import _single_rank
 
 OVERHEAD = ("gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead")
 
@@ -64,6 +63,6 @@ def find(ctx: Context) -> list[Finding]:
             "mode='reduce-overhead') or torch.cuda.graphs; fuse small kernels; larger batches",
             ctx.graph_cut(on_path, lambda rank: change(1.0, True)),
             ctx.graph_cut(ctx.per_segment(gaps) * 0.5, lambda rank: change(0.5, False)),
-            _single_rank(ctx.segments, on_path),
+            ctx.main_rank(on_path),
         )
     ]

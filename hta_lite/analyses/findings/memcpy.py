@@ -20,7 +20,6 @@ from ...units import fmt_us
 from ..critical_path.graph import OPERATOR
 from .context import Context
 from .finding import Finding
-from .syncs import _single_rank
 
 SPEEDUP = 2.0
 PAGEABLE = "Pageable"
@@ -80,7 +79,7 @@ def find(ctx: Context) -> list[Finding]:
             ctx.graph_cut(
                 ctx.per_segment(copy_ev, duration * half / 2), change_of(half / 2, False)
             ),
-            _single_rank(ctx.segments, on_path),
+            ctx.main_rank(on_path),
         )
     ]
 

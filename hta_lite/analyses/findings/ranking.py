@@ -49,12 +49,11 @@ def rank_findings(ctx: Context, findings: list[Finding]) -> pd.DataFrame:
     table = table.sort_values(
         ["saving_ms_per_step", "kind"], ascending=[False, True], kind="stable", ignore_index=True
     )
-    cuts = {id(f): f.cut for _, f in timed}
-    order = [id(f) for _, f in sorted(timed, key=lambda p: -p[0])]
-    cumulative = []
-    for k in range(1, len(order) + 1):
-        together = combine([cuts[i] for i in order[:k]], replay.spans, replay.transfers)
-        cumulative.append(replay.saving_per_step(together) / 1e6)
+    cuts = [f.cut for _, f in sorted(timed, key=lambda p: (-p[0], p[1].kind))]  # table order
+    cumulative = [
+        replay.saving_per_step(combine(cuts[:k], replay.spans, replay.transfers)) / 1e6
+        for k in range(1, len(cuts) + 1)
+    ]
     table.loc[: len(cumulative) - 1, "cumulative_ms"] = cumulative
     table["rank"] = table["rank"].astype("Int64")
     return table

@@ -141,11 +141,5 @@ def _host(ctx: Context) -> Finding | None:
         " keep values on the device, read them every N steps, use non_blocking copies",
         ctx.graph_cut(waits, lambda rank: remove(1.0)),
         ctx.graph_cut(waits / 2, lambda rank: remove(0.5)),
-        _single_rank(seg, waits),
+        ctx.main_rank(waits),
     )
-
-
-def _single_rank(seg, values) -> int | None:
-    per_rank = np.bincount(seg["rank"].to_numpy(), values)
-    worst = int(np.argmax(per_rank))
-    return worst if per_rank[worst] > 0.5 * per_rank.sum() else None
