@@ -114,12 +114,14 @@ def select(traces: Mapping[int, RankTrace], ranks: Iterable[int] | int | None) -
 class GpuIntervals:
     """Start/end (ns) and kernel type of the GPU *work* of a rank (kernels, copies, sets) as
     numpy arrays; ``rows`` are their positions in ``trace.gpu``. GPU-side synchronizations
-    (``cuda_sync``: the device waiting, not working) are left out."""
+    (``cuda_sync``: the device waiting, not working) are left out. ``window``: the profiled
+    window of each (:mod:`hta_lite.load.series`; all 0 for a single file)."""
 
     ts: np.ndarray
     end: np.ndarray
     kernel_type: np.ndarray  # object array of type names
     rows: np.ndarray
+    window: np.ndarray
 
     @classmethod
     def of(cls, trace: RankTrace) -> GpuIntervals:
@@ -127,16 +129,41 @@ class GpuIntervals:
         rows = np.flatnonzero(one_of(gpu["cat"], GPU_WORK_CATEGORIES))
         ts = gpu["ts"].to_numpy()[rows]
         end = ts + gpu["dur"].to_numpy()[rows]
-        return cls(ts, end, text_values(gpu["kernel_type"], rows), rows)
+        return cls(ts, end, text_values(gpu["kernel_type"], rows), rows, windows_of(gpu, rows))
 
     def subset(self, mask: np.ndarray) -> GpuIntervals:
-        return GpuIntervals(self.ts[mask], self.end[mask], self.kernel_type[mask], self.rows[mask])
+        parts = (self.ts, self.end, self.kernel_type, self.rows, self.window)
+        return GpuIntervals(*(part[mask] for part in parts))
+
+    def span_ns(self) -> int:
+        """First start to last end, summed over the profiled windows (the known gaps between
+        windows are not part of it)."""
+        if not len(self.ts):
+            return 0
+        if self.window.max() == self.window.min():
+            return int(self.end.max() - self.ts.min())
+        n = int(self.window.max()) + 1
+        first = np.full(n, np.iinfo(np.int64).max)
+        last = np.full(n, np.iinfo(np.int64).min)
+        np.minimum.at(first, self.window, self.ts)
+        np.maximum.at(last, self.window, self.end)
+        held = first <= last
+        return int((last[held] - first[held]).sum())
 
     def of_type(self, kernel_type: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         if kernel_type is None:
             return self.ts, self.end
         mask = self.kernel_type == kernel_type
         return self.ts[mask], self.end[mask]
+
+
+def windows_of(table: pd.DataFrame, rows: np.ndarray | None = None) -> np.ndarray:
+    """The ``window`` column of a table (at ``rows``), zeros for a trace of one file."""
+    n = len(table) if rows is None else len(rows)
+    if "window" not in table.columns:
+        return np.zeros(n, np.int64)
+    values = table["window"].to_numpy()
+    return values if rows is None else values[rows]
 
 
 def wanted(asked, present, what: str, where: str | None = None) -> list | None:

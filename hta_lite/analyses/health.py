@@ -71,8 +71,15 @@ def first_event_ns(trace: RankTrace) -> int | None:
     return int(min(starts)) if starts else None
 
 
+def _more_windows(trace: RankTrace) -> str:
+    """`` (+N more windows)`` for a rank joined from several files, else nothing."""
+    n = len(trace.metadata.get("windows") or [])
+    return f" (+{n - 1} more windows)" if n > 1 else ""
+
+
 def health_summary(traces: Mapping[int, RankTrace]) -> pd.DataFrame:
-    """One row per rank: device, GPU name, schema version, time unit, distributedInfo,
+    """One row per rank: its file (the first, and how many more windows: several files of one
+    rank are one series), ``windows``, device, GPU name, schema version, time unit, distributedInfo,
     ProfilerSteps, kept events, ``clock_offset_us`` (first event relative to the earliest rank's
     first event; large values mean unsynchronized clocks or late starts),
     ``excluded_outside_steps`` (events left out with the last ProfilerStep) and ``problems``
@@ -91,7 +98,8 @@ def health_summary(traces: Mapping[int, RankTrace]) -> pd.DataFrame:
         rows.append(
             {
                 "rank": rank,
-                "file": trace.path,
+                "file": trace.path + _more_windows(trace),
+                "windows": len(trace.metadata.get("windows") or []) or 1,
                 "device_type": device_type(trace),
                 "gpu_name": gpu_name,
                 "schema_version": trace.metadata.get("schemaVersion"),

@@ -9,7 +9,8 @@ For consecutive events on a stream, the gap before an event is
 ``idle_time`` is in µs; ``idle_time_ratio`` is the category's share of the
 stream's idle time.  Gaps are measured from the latest end seen so far on the
 stream, so an event overlapping its predecessor adds no idle time (the reference
-can count negative gaps there).
+can count negative gaps there). The gap from one profiled window to the next (a rank profiled
+in several files) is not idle time and has no row.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ..intervals import running_max_by_group, sorted_by_group
 from ..kineto import GPU_WORK_CATEGORIES
 from ..load.links import gather
 from ..load.rank_trace import RankTrace
-from .common import select, us, wanted
+from .common import select, us, wanted, windows_of
 
 IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")
 STATS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
@@ -46,7 +47,8 @@ def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.D
     prev_end = np.empty_like(reach)
     prev_end[1:] = reach[:-1]
     gap = ts - prev_end
-    keep = ~first
+    window = windows_of(gpu, order)
+    keep = ~first & (window == np.append(window[:1], window[:-1]))
     host = runtime_ts > prev_end
     kernel = ~host & (gap < consecutive_kernel_delay_us * 1000)
     category = np.where(host, 0, np.where(kernel, 1, 2))
@@ -64,7 +66,8 @@ def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.D
 
 def gpu_idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.DataFrame:
     """The gaps of the whole GPU (no work on any stream), one row each: ``idle_category`` (by
-    the rule of :func:`idle_gaps`, applied to the GPU event that ends the gap),
+    the rule of :func:`idle_gaps`, applied to the GPU event that ends the gap; none from one
+    profiled window to the next),
     ``idle_interval`` (µs), ``step`` (iteration of that event)."""
     gpu = trace.gpu
     work = np.flatnonzero(np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES)))
@@ -77,11 +80,13 @@ def gpu_idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> 
     gap = np.maximum(ts[1:] - reach[:-1], 0)
     host = launched[1:] > reach[:-1]
     category = np.where(host, 0, np.where(gap < consecutive_kernel_delay_us * 1000, 1, 2))
+    window = windows_of(gpu, order)
+    inside = window[1:] == window[:-1]  # the gap from one window to the next is not idle
     return pd.DataFrame(
         {
-            "idle_category": pd.Categorical.from_codes(category, IDLE_CATEGORIES),
-            "idle_interval": us(gap),
-            "step": gpu["iteration"].to_numpy()[order][1:],
+            "idle_category": pd.Categorical.from_codes(category[inside], IDLE_CATEGORIES),
+            "idle_interval": us(gap[inside]),
+            "step": gpu["iteration"].to_numpy()[order][1:][inside],
         }
     )
 

@@ -21,9 +21,10 @@ the rank's most typical step (the normal step closest to the median), as the tra
 two runs; ``origin_rank``, the rank that arrived last at the collective where that step waited
 longest (the rank itself without collectives; -1 on normal steps).
 
-Columns: ``rank``, ``step``, the components, ``typical`` (the baseline of ``metric``, µs),
-``score``, ``anomalous``, ``cause``, ``cause_excess(us)``, ``grew_most``, ``origin_rank``,
-``baseline``.
+Columns: ``rank``, ``step``, ``window`` (the profiled window, i.e. file, the step came from in
+a rank profiled in several: :mod:`hta_lite.load.series`; 0 otherwise), the components,
+``typical`` (the baseline of ``metric``, µs), ``score``, ``anomalous``, ``cause``,
+``cause_excess(us)``, ``grew_most``, ``origin_rank``, ``baseline``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ..errors import SelectionError
 from . import steps as step_analysis
 from . import timers
 
+KEYS = ["rank", "step", "window"]  # what identifies a step: not a component
 GPU_COMPONENTS = ["gpu_busy", "gpu_idle", "compute", "exposed_communication", "memory"]
 ANNOTATION = "annotation:"
 BASELINES = ("median", "rolling")
@@ -43,17 +45,30 @@ MIN_STEPS = 8
 
 
 def step_components(traces, ranks=None) -> pd.DataFrame:
-    """``rank``, ``step``, ``step_time`` and the components of every profiled step (µs)."""
+    """``rank``, ``step``, ``window``, ``step_time`` and the components of every profiled step
+    (µs)."""
     table = step_analysis.step_breakdown(traces, ranks)
+    table.insert(2, "window", _windows(traces, table))
     table["exposed_communication"] = table["communication"] - table["comm_overlapped"]
-    keep = ["rank", "step", "step_time", *GPU_COMPONENTS]
+    keep = [*KEYS, "step_time", *GPU_COMPONENTS]
     table = table[keep]
     if not (table[GPU_COMPONENTS].to_numpy() > 0).any():
-        table = table[["rank", "step", "step_time"]]  # CPU-only: no GPU components
+        table = table[[*KEYS, "step_time"]]  # CPU-only: no GPU components
     annotations = _annotation_times(traces, sorted(set(table["rank"])))
     if len(annotations):
         table = table.merge(annotations, on=["rank", "step"], how="left").fillna(0.0)
     return table
+
+
+def _windows(traces, table: pd.DataFrame) -> np.ndarray:
+    """The window of each (rank, step) row of ``table`` (0 for a rank of one file)."""
+    out = np.zeros(len(table), np.int64)
+    for rank, rows in table.groupby("rank").indices.items():
+        steps = traces[rank].steps
+        if "window" in steps.columns:
+            of_step = dict(zip(steps["step"].tolist(), steps["window"].tolist()))
+            out[rows] = [of_step[s] for s in table["step"].to_numpy()[rows]]
+    return out
 
 
 def _annotation_times(traces, ranks) -> pd.DataFrame:
@@ -82,9 +97,9 @@ def anomalies(
 ) -> pd.DataFrame:
     """The scored table (module docstring); ``instances``: the matched collectives
     (``get_collectives().instances``), None without collectives."""
-    if metric not in components.columns or metric in ("rank", "step"):
+    if metric not in components.columns or metric in KEYS:
         raise SelectionError(
-            None, f"metric must be one of {list(components.columns[2:])}, not {metric!r}"
+            None, f"metric must be one of {list(components.columns[len(KEYS) :])}, not {metric!r}"
         )
     if baseline not in BASELINES:
         raise SelectionError(None, f"baseline must be one of {list(BASELINES)}, not {baseline!r}")
@@ -117,7 +132,7 @@ def _score(part: pd.DataFrame, metric: str, threshold: float, baseline: str, win
         score = np.full(len(x), np.nan)
     out = part.assign(typical=typical, score=np.round(score, 2), anomalous=score > threshold)
     normal = ~out["anomalous"].to_numpy()
-    components = [c for c in part.columns if c not in ("rank", "step", "step_time")]
+    components = [c for c in part.columns if c not in (*KEYS, "step_time")]
     medians = out.loc[normal, components].median() if normal.any() else out[components].median()
     excess = out[components] - medians
     has = out["anomalous"].to_numpy() & (len(components) > 0)

@@ -1,7 +1,8 @@
 """Temporal breakdown: where the GPU time of each rank went.
 
 Over all GPU events of a rank (every stream merged): ``kernel_time`` is the span
-from the first start to the last end; ``idle_time`` the part of that span with no
+from the first start to the last end (summed over the windows of a rank profiled in several
+files: the gaps between windows were not profiled); ``idle_time`` the part of that span with no
 GPU event; ``compute_time`` the union of COMPUTATION events (communication or
 memory work hidden under compute counts as compute); ``non_compute_time`` the
 rest. All times in µs; percentages of ``kernel_time``, rounded to 2 decimals.
@@ -36,7 +37,7 @@ def temporal_times_ns(gpu: GpuIntervals) -> tuple[int, int, int, int]:
     starts, ends = intervals.merge(*gpu.of_type())
     if len(starts) == 0:
         return 0, 0, 0, 0
-    span = int(ends[-1] - starts[0])
+    span = gpu.span_ns()
     busy = int((ends - starts).sum())
     compute = intervals.total(*gpu.of_type(COMPUTATION))
     idle = span - busy

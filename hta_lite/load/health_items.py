@@ -146,6 +146,9 @@ ITEMS: dict[str, Item] = {
         " file",
     ),
     # ranks
+    "windows_joined": Item(
+        INFO, "files of this rank joined into one series of steps (profiled windows, time order)"
+    ),
     "rank_from_file_name": Item(INFO, "rank taken from the file name (no distributedInfo.rank)"),
     "rank_assigned": Item(
         INFO, "rank assigned by file order (no distributedInfo.rank, no rank in name)"

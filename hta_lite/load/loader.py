@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import (
-    DuplicateRankError,
     NoRanksLoadedError,
     NoTraceFilesError,
     TraceError,
@@ -38,6 +37,7 @@ from ..errors import (
 from . import cache, decode, gzip_text, stream
 from .health_items import record
 from .rank_trace import RankTrace, parse_file
+from .series import join_windows
 from .workers import map_in_processes
 
 OnError = Literal["raise", "skip", "warn"]
@@ -348,11 +348,17 @@ def load_graph_sources(path: str | Path, options: LoadOptions) -> list[RankTrace
     return out
 
 
-def assign_ranks(loaded: list[RankTrace], warn: Callable[[str], None]) -> dict[int, RankTrace]:
+def assign_ranks(
+    loaded: list[RankTrace],
+    warn: Callable[[str], None],
+    join: Callable[[list[RankTrace]], RankTrace] = join_windows,
+) -> dict[int, RankTrace]:
     """``{rank: trace}`` in rank order: ``distributedInfo.rank``, else the rank in the file name,
     else the smallest unused rank in file-name order (with a warning when there are several
-    files). Two files with one rank raise :class:`DuplicateRankError` naming both."""
-    by_rank: dict[int, RankTrace] = {}
+    files). Several files of one rank are its profiled windows, joined by ``join``
+    (:func:`~hta_lite.load.series.join_windows`: one series in time order; files that overlap in
+    time raise :class:`DuplicateRankError` naming both)."""
+    by_rank: dict[int, list[RankTrace]] = {}
     unranked = []
     for trace in loaded:
         if trace.rank < 0:
@@ -363,12 +369,7 @@ def assign_ranks(loaded: list[RankTrace], warn: Callable[[str], None]) -> dict[i
         if trace.rank < 0:
             unranked.append(trace)
             continue
-        if trace.rank in by_rank:
-            raise DuplicateRankError(
-                trace.path,
-                f"claims rank {trace.rank}, already claimed by {by_rank[trace.rank].path}",
-            )
-        by_rank[trace.rank] = trace
+        by_rank.setdefault(trace.rank, []).append(trace)
     next_rank = 0
     for trace in unranked:
         while next_rank in by_rank:
@@ -380,5 +381,5 @@ def assign_ranks(loaded: list[RankTrace], warn: Callable[[str], None]) -> dict[i
                 f"{trace.path}: no distributedInfo.rank and no rank in the file name;"
                 f" assigned rank {next_rank}"
             )
-        by_rank[next_rank] = trace
-    return dict(sorted(by_rank.items()))
+        by_rank[next_rank] = [trace]
+    return {rank: join(parts) for rank, parts in sorted(by_rank.items())}

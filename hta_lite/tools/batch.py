@@ -38,6 +38,7 @@ from ..analyses.step_periodicity import periodicity
 from ..errors import TraceError
 from ..load import cache
 from ..load.loader import LoadOptions, assign_ranks, collect, discover, load_file
+from ..load.series import join_windows
 from ..load.workers import map_in_processes
 
 SUMMARY_TABLES = (
@@ -111,6 +112,42 @@ def _summarize_job(job: tuple[Path, int | None], options: LoadOptions):
     return result.stub(), summarize_rank(result)
 
 
+def _summarize_series(job: tuple[list[str], int], options: LoadOptions):
+    """Load the files (profiled windows) of one rank, join them into one series and summarize
+    it: ``(stub, tables)`` or ``(error, None)``, as :func:`_summarize_job`."""
+    paths, rank = job
+    parts = []
+    for path in paths:
+        result = load_file(path, rank, options.include_last_profiler_step, options.cache_root)
+        if isinstance(result, TraceError):
+            return result, None
+        parts.append(result)
+    try:
+        trace = join_windows(parts)
+    except TraceError as exc:
+        return exc, None
+    return trace.stub(), summarize_rank(trace)
+
+
+def _join_series(ranked: dict, by_path: dict, executor: Any, options: LoadOptions) -> dict:
+    """``{rank: stub}`` from ``{rank: [stubs]}``: a rank of several files (profiled windows) is
+    summarized again as one series where it is loaded (from the cache when it is on) and its
+    tables replace the per-file ones in ``by_path``. A series that cannot be joined raises."""
+    series = [
+        ([stub.path for stub in parts], rank) for rank, parts in ranked.items() if len(parts) > 1
+    ]
+    joined = run_jobs(
+        functools.partial(_summarize_series, options=options), series, executor, options
+    )
+    out = {rank: parts[0] for rank, parts in ranked.items()}
+    for (_, rank), (stub, tables) in zip(series, joined):
+        if isinstance(stub, TraceError):
+            raise stub
+        by_path[stub.path] = tables
+        out[rank] = stub
+    return out
+
+
 def summarize_folder(
     trace_dir: str | Path,
     executor: Any = "process",
@@ -143,7 +180,9 @@ def summarize_folder(
         [p for p, _ in jobs], [stub for stub, _ in results], options.on_error, where=trace_dir
     )
     by_path = {stub.path: tables for stub, tables in results if tables is not None}
-    ranked = assign_ranks(loaded, lambda msg: None)
+    ranked = _join_series(
+        assign_ranks(loaded, lambda msg: None, join=list), by_path, executor, options
+    )
     out = Summary(skipped_files=skipped)
     for name in SUMMARY_TABLES:
         parts = []

@@ -1,0 +1,193 @@
+"""Several trace files of one rank joined into one series of steps (a long run profiled in
+windows).
+
+``torch.profiler.schedule(..., repeat=k)`` writes one file per profiled window per rank, and a
+run profiled again later adds more. Windows of one rank never overlap in time; joined in time
+order they are one :class:`RankTrace` whose tables hold every window's rows:
+
+- a ``window`` column (0, 1, ... in time order) on ``cpu``, ``gpu``, ``gpu_annotations`` and
+  ``steps``;
+- row references (``parent_row``, ``op_row``, ``launch_row``: rows of ``cpu``) moved by the
+  rows of the windows before,
+  and ids that link events of one file (``correlation``, ``external_id``, flow ``id``) moved
+  past the previous windows' ids, so no two windows share one;
+- ``metadata["windows"]``: one dict per window (``window``, ``path``, ``start_ns``,
+  ``end_ns``: its first event's start and last event's end), from which :func:`window_gaps`
+  gives the known gaps between windows (not profiled: never idle time);
+- health counters summed, and ``windows_joined`` counting the files joined.
+
+Files of one rank that overlap in time cannot be windows of one run: that is a
+:class:`DuplicateRankError` naming both.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DuplicateRankError
+from .rank_trace import RankTrace
+
+WINDOW_TABLES = ("cpu", "gpu", "gpu_annotations", "steps")
+#: per table, its columns that hold a row of another (or the same) table
+ROW_REFERENCES = {
+    "cpu": {"parent_row": "cpu", "op_row": "cpu"},
+    "gpu": {"launch_row": "cpu"},
+}
+IDS = {
+    "cpu": ("correlation", "external_id"),
+    "gpu": ("correlation", "external_id"),
+    "gpu_annotations": ("correlation", "external_id"),
+    "flows": ("id",),
+}
+
+
+def time_range(trace: RankTrace) -> tuple[int, int]:
+    """``(first start, last end)`` in ns over the trace's CPU and GPU events and steps."""
+    starts, ends = [], []
+    for name in ("cpu", "gpu", "steps"):
+        table = getattr(trace, name)
+        if len(table):
+            ts = table["ts"].to_numpy()
+            starts.append(ts.min())
+            ends.append((ts + table["dur"].to_numpy()).max())
+    if not starts:
+        return 0, 0
+    return int(min(starts)), int(max(ends))
+
+
+def join_windows(parts: list[RankTrace]) -> RankTrace:
+    """One trace of the rank of ``parts`` (its files, any order), windows in time order; a
+    single part is returned as it is. Overlapping parts raise :class:`DuplicateRankError`."""
+    if len(parts) == 1:
+        return parts[0]
+    shifted = [(_aligned(p, parts[0]), p) for p in parts]
+    ranges = [time_range(t) for t, _ in shifted]
+    order = sorted(range(len(parts)), key=lambda i: ranges[i])
+    for before, after in zip(order, order[1:]):
+        if ranges[after][0] < ranges[before][1]:
+            raise DuplicateRankError(
+                parts[after].path,
+                f"claims rank {parts[after].rank}, already claimed by {parts[before].path}, and"
+                " their events overlap in time: not two profiled windows of one run",
+            )
+    traces = [shifted[i][0] for i in order]
+    tables = {name: _concat(name, traces) for name in RankTrace.TABLES}
+    health = Counter()
+    events_read = Counter()
+    for t in traces:
+        health.update(t.health)
+        events_read.update(t.events_read)
+    health["windows_joined"] = len(traces)
+    metadata = dict(traces[0].metadata)
+    metadata["windows"] = [
+        {"window": w, "path": t.path, "start_ns": ranges[i][0], "end_ns": ranges[i][1]}
+        for w, (i, t) in enumerate(zip(order, traces))
+    ]
+    return RankTrace(
+        rank=traces[0].rank,
+        path=traces[0].path,
+        metadata=metadata,
+        events_read=dict(events_read),
+        health=dict(health),
+        **tables,
+    )
+
+
+def window_gaps(trace: RankTrace) -> np.ndarray:
+    """The known gaps between a series' windows, as an ``(n, 2)`` int64 array of ``[end of a
+    window, start of the next]`` ns; no rows for a single file."""
+    windows = trace.metadata.get("windows") or []
+    gaps = [(a["end_ns"], b["start_ns"]) for a, b in zip(windows, windows[1:])]
+    return np.array(gaps, np.int64).reshape(-1, 2)
+
+
+def _aligned(trace: RankTrace, first: RankTrace) -> RankTrace:
+    """``trace`` on the clock of ``first``: files with different ``baseTimeNanoseconds`` have
+    their times moved by the difference (Kineto writes times relative to that base)."""
+    base, own = (t.metadata.get("baseTimeNanoseconds") for t in (first, trace))
+    if not isinstance(base, int) or not isinstance(own, int) or base == own:
+        return trace
+    moved = {}
+    for name in RankTrace.TABLES:
+        table = getattr(trace, name)
+        if "ts" in table.columns and len(table):
+            moved[name] = table.assign(ts=table["ts"].to_numpy() + (own - base))
+    return trace.with_tables(**moved)
+
+
+def _concat(name: str, traces: list[RankTrace]) -> pd.DataFrame:
+    """The table ``name`` of every window, one after another (categoricals over the union of
+    their categories; row references and ids moved; a ``window`` column where it belongs)."""
+    frames = [getattr(t, name) for t in traces]
+    rows_before = {  # per referenced table, the rows of the windows before each
+        target: np.cumsum([0] + [len(getattr(t, target)) for t in traces[:-1]])
+        for target in set(ROW_REFERENCES.get(name, {}).values())
+    }
+    id_base = _id_bases(traces)
+    out = {}
+    columns = list(dict.fromkeys(c for f in frames for c in f.columns))
+    for column in columns:
+        pieces = [f[column] if column in f.columns else None for f in frames]
+        present = [p for p in pieces if p is not None]
+        if isinstance(present[0].dtype, pd.CategoricalDtype):
+            out[column] = _categorical_concat(pieces, [len(f) for f in frames])
+            continue
+        filled = [
+            p if p is not None else pd.Series(np.full(len(f), -1), dtype=present[0].dtype)
+            for p, f in zip(pieces, frames)
+        ]
+        if column in ROW_REFERENCES.get(name, {}):
+            before = rows_before[ROW_REFERENCES[name][column]]
+            filled = [_moved(p, int(r)) for p, r in zip(filled, before)]
+        elif column in IDS.get(name, ()):
+            filled = [_moved(p, int(b)) for p, b in zip(filled, id_base)]
+        out[column] = pd.concat(filled, ignore_index=True)
+    table = pd.DataFrame(out)
+    if name in WINDOW_TABLES:
+        table["window"] = np.repeat(
+            np.arange(len(frames), dtype=np.int64), [len(f) for f in frames]
+        )
+    return table
+
+
+def _id_bases(traces: list[RankTrace]) -> list[int]:
+    """Per window, what its ids are moved by: past the largest id of any kind in the windows
+    before (every id column of a window moves by the same amount, so a correlation still
+    matches its launch and a flow its event)."""
+    largest = []
+    for t in traces:
+        tops = [
+            int(getattr(t, table)[column].max())
+            for table, columns in IDS.items()
+            for column in columns
+            if column in getattr(t, table).columns and len(getattr(t, table))
+        ]
+        largest.append(max(tops, default=-1) + 1)
+    return [0] + [int(x) for x in np.cumsum(largest[:-1])]
+
+
+def _categorical_concat(pieces: list, lengths: list[int]) -> pd.Categorical:
+    """Categorical pieces (None: a window without the column, all missing) as one, over the
+    union of their categories in order of appearance."""
+    present = [p for p in pieces if p is not None]
+    categories = present[0].cat.categories
+    if len(present) > 1:
+        categories = categories.append([p.cat.categories for p in present[1:]]).unique()
+    codes = []
+    for piece, n in zip(pieces, lengths):
+        if piece is None:
+            codes.append(np.full(n, -1, np.int64))
+            continue
+        own = piece.cat.codes.to_numpy()
+        where = categories.get_indexer(piece.cat.categories)
+        codes.append(np.append(where, -1)[own])  # code -1 (missing) stays -1
+    return pd.Categorical.from_codes(np.concatenate(codes), categories=categories)
+
+
+def _moved(column: pd.Series, by: int) -> pd.Series:
+    """Non-negative values moved by ``by``; -1 (absent) stays."""
+    values = column.to_numpy()
+    return pd.Series(np.where(values >= 0, values + by, values), dtype=column.dtype)
