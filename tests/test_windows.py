@@ -152,3 +152,15 @@ def test_files_of_one_rank_that_overlap_in_time_are_an_error(tmp_path):
     gpu_window(11, 150).write(tmp_path / "two.json")
     with pytest.raises(DuplicateRankError, match=r"two\.json.*rank 0.*one\.json.*overlap"):
         open_(tmp_path)
+
+
+def test_cli_and_report_show_the_windows(tmp_path, capsys):
+    from hta_lite.views.cli import main
+    from hta_lite.views.report import build_report
+
+    assert main(["steps", str(WINDOWS), "--serial", "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    assert "steps 2..40 in 3 profiled windows; 14 anomalous" in out
+    assert " rank  step  window  step_time" in out
+    html = build_report(open_(WINDOWS))
+    assert "(+2 more windows)" in html and ">window</th>" in html

@@ -74,7 +74,8 @@ def join_windows(parts: list[RankTrace]) -> RankTrace:
                 " their events overlap in time: not two profiled windows of one run",
             )
     traces = [shifted[i][0] for i in order]
-    tables = {name: _concat(name, traces) for name in RankTrace.TABLES}
+    id_base = _id_bases(traces)
+    tables = {name: _concat(name, traces, id_base) for name in RankTrace.TABLES}
     health = Counter()
     events_read = Counter()
     for t in traces:
@@ -118,39 +119,50 @@ def _aligned(trace: RankTrace, first: RankTrace) -> RankTrace:
     return trace.with_tables(**moved)
 
 
-def _concat(name: str, traces: list[RankTrace]) -> pd.DataFrame:
+def _concat(name: str, traces: list[RankTrace], id_base: np.ndarray) -> pd.DataFrame:
     """The table ``name`` of every window, one after another (categoricals over the union of
-    their categories; row references and ids moved; a ``window`` column where it belongs)."""
-    frames = [getattr(t, name) for t in traces]
-    rows_before = {  # per referenced table, the rows of the windows before each
-        target: np.cumsum([0] + [len(getattr(t, target)) for t in traces[:-1]])
-        for target in set(ROW_REFERENCES.get(name, {}).values())
-    }
-    id_base = _id_bases(traces)
-    out = {}
+    their categories; row references and ids moved; a ``window`` column where it belongs). The
+    plain columns are concatenated by one ``pd.concat`` (a column at a time costs ~80 µs per
+    window and column: 3 s for 100 windows)."""
+    every = [getattr(t, name) for t in traces]
+    held = [i for i, f in enumerate(every) if len(f)]  # empty tables add nothing
+    if not held:
+        return _with_window(every[0].copy(), name, np.zeros(0, np.int64))
+    frames = [every[i] for i in held]
+    lengths = [len(f) for f in frames]
+    window = np.repeat(np.array(held, np.int64), lengths)
     columns = list(dict.fromkeys(c for f in frames for c in f.columns))
-    for column in columns:
+    like = {c: next(f[c] for f in frames if c in f.columns) for c in columns}
+    categorical = [c for c in columns if isinstance(like[c].dtype, pd.CategoricalDtype)]
+    plain = [c for c in columns if c not in categorical]
+    table = pd.concat([_with(f, plain, like)[plain] for f in frames], ignore_index=True)
+    moves = {c: np.asarray(id_base)[window] for c in IDS.get(name, ()) if c in plain}
+    for column, target in ROW_REFERENCES.get(name, {}).items():
+        if column in plain:
+            before = np.cumsum([0] + [len(getattr(t, target)) for t in traces[:-1]])
+            moves[column] = before[window]
+    for column, by in moves.items():
+        values = table[column].to_numpy()
+        table[column] = np.where(values >= 0, values + by, values)  # -1 (absent) stays
+    for column in categorical:
         pieces = [f[column] if column in f.columns else None for f in frames]
-        present = [p for p in pieces if p is not None]
-        if isinstance(present[0].dtype, pd.CategoricalDtype):
-            out[column] = _categorical_concat(pieces, [len(f) for f in frames])
-            continue
-        filled = [
-            p if p is not None else pd.Series(np.full(len(f), -1), dtype=present[0].dtype)
-            for p, f in zip(pieces, frames)
-        ]
-        if column in ROW_REFERENCES.get(name, {}):
-            before = rows_before[ROW_REFERENCES[name][column]]
-            filled = [_moved(p, int(r)) for p, r in zip(filled, before)]
-        elif column in IDS.get(name, ()):
-            filled = [_moved(p, int(b)) for p, b in zip(filled, id_base)]
-        out[column] = pd.concat(filled, ignore_index=True)
-    table = pd.DataFrame(out)
+        table[column] = _categorical_concat(pieces, lengths)
+    return _with_window(table[columns], name, window)
+
+
+def _with_window(table: pd.DataFrame, name: str, window: np.ndarray) -> pd.DataFrame:
     if name in WINDOW_TABLES:
-        table["window"] = np.repeat(
-            np.arange(len(frames), dtype=np.int64), [len(f) for f in frames]
-        )
+        table["window"] = window
     return table
+
+
+def _with(frame: pd.DataFrame, columns: list[str], like: dict) -> pd.DataFrame:
+    """``frame`` with the plain ``columns`` it lacks added as -1 (absent), of their dtype."""
+    absent = [c for c in columns if c not in frame.columns]
+    if not absent:
+        return frame
+    filled = {c: pd.Series(np.full(len(frame), -1), dtype=like[c].dtype) for c in absent}
+    return frame.assign(**filled)
 
 
 def _id_bases(traces: list[RankTrace]) -> list[int]:
@@ -185,9 +197,3 @@ def _categorical_concat(pieces: list, lengths: list[int]) -> pd.Categorical:
         where = categories.get_indexer(piece.cat.categories)
         codes.append(np.append(where, -1)[own])  # code -1 (missing) stays -1
     return pd.Categorical.from_codes(np.concatenate(codes), categories=categories)
-
-
-def _moved(column: pd.Series, by: int) -> pd.Series:
-    """Non-negative values moved by ``by``; -1 (absent) stays."""
-    values = column.to_numpy()
-    return pd.Series(np.where(values >= 0, values + by, values), dtype=column.dtype)

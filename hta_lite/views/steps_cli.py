@@ -9,6 +9,14 @@ ANOMALY_COLUMNS = ["rank", "step", "step_time", "typical", "score", "cause", "ca
                    "origin_rank"]  # fmt: skip
 
 
+def anomaly_columns(scored) -> list[str]:
+    """:data:`ANOMALY_COLUMNS`, with ``window`` after ``step`` when a rank was profiled in
+    several windows (files)."""
+    if "window" in scored.columns and scored["window"].max() > 0:
+        return ["rank", "step", "window", *ANOMALY_COLUMNS[2:]]
+    return ANOMALY_COLUMNS
+
+
 def add_parser(sub, common) -> None:
     cmd = sub.add_parser("steps", help="anomalous and periodic steps: which, why, who caused them")
     cmd.add_argument("trace_dir")
@@ -37,13 +45,16 @@ def step_lines(analysis, scored, threshold: float) -> list[str]:
 
     odd = scored[scored["anomalous"]]
     steps = scored.groupby("rank")["step"].agg(["min", "max", "size"])
+    windows = int(scored["window"].max()) + 1 if "window" in scored.columns and len(scored) else 1
     lines = [
-        f"{len(steps)} rank(s), steps {int(steps['min'].min())}..{int(steps['max'].max())};"
+        f"{len(steps)} rank(s), steps {int(steps['min'].min())}..{int(steps['max'].max())}"
+        + (f" in {windows} profiled windows" if windows > 1 else "")
+        + ";"
         f" {len(odd)} anomalous (score > {threshold:g} against the {scored['baseline'].iat[0]}"
         " step)"
     ]
     if len(odd):
-        lines += ["", "Anomalous steps (µs)", odd[ANOMALY_COLUMNS].to_string(index=False)]
+        lines += ["", "Anomalous steps (µs)", odd[anomaly_columns(scored)].to_string(index=False)]
     periods = analysis.get_step_periodicity(threshold)
     lines.append("")
     if periods.empty:

@@ -13,6 +13,7 @@ import pandas as pd
 from ..analyses import cupti
 from ..errors import MissingDataError
 from ..units import fmt_us
+from .steps_cli import anomaly_columns
 
 
 def _top_kernels(analysis) -> pd.DataFrame | str:
@@ -181,10 +182,6 @@ def graph_launches(analysis) -> pd.DataFrame | None:
     return table
 
 
-STEP_COLUMNS = ["rank", "step", "step_time", "typical", "score", "cause", "cause_excess(us)",
-                "origin_rank"]  # fmt: skip
-
-
 def step_anomalies(analysis) -> pd.DataFrame | str:
     """The anomalous steps with their causes and origin ranks, or why there are none;
     ``attrs["note"]``: the periods they recur with."""
@@ -197,7 +194,7 @@ def step_anomalies(analysis) -> pd.DataFrame | str:
         )
     if odd.empty:
         return f"no anomalous step among {len(scored)} (score > 3.5 against the median step)"
-    table = odd[STEP_COLUMNS].reset_index(drop=True)
+    table = odd[anomaly_columns(scored)].reset_index(drop=True)
     periods = analysis.get_step_periodicity()
     table.attrs["note"] = (
         "; ".join(
