@@ -174,6 +174,10 @@ C10D_TENSOR_ARGS = {
     "c10d::gather_": (1, 0), "c10d::scatter_": (1, 0),
     "c10d::send": (0, None), "c10d::recv_": (None, 0), "c10d::recv_any_source_": (None, 0),
 }  # fmt: skip
+#: which ``Concrete Inputs`` entry of a point-to-point ``c10d::*`` op holds the peer, the other
+#: side's rank in the process group (``send(tensors, pg, dstRank, tag)``,
+#: ``recv_(tensors, pg, srcRank, tag)``; recorded with ``record_shapes=True``)
+C10D_PEER_ARG = {"c10d::send": 2, "c10d::recv_": 2}
 #: collectives whose NCCL / RCCL kernel reduces, so its name's type suffix is the data's; the
 #: others move bytes (``ncclKernel_AllGather_RING_LL_Sum_int8_t`` gathers any type)
 REDUCING_COLLECTIVES = ("all_reduce", "reduce_scatter", "reduce")

@@ -25,17 +25,28 @@ import pandas as pd
 from ...classify import COMMUNICATION
 from ...kineto import CPU_COLLECTIVE, collective_kind
 from ...load.health_items import record
+from ...load.links import gather
 from ...load.rank_trace import RankTrace
 from .issue_order import issue_times
-from .metadata import BYTES_PER_ELEMENT, arg_tensors, gpu_metadata, names_where, nbytes, text
+from .metadata import (
+    BYTES_PER_ELEMENT,
+    arg_tensors,
+    gpu_metadata,
+    names_where,
+    nbytes,
+    peers,
+    text,
+)
 
 #: columns of :func:`collective_calls` (ts / end / dur / issued int64 ns; bytes -1 when unknown)
 CALL_COLUMNS = [
-    "rank", "step", "pg", "pg_desc", "members", "group_size", "world_size", "collective", "name",
+    "rank", "step", "pg", "pg_desc", "members", "group_size", "world_size", "collective", "peer",
+    "name",
     "dtype", "in_bytes", "out_bytes", "ts", "end", "dur", "issued", "stream", "tid", "source",
     "pg_source", "size_source", "dtype_source", "group_size_source",
 ]  # fmt: skip
 UNKNOWN_GROUP = "?"
+POINT_TO_POINT = ("send", "recv")
 
 
 def collective_calls(trace: RankTrace) -> pd.DataFrame:
@@ -45,13 +56,17 @@ def collective_calls(trace: RankTrace) -> pd.DataFrame:
     ``world_size`` (``distributedInfo``'s, -1 unknown), ``collective``
     (``all_reduce``, ``all_gather``, ``reduce_scatter``, ``all_to_all``, ``broadcast``,
     ``reduce``, ``send``, ``recv``, ``send_recv``, ``barrier``, ``gather``, ``scatter``),
+    ``peer`` (a send's or recv's other side, global rank, from its ``c10d::send`` /
+    ``c10d::recv_`` op: :func:`.metadata.peers`; -1 unknown or not point-to-point),
     ``name`` (the event), ``dtype``, ``in_bytes`` / ``out_bytes`` (per rank, -1 unknown),
     ``ts`` / ``end`` / ``dur`` (ns: ``ts`` is when the call arrived, the kernel's or the gloo
-    worker range's start), ``issued`` (ns: when it was issued, the order the matching pairs
-    calls in: a kernel's start, for gloo the ``c10d::*`` op that enqueued the range,
-    :mod:`.issue_order`), ``stream`` (-1 for CPU calls), ``tid``, ``source`` (``gpu`` /
-    ``cpu``), ``step`` (ProfilerStep, -1 outside), ``size_source`` / ``dtype_source`` /
-    ``group_size_source`` (where each came from, :mod:`.metadata`; ``""`` not recorded)."""
+    worker range's start; a gloo send / recv, run on the calling thread, from its ``c10d::``
+    op's start to the later of the op's and the range's end), ``issued`` (ns: when it was
+    issued, the order the matching pairs calls in: a kernel's start, for gloo the ``c10d::*``
+    op that enqueued the range, :mod:`.issue_order`), ``stream`` (-1 for CPU calls), ``tid``,
+    ``source`` (``gpu`` / ``cpu``), ``step`` (ProfilerStep, -1 outside), ``size_source`` /
+    ``dtype_source`` / ``group_size_source`` (where each came from, :mod:`.metadata`; ``""``
+    not recorded)."""
     gpu = trace.gpu
     comm = np.flatnonzero(np.asarray(gpu["kernel_type"] == COMMUNICATION)) if len(gpu) else []
     table = _gpu_calls(trace, np.asarray(comm, np.int64)) if len(comm) else _cpu_calls(trace)
@@ -78,6 +93,9 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray) -> pd.DataFrame:
     pg = meta["pg_name"]
     stream = gpu["stream"].to_numpy()[rows]
     named = pg != ""
+    p2p = np.isin(collective, POINT_TO_POINT)
+    peer = np.full(len(rows), -1, np.int64)
+    peer[p2p] = peers(trace.cpu, meta["c10d_row"][p2p], meta["members"][p2p])
     ts = gpu["ts"].to_numpy()[rows]
     dur = gpu["dur"].to_numpy()[rows]
     return pd.DataFrame(
@@ -90,6 +108,7 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray) -> pd.DataFrame:
             "group_size": group_size.astype(np.int64),
             "world_size": _world_size(trace),
             "collective": collective,
+            "peer": peer,
             "name": text(gpu["name"], rows),
             "dtype": meta["dtype"],
             "in_bytes": in_bytes,
@@ -172,24 +191,37 @@ def _cpu_calls(trace: RankTrace) -> pd.DataFrame:
     group_size = np.array([len(m) or -1 for m in member_lists], np.int64)
     out_bytes = out_bytes_from_input(collective, in_bytes, group_size)
     ts = cpu["ts"].to_numpy()[rows]
-    dur = cpu["dur"].to_numpy()[rows]
+    end = ts + cpu["dur"].to_numpy()[rows]
+    issued, issuer = issue_times(trace, rows, collective)
+    p2p = np.isin(collective, POINT_TO_POINT)
+    peer = np.full(len(rows), -1, np.int64)
+    member_text = np.array([",".join(map(str, m)) for m in member_lists], object)
+    peer[p2p] = peers(cpu, issuer[p2p], member_text[p2p])
+    # gloo runs a send / recv on the calling thread, no worker: it arrives when its op starts
+    # (the gloo range is only a part of the op's wait) and ends when both have ended
+    inline = p2p & (issuer >= 0)
+    op_end = gather(cpu["ts"].to_numpy() + cpu["dur"].to_numpy(), issuer, 0)
+    ts = np.where(inline, issued, ts)
+    end = np.where(inline, np.maximum(end, op_end), end)
+    dur = end - ts
     return pd.DataFrame(
         {
             "rank": trace.rank,
             "step": cpu["iteration"].to_numpy()[rows],
             "pg": pg,
             "pg_desc": desc,
-            "members": np.array([",".join(map(str, m)) for m in member_lists], object),
+            "members": member_text,
             "group_size": group_size,
             "world_size": _world_size(trace),
             "collective": collective,
+            "peer": peer,
             "name": names,
             "dtype": dtype,
             "in_bytes": in_bytes,
             "out_bytes": out_bytes,
             "ts": ts,
-            "end": ts + dur,
-            "issued": issue_times(trace, rows, collective),
+            "end": end,
+            "issued": issued,
             "dur": dur,
             "stream": -1,
             "tid": tid,

@@ -22,10 +22,12 @@ from ...load.rank_trace import RankTrace
 from .metadata import arg_tensors
 
 
-def issue_times(trace: RankTrace, rows: np.ndarray, collective: np.ndarray) -> np.ndarray:
+def issue_times(
+    trace: RankTrace, rows: np.ndarray, collective: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Per worker range (``trace.cpu`` rows ``rows`` of ``collective`` kinds): the start (ns) of
-    the op that issued it, its own start where none is found. A loop over the rank's collective
-    calls and ops (a few per step), not over its events."""
+    the op that issued it, its own start where none is found, and that op's row (-1: none). A
+    loop over the rank's collective calls and ops (a few per step), not over its events."""
     cpu = trace.cpu
     names = cpu["name"].astype("category")
     issuing = np.asarray(names.cat.categories.str.startswith(C10D_PREFIX), bool)
@@ -33,8 +35,9 @@ def issue_times(trace: RankTrace, rows: np.ndarray, collective: np.ndarray) -> n
     op_rows = np.flatnonzero((codes >= 0) & issuing[np.maximum(codes, 0)])
     ts = cpu["ts"].to_numpy()
     issued = ts[rows].copy()
+    issuer = np.full(len(rows), -1, np.int64)
     if not len(op_rows):
-        return issued
+        return issued, issuer
     op_rows = op_rows[np.argsort(ts[op_rows], kind="stable")]
     dims = cpu["input_dims"].astype(object).to_numpy()
     types = cpu["input_types"].astype(object).to_numpy()
@@ -60,7 +63,8 @@ def issue_times(trace: RankTrace, rows: np.ndarray, collective: np.ndarray) -> n
         chosen = sized[0] if sized else candidates[0]
         taken[chosen] = True
         issued[i] = ops["ts"].iat[chosen]
-    return issued
+        issuer[i] = ops["row"].iat[chosen]
+    return issued, issuer
 
 
 def _numels(dims, types) -> list[int]:

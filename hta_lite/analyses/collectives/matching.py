@@ -8,8 +8,8 @@ every member. The arrival stays the call's own start (the kernel's, the worker r
 (Kineto traces carry no per-group sequence number; the step bounds the effect of a rank that
 missed a call.) Nothing is paired silently:
 
-- point-to-point ``send`` / ``recv`` are not matched (that needs the peer, which only newer
-  PyTorch writes, as ``Src Rank`` / ``Dst Rank``; not read yet);
+- point-to-point ``send`` / ``recv`` are paired by their peers (:mod:`.point_to_point`): an
+  instance of two calls, collective ``send_recv``; a call without a recorded peer is not;
 - a group member that is not loaded makes its group's collectives *partial*
   (``complete == False``), measured over the ranks present;
 - ranks with different numbers of calls of a group in a step: the calls beyond the smallest
@@ -47,10 +47,11 @@ import pandas as pd
 
 from ...load.rank_trace import RankTrace
 from ..common import us
+from . import point_to_point
 from .bandwidth import add_bandwidth
-from .calls import CALL_COLUMNS, collective_calls, out_bytes_from_input
+from .calls import CALL_COLUMNS, POINT_TO_POINT, collective_calls, out_bytes_from_input
+from .point_to_point import PAIRED
 
-POINT_TO_POINT = ("send", "recv")
 #: columns of :attr:`Matching.instances` (µs floats, ns ints, GB/s decimal)
 INSTANCE_COLUMNS = [
     "instance", "pg", "step", "ordinal", "collective", "dtype", "bytes", "group_size",
@@ -148,13 +149,8 @@ def match(calls: pd.DataFrame, loaded: Iterable[int]) -> Matching:
     calls["instance"] = -1
     problems = []
     p2p = calls["collective"].isin(POINT_TO_POINT).to_numpy()
-    if p2p.any():
-        for (pg, step), rows in calls[p2p].groupby(["pg", "step"]):
-            problems.append(
-                (pg, step, "point-to-point", _ranks(rows), len(rows),
-                 "send / recv are not matched across ranks: that needs the peer (newer PyTorch"
-                 " writes Src / Dst Rank, not read yet)")
-            )  # fmt: skip
+    pairs, pair_problems = point_to_point.pair(calls, loaded)
+    problems += pair_problems
     members = _members(calls)
     guessed = calls.loc[calls["members"] == "", "pg"].unique().tolist()
     sizes = _group_sizes(calls, members, loaded)
@@ -219,6 +215,8 @@ def match(calls: pd.DataFrame, loaded: Iterable[int]) -> Matching:
     key = calls.loc[matched, ["pg", "step", "ordinal"]]
     codes = key.groupby(["pg", "step", "ordinal"], sort=True).ngroup().to_numpy()
     calls.loc[matched, "instance"] = codes
+    paired = pairs >= 0
+    calls.loc[paired, "instance"] = pairs[paired] + (int(codes.max()) + 1 if len(codes) else 0)
     instances, calls = _instances(calls, sizes)
     for row in instances[~instances["consistent"]].itertuples():
         problems.append(
@@ -315,6 +313,8 @@ def _text(ranks) -> str:
 def _instances(calls: pd.DataFrame, sizes: dict[str, int]) -> tuple[pd.DataFrame, pd.DataFrame]:
     calls["size"] = calls[["in_bytes", "out_bytes"]].max(axis=1)
     matched = calls[calls["instance"] >= 0]
+    p2p = matched["collective"].isin(POINT_TO_POINT)  # a pair's two sides: one collective
+    matched = matched.assign(collective=matched["collective"].where(~p2p, PAIRED))
     by = matched.groupby("instance", sort=True)
     table = by.agg(
         pg=("pg", "first"),
@@ -330,6 +330,7 @@ def _instances(calls: pd.DataFrame, sizes: dict[str, int]) -> tuple[pd.DataFrame
     agreed = _majority(matched)
     table = table.join(agreed[["collective", "dtype", "bytes", "votes"]])
     table["group_size"] = table["pg"].map(sizes).astype(np.int64)
+    table.loc[table["collective"] == PAIRED, "group_size"] = 2  # a pair, whatever its group
     table["complete"] = (table["group_size"] > 0) & (table["ranks_present"] >= table["group_size"])
     table["consistent"] = 2 * table["votes"] > table["ranks_present"]
     symmetric = table["collective"].isin(SYMMETRIC)

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ...kineto import (
+    C10D_PEER_ARG,
     C10D_PREFIX,
     C10D_TENSOR_ARGS,
     COLLECTIVE_DTYPE_BYTES,
@@ -258,7 +259,29 @@ def gpu_metadata(trace: RankTrace, rows: np.ndarray, pg_sizes: dict[str, int]) -
         "size_source": size_source,
         "dtype_source": dtype_source,
         "group_size_source": group_size_source,
+        "c10d_row": c10d,
     }
+
+
+def peers(cpu, op_rows: np.ndarray, member_text: np.ndarray) -> np.ndarray:
+    """The other side's global rank of each point-to-point call whose ``c10d::send`` /
+    ``c10d::recv_`` op is ``op_rows`` (-1: no such op, or its peer not recorded): the op's
+    ``Concrete Inputs`` entry :data:`~hta_lite.kineto.C10D_PEER_ARG` (the rank in the process
+    group), mapped to the global rank through the group's members (``"0,1,2"``) when recorded."""
+    names = text(cpu["name"], op_rows)
+    inputs = text(cpu["concrete_inputs"], op_rows)
+    out = np.full(len(op_rows), -1, np.int64)
+    for i, (row, name, values, group) in enumerate(zip(op_rows, names, inputs, member_text)):
+        at = C10D_PEER_ARG.get(name)
+        if row < 0 or at is None or not values:
+            continue
+        parsed = parse(values)
+        entry = parsed[at] if isinstance(parsed, list) and len(parsed) > at else ""
+        if not (isinstance(entry, str) and entry.isdigit()):
+            continue
+        peer, ranks = int(entry), group.split(",") if group else []
+        out[i] = int(ranks[peer]) if ranks and peer < len(ranks) else (-1 if ranks else peer)
+    return out
 
 
 def _size_ratio(collective: np.ndarray, in_n: np.ndarray, out_n: np.ndarray) -> np.ndarray:

@@ -209,6 +209,15 @@ def _call_table(calls: pd.DataFrame, instances: pd.DataFrame) -> _Calls:
                 f"{row.collective} on rank {row.rank} (pg {row.pg}) has no match on the other"
                 " ranks: the path stays on this rank"
             )
+        elif (
+            i not in measured_ids
+            and not inst.at[i, "complete"]
+            and (inst.at[i, "ranks_present"] < 2)
+        ):
+            entry["why"] = "partial collective"
+            entry["detail"] = (f"instance {i} ({row.collective}, pg {row.pg}): no other member"
+                               " is loaded (they may have arrived later): the path stays on this"
+                               " rank, a lower bound there")  # fmt: skip
         elif i not in measured_ids:
             entry["why"] = "collective not measured"
             entry["detail"] = (f"instance {i} ({row.collective}): its calls disagree or cannot be"

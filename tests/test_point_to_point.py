@@ -1,0 +1,119 @@
+"""Point-to-point send / recv (issue #40): paired by their peers, joined in the job critical
+path. A constructed NCCL pipeline of 4 ranks whose path is known, the recorded gloo pipeline
+(sample_traces/gloo_pipeline, record.py there: rank 2 the slow stage), and what is not paired."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import SAMPLES
+from synth import TraceBuilder
+from test_job_critical_path import check_covers_each_step
+
+from hta_lite import TraceAnalysis
+
+PIPELINE = SAMPLES / "gloo_pipeline"
+SEND_RECV = "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def open_(folder) -> TraceAnalysis:
+    return TraceAnalysis(trace_dir=folder, cache=False, parallel=False, progress=False)
+
+
+def p2p(b: TraceBuilder, kind: str, peer: int | None, issued: float, start: float, end: float):
+    """A ``c10d::send`` / ``c10d::recv_`` op at ``issued`` (naming ``peer`` unless None) that
+    launches an NCCL send / recv kernel running ``start``..``end`` µs."""
+    op = "c10d::send" if kind == "send" else "c10d::recv_"
+    inputs = {"Concrete Inputs": ["", "", str(peer), "0"]} if peer is not None else {}
+    b.cpu_op(op, issued, 5, **inputs)
+    b.kernel(SEND_RECV, start, end - start, launch_ts=issued + 1,
+             **{"Collective name": kind, "In msg nelems": 1024, "Out msg nelems": 1024,
+                "dtype": "Float", "Process Group Name": "0",
+                "Process Group Ranks": "[0, 1, 2, 3]"})  # fmt: skip
+
+
+def pipeline(folder, ranks=range(4), peers=True):
+    """Stage r computes until 400 + 200 r µs, then sends to r + 1, which waits in its recv
+    from 30 µs until 10 µs after that send starts. Rank 3's step ends last, at 1100."""
+    for rank in ranks:
+        b = TraceBuilder(rank=rank, world_size=4)
+        b.step(1, 0, 1100 if rank == 3 else 1000)
+        arrival = 400 + 200 * rank
+        if rank > 0:
+            p2p(b, "recv", rank - 1 if peers else None, 25, 30, arrival - 190)
+        b.kernel("gemm_kernel", 10 if rank == 0 else arrival - 190, 180 if rank else 390,
+                 launch_ts=8)  # fmt: skip
+        if rank < 3:
+            p2p(b, "send", rank + 1 if peers else None, 20, arrival, arrival + 10)
+        b.write(folder / f"rank-{rank}.json")
+    return folder
+
+
+def test_each_send_is_paired_with_its_recv(tmp_path):
+    matching = open_(pipeline(tmp_path)).get_collectives()
+    assert matching.problems.empty
+    calls = matching.calls.sort_values("rank")
+    assert calls[["rank", "collective", "peer"]].values.tolist() == [
+        [0, "send", 1], [1, "recv", 0], [1, "send", 2], [2, "recv", 1], [2, "send", 3],
+        [3, "recv", 2],
+    ]  # fmt: skip
+    instances = matching.instances
+    assert (instances["collective"] == "send_recv").all() and len(instances) == 3
+    assert instances["complete"].all() and (instances["group_size"] == 2).all()
+    assert instances["last_rank"].tolist() == [0, 1, 2]  # each sender arrived last
+    assert instances["arrival_skew_us"].tolist() == [370, 570, 770]
+
+
+def test_the_job_path_walks_up_the_pipeline(tmp_path):
+    """Rank 3's step ends last; it waited in its recv for rank 2's send, rank 2 for rank 1's,
+    rank 1 for rank 0's: the path runs 0 -> 1 -> 2 -> 3."""
+    path = open_(pipeline(tmp_path)).get_job_critical_path()
+    check_covers_each_step(path)
+    hops = path.hops()
+    assert hops[["from_rank", "to_rank"]].values.tolist() == [[0, 1], [1, 2], [2, 3]]
+    assert hops["at_us"].tolist() == [400, 600, 800]
+    assert hops["wait_us"].tolist() == [370, 570, 770]
+    assert path.by_rank().set_index("rank")["duration_us"].to_dict() == {
+        0: 400, 1: 200, 2: 200, 3: 300,
+    }  # fmt: skip
+    assert path.steps().iloc[0][["start_rank", "end_rank", "hops"]].tolist() == [0, 3, 3]
+
+
+def test_without_peers_nothing_is_paired_and_it_is_said(tmp_path):
+    analysis = open_(pipeline(tmp_path, peers=False))
+    matching = analysis.get_collectives()
+    assert (matching.calls["instance"] == -1).all()
+    assert set(matching.problems["reason"]) == {"point-to-point"}
+    assert "record_shapes=True" in matching.problems["detail"].iloc[0]
+    path = analysis.get_job_critical_path()
+    assert path.hops().empty and "collective not matched" in set(path.problems["reason"])
+
+
+def test_a_stage_not_loaded_makes_its_pairs_partial(tmp_path):
+    analysis = open_(pipeline(tmp_path, ranks=(0, 1, 3)))
+    instances = analysis.get_collectives().instances
+    alone = instances[instances["ranks_present"] == 1]
+    assert len(alone) == 2 and not alone["complete"].any()  # rank 1's send, rank 3's recv
+    assert "partial collective" in set(analysis.get_job_critical_path().problems["reason"])
+
+
+def test_recorded_gloo_pipeline():
+    """Rank 2 runs twice the matmuls of the others: every send and recv is paired, and the slow
+    stage bounds most of each step; the path hops to rank 3 only where rank 3's step ends
+    last."""
+    analysis = open_(PIPELINE)
+    matching = analysis.get_collectives()
+    assert matching.problems.empty
+    assert (matching.calls["instance"] >= 0).all() and len(matching.instances) == 15
+    assert set(matching.calls["peer"]) == {0, 1, 2, 3}
+    path = analysis.get_job_critical_path()
+    check_covers_each_step(path)
+    assert path.by_rank().iloc[0]["rank"] == 2 and path.by_rank().iloc[0]["share_pctg"] > 75
+    hops = path.hops()
+    assert set(map(tuple, hops[["from_rank", "to_rank"]].values.tolist())) == {(2, 3)}
+    # a gloo send / recv runs on the calling thread: its call spans the c10d op and the range
+    raw = json.loads(__import__("gzip").decompress((PIPELINE / "rank-2.json.gz").read_bytes()))
+    ops = [e for e in raw["traceEvents"] if e.get("name") == "c10d::send"]
+    sends = matching.calls[(matching.calls["rank"] == 2) & (matching.calls["collective"] == "send")]
+    assert sends["ts"].iloc[0] == pytest.approx(min(e["ts"] for e in ops) * 1000, abs=1)
