@@ -4,7 +4,10 @@ The straggler generator writes ``--ranks`` copies of ``--template`` (one rank la
 step's last collective); each rank is loaded first (not timed), then, median of ``--repeat``:
 
 - ``in memory``: ``get_job_critical_path(step=first)`` in this process (every rank's segments,
-  one after another, then the walk);
+  one after another, then the walk), the ranks loaded with the cache off;
+- ``facade, workers``: the same with the ranks reopened from the cache: each rank's segments in
+  the loader's worker processes (they read the rank's tables from the cache's files), then the
+  walk here;
 - ``per rank``: one rank's segments (what a worker computes for its rank);
 - ``walk``: the driver's part alone, over the segments and the matched collectives;
 - ``workers``: ``summarize_folder`` with the process pool (every summary table; the job path is
@@ -62,7 +65,15 @@ def main() -> None:
             job.__dict__.pop("_job_path_parts", None)
             return job.get_job_critical_path(step=step)
 
+        cached = TraceAnalysis(trace_dir=folder, cache=Path(folder) / ".cache", progress=False)
+        cached.get_collectives()
+
+        def in_workers():
+            cached.__dict__.pop("_job_path_parts", None)
+            return cached.get_job_critical_path(step=step)
+
         path = in_memory()
+        pd.testing.assert_frame_equal(in_workers().path(), path.path())
         print(f"path: {len(path.path())} rows, {len(path.hops())} hop(s), ends on rank"
               f" {path.steps()['end_rank'].iloc[0]}")  # fmt: skip
         parts = [segments(job.trace(r), None, [step]) for r in job.ranks]
@@ -71,6 +82,7 @@ def main() -> None:
         m = job.get_collectives()
         rows = [
             ("in memory (all ranks, 1 process)", timed(in_memory, args.repeat)),
+            ("facade, workers (ranks from the cache)", timed(in_workers, args.repeat)),
             (
                 "per rank (one worker's part)",
                 timed(lambda: segments(first, None, [step]), args.repeat),

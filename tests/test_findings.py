@@ -233,3 +233,25 @@ def test_every_shared_trace_gives_findings_below_the_step(name):
     step_ms = a._findings_context(None).step_ns / 1e6
     assert (table["saving_ms_per_step"] <= step_ms + 1e-9).all()
     assert (table["cumulative_ms"].dropna() <= step_ms + 1e-9).all()
+
+
+def tiny_kernel_chain(tmp_path: Path) -> Path:
+    """One step: 100 launch calls of 1 µs at the start, then 100 kernels of 5 µs back to back
+    on one stream from 110 µs (each queued behind the one before). Fused, each loses the fixed
+    3 µs: the GPU chain, the step's path, is 300 µs shorter."""
+    b = TraceBuilder()
+    b.step(1, 0, 620)
+    for i in range(100):
+        b.kernel("vectorized_elementwise_kernel", 110 + 5 * i, 5, launch_ts=i, launch_dur=1)
+    b.step(2, 700, 10)
+    return b.write(tmp_path / "rank0.json")
+
+
+def test_tiny_kernels_saving_is_known_by_construction(tmp_path):
+    tiny_kernel_chain(tmp_path)
+    table = analysis(tmp_path).get_findings().set_index("kind")
+    row = table.loc["tiny_kernels"]
+    assert row["saving_ms_per_step"] == pytest.approx(0.300, rel=0.02)
+    assert row["saving_low_ms"] == pytest.approx(0.150, rel=0.02)
+    assert "100 compute kernels under 10 µs per step" in row["evidence"]
+    assert table.index[0] == "tiny_kernels"

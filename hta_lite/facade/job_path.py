@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
 
 from ..analyses.job_path import JobCriticalPath, job_critical_path, segments
-from ..errors import MissingDataError, SelectionError
+from ..errors import MissingDataError, SelectionError, TraceError
+from ..load import cache as trace_cache
+from ..load.workers import map_in_processes
 from ..tools.job_path_overlay import overlay_job_path
 from .base import plots
 
@@ -88,11 +92,37 @@ class JobPaths:
         )
         cache = self.__dict__.setdefault("_job_path_parts", {})
         if key not in cache:
-            parts = [
-                segments(self.trace(r), data_load_events, steps, whole) for r in sorted(self.traces)
-            ]
+            parts = self._segments_per_rank(data_load_events, steps, whole)
             cache[key] = {
                 name: pd.concat([p[name] for p in parts], ignore_index=True)
                 for name in ("segments", "events")
             }
         return cache[key]
+
+    def _segments_per_rank(self, data_load_events, steps, whole) -> list[dict]:
+        """Each rank's segments, in the loader's worker processes when the ranks were reopened
+        from the cache (each worker reads its rank's tables from the cache's files: nothing
+        large travels) and several workers are allowed; else here, one rank after another."""
+        work = functools.partial(
+            _segments_job, data_load_events=data_load_events, steps=steps, whole=whole
+        )
+        ranks = sorted(self.traces)
+        shipped = [trace_cache.by_address(self.trace(r)) for r in ranks]
+        workers = min(len(ranks), self.options.max_workers or os.cpu_count() or 1)
+        if self.options.parallel and workers > 1 and all(t is not None for t in shipped):
+            results = list(map_in_processes(work, shipped, workers, self.options.start_method))
+        else:
+            results = [work(self.trace(r)) for r in ranks]
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return results
+
+
+def _segments_job(trace, data_load_events, steps, whole):
+    """:func:`~..analyses.job_path.segments` of one rank in a worker: an error is returned
+    (the pool re-runs a job whose process died, and would hide a raised one)."""
+    try:
+        return segments(trace, data_load_events, steps, whole)
+    except TraceError as exc:
+        return exc

@@ -139,6 +139,16 @@ def load(root: Path, key: str, path: Path, include_last_profiler_step: bool) -> 
     )
 
 
+def by_address(trace: RankTrace) -> RankTrace | None:
+    """``trace`` without the tables it has read, when it was reopened from the cache (its
+    tables then travel to a worker process as the entry's address, a few bytes, and are read
+    there from the memory-mapped files); None for a trace that is not a cache entry."""
+    build = trace.__dict__.get("_build")
+    if not isinstance(build, _Tables):
+        return None
+    return RankTrace.deferred(build, **trace._fields())
+
+
 #: what :func:`load` answers for an entry that is there but unusable
 REBUILD = "rebuild"
 
