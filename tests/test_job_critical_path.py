@@ -221,3 +221,17 @@ def test_overlay_opens_as_one_trace_with_an_arrow_per_hop(tmp_path):
     assert {e["pid"] for e in starts} == {2} and {e["pid"] for e in ends} == {0, 1, 3}
     names = {e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
     assert names == {"rank 0", "rank 1", "rank 2", "rank 3"}
+
+
+def test_segments_in_the_worker_processes_equal_the_in_process_ones(tmp_path):
+    """Ranks reopened from the cache: their segments are computed in the loader's worker
+    processes (each reads its rank's tables from the cache), the same path as here."""
+    from hta_lite.load import cache
+
+    folder = SAMPLES / "gloo_collectives" / "8ranks"
+    pooled = TraceAnalysis(trace_dir=folder, cache=tmp_path, progress=False)
+    assert all(cache.by_address(pooled.trace(r)) is not None for r in pooled.ranks)
+    here = open_(folder).get_job_critical_path()
+    there = pooled.get_job_critical_path()
+    pd.testing.assert_frame_equal(there.path(), here.path())
+    pd.testing.assert_frame_equal(there.hops(), here.hops())
