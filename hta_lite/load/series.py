@@ -12,8 +12,8 @@ order they are one :class:`RankTrace` whose tables hold every window's rows:
   and ids that link events of one file (``correlation``, ``external_id``, flow ``id``) moved
   past the previous windows' ids, so no two windows share one;
 - ``metadata["windows"]``: one dict per window (``window``, ``path``, ``start_ns``,
-  ``end_ns``: its first event's start and last event's end), from which :func:`window_gaps`
-  gives the known gaps between windows (not profiled: never idle time);
+  ``end_ns``: its first event's start and last event's end); the time between two windows
+  was not profiled and is never idle time (the analyses compare the ``window`` column);
 - health counters summed, and ``windows_joined`` counting the files joined.
 
 Files of one rank that overlap in time cannot be windows of one run: that is a
@@ -95,14 +95,6 @@ def join_windows(parts: list[RankTrace]) -> RankTrace:
         health=dict(health),
         **tables,
     )
-
-
-def window_gaps(trace: RankTrace) -> np.ndarray:
-    """The known gaps between a series' windows, as an ``(n, 2)`` int64 array of ``[end of a
-    window, start of the next]`` ns; no rows for a single file."""
-    windows = trace.metadata.get("windows") or []
-    gaps = [(a["end_ns"], b["start_ns"]) for a, b in zip(windows, windows[1:])]
-    return np.array(gaps, np.int64).reshape(-1, 2)
 
 
 def _aligned(trace: RankTrace, first: RankTrace) -> RankTrace:
