@@ -63,8 +63,7 @@ def join_windows(parts: list[RankTrace]) -> RankTrace:
     single part is returned as it is. Overlapping parts raise :class:`DuplicateRankError`."""
     if len(parts) == 1:
         return parts[0]
-    shifted = [(_aligned(p, parts[0]), p) for p in parts]
-    ranges = [time_range(t) for t, _ in shifted]
+    ranges = [time_range(t) for t in parts]
     order = sorted(range(len(parts)), key=lambda i: ranges[i])
     for before, after in zip(order, order[1:]):
         if ranges[after][0] < ranges[before][1]:
@@ -73,7 +72,7 @@ def join_windows(parts: list[RankTrace]) -> RankTrace:
                 f"claims rank {parts[after].rank}, already claimed by {parts[before].path}, and"
                 " their events overlap in time: not two profiled windows of one run",
             )
-    traces = [shifted[i][0] for i in order]
+    traces = [parts[i] for i in order]
     id_base = _id_bases(traces)
     tables = {name: _concat(name, traces, id_base) for name in RankTrace.TABLES}
     health = Counter()
@@ -95,20 +94,6 @@ def join_windows(parts: list[RankTrace]) -> RankTrace:
         health=dict(health),
         **tables,
     )
-
-
-def _aligned(trace: RankTrace, first: RankTrace) -> RankTrace:
-    """``trace`` on the clock of ``first``: files with different ``baseTimeNanoseconds`` have
-    their times moved by the difference (Kineto writes times relative to that base)."""
-    base, own = (t.metadata.get("baseTimeNanoseconds") for t in (first, trace))
-    if not isinstance(base, int) or not isinstance(own, int) or base == own:
-        return trace
-    moved = {}
-    for name in RankTrace.TABLES:
-        table = getattr(trace, name)
-        if "ts" in table.columns and len(table):
-            moved[name] = table.assign(ts=table["ts"].to_numpy() + (own - base))
-    return trace.with_tables(**moved)
 
 
 def _concat(name: str, traces: list[RankTrace], id_base: np.ndarray) -> pd.DataFrame:
