@@ -1,4 +1,5 @@
-"""Build hook for the optional C accelerator (``hta_lite.load._fastjson``); all metadata is in
+"""Build hook for the optional C accelerators (``hta_lite.load._fastjson``, the trace decoder;
+``hta_lite.load._snapshot_pickle``, the memory snapshot reader); all metadata is in
 pyproject.toml.
 
 ``optional=True``: without a C compiler the package still installs and loads traces through the
@@ -14,6 +15,12 @@ setup(
             ["hta_lite/load/_fastjson.c"],
             optional=True,
             extra_compile_args=["-O2"],
-        )
+        ),
+        Extension(
+            "hta_lite.load._snapshot_pickle",
+            ["hta_lite/load/_snapshot_pickle.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
     ]
 )
