@@ -17,7 +17,7 @@ from ..analyses.memory_snapshot.sites import stack_text
 from ..analyses.memory_snapshot.summary import summary as summarize
 from ..analyses.memory_snapshot.tables import tables
 from ..errors import MissingDataError, SelectionError
-from ..load.snapshot import read_snapshot
+from ..load.snapshot import read_snapshot_columns
 
 
 @dataclass(frozen=True)
@@ -57,9 +57,9 @@ class MemorySnapshot:
 
     def __init__(self, path: str | Path):
         self.path = str(path)
-        data = read_snapshot(path)
+        data, columns = read_snapshot_columns(path)
         self.allocator_settings = data.get("allocator_settings") or {}
-        self._tables = tables(data)
+        self._tables = tables(data, columns)
 
     def __repr__(self) -> str:
         s = self.summary()

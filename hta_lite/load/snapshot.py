@@ -13,11 +13,21 @@ from __future__ import annotations
 
 import gc
 import io
+import os
 import pickle
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import SnapshotError, TraceReadError
 from . import gzip_text
+
+try:  # the optional C reader (setup.py); without it the restricted unpickler reads every file
+    from . import _snapshot_pickle
+except ImportError:  # pragma: no cover - depends on the build
+    _snapshot_pickle = None
+if os.environ.get("HTA_LITE_NO_C"):  # as for the trace decoder: rule the C readers out
+    _snapshot_pickle = None
 
 
 class _PlainData(pickle.Unpickler):
@@ -40,6 +50,14 @@ class _PlainData(pickle.Unpickler):
 
 def read_snapshot(path: str | Path) -> dict:
     """The snapshot dict of ``path`` (``segments``, ``device_traces``, ...)."""
+    return read_snapshot_columns(path, columns=False)[0]
+
+
+def read_snapshot_columns(path: str | Path, columns: bool = True) -> tuple[dict, dict | None]:
+    """The snapshot dict of ``path`` and, where the C reader read it, its trace as columns
+    (``_snapshot_pickle.c``: then each ``device_traces`` list holds None per entry, and the
+    columns' ``owner`` / ``position`` say which list and place each row is); else None and
+    the whole trace in the dict."""
     path = Path(path)
     try:
         data = gzip_text.read_bytes(path)
@@ -53,6 +71,10 @@ def read_snapshot(path: str | Path) -> dict:
         )
     if data[:1] != b"\x80" and data.lstrip()[:1] in (b"{", b"["):
         raise SnapshotError(path, "JSON text, not a pickled memory snapshot")
+    if columns and _snapshot_pickle is not None:
+        fast = _snapshot_pickle.read(data)
+        if fast is not None and _is_snapshot(fast[0]) and _rows_in_traces(*fast):
+            return fast
     collecting = gc.isenabled()
     gc.disable()  # millions of dicts and no cycles: the collector's passes would double the time
     try:
@@ -66,8 +88,26 @@ def read_snapshot(path: str | Path) -> dict:
     finally:
         if collecting:
             gc.enable()
-    if not isinstance(snapshot, dict) or not isinstance(snapshot.get("segments"), list):
+    if not _is_snapshot(snapshot):
         raise SnapshotError(
             path, "a pickle, but not a memory snapshot (no 'segments' list in a dict)"
         )
-    return snapshot
+    return snapshot, None
+
+
+def _is_snapshot(snapshot) -> bool:
+    return isinstance(snapshot, dict) and isinstance(snapshot.get("segments"), list)
+
+
+def _rows_in_traces(snapshot: dict, columns: dict) -> bool:
+    """Every row of the C reader is an entry of a device's trace, and those hold nothing else."""
+    traces = snapshot.get("device_traces")
+    if not isinstance(traces, list):
+        return columns["rows"] == 0
+    lists = [t for t in traces if isinstance(t, list)]
+    owners = {id(t) for t in lists}
+    held = sum(len(t) for t in lists)
+    if held != columns["rows"] or len(owners) != len(lists):
+        return False
+    owner = np.unique(np.frombuffer(columns["owner"], np.int64)).tolist()
+    return set(owner) <= owners and all(t.count(None) == len(t) for t in lists)

@@ -44,14 +44,19 @@ class SnapshotTables:
     problems: Counter = field(default_factory=Counter)
 
 
-def tables(snapshot: dict) -> SnapshotTables:
+def tables(snapshot: dict, columns: dict | None = None) -> SnapshotTables:
+    """The tables of a snapshot dict; ``columns``: its trace as the C reader wrote it
+    (:func:`hta_lite.load.snapshot.read_snapshot_columns`)."""
     problems: Counter = Counter()
     sites = Sites()
     collecting = gc.isenabled()
     gc.disable()  # a million short-lived tuples, no cycles: the collector's passes cost half
     try:
         segments, blocks, block_frames = _segments(snapshot.get("segments") or [], sites, problems)
-        entries, entry_frames = _entries(snapshot.get("device_traces") or [], problems)
+        if columns is None:
+            entries, entry_frames = _entries(snapshot.get("device_traces") or [], problems)
+        else:
+            entries, entry_frames = _entries_of_columns(snapshot.get("device_traces"), columns)
     finally:
         if collecting:
             gc.enable()
@@ -145,6 +150,36 @@ def _entries(traces: list, problems: Counter):
 
 
 _INT_FIELDS = ("addr", "size", "stream", "time_us")
+
+
+def _entries_of_columns(traces, columns: dict) -> tuple[pd.DataFrame, np.ndarray]:
+    """The entries from the C reader's columns: each device's rows in their place in its list.
+    The frames per row are the shared stack lists (an object array)."""
+    owner = np.frombuffer(columns["owner"], np.int64)
+    position = np.frombuffer(columns["position"], np.int64)
+    device = np.zeros(len(owner), np.int64)
+    for d, trace in enumerate(traces if isinstance(traces, list) else []):
+        device[owner == id(trace)] = d
+    order = np.lexsort((position, device))
+    if (np.diff(order) == 1).all():
+        order = slice(None)  # already in place: no copies
+    codes = np.frombuffer(columns["action"], np.int32)[order]
+    actions = columns["actions"]
+    ints = {k: np.frombuffer(columns[k], np.int64)[order] for k in (*_INT_FIELDS, "device_free")}
+    oom = actions.index("oom") if "oom" in actions else -1
+    device_free = np.where(codes == oom, ints["device_free"], -1)
+    stacks = np.empty(len(columns["stacks"]) + 1, dtype=object)
+    for k, stack in enumerate(columns["stacks"]):
+        stacks[k] = stack
+    stacks[-1] = []
+    frame = pd.DataFrame(
+        {"device": device[order], "index": position[order],
+         "action": pd.Categorical.from_codes(codes, categories=list(actions)),
+         "addr": ints["addr"], "size": ints["size"], "stream": ints["stream"],
+         "time_us": ints["time_us"], "device_free": device_free},
+        copy=False,
+    )  # fmt: skip
+    return frame, stacks[np.frombuffer(columns["stack"], np.int32)[order]]
 
 
 def _entries_fast(device: int, trace: list) -> tuple[pd.DataFrame, list] | None:
