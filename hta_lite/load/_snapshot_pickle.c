@@ -768,6 +768,14 @@ static PyObject *column_bytes(Column *c) {
     return c->array;
 }
 
+#define N_COLUMNS 9
+/* The reader's columns, for what is done to each alike. */
+static void columns_of(Reader *r, Column *cols[N_COLUMNS]) {
+    Column *all[N_COLUMNS] = {&r->action, &r->addr,     &r->size,  &r->stream,  &r->time_us,
+                              &r->device_free, &r->stack_id, &r->owner, &r->position};
+    memcpy(cols, all, sizeof all);
+}
+
 static void reader_free(Reader *r) {
     pop_to(r, 0);
     PyMem_Free(r->stack);
@@ -778,9 +786,9 @@ static void reader_free(Reader *r) {
     PyMem_Free(r->materialized);
     PyMem_Free(r->stack_hash);
     PyMem_Free(r->stack_slot);
-    Column *cols[] = {&r->action, &r->addr, &r->size, &r->stream, &r->time_us,
-                      &r->device_free, &r->stack_id, &r->owner, &r->position};
-    for (int k = 0; k < 9; k++) Py_XDECREF(cols[k]->array);
+    Column *cols[N_COLUMNS];
+    columns_of(r, cols);
+    for (int k = 0; k < N_COLUMNS; k++) Py_XDECREF(cols[k]->array);
     Py_XDECREF(r->action_codes);
     Py_XDECREF(r->actions);
     Py_XDECREF(r->stacks);
@@ -803,10 +811,10 @@ static PyObject *read_pickle(PyObject *self, PyObject *arg) {
     memset(&r, 0, sizeof r);
     r.p = view.buf;
     r.end = r.p + view.len;
-    Column *cols[] = {&r.action, &r.addr, &r.size, &r.stream, &r.time_us,
-                      &r.device_free, &r.stack_id, &r.owner, &r.position};
+    Column *cols[N_COLUMNS];
+    columns_of(&r, cols);
     int ok = 1;
-    for (int k = 0; k < 9; k++) ok &= (cols[k]->array = PyByteArray_FromStringAndSize(NULL, 0)) != NULL;
+    for (int k = 0; k < N_COLUMNS; k++) ok &= (cols[k]->array = PyByteArray_FromStringAndSize(NULL, 0)) != NULL;
     r.action_codes = PyDict_New();
     r.actions = PyList_New(0);
     r.stacks = PyList_New(0);
