@@ -301,3 +301,56 @@ def test_a_snapshot_of_odd_records_gives_answers_not_tracebacks(tmp_path):
     with pytest.raises(MissingDataError):
         snap.timeline()
     assert snap.would_fit(4).iloc[0]["verdict"] == "fits in a cached block"
+
+
+def test_two_devices_replayed_each_from_its_own_end(tmp_path):
+    """Known by construction: device 0 peaks at 60 bytes after its second alloc and traces its
+    segment; device 1 traces no segment event (reserved unknown: NaN) and found 10 bytes in use
+    when its trace began."""
+
+    def segment(device, address, total, used):
+        block = {
+            "address": address,
+            "size": used,
+            "requested_size": used,
+            "state": "active_allocated",
+            "frames": [],
+        }
+        spare = {
+            "address": address + used,
+            "size": total - used,
+            "requested_size": 0,
+            "state": "inactive",
+            "frames": [],
+        }
+        return {"device": device, "address": address, "total_size": total, "stream": 0,
+                "segment_type": "large", "blocks": [block, spare], "frames": []}  # fmt: skip
+
+    def entry(action, addr, size, time_us):
+        return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": time_us,
+                "frames": []}  # fmt: skip
+
+    data = {
+        "segments": [segment(0, 0, 100, 40), segment(1, 1000, 50, 30)],
+        "device_traces": [
+            [entry("segment_alloc", 0, 100, 1), entry("alloc", 0, 40, 2),
+             entry("alloc", 40, 20, 3), entry("free_completed", 40, 20, 4)],
+            [entry("free_completed", 2000, 10, 5), entry("alloc", 1000, 30, 6)],
+        ],
+    }  # fmt: skip
+    path = tmp_path / "two.pickle"
+    path.write_bytes(pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
+    snap = MemorySnapshot(path)
+    line = snap.timeline()
+    assert line["device"].tolist() == [0, 0, 0, 0, 1, 1]
+    assert line["active_bytes"].tolist() == [0, 40, 60, 40, 0, 30]
+    assert line["reserved_bytes"].tolist()[:4] == [100, 100, 100, 100]
+    assert line["reserved_bytes"].iloc[4:].isna().all()
+    one = snap.timeline(device=1)
+    assert one["index"].tolist() == [0, 1] and one["active_bytes"].tolist() == [0, 30]
+    peaks = snap.peaks().set_index("device")
+    assert peaks.loc[0, ["index", "active_bytes", "before_trace_bytes"]].tolist() == [2, 60, 0]
+    assert peaks.loc[1, ["index", "active_bytes", "before_trace_bytes"]].tolist() == [1, 30, 10]
+    assert snap.peak().device == 0 and snap.peak(1).by_site["bytes"].sum() == 30
+    with pytest.raises(SelectionError):
+        snap.timeline(device=2)

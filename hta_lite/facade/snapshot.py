@@ -100,8 +100,8 @@ class MemorySnapshot:
         return out
 
     @cached_property
-    def _line(self) -> pd.DataFrame:
-        return tl.timeline(self._tables.entries, self._tables.segments, self._tables.blocks)
+    def _replayed(self) -> tl.Replay:
+        return tl.replay(self._tables.entries, self._tables.segments, self._tables.blocks)
 
     def timeline(self, device: int | None = None) -> pd.DataFrame:
         """The allocator's trace replayed back from the snapshot: active and reserved bytes
@@ -112,19 +112,21 @@ class MemorySnapshot:
                 ``torch.cuda.memory._record_memory_history()`` before the run).
             SelectionError: ``device`` has no trace.
         """
-        line = self._need_trace()
+        replayed, entries = self._need_trace(), self._tables.entries
         if device is None:
-            return line.copy()
-        if device not in set(line["device"]):
+            return tl.timeline(entries, replayed)
+        runs = dict(tl.device_runs(entries["device"].to_numpy()))
+        if device not in runs:
             raise SelectionError(
-                self.path, f"device {device} has no trace; devices: {sorted(set(line['device']))}"
+                self.path, f"device {device} has no trace; devices: {sorted(runs)}"
             )
-        return line[line["device"] == device].reset_index(drop=True)
+        return tl.timeline(entries, replayed, runs[device])
 
     def peaks(self) -> pd.DataFrame:
         """One row per device: its peak's ``index``, ``time_us``, ``active_bytes``,
         ``reserved_bytes``, ``before_trace_bytes``, ``final_active_bytes``."""
-        return tl.peaks(self._need_trace(), self._tables.segments, self._tables.blocks)
+        replayed = self._need_trace()
+        return tl.peaks(self._tables.entries, replayed, self._tables.segments, self._tables.blocks)
 
     def peak(self, device: int | None = None) -> SnapshotPeak:
         """The peak of ``device`` (default: the device with the highest), and who holds it."""
@@ -196,11 +198,11 @@ class MemorySnapshot:
         :mod:`hta_lite.analyses.memory_snapshot.compare`)."""
         return cmp.compare(self._tables, other._tables, by)
 
-    def _need_trace(self) -> pd.DataFrame:
+    def _need_trace(self) -> tl.Replay:
         if self._tables.entries.empty:
             raise MissingDataError(
                 self.path,
                 "the snapshot holds no allocator trace: call"
                 " torch.cuda.memory._record_memory_history() before the run",
             )
-        return self._line
+        return self._replayed

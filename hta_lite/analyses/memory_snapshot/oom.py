@@ -134,20 +134,19 @@ def verdict(requested: int, device_free: int, free: pd.DataFrame, stream: int) -
     return cached, cached_same, largest, kind, advice
 
 
-def oom_table(tables, line: pd.DataFrame) -> pd.DataFrame:
-    """A row per ``oom`` entry (``line``: the :func:`.timeline.timeline` of the snapshot)."""
+def oom_table(tables, replayed) -> pd.DataFrame:
+    """A row per ``oom`` entry (``replayed``: the :func:`.timeline.replay` of the snapshot)."""
     entries = tables.entries
     rows = []
-    for row in np.flatnonzero(entries["action"].astype(str).to_numpy() == "oom").tolist():
+    for row in np.flatnonzero((entries["action"] == "oom").to_numpy()).tolist():
         e = entries.iloc[row]
         device, index = int(e["device"]), int(e["index"])
         live, segments = state_at(tables, device, index)
         free = free_blocks(live, segments)
-        at = line.iloc[row]
         answer = verdict(int(e["size"]), int(e["device_free"]), free, int(e["stream"]))
         rows.append(
             [device, index, int(e["time_us"]), int(e["stream"]), int(e["size"]),
-             int(e["device_free"]), *answer[:3], int(at["active_bytes"]),
-             at["reserved_bytes"], *answer[3:]]
+             int(e["device_free"]), *answer[:3], int(replayed.active[row]),
+             replayed.reserved[row], *answer[3:]]
         )  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)

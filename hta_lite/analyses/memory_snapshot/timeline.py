@@ -9,7 +9,8 @@ use until the free completes); ``segment_alloc`` / ``segment_map`` add to the re
 ``segment_free`` / ``segment_unmap`` take away. What is left at the start of the trace predates
 it (``before_trace_bytes``).
 
-:func:`timeline` columns, per entry in order: ``device``, ``index``, ``time_us``, ``action``,
+:func:`replay` walks once and keeps two arrays per entry; :func:`timeline` makes the table of
+them, columns, per entry in order: ``device``, ``index``, ``time_us``, ``action``,
 ``addr``, ``size``, ``stream``, ``active_bytes`` (block sizes in use after the entry),
 ``reserved_bytes`` (after the entry; NaN on a device whose trace records no segment event, where
 only the value at the snapshot is known).
@@ -24,6 +25,8 @@ trace as one row ``<allocated before the trace>`` (its sites are not in the trac
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -34,6 +37,12 @@ RESERVES = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_u
 BEFORE_TRACE = "<allocated before the trace>"
 COLUMNS = ["device", "index", "time_us", "action", "addr", "size", "stream", "active_bytes",
            "reserved_bytes"]  # fmt: skip
+
+
+@dataclass(frozen=True, eq=False)
+class Replay:
+    active: np.ndarray  # per entry, block sizes in use after it
+    reserved: np.ndarray  # per entry, reserved bytes after it (NaN: no segment event traced)
 
 
 def final_state(segments: pd.DataFrame, blocks: pd.DataFrame, device: int) -> tuple[int, int]:
@@ -47,52 +56,73 @@ def final_state(segments: pd.DataFrame, blocks: pd.DataFrame, device: int) -> tu
     return int(active), int(reserved)
 
 
-def timeline(entries: pd.DataFrame, segments: pd.DataFrame, blocks: pd.DataFrame) -> pd.DataFrame:
-    parts = []
-    for device, rows in entries.groupby("device", sort=True):
-        active, reserved = final_state(segments, blocks, int(device))
-        action = rows["action"]
-        size = rows["size"].to_numpy()
-        out = rows[["device", "index", "time_us", "action", "addr", "size", "stream"]].copy()
-        out["active_bytes"] = _walk_back(size, _signs(action, GROWS), active)
-        signs = _signs(action, RESERVES)
-        traced = signs.any()
-        out["reserved_bytes"] = (
-            _walk_back(size, signs, reserved) if traced else np.full(len(rows), np.nan)
-        )
-        parts.append(out)
-    if not parts:
-        return pd.DataFrame(columns=COLUMNS)
-    return pd.concat(parts, ignore_index=True)[COLUMNS]
+def replay(entries: pd.DataFrame, segments: pd.DataFrame, blocks: pd.DataFrame) -> Replay:
+    """Per entry (each device's rows together, in order, as :mod:`.tables` gives them): the
+    active and reserved bytes after it."""
+    device = entries["device"].to_numpy()
+    size = entries["size"].to_numpy()
+    grows, reserves = _signs(entries["action"], GROWS), _signs(entries["action"], RESERVES)
+    kind = np.result_type(size.dtype, np.int64)  # Python integers stay Python integers
+    active, reserved = np.empty(len(size), kind), np.empty(len(size), kind)
+    untraced = []
+    for d, part in device_runs(device):
+        final_active, final_reserved = final_state(segments, blocks, d)
+        active[part] = _walk_back(size[part], grows[part], final_active)
+        reserved[part] = _walk_back(size[part], reserves[part], final_reserved)
+        if not reserves[part].any():
+            untraced.append(part)
+    if untraced:
+        reserved = reserved.astype(np.float64)
+        for part in untraced:
+            reserved[part] = np.nan
+    return Replay(active, reserved)
+
+
+def device_runs(device: np.ndarray) -> list[tuple[int, slice]]:
+    """``(device, rows)`` of each device's run of rows."""
+    cuts = [0, *(np.flatnonzero(device[1:] != device[:-1]) + 1).tolist(), len(device)]
+    return [(int(device[a]), slice(a, b)) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def timeline(entries: pd.DataFrame, replayed: Replay, rows=slice(None)) -> pd.DataFrame:
+    """The :data:`COLUMNS` table of ``rows`` of the entries (a new table each call)."""
+    out = {c: entries[c].to_numpy()[rows] for c in COLUMNS[:7]}
+    out["action"] = entries["action"].array[rows]
+    out["active_bytes"], out["reserved_bytes"] = replayed.active[rows], replayed.reserved[rows]
+    return pd.DataFrame(out)
 
 
 def _signs(action: pd.Series, table: dict) -> np.ndarray:
     """Per entry, the sign ``table`` gives its action (0 for the others), through the codes."""
-    of_code = np.array([table.get(c, 0) for c in action.cat.categories] + [0], np.int64)
+    of_code = np.array([table.get(c, 0) for c in action.cat.categories] + [0], np.int8)
     return of_code[action.cat.codes.to_numpy()]
 
 
 def _walk_back(size: np.ndarray, sign: np.ndarray, final: int) -> np.ndarray:
     """The value after each entry, given the value after the last one."""
     after = np.cumsum(size * sign)
-    return final - (after[-1] if len(after) else 0) + after
+    after += final - (after[-1] if len(after) else 0)
+    return after
 
 
-def peaks(line: pd.DataFrame, segments: pd.DataFrame, blocks: pd.DataFrame) -> pd.DataFrame:
+def peaks(
+    entries: pd.DataFrame, replayed: Replay, segments: pd.DataFrame, blocks: pd.DataFrame
+) -> pd.DataFrame:
     rows = []
-    for device, part in line.groupby("device", sort=True):
-        active = part["active_bytes"].to_numpy()
-        final, _ = final_state(segments, blocks, int(device))
-        start = int(active[0]) - _delta(part.iloc[0])  # before the first entry
+    index, time_us = entries["index"].to_numpy(), entries["time_us"].to_numpy()
+    for device, part in device_runs(entries["device"].to_numpy()):
+        active = replayed.active[part]
+        final, _ = final_state(segments, blocks, device)
+        start = int(active[0]) - _delta(entries.iloc[part.start])  # before the first entry
         k = len(active) - 1 - int(np.argmax(active[::-1]))  # the last time it is reached
         at_start = start > active[k]
         rows.append(
             {
-                "device": int(device),
-                "index": -1 if at_start else int(part["index"].iat[k]),
-                "time_us": int(part["time_us"].iat[0 if at_start else k]),
+                "device": device,
+                "index": -1 if at_start else int(index[part][k]),
+                "time_us": int(time_us[part][0 if at_start else k]),
                 "active_bytes": int(start if at_start else active[k]),
-                "reserved_bytes": part["reserved_bytes"].iat[k],
+                "reserved_bytes": replayed.reserved[part][k],
                 "before_trace_bytes": start,
                 "final_active_bytes": final,
             }
@@ -107,13 +137,15 @@ def _delta(entry: pd.Series) -> int:
 def peak_sites(entries: pd.DataFrame, site_of, device: int, index: int, active_bytes: int):
     """The allocations of the trace live after entry ``index`` of ``device``, by site
     (``site_of(row)``: the site of an entry row), and what predates the trace."""
-    mine = np.flatnonzero(entries["device"].to_numpy() == device)
-    sign = _signs(entries["action"], GROWS)[mine]
-    rows = mine[sign != 0]
-    alloc = sign[sign != 0] > 0
+    mine = dict(device_runs(entries["device"].to_numpy()))[device]
+    sign = _signs(entries["action"], GROWS)
+    rows = mine.start + np.flatnonzero(sign[mine])
+    alloc = sign[rows] > 0
     addr, at = entries["addr"].to_numpy()[rows], entries["index"].to_numpy()[rows]
-    order = np.lexsort((at, addr))
-    rows, alloc, addr, at = rows[order], alloc[order], addr[order], at[order]
+    order = np.argsort(addr, kind="stable")  # by address, then in order (``index`` grows)
+    rows, alloc = rows[order], alloc[order]
+    addr = addr[order]  # one at a time: a million-entry buffer's copies are not all alive at once
+    at = at[order]
     # an allocation ends at the next entry of its address, when that is a free
     freed_next = np.append((addr[1:] == addr[:-1]) & ~alloc[1:], False)
     freed_by = freed_next & (np.append(at[1:], index + 1) <= index)
