@@ -109,10 +109,12 @@ def _host(ctx: Context) -> Finding | None:
             counts[name] = counts.get(name, 0) + int(n)
         rows = np.flatnonzero((seg["rank"] == rank).to_numpy())
         mid = (syncs["ts"] + syncs["dur"] // 2).to_numpy()
-        dur = syncs["dur"].to_numpy(np.float64)
-        for i in rows:
-            inside = (mid >= seg["start"].iat[i]) & (mid < seg["end"].iat[i])
-            waits[i] = dur[inside].sum()
+        order = np.argsort(mid, kind="stable")
+        mid, before = mid[order], np.append(0, np.cumsum(syncs["dur"].to_numpy()[order]))
+        # the syncs whose middle is in [start, end) of each segment, summed by prefix sums
+        first = np.searchsorted(mid, seg["start"].to_numpy()[rows])
+        stop = np.searchsorted(mid, seg["end"].to_numpy()[rows])
+        waits[rows] = before[stop] - before[first]
     if not waits.any():
         return None
 
