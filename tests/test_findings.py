@@ -255,3 +255,70 @@ def test_tiny_kernels_saving_is_known_by_construction(tmp_path):
     assert row["saving_low_ms"] == pytest.approx(0.150, rel=0.02)
     assert "100 compute kernels under 10 µs per step" in row["evidence"]
     assert table.index[0] == "tiny_kernels"
+
+
+def exposed_all_reduce(tmp_path: Path) -> Path:
+    """Two ranks, one step each: 100 µs of forward on the host (it launches a 100 µs GEMM),
+    then an NCCL all_reduce kernel of 300 µs on its own stream that ends the step at 410 µs.
+    Overlapped with the compute of the step (the model: hidden up to the computation on the
+    path), 100 µs of it is hidden: the step ends at 310 µs."""
+    for rank in (0, 1):
+        b = TraceBuilder(rank=rank, world_size=2)
+        b.step(1, 0, 420)
+        b.cpu_op("aten::forward", 0, 100)
+        b.kernel("sm90_xmma_gemm_f32f32", 10, 100, launch_ts=1, launch_dur=5)
+        b.cpu_op("nccl:all_reduce", 100, 6)
+        b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 110, 300, stream=13, launch_ts=100,
+                 launch_dur=5)  # fmt: skip
+        b.step(2, 500, 10)
+        b.write(tmp_path / f"rank{rank}.json")
+    return tmp_path
+
+
+def test_exposed_communication_saving_is_known_by_construction(tmp_path):
+    table = analysis(exposed_all_reduce(tmp_path)).get_findings()
+    top = table.iloc[0]
+    assert top["kind"] == "exposed_communication"
+    assert "ncclDevKernel_AllReduce" in top["where"]
+    assert top["saving_ms_per_step"] == pytest.approx(0.100, rel=0.02)
+    assert top["saving_low_ms"] == pytest.approx(0.050, rel=0.02)
+    assert "300 µs per step of communication" in top["evidence"]
+
+
+def test_host_collectives_are_not_hidden():
+    """gloo on CPU ranks shares the cores with the computation: no exposed-communication
+    finding (the recorded bucket pair saved nothing by overlapping)."""
+    table = analysis(SAMPLES / "gloo_buckets").get_findings()
+    assert "exposed_communication" not in set(table["kind"])
+
+
+def test_anomalous_steps_amortised_equal_the_live_excess():
+    """long_run: 5 anomalous steps of 40 (rank 1's data-loading stalls, rank 0's extra
+    forward); brought to the typical step, the job saves their live excess over the median
+    step, amortised over the run."""
+    a = analysis(SAMPLES / "long_run")
+    steps = a.get_profiler_steps()
+    live = pd.read_csv(SAMPLES / "long_run" / "live_step_times.csv")
+    job = 1e3 * live[live["step"].isin(steps)].groupby("step")["seconds"].max()
+    odd = [7, 17, 23, 27, 37]
+    saved = (job[odd] - job.drop(odd).median()).clip(lower=0).sum() / len(job)
+    top = a.get_findings().iloc[0]
+    assert top["kind"] == "step_anomalies"
+    assert "5 anomalous step(s)" in top["evidence"]
+    assert top["saving_ms_per_step"] == pytest.approx(saved, rel=0.25)
+
+
+def test_memory_near_capacity_and_fragmented_save_no_time():
+    """Peaks known by construction: 90 of 100 GB allocated (near capacity); 10 of 40 GB
+    allocated at a reserved peak of 40 (75 % not allocated: fragmented); 50 of 60 neither."""
+    from types import SimpleNamespace
+
+    from hta_lite.analyses.findings import memory
+
+    peaks = pd.DataFrame({
+        "rank": [0, 1, 2], "device": ["cuda:0"] * 3,
+        "peak_allocated": [90e9, 10e9, 50e9], "peak_reserved": [92e9, 40e9, 60e9],
+    })  # fmt: skip
+    ctx = SimpleNamespace(memory_peaks=peaks, capacity=lambda rank, device: 100e9)
+    found = {(f.kind, f.rank) for f in memory.find(ctx)}
+    assert found == {("memory_near_capacity", 0), ("memory_fragmentation", 1)}
