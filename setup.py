@@ -1,9 +1,10 @@
 """Build hook for the optional C accelerators (``hta_lite.load._fastjson``, the trace decoder;
-``hta_lite.load._snapshot_pickle``, the memory snapshot reader); all metadata is in
-pyproject.toml.
+``hta_lite.load._snapshot_pickle``, the memory snapshot reader;
+``hta_lite.analyses.critical_path._longest_path``, the critical path's longest-path pass); all
+metadata is in pyproject.toml.
 
 ``optional=True``: without a C compiler the package still installs and loads traces through the
-pure-Python (msgspec) path, with identical results.
+pure-Python (msgspec) path, and walks graphs in Python, with identical results.
 """
 
 from setuptools import Extension, setup
@@ -19,6 +20,12 @@ setup(
         Extension(
             "hta_lite.load._snapshot_pickle",
             ["hta_lite/load/_snapshot_pickle.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "hta_lite.analyses.critical_path._longest_path",
+            ["hta_lite/analyses/critical_path/_longest_path.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

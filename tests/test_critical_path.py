@@ -13,6 +13,8 @@ from conftest import DATA, SHARED_TRACES, health_messages, needs_shared
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
+from hta_lite.analyses.critical_path import call_stacks
+from hta_lite.analyses.critical_path import path as cp_path
 from hta_lite.analyses.critical_path.graph import SYNC, Graph
 from hta_lite.analyses.critical_path.path import BREAKDOWN_COLUMNS, longest_path
 from hta_lite.errors import RankNotFoundError, SelectionError
@@ -135,6 +137,70 @@ def test_cycles_are_cut_and_counted():
     health = Counter()
     assert longest_path(3, graph, health) == [0, 1]
     assert health == {"cp_cycle_edge_cut": 1}
+
+
+def test_a_self_loop_is_cut_not_waited_on():
+    graph = Graph(
+        node_event=np.arange(2), node_start=np.ones(2, bool), node_ts=np.array([0, 10]),
+        src=np.array([0, 1]), dst=np.array([1, 1]), kind=np.zeros(2, np.int8),
+        weight=np.array([10, 7]), event=np.full(2, -1),
+    )  # fmt: skip
+    health = Counter()
+    assert longest_path(2, graph, health) == [0]
+    assert health == {"cp_cycle_edge_cut": 1}
+
+
+@pytest.mark.skipif(cp_path._longest_path is None, reason="the C pass is not built here")
+@pytest.mark.parametrize("seed", range(40))
+def test_the_c_pass_is_the_python_pass(seed):
+    """Random graphs, forward edges with tied weights, some backward edges and self-loops
+    (cycles): the same distances, last edges, order and cuts."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 300))
+    m = int(rng.integers(0, 4 * n))
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    forward = rng.random(m) < 0.95
+    low, high = np.minimum(src, dst), np.maximum(src, dst)
+    src, dst = np.where(forward, low, src), np.where(forward, high, dst)
+    weight = rng.integers(0, 4, m) * 10
+    got = cp_path._longest_path.longest(n, src.astype(np.int64), dst.astype(np.int64), weight)
+    want = cp_path._distances(n, src, dst, weight)
+    for c, p in zip(got[:3], want[:3]):
+        assert np.array_equal(np.frombuffer(c, np.int64), p)
+    assert got[3] == want[3]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_call_stack_parents_without_a_stack(seed):
+    """The parents read off levels equal a stack's on nested spans, and a stack that one end
+    does not close is told apart (some seeds break the nesting)."""
+    rng = np.random.default_rng(seed)
+    points, stack, events = [], [], 0
+    for _ in range(int(rng.integers(1, 200))):
+        if stack and rng.random() < 0.5:
+            points.append((stack.pop(), False))
+        else:
+            stack.append(events)
+            points.append((events, True))
+            events += 1
+    points += [(e, False) for e in reversed(stack)]
+    if seed % 3 == 0 and events > 1:  # swap two ends: inconsistent
+        ends = [k for k, (_, s) in enumerate(points) if not s]
+        a, b = rng.choice(ends, 2, replace=False)
+        points[a], points[b] = points[b], points[a]
+    who = np.array([e for e, _ in points], np.int64)
+    starts = np.array([s for _, s in points], bool)
+    expected, consistent, stack = {}, True, []
+    for e, s in points:
+        if s:
+            expected[e] = stack[-1] if stack else -1
+            stack.append(e)
+        else:
+            consistent &= bool(stack) and stack.pop() == e
+    got = call_stacks._stack_parents(who, starts)
+    assert (got is not None) == consistent
+    if consistent:
+        assert got.tolist() == [expected[e] for e in who.tolist()]
 
 
 def test_clear_errors(tmp_path):

@@ -50,35 +50,20 @@ class CallStacks:
         d = np.concatenate([dur, dur])
         i = np.concatenate([index[rows], index[rows]])
         order = np.lexsort((np.where(is_start, i, -i), np.where(is_start, -d, d), is_start, time))
-        who = np.concatenate([rows, rows])[order].tolist()
-        starts = is_start[order].tolist()
-        # the call tree (a stack), then a depth-first walk over it, as the reference does
-        children: dict[int, list[int]] = {-1: []}
-        parent: dict[int, int] = {}
-        stack: list[int] = []
-        consistent = True  # every end closes the start on top of the stack
-        for e, s in zip(who, starts):
-            if s:
-                p = stack[-1] if stack else -1
-                parent[e] = p
-                children.setdefault(p, []).append(e)
-                children.setdefault(e, [])
-                stack.append(e)
-            elif stack:
-                consistent &= stack.pop() == e
-            else:
-                consistent = False
-        if consistent:
-            self._walk_in_order(np.array(who, np.int64), np.array(starts, bool), parent)
+        who, starts = np.concatenate([rows, rows])[order], is_start[order]
+        parent = _stack_parents(who, starts)
+        if parent is not None:
+            self._walk_in_order(who, starts, parent)
         else:
-            self._walk_tree(children, parent)
+            self._walk_tree(*_call_tree(who.tolist(), starts.tolist()))
 
-    def _walk_in_order(self, who: np.ndarray, starts: np.ndarray, parent: dict) -> None:
+    def _walk_in_order(self, who: np.ndarray, starts: np.ndarray, parent: np.ndarray) -> None:
         """The depth-first walk of a call tree whose every end closed its own start: the points
-        in time order (the same edges as :meth:`_walk_tree`, computed on arrays)."""
+        in time order (the same edges as :meth:`_walk_tree`, computed on arrays); ``parent``:
+        the event each point's event is a child of (-1: top level)."""
         node = np.where(starts, self.start_node[who], self.end_node[who])
         keep = node >= 0
-        who, starts, node = who[keep], starts[keep], node[keep]
+        who, starts, node, parent = who[keep], starts[keep], node[keep], parent[keep]
         if len(node) < 2:
             return
         depth = np.cumsum(np.where(starts, 1, -1)) - np.where(starts, 1, -1)  # before each point
@@ -89,10 +74,7 @@ class CallStacks:
         locked = (
             self.is_lock[ev_u] & self.is_lock[ev_v] & (self.node_start[u] | ~self.node_start[v])
         )
-        owner_parent = np.array([parent[e] for e in who[:-1].tolist()], np.int64)
-        owner = np.where(
-            self.node_start[u], ev_u, np.where(~self.node_start[v], ev_v, owner_parent)
-        )
+        owner = np.where(self.node_start[u], ev_u, np.where(~self.node_start[v], ev_v, parent[:-1]))
         zero = ~into_start & self.is_blocking[who[1:]]
         ok = ~locked
         self.add_many(u[ok], v[ok], kind[ok], zero[ok], owner[ok])
@@ -125,3 +107,55 @@ class CallStacks:
                     )  # fmt: skip
                 last, last_parent = finish, parent[e]
                 depth -= 1
+
+
+def _stack_parents(who: np.ndarray, starts: np.ndarray) -> np.ndarray | None:
+    """The parent event of each point's event (-1: top level) when the points (events ``who``,
+    a start where ``starts``, in the reference's order) make a consistent call stack -- every
+    end closes the start on top of the stack -- else None.
+
+    No stack is built: a point's level is the number of events open before it (less one for
+    an end: the level it pops), and the event on the stack at level L at a point is the last
+    start at level L before it (a start at L after it would have replaced it)."""
+    step = np.where(starts, 1, -1)
+    depth = np.cumsum(step) - step  # events open before each point
+    level = np.where(starts, depth, depth - 1)
+    if len(level) and level.min() < 0:
+        return None  # an end with nothing open
+    span = len(who) + 1
+    at = np.flatnonzero(starts)
+    keys = level[at] * span + at  # the starts by (level, position)
+    by_key = np.argsort(keys, kind="stable")
+    keys, at = keys[by_key], at[by_key]
+
+    def top(levels: np.ndarray, points: np.ndarray) -> np.ndarray:
+        """Position of the start on the stack at ``levels`` before ``points`` (-1: none)."""
+        found = at[np.maximum(np.searchsorted(keys, levels * span + points) - 1, 0)]
+        return np.where((levels >= 0) & (level[found] == levels) & (found < points), found, -1)
+
+    ends, mine = np.flatnonzero(~starts), np.flatnonzero(starts)
+    opened = top(level[ends], ends)  # the start each end closes
+    if (opened < 0).any() or (who[opened] != who[ends]).any():
+        return None
+    parent_at = np.full(len(who), -1, np.int64)  # per point, where its parent started
+    parent_at[mine] = top(level[mine] - 1, mine)
+    parent_at[ends] = parent_at[opened]
+    return np.where(parent_at >= 0, who[parent_at], -1).astype(np.int64)
+
+
+def _call_tree(who: list[int], starts: list[bool]) -> tuple[dict, dict]:
+    """``(children, parent)`` of an inconsistent call stack, built as the reference does (a
+    stack: a start is a child of the top; an end pops the top, whatever it is)."""
+    children: dict[int, list[int]] = {-1: []}
+    parent: dict[int, int] = {}
+    stack: list[int] = []
+    for e, s in zip(who, starts):
+        if s:
+            p = stack[-1] if stack else -1
+            parent[e] = p
+            children.setdefault(p, []).append(e)
+            children.setdefault(e, [])
+            stack.append(e)
+        elif stack:
+            stack.pop()
+    return children, parent

@@ -3,7 +3,7 @@
 The longest path is one pass over a topological order of the array-backed edges (Kahn's
 algorithm; each node takes its longest incoming path, the first such edge in the order edges
 were added, as the reference's networkx call does). A cycle can only come from an inconsistent
-trace: the edges among the nodes left over that run backwards in node order are cut, counted
+trace: the edges among the nodes left over that do not run forward in node order are cut, counted
 in ``health["cp_cycle_edge_cut"]``, and the pass goes on.
 
 ``bound_by`` of an edge (the reference's classes): ``gpu_kernel_kernel_overhead`` /
@@ -15,6 +15,7 @@ operator / kernel span, ``cpu_bound`` on the CPU (``data_loading`` when the even
 
 from __future__ import annotations
 
+import os
 from collections import Counter, deque
 from dataclasses import dataclass
 
@@ -27,6 +28,13 @@ from ..common import us
 from .events import Events, data_load_pattern, is_communication
 from .graph import DEPENDENCY, EDGE_TYPES, KERNEL_KERNEL_DELAY, LAUNCH_DELAY, SYNC, Graph, build
 from .window import event_index, select
+
+try:  # the optional C pass (setup.py); the same pass in Python below without it
+    from . import _longest_path
+except ImportError:  # pragma: no cover - depends on the build
+    _longest_path = None
+if os.environ.get("HTA_LITE_NO_C"):  # as for the trace decoder: rule the C code out
+    _longest_path = None
 
 BOUND_TYPES = (
     "cpu_bound", "data_loading", "gpu_compute_bound", "gpu_communication_bound",
@@ -43,8 +51,12 @@ def longest_path(n_nodes: int, graph: Graph, health: Counter) -> list[int]:
     if n_nodes == 0 or len(graph.src) == 0:
         return []
     dist, best, order = longest_distances(n_nodes, graph, health)
-    end = max(order, key=lambda v: dist[v])  # the first node (in order) with the longest path
-    return path_to(end, best, graph.src.tolist())
+    return path_to(last_node(dist, order), best.tolist(), graph.src.tolist())
+
+
+def last_node(dist: np.ndarray, order: np.ndarray) -> int:
+    """The first node, in the pass's order, with the longest path: where the path ends."""
+    return int(order[np.argmax(dist[order])])
 
 
 def path_to(node: int, best: list[int], src: list[int]) -> list[int]:
@@ -59,8 +71,25 @@ def path_to(node: int, best: list[int], src: list[int]) -> list[int]:
 
 def longest_distances(n_nodes: int, graph: Graph, health: Counter):
     """``(dist, best, order)``: per node the length of the longest path ending there (ns) and
-    its last edge (-1: none), and the topological order the pass took (lists)."""
-    src, dst, weight = graph.src, graph.dst, graph.weight
+    its last edge (-1: none), and the topological order the pass took (int64 arrays).
+
+    In C where it was built (``_longest_path.c``: the same pass), else :func:`_distances`."""
+    edges = (graph.src, graph.dst, graph.weight)
+    src, dst, weight = (np.ascontiguousarray(a, np.int64) for a in edges)
+    if _longest_path is not None:
+        dist, best, order, cut = _longest_path.longest(n_nodes, src, dst, weight)
+        dist, best, order = (np.frombuffer(b, np.int64) for b in (dist, best, order))
+    else:
+        dist, best, order, cut = _distances(n_nodes, src, dst, weight)
+    if cut:
+        health["cp_cycle_edge_cut"] += cut
+    return dist, best, order
+
+
+def _distances(n_nodes: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray):
+    """:func:`longest_distances`' pass in Python, and the edges it cut (``(dist, best, order,
+    cut)``). Kahn's algorithm, first in first out; a cycle (an inconsistent trace) cuts the
+    edges among the nodes left that do not run forward in node order, and the pass goes on."""
     alive = [True] * len(src)
     by_dst = np.argsort(dst, kind="stable")  # incoming edges, each node's in added order
     in_start = np.searchsorted(dst[by_dst], np.arange(n_nodes + 1))
@@ -75,6 +104,7 @@ def longest_distances(n_nodes: int, graph: Graph, health: Counter):
     deg = indegree.tolist()
     dist_l, best_l = [0] * n_nodes, [-1] * n_nodes
     ready = deque(i for i in range(n_nodes) if deg[i] == 0)
+    cut_edges = 0
     while True:
         while ready:
             v = ready.popleft()
@@ -97,15 +127,17 @@ def longest_distances(n_nodes: int, graph: Graph, health: Counter):
                         ready.append(w)
         if len(order) == n_nodes:
             break
-        # a cycle (an inconsistent trace): cut the backward edges among what is left
         left = ~np.array(done)
-        cut = np.array(alive) & left[src] & left[dst] & (src > dst)
-        health["cp_cycle_edge_cut"] += int(cut.sum())
+        cut = np.array(alive) & left[src] & left[dst] & (src >= dst)
+        cut_edges += int(cut.sum())
         for e in np.flatnonzero(cut).tolist():
             alive[e] = False
             deg[dst_l[e]] -= 1
         ready.extend(v for v in np.flatnonzero(left).tolist() if deg[v] == 0)
-    return dist_l, best_l, order
+        if not ready:  # cannot happen: what is left runs forward in node order
+            break
+    as_array = lambda values: np.asarray(values, np.int64)  # noqa: E731
+    return as_array(dist_l), as_array(best_l), as_array(order), cut_edges
 
 
 @dataclass

@@ -62,8 +62,8 @@ class RankGraphs:
             ordered = with_stream_order(g, self.events)
             dist, best, _ = longest_distances(len(g.node_ts), ordered, Counter())
             end = int(np.argmax(dist))
-            path = np.asarray(path_to(end, best, ordered.src.tolist()))
-            self._base[number] = (ordered, max(dist), path)
+            path = np.asarray(path_to(end, best.tolist(), ordered.src.tolist()))
+            self._base[number] = (ordered, int(dist.max()), path)
         ordered, length, path = self._base[number]
         n = len(g.src)
         old = path[path < n]  # edges of HTA's graph on the longest path
@@ -77,7 +77,7 @@ class RankGraphs:
             weight=weight[keep], event=ordered.event[keep], health=Counter(),
         )  # fmt: skip
         dist, _, _ = longest_distances(len(g.node_ts), smaller, Counter())
-        return float(max(length - max(dist), 0))
+        return float(max(length - int(dist.max()), 0))
 
 
 def with_stream_order(graph: Graph, events: Events) -> Graph:

@@ -26,6 +26,7 @@ from ..critical_path.path import (
     _bound_by,
     _short_names,
     is_communication,
+    last_node,
     longest_distances,
     path_to,
 )
@@ -146,10 +147,9 @@ class StepPaths:
         self.empty = n == 0 or len(graph.src) == 0
         if self.empty:
             return
-        dist, self.best, order = longest_distances(n, graph, graph.health)
-        self.dist = np.asarray(dist, np.int64)
-        self.src = graph.src.tolist()
-        self.last = max(order, key=lambda v: dist[v])  # the step's critical path ends here
+        self.dist, best, order = longest_distances(n, graph, graph.health)
+        self.best, self.src = best.tolist(), graph.src.tolist()
+        self.last = last_node(self.dist, order)  # the step's critical path ends here
         self.start_node = np.full(len(events.ts), -1, np.int64)
         starts = np.flatnonzero(graph.node_start)
         self.start_node[graph.node_event[starts]] = starts
