@@ -11,7 +11,7 @@ from conftest import needs_shared, shared_cases
 from synth import TraceBuilder
 
 import hta_lite
-from hta_lite.analyses.findings import Cut
+from hta_lite.analyses.findings import Cut, straggler
 from hta_lite.analyses.findings.replay import combine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -290,6 +290,17 @@ def test_host_collectives_are_not_hidden():
     finding (the recorded bucket pair saved nothing by overlapping)."""
     table = analysis(SAMPLES / "gloo_buckets").get_findings()
     assert "exposed_communication" not in set(table["kind"])
+
+
+def test_straggler_compares_only_work_between_points_the_ranks_share():
+    """two_ranks (2 ranks of a 64-rank job): 3 of its 5 collectives pair different calls
+    (inconsistent, or in an impossible order). Rank 1 arrives last at the other two (3.4 ms of
+    waits) because its all_to_all held it 41 ms longer, not because its own work is longer: of
+    its segments only the one from the all_gather to the step's end starts and ends where rank
+    0's does, 0.452 ms longer (59.239 - 58.787 ms). Comparing every segment said 246.5 ms."""
+    a = analysis(SAMPLES / "two_ranks")
+    assert straggler._excess(a._findings_context(None), 1).sum() == 452_000
+    assert "straggler" not in set(a.get_findings()["kind"])
 
 
 def test_anomalous_steps_amortised_equal_the_live_excess():

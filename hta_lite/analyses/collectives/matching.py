@@ -78,13 +78,14 @@ class Matching:
     def measured(self) -> pd.DataFrame:
         """The calls of consistent, ordered instances with at least two ranks present (what
         skew, waits and stragglers are computed from)."""
-        good = self.instances.loc[
-            self.instances["consistent"]
-            & self.instances["ordered"]
-            & (self.instances["ranks_present"] >= 2),
-            "instance",
-        ]
+        good = self.instances.loc[comparable(self.instances), "instance"]
         return self.calls[self.calls["instance"].isin(good)]
+
+
+def comparable(instances: pd.DataFrame) -> pd.Series:
+    """Which instances' arrivals can be compared: consistent, ordered, two ranks present or
+    more."""
+    return instances["consistent"] & instances["ordered"] & (instances["ranks_present"] >= 2)
 
 
 def wait_caused(calls: pd.DataFrame, wait: str = "wait") -> pd.Series:

@@ -98,8 +98,9 @@ class Context:
         worst = int(np.argmax(per_rank))
         return worst if per_rank[worst] > 0.5 * per_rank.sum() else None
 
-    def instance_of_segment(self) -> np.ndarray:
-        """The collective instance each segment ends at (-1: the step's end or unmatched)."""
+    def instance_of_segment(self, point: str = "target") -> np.ndarray:
+        """The collective instance each segment ends at (``point="prev"``: starts after; -1:
+        the step's end / start, or unmatched)."""
         seg = self.segments
-        keys = zip(seg["rank"].tolist(), *(seg[f"target_{k}"].tolist() for k in CALL_KEY))
+        keys = zip(seg["rank"].tolist(), *(seg[f"{point}_{k}"].tolist() for k in CALL_KEY))
         return np.array([self.call_instance.get(k, -1) for k in keys], np.int64)

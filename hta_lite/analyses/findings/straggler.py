@@ -2,11 +2,18 @@
 
 Model: the rank's local work before each collective (and before its step's end) is set to the
 median of the other members' at the same collective instance (step end: of the other ranks'
-step ends), where it was longer; the job is replayed. The low end sets it half way.
+step ends), where it was longer; the job is replayed. The low end sets it half way. Only the
+collectives whose arrivals can be compared count (consistent, in a possible order, two ranks
+present or more: :func:`..collectives.matching.comparable`), and only the work
+between two points every member shares: its step's start or such a collective (which the
+members leave together), and such a collective or the step's end. Work after a call paired
+with a different one on another rank (a call missing there, a partial job) is not compared:
+its start is not the others'.
 
 Blind spots: the other ranks' work is taken as it was (a rank that is itself slow at another
 collective is its own finding); the typical rank is the median member, so with two ranks it is
-the other one.
+the other one; a rank late because a collective held it longer (members not loaded) has no
+excess of its own work here.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ...units import fmt_us
+from ..collectives.matching import comparable
 from .context import Context
 from .finding import Finding
 from .replay import Cut
@@ -24,7 +32,7 @@ def find(ctx: Context) -> list[Finding]:
     seg = ctx.segments
     if seg.empty or seg["rank"].nunique() < 2 or ctx.instances.empty:
         return []
-    joined = ctx.instances[ctx.instances["ranks_present"] >= 2]
+    joined = _measured(ctx.instances)
     if joined.empty:
         return []
     waits = joined.groupby("last_rank")["wait_us"].sum().sort_values(ascending=False)
@@ -55,13 +63,23 @@ def find(ctx: Context) -> list[Finding]:
     ]
 
 
+def _measured(instances: pd.DataFrame) -> pd.DataFrame:
+    return instances[comparable(instances)]
+
+
 def _excess(ctx: Context, rank: int) -> np.ndarray:
-    """ns per segment of ``rank`` above the median of the other members' at the same target."""
+    """ns per segment of ``rank`` above the median of the other members' at the same target,
+    over the segments from a shared point to a shared point (module docstring)."""
     seg = ctx.segments
+    measured = _measured(ctx.instances)["instance"].to_numpy()
     instance = ctx.instance_of_segment()
     target = np.where(instance >= 0, instance, -1 - seg["step"].to_numpy())  # step ends: < 0
     is_end = (seg["target_ts"] == -1).to_numpy()
-    key = pd.Series(np.where(is_end | (instance >= 0), target, np.iinfo(np.int64).min))
+    from_start = (seg["prev_ts"] == -1).to_numpy()
+    shared = (is_end | np.isin(instance, measured)) & (
+        from_start | np.isin(ctx.instance_of_segment("prev"), measured)
+    )
+    key = pd.Series(np.where(shared, target, np.iinfo(np.int64).min))
     frame = pd.DataFrame({"key": key, "rank": seg["rank"], "span": ctx.replay.spans})
     others = frame[(frame["rank"] != rank) & (frame["key"] != np.iinfo(np.int64).min)]
     typical = others.groupby("key")["span"].median()
