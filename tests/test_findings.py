@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +13,10 @@ from conftest import needs_shared, shared_cases
 from synth import TraceBuilder
 
 import hta_lite
+import hta_lite.views.cli
 from hta_lite.analyses.findings import Cut, straggler
 from hta_lite.analyses.findings.replay import combine
+from hta_lite.views.report import build_report
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
@@ -330,6 +334,62 @@ def test_memory_near_capacity_and_fragmented_save_no_time():
         "rank": [0, 1, 2], "device": ["cuda:0"] * 3,
         "peak_allocated": [90e9, 10e9, 50e9], "peak_reserved": [92e9, 40e9, 60e9],
     })  # fmt: skip
-    ctx = SimpleNamespace(memory_peaks=peaks, capacity=lambda rank, device: 100e9)
+    ctx = SimpleNamespace(
+        memory_peaks=peaks, capacity=lambda rank, device: 100e9, snapshot_name="",
+        snapshot_summary=None, snapshot_oom=None,
+    )  # fmt: skip
     found = {(f.kind, f.rank) for f in memory.find(ctx)}
     assert found == {("memory_near_capacity", 0), ("memory_fragmentation", 1)}
+
+
+SNAPSHOT = ROOT / "tests" / "data" / "snapshots" / "medium_128_training.pickle.gz"
+
+
+def snapshot_of(tmp_path, change) -> Path:
+    """The real training-step snapshot, changed by ``change(data)``."""
+    data = pickle.loads(gzip.decompress(SNAPSHOT.read_bytes()))
+    change(data)
+    path = tmp_path / "changed.pickle"
+    path.write_bytes(pickle.dumps(data))
+    return path
+
+
+def test_a_snapshot_adds_its_out_of_memory_verdict_and_fragmentation(tmp_path, capsys):
+    """The training step's snapshot: 6.8 of 7.2 GB allocated (5.9 % cached free: no finding).
+    An out-of-memory of 100 MiB appended with 2 MiB free on the device: 398.9 MiB are cached
+    free, the largest block 40 MiB, so a memory_oom finding with the fragmentation verdict.
+    Every block of the 200 largest segments freed: cached free far above 25 % of the reserved."""
+    a = analysis(SAMPLES / "h100_bert_small")
+    plain = a.get_findings(snapshot=str(SNAPSHOT))
+    assert not plain["kind"].str.startswith("memory").any()
+
+    def oom(data):
+        last = data["device_traces"][0][-1]["time_us"]
+        data["device_traces"][0].append(
+            {"action": "oom", "addr": 0, "size": 100 * 2**20, "stream": 0,
+             "time_us": last + 1, "device_free": 2 * 2**20, "frames": []}
+        )  # fmt: skip
+
+    path = snapshot_of(tmp_path, oom)
+    table = a.get_findings(snapshot=hta_lite.MemorySnapshot(path))
+    row = table[table["kind"] == "memory_oom"].iloc[0]
+    assert row["saving_ms_per_step"] == 0 and row.name == len(table) - 1  # no time: last
+    assert "100.0 MiB requested" in row["evidence"] and "398.9 MiB cached free" in row["evidence"]
+    assert row["evidence"].endswith(": fragmentation") and "expandable_segments" in row["advice"]
+    assert hta_lite.views.cli.main(["findings", str(SAMPLES / "h100_bert_small"),
+                                    "--snapshot", str(path), "--no-cache"]) == 0  # fmt: skip
+    assert "memory_oom: snapshot changed.pickle cuda:0 — no step time" in capsys.readouterr().out
+    page = build_report(a, snapshot=hta_lite.MemorySnapshot(path))
+    lead = page[page.index("<section id='findings'>") : page.index("<section id='key-findings'>")]
+    assert "memory_oom" in lead and "fragmentation" in lead
+
+    def free_largest(data):
+        for seg in sorted(data["segments"], key=lambda s: -s["total_size"])[:200]:
+            for block in seg["blocks"]:
+                block["state"] = "inactive"
+
+    table = a.get_findings(snapshot=snapshot_of(tmp_path, free_largest))
+    row = table[table["kind"] == "memory_fragmentation"].iloc[0]
+    summary = hta_lite.MemorySnapshot(tmp_path / "changed.pickle").summary().iloc[0]
+    slack = 100 * (1 - summary["allocated_bytes"] / summary["reserved_bytes"])
+    assert slack > 25 and f"{slack:.1f} % of the reserved is cached" in row["evidence"]

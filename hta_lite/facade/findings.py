@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 
 import pandas as pd
 
@@ -15,6 +16,7 @@ from ..analyses.operators import DEVICES, architecture_hint
 from ..errors import MissingDataError
 from ..kineto import DATA_LOADING_PATTERN
 from .base import plots
+from .snapshot import MemorySnapshot
 
 
 class Findings:
@@ -25,6 +27,7 @@ class Findings:
         *,
         data_load_events: list[str] | None = None,
         device: str | None = None,
+        snapshot=None,
         visualize: bool = False,
     ) -> pd.DataFrame:
         """What to fix first: one row per finding, ranked by the step time its fix would save,
@@ -36,6 +39,9 @@ class Findings:
                 with ``data load`` / ``DataLoader`` in them).
             device: the GPU for the roofline of GEMMs and convolutions when the trace does not
                 name it (as :meth:`get_operator_roofline`'s).
+            snapshot: a CUDA memory snapshot of the run (a :class:`hta_lite.MemorySnapshot`
+                or the path of its pickle): its fragmentation and every out-of-memory it
+                records, with the verdict, join the memory findings.
             visualize: show the findings' savings, with their ranges and the cumulative saving.
 
         Returns:
@@ -49,10 +55,21 @@ class Findings:
             Traces without ProfilerSteps are one step each, from the first event to the last
             (the savings are then per trace).
         """
-        key = (tuple(data_load_events) if data_load_events is not None else None, device)
+        if snapshot is not None and not isinstance(snapshot, MemorySnapshot):
+            snapshot = MemorySnapshot(snapshot)
+        key = (
+            tuple(data_load_events) if data_load_events is not None else None,
+            device,
+            id(snapshot) if snapshot is not None else None,
+        )
         cache = self.__dict__.setdefault("_findings", {})  # the summary and report both ask
         if key not in cache:
-            cache[key] = ranked.findings(self._findings_context(data_load_events, device))
+            ctx = self._findings_context(data_load_events, device)
+            if snapshot is not None:
+                ctx.snapshot_name = Path(snapshot.path).name
+                ctx.snapshot_summary = snapshot.summary()
+                ctx.snapshot_oom = _or_none(snapshot.oom)
+            cache[key] = ranked.findings(ctx)
         table = cache[key].copy()
         if visualize:
             plots.show(plots.plot_findings(table))

@@ -1,5 +1,6 @@
-"""``hta-lite findings TRACE_DIR [--json]``: what to fix first, ranked by the step time each fix
-would save (``TraceAnalysis.get_findings``), with the evidence and what to try."""
+"""``hta-lite findings TRACE_DIR [--json] [--snapshot FILE]``: what to fix first, ranked by the
+step time each fix would save (``TraceAnalysis.get_findings``), with the evidence and what to
+try."""
 
 from __future__ import annotations
 
@@ -13,11 +14,16 @@ def add_parser(sub, common) -> None:
     )
     cmd.add_argument("trace_dir")
     cmd.add_argument("--json", action="store_true", help="the findings table as JSON records")
+    cmd.add_argument(
+        "--snapshot",
+        help="a CUDA memory snapshot of the run (torch.cuda.memory._dump_snapshot): its"
+        " fragmentation and out-of-memory verdicts join the findings",
+    )
     common(cmd)
 
 
 def run(args: argparse.Namespace, load) -> int:
-    table = load(args).get_findings()
+    table = load(args).get_findings(snapshot=args.snapshot)
     if args.json:
         print(json.dumps(json.loads(table.to_json(orient="records")), indent=1))
         return 0

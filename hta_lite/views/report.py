@@ -70,7 +70,7 @@ def build_report(analysis: TraceAnalysis, title: str | None = None, snapshot=Non
     if findings["step_pctg"].notna().any():
         parts.append(report.chart(plots.plot_key_findings(findings)))
     report.sections.insert(0, ("key-findings", "Key findings", "".join(parts)))
-    report.sections.insert(0, ranked_findings_section(report, analysis))
+    report.sections.insert(0, ranked_findings_section(report, analysis, snapshot))
     return report.html()
 
 

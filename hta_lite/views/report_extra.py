@@ -101,12 +101,13 @@ def job_path_section(report: Report, analysis) -> None:
     report.section("job-critical-path", "Job critical path", *parts)
 
 
-def ranked_findings_section(report: Report, analysis) -> tuple[str, str, str]:
+def ranked_findings_section(report: Report, analysis, snapshot=None) -> tuple[str, str, str]:
     """The report's lead: the findings ranked by the step time a fix would save, their chart,
-    evidence and advice (``(anchor, title, html)``, for the report to put first)."""
+    evidence and advice (``(anchor, title, html)``, for the report to put first; with the
+    memory snapshot's findings when one is given)."""
     title = "Findings: what to fix first"
     try:
-        ranked = analysis.get_findings()
+        ranked = analysis.get_findings(snapshot=snapshot)
     except MissingDataError as exc:
         return "findings", title, note(exc.problem)
     parts = [

@@ -25,7 +25,9 @@ class Context:
     ``patterns``: the data-loading regexes; the views: ``stragglers``
     (:class:`~..stragglers.StragglerReport` or None), ``anomalies`` (``get_step_anomalies``
     or None), ``memory_peaks`` (or None), ``roofline`` (``get_operator_roofline`` or None)
-    and ``capacity(rank, device)`` (bytes, NaN unknown)."""
+    and ``capacity(rank, device)`` (bytes, NaN unknown); a CUDA memory snapshot of the run, when
+    given: ``snapshot_name`` (its file), ``snapshot_summary`` (``MemorySnapshot.summary()``)
+    and ``snapshot_oom`` (``MemorySnapshot.oom()``, empty without an ``oom`` entry)."""
 
     replay: Replay
     events: pd.DataFrame
@@ -39,6 +41,9 @@ class Context:
     memory_peaks: pd.DataFrame | None = None
     roofline: pd.DataFrame | None = None
     capacity: Callable[[int, str], float] = lambda rank, device: np.nan
+    snapshot_name: str = ""
+    snapshot_summary: pd.DataFrame | None = None
+    snapshot_oom: pd.DataFrame | None = None
     _graphs: dict = field(default_factory=dict)
 
     def __post_init__(self):

@@ -4,11 +4,18 @@ No step time is saved: the finding says what the headroom allows (a larger batch
 allocator setting to try. Near capacity: the allocated peak is at least ``NEAR_PCTG`` of the
 device's memory (from the trace's ``deviceProperties``); fragmented: the reserved peak exceeds
 the allocated peak by more than ``SLACK_PCTG`` of the reserved.
+
+With a CUDA memory snapshot of the run: fragmented, the same test on the snapshot's segments
+(reserved less allocated, more than ``SLACK_PCTG`` of the reserved; per device), and one
+``memory_oom`` finding per out-of-memory the allocator's trace records, with the snapshot's
+verdict (real shortage, fragmentation, cache held elsewhere) and what to try. A snapshot does
+not record the device's capacity, so it gives no near-capacity finding.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from ...units import fmt_bytes, fmt_pct
 from .context import Context
@@ -50,4 +57,38 @@ def find(ctx: Context) -> list[Finding]:
                     " (hta_lite.MemorySnapshot) says whether an OOM is fragmentation",
                     rank=int(row.rank),
                 ))  # fmt: skip
+    return out + _snapshot(ctx)
+
+
+def _snapshot(ctx: Context) -> list[Finding]:
+    """The findings of the run's memory snapshot (module docstring)."""
+    out, name, none = [], ctx.snapshot_name, pd.DataFrame()
+    summary = ctx.snapshot_summary if ctx.snapshot_summary is not None else none
+    for row in summary.itertuples(index=False):
+        reserved, allocated = float(row.reserved_bytes), float(row.allocated_bytes)
+        slack = 100 * (reserved - allocated) / reserved if reserved > 0 else 0.0
+        if slack > SLACK_PCTG:
+            out.append(Finding(
+                "memory_fragmentation", f"snapshot {name} cuda:{row.device}",
+                f"at the snapshot {fmt_bytes(reserved)} reserved, {fmt_bytes(allocated)}"
+                f" allocated: {fmt_pct(slack)} of the reserved is cached but not in use; the"
+                f" largest free block is {fmt_bytes(row.largest_free_block_bytes)}"
+                f" ({fmt_pct(row.fragmentation_pctg)} of the free cached memory is in smaller"
+                " blocks)",
+                "no step time: the snapshot's segments and blocks",
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or max_split_size_mb);"
+                " MemorySnapshot.oom() / would_fit() say whether a request fails for it",
+            ))  # fmt: skip
+    for row in (ctx.snapshot_oom if ctx.snapshot_oom is not None else none).itertuples(index=False):
+        out.append(Finding(
+            "memory_oom", f"snapshot {name} cuda:{row.device}",
+            f"out of memory (the trace's entry {row.index}):"
+            f" {fmt_bytes(row.requested_bytes)} requested on stream {row.stream};"
+            f" CUDA had {fmt_bytes(row.device_free_bytes)} free, the allocator"
+            f" {fmt_bytes(row.cached_free_bytes)} cached free"
+            f" ({fmt_bytes(row.cached_free_same_bytes)} usable by this request), the largest"
+            f" free block {fmt_bytes(row.largest_free_block_bytes)}: {row.verdict}",
+            "no step time: the snapshot's state at the out-of-memory, walked back from its end",
+            str(row.advice),
+        ))  # fmt: skip
     return out
