@@ -379,6 +379,13 @@ def test_a_snapshot_adds_its_out_of_memory_verdict_and_fragmentation(tmp_path, c
     assert hta_lite.views.cli.main(["findings", str(SAMPLES / "h100_bert_small"),
                                     "--snapshot", str(path), "--no-cache"]) == 0  # fmt: skip
     assert "memory_oom: snapshot changed.pickle cuda:0 — no step time" in capsys.readouterr().out
+    out = tmp_path / "summary"
+    assert hta_lite.views.cli.main(["summarize", str(SAMPLES / "h100_bert_small"), "--snapshot",
+                                    str(path), "-o", str(out), "--no-cache"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "memory_oom: snapshot changed.pickle cuda:0" in printed
+    assert "CUDA memory snapshot: out of memory" in printed
+    assert pd.read_csv(out / "snapshot_oom.csv")["verdict"].tolist() == ["fragmentation"]
     page = build_report(a, snapshot=hta_lite.MemorySnapshot(path))
     lead = page[page.index("<section id='findings'>") : page.index("<section id='key-findings'>")]
     assert "memory_oom" in lead and "fragmentation" in lead

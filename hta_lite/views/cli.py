@@ -71,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
         help="stdout: table (default), json or csv; files in --out-dir: csv (default) or"
         " parquet (which needs --out-dir)",
     )
+    summarize.add_argument(
+        "--snapshot",
+        help="a CUDA memory snapshot of the run (torch.cuda.memory._dump_snapshot): its"
+        " findings, tables and report section join the summary",
+    )
     _common(summarize)
 
     report = sub.add_parser("report", help="write one self-contained HTML report (works offline)")
@@ -214,7 +219,8 @@ def summarize(args: argparse.Namespace) -> int:
     if args.format == "parquet" and not args.out_dir:
         raise TraceError(None, "--format parquet writes files: give --out-dir")
     analysis = _load(args)
-    tables, absent = summary_tables(analysis)
+    snapshot = _snapshot(args.snapshot)
+    tables, absent = summary_tables(analysis, snapshot)
     if args.format == "csv":
         for key, table in tables.items():
             print(f"# {key}")
@@ -262,7 +268,7 @@ def summarize(args: argparse.Namespace) -> int:
                 table.to_parquet(out / f"{key}.parquet", index=False)
             else:
                 table.to_csv(out / f"{key}.csv", index=False)
-        path = write_report(analysis, out / "report.html")
+        path = write_report(analysis, out / "report.html", snapshot=snapshot)
         print(f"\nwrote {len(tables)} tables and {path}", file=sys.stderr)
     return 0
 
@@ -270,14 +276,18 @@ def summarize(args: argparse.Namespace) -> int:
 def report(args: argparse.Namespace) -> int:
     from .report import write_report
 
-    snapshot = None
-    if args.snapshot:
-        from ..facade.snapshot import MemorySnapshot
-
-        snapshot = MemorySnapshot(args.snapshot)
-    path = write_report(_load(args), args.output, args.title, snapshot)
+    path = write_report(_load(args), args.output, args.title, _snapshot(args.snapshot))
     print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+def _snapshot(path: str | None):
+    """The ``MemorySnapshot`` of ``--snapshot`` (None without one)."""
+    if not path:
+        return None
+    from ..facade.snapshot import MemorySnapshot
+
+    return MemorySnapshot(path)
 
 
 def counters(args: argparse.Namespace) -> int:

@@ -235,9 +235,10 @@ FINDING_COLUMNS = [
 ]  # fmt: skip
 
 
-def findings(analysis) -> pd.DataFrame:
-    """The ranked findings (ms per step, rounded), their advice."""
-    table = analysis.get_findings()[FINDING_COLUMNS]
+def findings(analysis, snapshot=None) -> pd.DataFrame:
+    """The ranked findings (ms per step, rounded), their advice (with those of a memory
+    snapshot of the run, when given)."""
+    table = analysis.get_findings(snapshot=snapshot)[FINDING_COLUMNS]
     timed = [c for c in FINDING_COLUMNS if c.startswith(("saving", "cumulative"))]
     table = table.assign(**{c: table[c].round(3) for c in timed})
     table.attrs["note"] = (
@@ -343,12 +344,21 @@ TABLES: list[tuple[str, str, Callable]] = [
 ]
 
 
-def summary_tables(analysis) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+def summary_tables(analysis, snapshot=None) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     """``({file stem: table}, {file stem: why it is absent})`` for every summary table, then
     ``health_summary`` and ``health``. A table absent without a reason (``None``) is one that
-    rarely applies (CUPTI counters, unmatched collectives): it is simply left out."""
+    rarely applies (CUPTI counters, unmatched collectives): it is simply left out. With
+    ``snapshot`` (a :class:`~hta_lite.MemorySnapshot` of the run): its findings among the
+    findings, and its tables (:data:`SNAPSHOT_TABLES`)."""
+    builders = [(key, build) for key, _, build in TABLES]
+    if snapshot is not None:
+        builders[0] = ("findings", quietly(lambda a: findings(a, snapshot)))
+        builders += [
+            ("snapshot_summary", lambda a: snapshot.summary()),
+            ("snapshot_oom", quietly(lambda a: snapshot.oom())),
+        ]
     tables, absent = {}, {}
-    for key, _, build in TABLES:
+    for key, build in builders:
         table = build(analysis)
         if isinstance(table, str):
             absent[key] = table
@@ -359,4 +369,9 @@ def summary_tables(analysis) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     return tables, absent
 
 
-HEADINGS = {key: heading for key, heading, _ in TABLES}
+#: the tables of a memory snapshot given to :func:`summary_tables`
+SNAPSHOT_TABLES = {
+    "snapshot_summary": "CUDA memory snapshot: per device (MemorySnapshot.summary())",
+    "snapshot_oom": "CUDA memory snapshot: out of memory, and the verdict (MemorySnapshot.oom())",
+}
+HEADINGS = {key: heading for key, heading, _ in TABLES} | SNAPSHOT_TABLES
