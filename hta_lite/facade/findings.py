@@ -54,13 +54,17 @@ class Findings:
 
             Traces without ProfilerSteps are one step each, from the first event to the last
             (the savings are then per trace).
+
+        Raises:
+            MissingDataError: a rank recorded with the CUPTI range profiler (its times are the
+                profiler's replays, not the run's).
         """
         if snapshot is not None and not isinstance(snapshot, MemorySnapshot):
             snapshot = MemorySnapshot(snapshot)
         key = (
             tuple(data_load_events) if data_load_events is not None else None,
             device,
-            id(snapshot) if snapshot is not None else None,
+            _file_key(snapshot.path) if snapshot is not None else None,
         )
         cache = self.__dict__.setdefault("_findings", {})  # the summary and report both ask
         if key not in cache:
@@ -76,6 +80,16 @@ class Findings:
         return table
 
     def _findings_context(self, data_load_events, device=None) -> ranked.Context:
+        profiled = [r for r, t in sorted(self.traces.items()) if len(t.kernel_counters)]
+        if profiled:
+            raise MissingDataError(
+                None,
+                f"rank(s) {profiled} were recorded with the CUPTI range profiler"
+                " (cuda_profiler_range events): each kernel launch waits there for the"
+                " profiler's replays of the kernel, so the trace's times are not the run's and"
+                " no saving can be estimated from them; record without profiler_metrics for"
+                " findings (get_cupti_counter_data_with_operators() reads these counters)",
+            )
         whole = not self.get_profiler_steps()  # then each trace is one step
         parts = self._job_path_partials(data_load_events, None, whole)
         matching = self.get_collectives()
@@ -168,6 +182,12 @@ class Findings:
                 total = entry.get("totalGlobalMem")
                 return float(total) if isinstance(total, int | float) else math.nan
         return math.nan
+
+
+def _file_key(path: str) -> tuple:
+    """A file as the findings' cache knows it: its path, size and modification time."""
+    stat = Path(path).stat()
+    return str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns
 
 
 def _or_none(method):

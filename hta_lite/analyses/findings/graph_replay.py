@@ -1,10 +1,13 @@
 """What-if replay of one rank's critical path: change edges of each step's graph, recompute.
 
 Each step's graph is HTA's (:mod:`..critical_path.graph`), over the step's bounds as the job
-path cuts them, with one kind of edge added: each kernel on a stream depends on the end of the
-kernel before it there (weight 0). HTA's graph leaves that edge out where the stream was idle
-when the kernel was launched; a replay that makes the host faster needs it, or kernels would
-overlap on their stream. A change gives new edge weights (never larger) and the edges to keep;
+path cuts them, with two kinds of edge added (weight 0, each only where the trace's times
+agree): each kernel on a stream depends on the end of the kernel before it there, and on the
+call that launched it (its end where the kernel started after it, else its start). HTA's
+graph leaves the first out where the stream was idle when the kernel was launched, and the
+second where the kernel waited on its stream instead; a replay that makes the host or the
+stream faster needs both, or kernels would overlap on their stream, or run before they were
+launched. A change gives new edge weights (never larger) and the edges to keep;
 the saving of a step is its longest path's length minus the changed graph's, both over the
 graph with the stream-order edges. A change that touches no edge of the step's longest path
 saves nothing (weights only shrink), so that step is not replayed.
@@ -59,7 +62,7 @@ class RankGraphs:
         weight = np.minimum(weight, g.weight)
         keep = np.ones(len(g.src), bool) if keep is None else keep
         if number not in self._base:
-            ordered = with_stream_order(g, self.events)
+            ordered = with_order_edges(g, self.events)
             dist, best, _ = longest_distances(len(g.node_ts), ordered, Counter())
             end = int(np.argmax(dist))
             path = np.asarray(path_to(end, best.tolist(), ordered.src.tolist()))
@@ -80,21 +83,31 @@ class RankGraphs:
         return float(max(length - int(dist.max()), 0))
 
 
-def with_stream_order(graph: Graph, events: Events) -> Graph:
-    """``graph`` with a weight-0 edge from each GPU event's end to the start of the next one on
-    its stream (appended after HTA's edges)."""
+def with_order_edges(graph: Graph, events: Events) -> Graph:
+    """``graph`` with the weight-0 edges of the module docstring appended after HTA's: from each
+    GPU event's end to the start of the next one on its stream, and from its launch call's end
+    (start) to its start."""
     node_event, start = graph.node_event, graph.node_start
-    gpu = events.stream[node_event] >= 0
-    starts, ends = np.flatnonzero(gpu & start), np.flatnonzero(gpu & ~start)
-    end_of = dict(zip(node_event[ends].tolist(), ends.tolist()))
+    start_node = np.full(len(events.ts), -1, np.int64)
+    end_node = np.full(len(events.ts), -1, np.int64)
+    start_node[node_event[start]] = np.flatnonzero(start)
+    end_node[node_event[~start]] = np.flatnonzero(~start)
+    starts = np.flatnonzero((events.stream[node_event] >= 0) & start)
     ev = node_event[starts]
     order = np.lexsort((events.ts[ev], events.stream[ev]))
     starts, ev = starts[order], ev[order]
     same = events.stream[ev][1:] == events.stream[ev][:-1]
-    src = np.array([end_of.get(e, -1) for e in ev[:-1].tolist()], np.int64)
-    dst = starts[1:]
-    add = same & (src >= 0) & (graph.node_ts[np.maximum(src, 0)] <= graph.node_ts[dst])
-    src, dst = src[add], dst[add]
+    src, dst = end_node[ev[:-1]][same], starts[1:][same]
+    ok = (src >= 0) & (graph.node_ts[np.maximum(src, 0)] <= graph.node_ts[dst])
+    src, dst = src[ok], dst[ok]
+    launch = events.launch[ev]
+    call = np.maximum(launch, 0)
+    call_end = np.where(launch >= 0, end_node[call], -1)
+    call_start = np.where(launch >= 0, start_node[call], -1)
+    returned = (call_end >= 0) & (graph.node_ts[np.maximum(call_end, 0)] <= events.ts[ev])
+    after = np.where(returned, call_end, call_start)
+    ok = (after >= 0) & (graph.node_ts[np.maximum(after, 0)] <= events.ts[ev])
+    src, dst = np.concatenate([src, after[ok]]), np.concatenate([dst, starts[ok]])
     return replace(
         graph,
         src=np.concatenate([graph.src, src]), dst=np.concatenate([graph.dst, dst]),
