@@ -14,7 +14,8 @@ after backward) overlapping saved nothing (the overlapped run was 4 ms per step 
 
 Blind spots: a collective whose result the next operation needs (a tensor-parallel all_reduce
 inside a layer) cannot be hidden behind that operation; synchronizing collectives are the sync
-kind's, not this one's.
+kind's, not this one's; in a job not every rank of which is loaded, a collective's time
+includes waiting for the absent ranks (the evidence then says how many collectives).
 """
 
 from __future__ import annotations
@@ -63,6 +64,12 @@ def find(ctx: Context) -> list[Finding]:
         f"{fmt_us(comm.sum() / steps)} per step of communication on the job's critical path,"
         f" beside {fmt_us(compute.sum() / steps)} of computation on it"
     )
+    partial = int((~movable["complete"].astype(bool)).sum())
+    if partial:
+        evidence += (
+            f"; {partial} of the {len(movable)} collectives have members that are not loaded:"
+            " their time includes waiting for those ranks, so less of it is communication"
+        )
     top = path[path["bound_by"].isin(COMMUNICATION)].groupby("name")["duration_us"].sum()
     return [
         Finding(

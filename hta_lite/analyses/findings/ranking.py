@@ -43,9 +43,9 @@ def rank_findings(ctx: Context, findings: list[Finding]) -> pd.DataFrame:
         timed.append((saving, f))
         rows.append(_row(f, saving, min(low, saving), high, step))
     table = pd.DataFrame(rows, columns=COLUMNS)
-    if table.empty:
-        table["rank"] = table["rank"].astype("Int64")
-        return table
+    if table.empty:  # typed as a table with rows is (pandas 2 makes empty columns object)
+        numbers = [c for c in COLUMNS if c.startswith(("saving", "cumulative"))]
+        return table.astype({"rank": "Int64", **dict.fromkeys(numbers, "float64")})
     table = table.sort_values(
         ["saving_ms_per_step", "kind"], ascending=[False, True], kind="stable", ignore_index=True
     )
