@@ -125,6 +125,20 @@ def test_a_launch_longer_than_the_median_keeps_the_rest(tmp_path):
     assert "up to the median call (50 µs) each" in row["evidence"]
 
 
+def test_first_launches_that_load_modules_are_warmup_not_launch_overhead():
+    """amd_mi250: 6.5 ms of its 6.6 ms of launch calls is the first hipLaunchKernel of an
+    elementwise kernel (its module loaded); cp_simple_add: 4.22 s, the first cudaLaunchKernel
+    of a cuDNN kernel. Both are warm-up in the profile (no step time); the 2 ms launches of
+    ns_resolution are not first launches (a full queue), so not warm-up."""
+    row = analysis(SAMPLES / "amd_mi250").get_findings().set_index("kind").loc["warmup"]
+    assert row["saving_ms_per_step"] == 0 and row["rank"] == 0
+    assert row["evidence"].startswith("1 first launch call(s) of a kernel on rank(s) 0 took 6.5 ms")
+    assert "of at::native::vectorized_elementwise_kernel" in row["evidence"]
+    cp = analysis(ROOT / "tests/data/critical_path/cp_simple_add").get_findings()
+    assert cp["kind"].tolist() == ["warmup"] and "took 4.22 s" in cp["evidence"].iat[0]
+    assert "warmup" not in set(analysis(SAMPLES / "h100_bert_small").get_findings()["kind"])
+
+
 def test_a_trace_recorded_with_the_range_profiler_gets_no_findings():
     """CUPTI range-profiler mode replays every kernel at its launch (launch calls of 53 ms
     median here): no saving can be read off its times, and the error says so."""
@@ -135,17 +149,18 @@ def test_a_trace_recorded_with_the_range_profiler_gets_no_findings():
 def test_a_trace_without_profiler_steps_is_one_step():
     """cp_simple_add (HTA's test trace: no ProfilerStep): the trace, first event to last, is
     the step (41.6 s). Its first launch call takes 4.22 s (the module loaded at the first
-    launch): a CUDA graph does not remove that, so no launch finding (it said 4.2 s saved);
-    nothing else is worth 0.5 % of it, nor of sglang_decode (one CUDA-graph decode step)."""
+    launch): a CUDA graph does not remove that, so no launch finding (it said 4.2 s saved),
+    only warm-up; nothing else is worth 0.5 % of it, nor of sglang_decode (one CUDA-graph
+    decode step)."""
     a = analysis(ROOT / "tests/data/critical_path/cp_simple_add")
     assert not a.get_profiler_steps()
     trace = a.trace(a.ranks[0])
     span = max((t["ts"] + t["dur"]).max() for t in (trace.cpu, trace.gpu))
     span -= min(t["ts"].min() for t in (trace.cpu, trace.gpu))
     assert a._findings_context(None).step_ns == span
-    none = a.get_findings()
+    assert a.get_findings()["kind"].tolist() == ["warmup"]  # its first launch, no step time
+    none = analysis(SAMPLES / "sglang_decode").get_findings()
     assert none.empty and none["saving_ms_per_step"].dtype == "float64"  # rounds on pandas 2
-    assert analysis(SAMPLES / "sglang_decode").get_findings().empty
 
 
 @pytest.mark.parametrize(

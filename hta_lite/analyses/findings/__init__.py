@@ -9,8 +9,8 @@ the cumulative column replays the top fixes together, overlapping cuts discounte
 Kinds: :mod:`.straggler`, :mod:`.host_work` (data loading), :mod:`.syncs` (host syncs,
 synchronizing collectives), :mod:`.exposed_communication`, :mod:`.launch_overhead`,
 :mod:`.tiny_kernels` (fusion), :mod:`.below_roof` (GEMMs and convolutions), :mod:`.memcpy`
-(pageable copies), :mod:`.step_anomalies`, :mod:`.memory` (no step time). A new kind is a new
-module here, added to ``KINDS``.
+(pageable copies), :mod:`.step_anomalies`, :mod:`.warmup` and :mod:`.memory` (no step time).
+A new kind is a new module here, added to ``KINDS``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from . import (
     straggler,
     syncs,
     tiny_kernels,
+    warmup,
 )
 from .context import Context
 from .ranking import COLUMNS, rank_findings
@@ -35,7 +36,7 @@ from .replay import Cut, Replay
 
 KINDS = (
     straggler, host_work, syncs, exposed_communication, launch_overhead, tiny_kernels,
-    below_roof, memcpy, step_anomalies, memory,
+    below_roof, memcpy, step_anomalies, warmup, memory,
 )  # fmt: skip
 
 __all__ = ["COLUMNS", "Context", "Cut", "Replay", "findings"]
