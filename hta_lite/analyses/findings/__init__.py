@@ -45,4 +45,5 @@ __all__ = ["COLUMNS", "Context", "Cut", "Replay", "findings"]
 def findings(ctx: Context) -> pd.DataFrame:
     """Every kind's findings over ``ctx``, ranked (columns :data:`COLUMNS`)."""
     found = [f for kind in KINDS for f in kind.find(ctx)]
+    ctx.replay_graphs()  # the graph cuts the kinds asked for, one rank at a time
     return rank_findings(ctx, found)

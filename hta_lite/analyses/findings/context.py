@@ -44,7 +44,7 @@ class Context:
     snapshot_name: str = ""
     snapshot_summary: pd.DataFrame | None = None
     snapshot_oom: pd.DataFrame | None = None
-    _graphs: dict = field(default_factory=dict)
+    _pending: list = field(default_factory=list)
 
     def __post_init__(self):
         seg = self.replay.segments
@@ -69,11 +69,6 @@ class Context:
         """The job's mean step (ns): its replayed time over the steps."""
         return self.replay.base / self.replay.n_steps if self.replay.n_steps else np.nan
 
-    def graphs(self, rank: int) -> RankGraphs:
-        if rank not in self._graphs:
-            self._graphs[rank] = RankGraphs(self.traces[rank], self.patterns)
-        return self._graphs[rank]
-
     def per_segment(self, mask: np.ndarray, values: np.ndarray | None = None) -> np.ndarray:
         """Sum per segment row of the path events' ``duration`` (or ``values``) where ``mask``."""
         values = self.events["duration"].to_numpy(np.float64) if values is None else values
@@ -83,18 +78,32 @@ class Context:
         """A fix that changes the ranks' graphs (``change_of(rank)``: the change on that
         rank's): each rank-step's segments are cut by the path time the fix touches there
         (``on_path`` ns per segment), scaled down to what the rank's replayed critical path
-        saves in that step when that is less."""
+        saves in that step when that is less.
+
+        The cut is filled by :meth:`replay_graphs`, which replays every graph cut asked for,
+        one rank's step graphs at a time: until then it is zero."""
+        cut = Cut(np.zeros(len(self.segments)))
+        self._pending.append((on_path, change_of, cut))
+        return cut
+
+    def replay_graphs(self) -> None:
+        """Fill the cuts :meth:`graph_cut` made: each rank's step graphs are built once, every
+        change that touches the rank replayed on them, and let go before the next rank's."""
         seg = self.segments
-        cut = np.zeros(len(seg))
-        touched = on_path > 0
-        for rank in sorted(seg.loc[touched, "rank"].unique().tolist()):
-            savings = self.graphs(int(rank)).savings(change_of(int(rank)))
-            for step, saved in savings.items():
-                rows = np.flatnonzero((seg["rank"] == rank).to_numpy() & (seg["step"] == step))
-                total = on_path[rows].sum()
-                if total > 0:
-                    cut[rows] = on_path[rows] * min(1.0, saved / total)
-        return Cut(cut)
+        ranks, steps = seg["rank"].to_numpy(), seg["step"].to_numpy()
+        touched = sorted({int(r) for on_path, _, _ in self._pending for r in ranks[on_path > 0]})
+        for rank in touched:
+            graphs = RankGraphs(self.traces[rank], self.patterns)
+            for on_path, change_of, cut in self._pending:
+                mine = (ranks == rank) & (on_path > 0)
+                if not mine.any():
+                    continue
+                for step, saved in graphs.savings(change_of(rank)).items():
+                    rows = np.flatnonzero((ranks == rank) & (steps == step))
+                    total = on_path[rows].sum()
+                    if total > 0:
+                        cut.segment[rows] = on_path[rows] * min(1.0, saved / total)
+        self._pending.clear()
 
     def main_rank(self, per_segment: np.ndarray) -> int | None:
         """The rank that holds more than half of ``per_segment`` (ns per segment), else None

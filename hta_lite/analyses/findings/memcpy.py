@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...units import fmt_us
+from ..critical_path.events import Events
 from ..critical_path.graph import OPERATOR
 from .context import Context
 from .finding import Finding
@@ -30,7 +31,7 @@ def find(ctx: Context) -> list[Finding]:
     ranks = [r for r, t in ctx.traces.items() if _has_pageable(t)]
     if ev.empty or not ranks:
         return []
-    copies = {r: _copies(ctx.graphs(r).events) for r in ranks}
+    copies = {r: _copies(Events.of(ctx.traces[r])) for r in ranks}
     copy_ev, call_ev = np.zeros(len(ev), bool), np.zeros(len(ev), bool)
     for rank, (copy, call) in copies.items():
         mine = np.flatnonzero((ev["rank"] == rank).to_numpy())
