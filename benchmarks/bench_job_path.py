@@ -11,7 +11,8 @@ step's last collective); each rank is loaded first (not timed), then, median of 
 - ``per rank``: one rank's segments (what a worker computes for its rank);
 - ``walk``: the driver's part alone, over the segments and the matched collectives;
 - ``workers``: ``summarize_folder`` with the process pool (every summary table; the job path is
-  part of it), for the whole folder including the load.
+  part of it), for the whole folder including the load, with the cache off (no findings:
+  they reopen the ranks from the cache), then from the warm cache with and without findings.
 
     python benchmarks/bench_job_path.py [--template tests/data/nccl_parser_config/nccl_data.json.gz]
         [--ranks 64] [--repeat 3]
@@ -104,6 +105,17 @@ def main() -> None:
             (
                 "workers: summarize_folder, load included",
                 timed(lambda: summarize_folder(folder, cache=False), 1),
+            ),  # fmt: skip
+            (
+                "the same from the warm cache, with findings",
+                timed(lambda: summarize_folder(folder, cache=Path(folder) / ".cache"), 1),
+            ),  # fmt: skip
+            (
+                "the same without findings (findings=False)",
+                timed(
+                    lambda: summarize_folder(folder, cache=Path(folder) / ".cache", findings=False),
+                    1,
+                ),
             ),  # fmt: skip
         ]
         for name, seconds in rows:

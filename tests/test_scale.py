@@ -15,6 +15,7 @@ from conftest import SAMPLES
 from hta_lite import TraceAnalysis
 from hta_lite.load import cache as cache_mod
 from hta_lite.tools.batch import CROSS_RANK_TABLES, SUMMARY_TABLES, summarize_folder
+from hta_lite.tools.batch_findings import LEFT_OUT
 
 
 @pytest.fixture()
@@ -137,8 +138,8 @@ def test_read_only_cache_location_still_loads(folder, tmp_path):
 
 
 def test_executors_agree(folder, tmp_path):
-    serial = summarize_folder(folder, executor="serial", cache=False)
-    process = summarize_folder(folder, executor="process", cache=False)
+    serial = summarize_folder(folder, executor="serial", cache=tmp_path / "serial-cache")
+    process = summarize_folder(folder, executor="process", cache=tmp_path / "process-cache")
     assert set(serial) == {*SUMMARY_TABLES, *CROSS_RANK_TABLES}
     for name in serial:
         pd.testing.assert_frame_equal(serial[name], process[name])
@@ -160,6 +161,23 @@ def test_summaries_match_full_analysis(folder):
         summary["temporal_breakdown"], full.get_temporal_breakdown(visualize=False)
     )
     pd.testing.assert_frame_equal(summary["step_breakdown"], full.get_step_breakdown())
+
+
+def test_folder_findings_are_the_analysis_findings(folder, tmp_path):
+    """The batch's findings, from its partials and the ranks reopened from the cache, equal
+    get_findings()'s (two_ranks: exposed communication, then rank 1's data loading); with the
+    cache off, or findings=False, the table is empty and its note says why."""
+    summary = summarize_folder(folder, executor="serial", cache=tmp_path / "cache")
+    full = TraceAnalysis(trace_dir=folder, parallel=False, cache=False).get_findings()
+    full = full[~full["kind"].isin(LEFT_OUT)].reset_index(drop=True)
+    assert summary["findings"]["kind"].tolist() == ["exposed_communication", "data_loading"]
+    pd.testing.assert_frame_equal(summary["findings"], full)
+    assert "below_roof" in summary["findings"].attrs["note"]
+    off = summarize_folder(folder, executor="serial", cache=False)["findings"]
+    assert off.empty and "not computed with the cache off" in off.attrs["note"]
+    skipped = summarize_folder(folder, executor="serial", cache=tmp_path / "cache",
+                               findings=False)["findings"]  # fmt: skip
+    assert skipped.empty and "findings=False" in skipped.attrs["note"]
 
 
 def test_cache_keeps_the_recently_used_within_its_cap(folder, tmp_path, monkeypatch):

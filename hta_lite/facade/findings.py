@@ -80,16 +80,7 @@ class Findings:
         return table
 
     def _findings_context(self, data_load_events, device=None) -> ranked.Context:
-        profiled = [r for r, t in sorted(self.traces.items()) if len(t.kernel_counters)]
-        if profiled:
-            raise MissingDataError(
-                None,
-                f"rank(s) {profiled} were recorded with the CUPTI range profiler"
-                " (cuda_profiler_range events): each kernel launch waits there for the"
-                " profiler's replays of the kernel, so the trace's times are not the run's and"
-                " no saving can be estimated from them; record without profiler_metrics for"
-                " findings (get_cupti_counter_data_with_operators() reads these counters)",
-            )
+        ranked.refuse_range_profiled(self.traces)
         whole = not self.get_profiler_steps()  # then each trace is one step
         parts = self._job_path_partials(data_load_events, None, whole)
         matching = self.get_collectives()

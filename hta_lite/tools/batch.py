@@ -33,13 +33,15 @@ from ..analyses import (
 from ..analyses.collectives import summaries
 from ..analyses.collectives.calls import collective_calls
 from ..analyses.collectives.matching import match
+from ..analyses.findings import COLUMNS
 from ..analyses.health import health_summary
 from ..analyses.step_periodicity import periodicity
-from ..errors import TraceError
+from ..errors import MissingDataError, TraceError
 from ..load import cache
 from ..load.loader import LoadOptions, assign_ranks, collect, discover, load_file
 from ..load.series import join_windows
 from ..load.workers import map_in_processes
+from .batch_findings import Reopened, folder_findings
 
 SUMMARY_TABLES = (
     "temporal_breakdown",
@@ -60,12 +62,13 @@ SUMMARY_TABLES = (
 #: tables across ranks, computed in the driver from the per-rank partials above
 #: (``collective_calls``, ``step_breakdown``, ``host_wait``, ``annotation_timers``; the scored
 #: steps of each rank, whose origin ranks the matched collectives give; the job critical path
-#: from each rank's local paths between its collectives, ``job_path_segments`` / ``_events``)
+#: from each rank's local paths between its collectives, ``job_path_segments`` / ``_events``;
+#: the findings ranked by the step time a fix saves, :mod:`.batch_findings`)
 CROSS_RANK_TABLES = (
     "collectives", "collectives_by_rank", "collective_problems", "rank_lateness",
     "straggler_causes", "timers", "step_anomalies", "step_periodicity", "job_step_anomalies",
     "job_critical_path", "job_critical_path_summary", "job_critical_path_hops",
-    "job_critical_path_steps", "job_critical_path_problems",
+    "job_critical_path_steps", "job_critical_path_problems", "findings",
 )  # fmt: skip
 
 
@@ -152,6 +155,7 @@ def summarize_folder(
     trace_dir: str | Path,
     executor: Any = "process",
     options: LoadOptions | None = None,
+    findings: bool = True,
     **option_kwargs,
 ) -> Summary:
     """Summary tables of every rank of ``trace_dir`` (``SUMMARY_TABLES``), ranks in order.
@@ -163,6 +167,9 @@ def summarize_folder(
         options: :class:`hta_lite.LoadOptions` (``max_workers``, ``on_error``, ``cache``,
             ``include_last_profiler_step``; ``parallel`` and ``progress`` are not used), or the
             same as keyword arguments.
+        findings: also the ``findings`` table (:mod:`.batch_findings`: the ranks reopened from
+            the cache in this process, about 0.1 s a real-size rank; with the cache off, or
+            ``False``, an empty table whose ``attrs["note"]`` says why).
 
     Returns:
         :class:`Summary`: a dict ``{table name: DataFrame}`` (all ranks, a ``rank`` column each;
@@ -180,9 +187,9 @@ def summarize_folder(
         [p for p, _ in jobs], [stub for stub, _ in results], options.on_error, where=trace_dir
     )
     by_path = {stub.path: tables for stub, tables in results if tables is not None}
-    ranked = _join_series(
-        assign_ranks(loaded, lambda msg: None, join=list), by_path, executor, options
-    )
+    assigned = assign_ranks(loaded, lambda msg: None, join=list)
+    files = {rank: [stub.path for stub in parts] for rank, parts in assigned.items()}
+    ranked = _join_series(assigned, by_path, executor, options)
     out = Summary(skipped_files=skipped)
     for name in SUMMARY_TABLES:
         parts = []
@@ -192,14 +199,19 @@ def summarize_folder(
                 table = table.assign(rank=rank)
             parts.append(table)
         out[name] = pd.concat(parts, ignore_index=True)
-    out.update(cross_rank(out, ranked))
+    out.update(cross_rank(out, ranked, Reopened(files, options) if findings else None))
     return out
 
 
-def cross_rank(partials: dict[str, pd.DataFrame], ranks) -> dict[str, pd.DataFrame]:
+def cross_rank(
+    partials: dict[str, pd.DataFrame], ranks, traces: Reopened | None
+) -> dict[str, pd.DataFrame]:
     """``CROSS_RANK_TABLES`` from the per-rank partials of all ranks (concatenated): the
     collectives matched across ranks, the lateness of each rank at them, the stragglers' causes
-    (as :meth:`TraceAnalysis.get_straggler_report`) and Megatron's min/max timers."""
+    (as :meth:`TraceAnalysis.get_straggler_report`), Megatron's min/max timers, the job
+    critical path and the findings (``traces``: the ranks reopened where a finding reads them,
+    None: not asked for; a folder whose findings cannot be computed gets an empty table whose
+    ``attrs["note"]`` says why)."""
     matching = match(partials["collective_calls"], ranks)
     calls = matching.measured()
     lateness = stragglers.rank_skew(stragglers.skew_table(calls[calls["step"] >= 0]))
@@ -220,7 +232,15 @@ def cross_rank(partials: dict[str, pd.DataFrame], ranks) -> dict[str, pd.DataFra
         partials["job_path_segments"], partials["job_path_events"], matching.calls,
         matching.instances, sorted(ranks),
     )  # fmt: skip
+    try:
+        if traces is None:
+            raise MissingDataError(None, "not asked for (summarize_folder(findings=False))")
+        found = folder_findings(partials, matching, path, scored, causes, traces)
+    except MissingDataError as exc:
+        found = pd.DataFrame(columns=COLUMNS)
+        found.attrs["note"] = exc.problem
     return {
+        "findings": found,
         "job_critical_path": path.path(),
         "job_critical_path_summary": path.summary(),
         "job_critical_path_hops": path.hops(),

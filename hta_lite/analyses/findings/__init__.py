@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...errors import MissingDataError
 from . import (
     below_roof,
     exposed_communication,
@@ -39,7 +40,23 @@ KINDS = (
     below_roof, memcpy, step_anomalies, warmup, memory,
 )  # fmt: skip
 
-__all__ = ["COLUMNS", "Context", "Cut", "Replay", "findings"]
+__all__ = ["COLUMNS", "Context", "Cut", "Replay", "findings", "refuse_range_profiled"]
+
+
+def refuse_range_profiled(traces) -> None:
+    """Raise ``MissingDataError`` when a rank of ``traces`` (``{rank: RankTrace}``) was recorded
+    with the CUPTI range profiler: each kernel launch waits there for the profiler's replays of
+    the kernel, so no saving can be read off its times."""
+    profiled = [rank for rank, trace in traces.items() if len(trace.kernel_counters)]
+    if profiled:
+        raise MissingDataError(
+            None,
+            f"rank(s) {sorted(profiled)} were recorded with the CUPTI range profiler"
+            " (cuda_profiler_range events): each kernel launch waits there for the"
+            " profiler's replays of the kernel, so the trace's times are not the run's and"
+            " no saving can be estimated from them; record without profiler_metrics for"
+            " findings (get_cupti_counter_data_with_operators() reads these counters)",
+        )
 
 
 def findings(ctx: Context) -> pd.DataFrame:

@@ -1,0 +1,99 @@
+"""The findings of a folder summarized by :func:`.batch.summarize_folder`, with bounded memory.
+
+The replays rest on tables the batch already has in the driver (each rank's job-path segments,
+the matched collectives, the job critical path, the scored steps, the stragglers' causes). What
+a kind reads of a rank's own trace (its data-loading ranges, launch calls, syncs, copies, step
+graphs) comes from :class:`Reopened`: the rank reopened from the cache where it is read and let
+go, and the step graphs are built one rank at a time. With the cache off the findings are not
+computed (each rank would be parsed again in the driver). Two kinds need views the batch does
+not compute and are left out (the table's note says so): ``below_roof`` (the operator
+roofline) and the memory kinds (memory peaks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from types import SimpleNamespace
+
+import pandas as pd
+
+from ..analyses import findings as ranked
+from ..analyses.collectives.matching import Matching
+from ..analyses.job_path import JobCriticalPath
+from ..errors import MissingDataError, TraceError
+from ..kineto import DATA_LOADING_PATTERN
+from ..load.loader import LoadOptions, load_file
+from ..load.rank_trace import RankTrace
+from ..load.series import join_windows
+
+#: kinds :func:`folder_findings` cannot give (the views they rest on are not in the batch)
+LEFT_OUT = ("below_roof", "memory_near_capacity", "memory_fragmentation")
+
+
+class Reopened(Mapping):
+    """``{rank: RankTrace}`` over the ranks' files, each reopened from the cache each time it
+    is read (its tables read as they are used) and not kept: a kind that reads every rank holds
+    one at a time (holding them all cost 8 MB a rank of a real-size trace)."""
+
+    def __init__(self, files: dict[int, list[str]], options: LoadOptions):
+        self.files, self.options = files, options
+
+    def __getitem__(self, rank: int) -> RankTrace:
+        parts = []
+        for path in self.files[rank]:
+            trace = load_file(
+                path,
+                rank,
+                self.options.include_last_profiler_step,
+                self.options.cache_root,
+                by_address=True,
+            )
+            if isinstance(trace, TraceError):
+                raise trace
+            parts.append(trace)
+        return parts[0] if len(parts) == 1 else join_windows(parts)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(sorted(self.files))
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+
+def folder_findings(
+    partials: dict[str, pd.DataFrame],
+    matching: Matching,
+    path: JobCriticalPath,
+    scored: pd.DataFrame,
+    causes: pd.DataFrame,
+    traces: Reopened,
+) -> pd.DataFrame:
+    """``get_findings()``'s table (:mod:`hta_lite.analyses.findings.ranking`) of the batch,
+    without the kinds of :data:`LEFT_OUT`; its ``attrs["note"]`` says they are left out.
+
+    Raises:
+        MissingDataError: no ProfilerStep on any rank, or a rank recorded with the CUPTI range
+            profiler (as ``TraceAnalysis.get_findings``)."""
+    if traces.options.cache_root is None:
+        raise MissingDataError(
+            None,
+            "not computed with the cache off: the batch's findings reopen each rank from the"
+            " cache where a finding reads it (TraceAnalysis.get_findings() gives them)",
+        )
+    segments = partials["job_path_segments"]
+    if segments.empty or scored.empty:
+        raise MissingDataError(
+            None, "no ProfilerStep on any rank: the batch's findings replay the profiled steps"
+        )
+    ranked.refuse_range_profiled(traces)
+    ctx = ranked.Context(
+        ranked.Replay(segments, matching.calls, matching.instances),
+        partials["job_path_events"], path, matching.calls, matching.instances, traces,
+        [DATA_LOADING_PATTERN], SimpleNamespace(causes=causes), scored,
+    )  # fmt: skip
+    table = ranked.findings(ctx)
+    table.attrs["note"] = (
+        f"summarize_folder does not compute the views of {', '.join(LEFT_OUT)}:"
+        " TraceAnalysis.get_findings() gives them"
+    )
+    return table
