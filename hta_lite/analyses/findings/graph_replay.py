@@ -9,7 +9,7 @@ second where the kernel waited on its stream instead; a replay that makes the ho
 stream faster needs both, or kernels would overlap on their stream, or run before they were
 launched. A change gives new edge weights (never larger) and the edges to keep;
 the saving of a step is its longest path's length minus the changed graph's, both over the
-graph with the stream-order edges. A change that touches no edge of the step's longest path
+graph with the added edges. A change that touches no edge of the step's longest path
 saves nothing (weights only shrink), so that step is not replayed.
 """
 

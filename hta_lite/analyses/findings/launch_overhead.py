@@ -33,10 +33,11 @@ def find(ctx: Context) -> list[Finding]:
         return []
     gaps = ev["bound_by"].isin(OVERHEAD).to_numpy()
     launches = (ev["name"].isin(KERNEL_LAUNCH_NAMES) & (ev["bound_by"] == "cpu_bound")).to_numpy()
-    typical = {rank: _median_launch(trace) for rank, trace in ctx.traces.items()}
+    typical = {}  # rank -> ns of its median launch call
     share = np.ones(len(ev))  # of each path event's time, what a CUDA graph removes
     ranks, event = ev["rank"].to_numpy(), ev["event"].to_numpy(np.int64)
     for rank, trace in ctx.traces.items():
+        typical[rank] = _median_launch(trace)
         mine = np.flatnonzero(launches & (ranks == rank))
         whole = trace.cpu["dur"].to_numpy()[event[mine]]  # launch calls are CPU rows
         share[mine] = np.minimum(1.0, typical[rank] / np.maximum(whole, 1))
