@@ -185,7 +185,8 @@ class TraceDiff:
             :class:`~hta_lite.analyses.diff.Comparison` with ``ops``, ``temporal``,
             ``kernel_types``, ``top_kernels`` (``top`` largest changes), ``steps``, ``gate``
             (dict), ``summary`` (text) and ``findings`` (which findings of the two runs
-            appeared, grew, shrank or disappeared; None without ProfilerSteps).
+            appeared, grew, shrank or disappeared; None when a run has none to give: one
+            recorded with the CUPTI range profiler).
         """
         c, t = as_analysis(control), as_analysis(test)
         c_rank, t_rank = _ranks(c, control_rank, "control")[0], _ranks(t, test_rank, "test")[0]
@@ -196,7 +197,7 @@ class TraceDiff:
         )
         try:
             result.findings = findings_changes(c.get_findings(), t.get_findings())
-        except MissingDataError:  # no ProfilerStep: no per-step savings to compare
+        except MissingDataError:  # a run whose times give no savings (range profiler)
             return result
         moved = result.findings[result.findings["status"] != "same"]
         if len(moved):
