@@ -266,6 +266,24 @@ def pageable_copy(tmp_path: Path) -> Path:
     return b.write(tmp_path / "rank0.json")
 
 
+def test_a_pageable_read_back_still_waits_for_the_work_before_it(tmp_path):
+    """A 300 µs kernel, then a 10 µs device-to-host copy into pageable memory (a .item()): its
+    host call waits for both, then 200 µs of host work use the value and launch a 100 µs
+    kernel; the step ends at 617 µs. Pinned, the copy takes 5 µs, and the host still waits for
+    the kernel before it: 5 µs saved. (Returning at once, as an upload does, said 211 µs.)"""
+    b = TraceBuilder()
+    b.step(1, 0, 620)
+    b.kernel("k", 0, 300, launch_ts=0, launch_dur=5)
+    b.kernel("Memcpy DtoH (Device -> Pageable)", 300, 10, cat="gpu_memcpy", launch_ts=6,
+             launch_dur=306, launch_name="cudaMemcpyAsync")  # fmt: skip
+    b.cpu_op("use_the_value", 312, 200)
+    b.kernel("k2", 517, 100, launch_ts=512, launch_dur=5)
+    b.step(2, 700, 10)
+    b.write(tmp_path / "rank0.json")
+    row = analysis(tmp_path).get_findings().set_index("kind").loc["pageable_memcpy"]
+    assert row["saving_ms_per_step"] == pytest.approx(0.005, abs=0.001)
+
+
 def test_pageable_copy_saving_is_known_by_construction(tmp_path):
     pageable_copy(tmp_path)
     row = analysis(tmp_path).get_findings().set_index("kind").loc["pageable_memcpy"]
