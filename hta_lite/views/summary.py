@@ -352,7 +352,8 @@ def summary_tables(analysis, snapshot=None) -> tuple[dict[str, pd.DataFrame], di
     findings, and its tables (:data:`SNAPSHOT_TABLES`)."""
     builders = [(key, build) for key, _, build in TABLES]
     if snapshot is not None:
-        builders[0] = ("findings", quietly(lambda a: findings(a, snapshot)))
+        with_snapshot = quietly(lambda a: findings(a, snapshot))
+        builders = [(k, with_snapshot if k == "findings" else b) for k, b in builders]
         builders += [
             ("snapshot_summary", lambda a: snapshot.summary()),
             ("snapshot_oom", quietly(lambda a: snapshot.oom())),

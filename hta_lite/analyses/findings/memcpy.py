@@ -32,7 +32,8 @@ READ_BACK = "Device -> Pageable"
 
 def find(ctx: Context) -> list[Finding]:
     ev = ctx.events
-    ranks = [r for r, t in ctx.traces.items() if _has_pageable(t)]
+    names_of = {r: _pageable_names(t) for r, t in ctx.traces.items()}
+    ranks = [r for r, names in names_of.items() if names]
     if ev.empty or not ranks:
         return []
     half = 1 - 1 / SPEEDUP
@@ -71,7 +72,7 @@ def find(ctx: Context) -> list[Finding]:
         return []
     pageable = copy_ev | call_ev
     steps = max(ctx.replay.n_steps, 1)
-    names = sorted({n for t in ctx.traces.values() for n in _pageable_names(t)})
+    names = sorted({n for r in ranks for n in names_of[r]})
     evidence = (
         f"{fmt_us(ctx.per_segment(pageable).sum() / 1e3 / steps)} per step of pageable copies"
         f" and the host calls waiting for them on the ranks' paths ({', '.join(names[:2])})"
@@ -100,10 +101,6 @@ def _pageable_names(trace) -> list[str]:
         return []
     names = gpu["name"].astype(str)
     return sorted(set(names[names.str.contains(PAGEABLE)]))
-
-
-def _has_pageable(trace) -> bool:
-    return bool(_pageable_names(trace))
 
 
 def _copies(events, half: float) -> tuple[np.ndarray, np.ndarray]:

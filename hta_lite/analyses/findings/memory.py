@@ -62,8 +62,9 @@ def find(ctx: Context) -> list[Finding]:
 
 def _snapshot(ctx: Context) -> list[Finding]:
     """The findings of the run's memory snapshot (module docstring)."""
-    out, name, none = [], ctx.snapshot_name, pd.DataFrame()
-    summary = ctx.snapshot_summary if ctx.snapshot_summary is not None else none
+    out, name = [], ctx.snapshot_name
+    empty = pd.DataFrame()
+    summary = empty if ctx.snapshot_summary is None else ctx.snapshot_summary
     for row in summary.itertuples(index=False):
         reserved, allocated = float(row.reserved_bytes), float(row.allocated_bytes)
         slack = 100 * (reserved - allocated) / reserved if reserved > 0 else 0.0
@@ -79,7 +80,7 @@ def _snapshot(ctx: Context) -> list[Finding]:
                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or max_split_size_mb);"
                 " MemorySnapshot.oom() / would_fit() say whether a request fails for it",
             ))  # fmt: skip
-    for row in (ctx.snapshot_oom if ctx.snapshot_oom is not None else none).itertuples(index=False):
+    for row in (empty if ctx.snapshot_oom is None else ctx.snapshot_oom).itertuples(index=False):
         out.append(Finding(
             "memory_oom", f"snapshot {name} cuda:{row.device}",
             f"out of memory (the trace's entry {row.index}):"

@@ -1,6 +1,6 @@
 """Warm-up inside the profile: first launches that load their kernel's module.
 
-A kernel's first launch loads its module (CUDA's lazy loading, the default since CUDA 11.7;
+A kernel's first launch loads its module where modules load lazily (`CUDA_MODULE_LOADING=LAZY`;
 HIP the same): milliseconds to seconds inside that one call. A profile of the first
 iterations holds them, and its steps are longer than the run's steady state. No step time of
 the steady state is saved (:mod:`.launch_overhead` counts each call at most its rank's median,
