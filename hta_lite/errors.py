@@ -73,3 +73,12 @@ class RankNotFoundError(TraceError, KeyError):
 
     def __str__(self) -> str:  # KeyError would otherwise quote the message
         return Exception.__str__(self)
+
+
+class SettingError(ValueError):
+    """A setting (an argument, an option or an ``HTA_LITE_*`` environment variable) that is not
+    a value it can take; the message names the setting and what it accepts."""
+
+
+class OutputError(TraceError):
+    """A file hta_lite was asked to write (a report, a table, a trace) cannot be written."""

@@ -5,6 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 
+def sums_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct keys, sum of values per key)``: a bincount over keys of any size (a rank,
+    a step: values read from files never size an array)."""
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    return distinct, np.bincount(inverse.ravel(), values, minlength=len(distinct))
+
+
 def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Union of [start, end) intervals as sorted, disjoint intervals (touching ones joined)."""
     if len(starts) == 0:

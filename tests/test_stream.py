@@ -17,7 +17,7 @@ from table_digest import trace_digests
 
 from hta_lite.errors import TraceReadError
 from hta_lite.load import decode as dec
-from hta_lite.load import gzip_text, rank_trace, schema, stream
+from hta_lite.load import rank_trace, schema, stream
 
 if dec._fastjson is None:
     pytest.skip("the C decoder is not built (or HTA_LITE_NO_C is set)", allow_module_level=True)
@@ -174,7 +174,7 @@ def test_the_whole_text_is_never_in_memory(tmp_path, monkeypatch):
     kernel = {"ph": "X", "cat": "kernel", "name": "void k<float>(int)", "pid": 0, "tid": 7,
               "ts": 1712195495519689.047, "dur": 2.5, "args": {"stream": 7}}  # fmt: skip
     monkeypatch.setattr(stream, "MIN_FILE_BYTES", 0)  # it compresses to 40 KB
-    monkeypatch.setattr(gzip_text, "MAX_INFLATE_RATIO", 1000)  # 250x: one event repeated
+    monkeypatch.setenv("HTA_LITE_MAX_INFLATE_RATIO", "1000")  # 250x: one event repeated
     path = _trace_file(tmp_path, [kernel] * 80_000)
     size = len(gzip.decompress(path.read_bytes()))
     peaks = []

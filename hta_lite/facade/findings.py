@@ -15,6 +15,7 @@ from ..analyses.job_path import job_critical_path
 from ..analyses.operators import DEVICES, architecture_hint
 from ..errors import MissingDataError
 from ..kineto import DATA_LOADING_PATTERN
+from ..load.ranks import RANK_LIMIT
 from .base import plots
 from .snapshot import MemorySnapshot
 
@@ -156,7 +157,7 @@ class Findings:
         sizes = [
             (self.metadata(r).get("distributedInfo") or {}).get("world_size") for r in self.ranks
         ]
-        return max([s for s in sizes if type(s) is int] or [-1])
+        return max([s for s in sizes if type(s) is int and 0 < s <= RANK_LIMIT] or [-1])
 
     def _architecture(self) -> str:
         """What the first GPU rank's kernel names say of its device (``"sm80 or newer"``)."""

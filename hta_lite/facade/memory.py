@@ -15,6 +15,7 @@ from ..analyses.memory import operators, raw_timeline, timeline
 from ..analyses.memory.events import memory_events
 from ..errors import MissingDataError
 from ..load.health_items import record
+from ..safe_output import write_atomically
 from .base import plots
 
 NO_MEMORY = (
@@ -223,8 +224,7 @@ class MemoryAnalysis:
         """
         fig = plots.plot_memory_by_category(self.memory_by_category())
         if save_graph:
-            Path("images").mkdir(exist_ok=True)
-            fig.write_html("images/memory_plot.html", include_plotlyjs=True)
+            write_atomically("images/memory_plot.html", fig.to_html(include_plotlyjs=True))
         else:
             plots.show(fig)
         return fig

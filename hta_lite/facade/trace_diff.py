@@ -10,6 +10,7 @@ time, the regression gate used by ``hta-lite diff`` and a text summary
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,7 @@ from ..analyses import diff
 from ..analyses.diff import Comparison, DeviceType
 from ..analyses.findings.changes import findings_changes
 from ..errors import MissingDataError, RankNotFoundError
+from ..safe_output import write_atomically
 from .analysis import TraceAnalysis
 from .base import plots
 
@@ -214,5 +216,6 @@ def _diff_figure(df, column, title, show_image, export_image_path, top):
         plots.show(fig)
     if export_image_path:
         path = str(export_image_path)
-        fig.write_html(path) if path.endswith(".html") else fig.write_image(path)
+        fmt = path.rsplit(".", 1)[-1] if "." in Path(path).name else None
+        write_atomically(path, fig.to_html() if fmt == "html" else fig.to_image(format=fmt))
     return fig

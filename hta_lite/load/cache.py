@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import msgspec
@@ -36,6 +38,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 from isal.isal_zlib import crc32
 
+from ..errors import TraceReadError
+from ..settings import env_limit
 from .columns import TEXT
 from .gzip_text import open_regular
 from .health_items import record
@@ -43,9 +47,9 @@ from .rank_trace import RankTrace, parse_file
 
 TEXT_DTYPE = pd.Index([], dtype=TEXT).dtype
 
-FORMAT_VERSION = 11  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
+FORMAT_VERSION = 12  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
 # 6: collective args on cpu rows; 7: GPU-side waits; 8: allocator args of instants; 9: Arrow IPC;
-# 10: checksums; 11: launched_kernel
+# 10: checksums; 11: launched_kernel; 12: the entry marker
 TABLES = RankTrace.TABLES
 _SAMPLE = 1 << 16
 
@@ -126,9 +130,12 @@ def load(root: Path, key: str, path: Path, include_last_profiler_step: bool) -> 
             or set(meta.tables) != set(TABLES)
         ):
             return REBUILD
-        os.utime(folder / "meta.json")  # last used now: the eviction order
     except (OSError, msgspec.MsgspecError, ValueError):
         return REBUILD
+    try:
+        os.utime(folder / "meta.json")  # last used now: the eviction order
+    except OSError:
+        pass  # a read-only cache is read, not refreshed
     return RankTrace.deferred(
         _Tables(root, key, path, include_last_profiler_step, meta.tables, meta.health),
         rank=meta.rank,
@@ -182,10 +189,26 @@ class _Tables:
                     table = ipc.open_file(data).read_all()
                 return _text_categories(table.to_pandas())
             except (OSError, pa.ArrowException, ValueError, TypeError):
-                self.parsed = parse_file(path, None, include_last)
+                self.parsed = _parse_same_version(path, key, include_last)
                 store(root, key, self.parsed)
                 record(self.health, "cache_rebuilt", 1, f"{name}.arrow")
         return getattr(self.parsed, name)
+
+
+def _parse_same_version(path: Path, key: str, include_last: bool) -> RankTrace:
+    """The trace file parsed again for an entry whose tables are gone, if it is still the
+    version the entry was made from (its key before and after the parse); otherwise a
+    :class:`TraceReadError`: the tables already read came from the old version, and the new
+    one's are never mixed with them."""
+    if entry_key(path, include_last) == key:
+        parsed = parse_file(path, None, include_last)
+        if entry_key(path, include_last) == key:
+            return parsed
+    raise TraceReadError(
+        path,
+        "the file changed after it was loaded, and its cached tables are gone (evicted):"
+        " load it again for the new version's analyses",
+    )
 
 
 def _text_categories(df):
@@ -219,7 +242,8 @@ def store(root: Path, key: str, trace: RankTrace) -> None:
     tmp = None
     try:
         root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+        tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=root))
+        (tmp / MARKER).write_bytes(b"")
         checksums = {}
         for name in TABLES:
             table = _arrow(getattr(trace, name))
@@ -247,6 +271,8 @@ def store(root: Path, key: str, trace: RankTrace) -> None:
         (tmp / "meta.json").write_bytes(msgspec.json.encode(meta))
         target = root / key
         if target.exists():
+            if not (target / MARKER).is_file():  # not ours: never replaced
+                raise OSError(f"{target} exists and is not a cache entry")
             shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)
     except (OSError, pa.ArrowException, TypeError, ValueError):
@@ -257,65 +283,109 @@ def store(root: Path, key: str, trace: RankTrace) -> None:
 DEFAULT_MAX_GB = 10.0
 
 
-def max_bytes() -> int:
-    """The size cap: ``$HTA_LITE_CACHE_MAX_GB`` (default 10) in bytes."""
+def max_bytes() -> float:
+    """The size cap: ``$HTA_LITE_CACHE_MAX_GB`` (default 10; ``inf``: no cap) in bytes; a value
+    that is not a positive number is a :class:`~hta_lite.errors.SettingError`."""
+    return env_limit("HTA_LITE_CACHE_MAX_GB", DEFAULT_MAX_GB) * 1e9
+
+
+#: an entry's folder name (the key: 40 hex digits) and the file that marks it as ours; a store
+#: in progress (or killed) is a folder named ``.hta_lite-tmp-*`` holding the marker too
+_ENTRY_NAME = re.compile(r"[0-9a-f]{40}")
+MARKER = "hta_lite-cache-entry"
+_TMP_PREFIX = ".hta_lite-tmp-"
+#: a temporary folder older than this is a killed store's leftover (a store takes seconds)
+STALE_TMP_SECONDS = 600.0
+
+
+class _Key(msgspec.Struct):
+    key: str
+
+
+def _owned(folder: str, name: str) -> bool:
+    """A folder this cache created: an entry (its name a key, our marker, a meta.json naming
+    that key) or a store's temporary folder (its prefix and our marker). Nothing else in the
+    cache folder is ever listed, counted or removed."""
+    if not os.path.isfile(os.path.join(folder, MARKER)):
+        return False
+    if name.startswith(_TMP_PREFIX):
+        return True
+    if not _ENTRY_NAME.fullmatch(name):
+        return False
     try:
-        return int(float(os.environ.get("HTA_LITE_CACHE_MAX_GB", DEFAULT_MAX_GB)) * 1e9)
-    except ValueError:
-        return int(DEFAULT_MAX_GB * 1e9)
+        with open(os.path.join(folder, "meta.json"), "rb") as f:
+            return msgspec.json.decode(f.read(1 << 24), type=_Key).key == name
+    except (OSError, msgspec.MsgspecError):
+        return False
 
 
-def entries(root: Path) -> list[tuple[Path, int, float]]:
-    """``(folder, bytes, last used)`` of every entry, least recently used first."""
+def _size(folder: str) -> int:
+    return sum(f.stat().st_size for f in os.scandir(folder) if f.is_file(follow_symlinks=False))
+
+
+def entries(root: Path, leftovers: bool = False) -> list[tuple[Path, int, float]]:
+    """``(folder, bytes, last used)`` of every entry this cache created, least recently used
+    first; with ``leftovers`` the temporary folders of stores instead (time: last changed)."""
     out = []
     try:
-        folders = [e for e in os.scandir(root) if e.is_dir() and not e.name.startswith(".")]
+        listed = list(os.scandir(root))
     except OSError:
         return []
-    for entry in folders:
+    for entry in listed:
+        if entry.name.startswith(_TMP_PREFIX) != leftovers:
+            continue
         try:
-            files = list(os.scandir(entry.path))
-            size = sum(f.stat().st_size for f in files if f.is_file())
-            used = os.stat(os.path.join(entry.path, "meta.json")).st_mtime
+            if not entry.is_dir(follow_symlinks=False) or not _owned(entry.path, entry.name):
+                continue
+            stamp = entry.path if leftovers else os.path.join(entry.path, "meta.json")
+            out.append((Path(entry.path), _size(entry.path), os.stat(stamp).st_mtime))
         except OSError:
-            size, used = 0, 0.0  # a partial entry: the first to go
-        out.append((Path(entry.path), size, used))
+            continue  # removed meanwhile
     return sorted(out, key=lambda e: e[2])
 
 
-def evict(root: Path, limit: int | None = None, keep_since: float | None = None) -> int:
+def evict(root: Path, limit: float | None = None, keep_since: float | None = None) -> int:
     """Remove least recently used entries until ``root`` holds at most ``limit`` bytes (default
-    :func:`max_bytes`); returns the bytes freed. Never raises. Entries used at or after
-    ``keep_since`` (a time.time()) stay even above the limit: a load's ranks read their tables
-    from their entries after the load returns, so a load larger than the cap keeps its own
-    entries until a later load evicts them."""
+    :func:`max_bytes`; ``inf``: no limit) and the leftovers of killed stores; returns the bytes
+    freed. Never raises. Entries used at or after ``keep_since`` (a time.time()) stay even above
+    the limit: a load's ranks read their tables from their entries after the load returns, so a
+    load larger than the cap keeps its own entries until a later load evicts them. Only folders
+    this cache created are touched."""
     limit = max_bytes() if limit is None else limit
+    freed = 0
+    for folder, size, changed in entries(root, leftovers=True):
+        if changed < time.time() - STALE_TMP_SECONDS:
+            shutil.rmtree(folder, ignore_errors=True)
+            freed += size
     listed = entries(root)
-    total, freed = sum(size for _, size, _ in listed), 0
+    total = sum(size for _, size, _ in listed)
     for folder, size, used in listed:
-        if total - freed <= limit or (keep_since is not None and used >= keep_since):
+        if total <= limit or (keep_since is not None and used >= keep_since):
             break
         shutil.rmtree(folder, ignore_errors=True)
+        total -= size
         freed += size
     return freed
 
 
 def usage(root: Path) -> dict:
-    """``{"folder", "entries", "bytes", "max_bytes"}`` of the cache."""
-    listed = entries(root)
+    """``{"folder", "entries", "bytes", "max_bytes", "leftovers", "leftover_bytes"}`` of the
+    cache (leftovers: temporary folders of stores in progress or killed)."""
+    listed, leftovers = entries(root), entries(root, leftovers=True)
     return {
         "folder": str(root),
         "entries": len(listed),
         "bytes": sum(size for _, size, _ in listed),
         "max_bytes": max_bytes(),
+        "leftovers": len(leftovers),
+        "leftover_bytes": sum(size for _, size, _ in leftovers),
     }
 
 
 def clear(root: Path) -> int:
-    """Remove every entry (and leftovers of interrupted writes); returns the entries removed."""
+    """Remove every entry and the leftovers of interrupted stores, nothing else; returns the
+    entries removed."""
     listed = entries(root)
-    for folder, _, _ in listed:
+    for folder, _, _ in listed + entries(root, leftovers=True):
         shutil.rmtree(folder, ignore_errors=True)
-    for leftover in root.glob(".tmp-*") if root.exists() else []:
-        shutil.rmtree(leftover, ignore_errors=True)
     return len(listed)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import TraceReadError
+from ..settings import capped_int, env_limit, positive_limit
 
 try:  # python-isal gunzips ~1.7x faster than zlib (benchmarks/bench_decode.py)
     from isal import isal_zlib as _zlib
@@ -29,49 +30,57 @@ GZIP_ERRORS = (OSError, EOFError, ValueError, zlib.error, _zlib.error)
 MAX_RATIO = 64  # JSON traces compress 10-30x: a larger claim of a trailer (truncated?) is capped
 
 
-def _env_number(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
 #: a gzip trace may inflate to at most this many times its size (the real traces here compress
 #: 4-23x, repetitive generated ones up to ~250x, gzip bombs 250-1000x; 200: a 9x margin) ...
-MAX_INFLATE_RATIO = _env_number("HTA_LITE_MAX_INFLATE_RATIO", 200.0)
-#: ... and to at most this many bytes of text (a load holds about as much memory as its text)
-MAX_TEXT_BYTES = int(_env_number("HTA_LITE_MAX_TEXT_GB", 32.0) * (1 << 30))
+DEFAULT_INFLATE_RATIO = 200.0
+#: ... and to at most this many GiB of text (a load holds about as much memory as its text)
+DEFAULT_TEXT_GB = 32.0
+#: limits set for this process by :func:`inflate_limits` (None: the environment's, else default)
+_OVERRIDE: dict[str, float | None] = {"ratio": None, "text_gb": None}
+
+
+def limits() -> tuple[float, float]:
+    """``(ratio, text bytes)`` in force: :func:`inflate_limits`' values, else
+    ``$HTA_LITE_MAX_INFLATE_RATIO`` / ``$HTA_LITE_MAX_TEXT_GB``, else the defaults (``inf``: no
+    limit); a bad value is a :class:`~hta_lite.errors.SettingError`."""
+    ratio, text_gb = _OVERRIDE["ratio"], _OVERRIDE["text_gb"]
+    if ratio is None:
+        ratio = env_limit("HTA_LITE_MAX_INFLATE_RATIO", DEFAULT_INFLATE_RATIO)
+    if text_gb is None:
+        text_gb = env_limit("HTA_LITE_MAX_TEXT_GB", DEFAULT_TEXT_GB)
+    return ratio, text_gb * (1 << 30)
 
 
 @contextlib.contextmanager
 def inflate_limits(ratio: float | None = None, text_gb: float | None = None):
-    """Within: other limits than the defaults (``LoadOptions.max_inflate_ratio`` /
-    ``max_text_gb``; None keeps the default)."""
-    global MAX_INFLATE_RATIO, MAX_TEXT_BYTES
-    saved = MAX_INFLATE_RATIO, MAX_TEXT_BYTES
+    """Within: other limits than the environment's (``LoadOptions.max_inflate_ratio`` /
+    ``max_text_gb``; None keeps it); each a positive number or ``inf``."""
+    saved = dict(_OVERRIDE)
     if ratio is not None:
-        MAX_INFLATE_RATIO = float(ratio)
+        _OVERRIDE["ratio"] = positive_limit(ratio, "max_inflate_ratio")
     if text_gb is not None:
-        MAX_TEXT_BYTES = int(float(text_gb) * (1 << 30))
+        _OVERRIDE["text_gb"] = positive_limit(text_gb, "max_text_gb")
     try:
         yield
     finally:
-        MAX_INFLATE_RATIO, MAX_TEXT_BYTES = saved
+        _OVERRIDE.update(saved)
 
 
 def inflate_limit(compressed_bytes: int) -> int:
     """How many bytes of text a gzip file of ``compressed_bytes`` may inflate to."""
-    return int(min(MAX_INFLATE_RATIO * max(compressed_bytes, 1), MAX_TEXT_BYTES))
+    ratio, text_bytes = limits()
+    return capped_int(min(ratio * max(compressed_bytes, 1), text_bytes))
 
 
 def too_large(path: Path | None, compressed_bytes: int) -> TraceReadError:
     """The error of a gzip file that inflates past :func:`inflate_limit`, raised as soon as
     it does (before memory grows further)."""
     limit = inflate_limit(compressed_bytes)
+    ratio, text_bytes = limits()
     return TraceReadError(
         path,
         f"inflates to more than {limit / (1 << 30):.2f} GiB of text ({compressed_bytes:,} bytes"
-        f" of gzip; limits: {MAX_INFLATE_RATIO:g}x its size, {MAX_TEXT_BYTES / (1 << 30):g} GiB):"
+        f" of gzip; limits: {ratio:g}x its size, {text_bytes / (1 << 30):g} GiB):"
         " a gzip bomb, or a trace larger than the limits: raise them with"
         " HTA_LITE_MAX_INFLATE_RATIO / HTA_LITE_MAX_TEXT_GB or LoadOptions(max_inflate_ratio=...,"
         " max_text_gb=...)",
@@ -165,19 +174,35 @@ def text_reader(path: Path) -> Iterator[tuple[BinaryIO, int]]:
             raise TraceReadError(path, f"{problem} ({exc})") from None
 
 
+#: compressed bytes read before the running ratio is checked (a file's start may be denser)
+RATIO_SLACK_BYTES = 256 << 10
+
+
 class _Bounded:
-    """A gzip reader that raises :func:`too_large` once it has given more than ``limit``
-    bytes."""
+    """A gzip reader that raises :func:`too_large` once it has given more than ``limit`` bytes,
+    or more than the ratio limit times the compressed bytes read so far (plus
+    :data:`RATIO_SLACK_BYTES`): a dense gzip bomb is refused after a few MB of text, not when
+    its text passes the limit of the whole file's size."""
 
     def __init__(self, reader, limit: int, path: Path | None, file: BinaryIO):
         self.reader, self.limit, self.path, self.file, self.given = reader, limit, path, file, 0
+        self.ratio = limits()[0]
 
     def readinto(self, buffer) -> int:
         read = self.reader.readinto(buffer)
         self.given += read
-        if self.given > self.limit:
-            raise too_large(self.path, os.fstat(self.file.fileno()).st_size)
+        if self.given > self.limit or (
+            self.given > self.ratio * (self.file.tell() + RATIO_SLACK_BYTES)
+        ):
+            raise too_large(self.path, _size_of(self.file))
         return read
+
+
+def _size_of(file: BinaryIO) -> int:
+    try:
+        return os.fstat(file.fileno()).st_size
+    except (OSError, io.UnsupportedOperation):
+        return len(file.getbuffer())  # a BytesIO
 
 
 def gunzip(data: bytes, path: Path | None = None) -> bytearray:
@@ -187,7 +212,8 @@ def gunzip(data: bytes, path: Path | None = None) -> bytearray:
     limit = inflate_limit(len(data))
     size = min(int.from_bytes(data[-4:], "little"), MAX_RATIO * len(data), limit)
     text = bytearray(size + 1)  # +1: the end is a read of nothing
-    reader = gzip_reader(data)
+    source = io.BytesIO(data)  # shares data's buffer
+    reader = _Bounded(gzip_reader(source), limit, path, source)
     filled = 0
     while True:
         if filled == len(text):  # grown, never past one byte more than the limit

@@ -1,10 +1,8 @@
 """Folder of per-rank trace files -> ``{rank: RankTrace}``.
 
-Discovery takes ``*.json`` and ``*.json.gz`` files directly in the folder. A
-file's rank is ``distributedInfo.rank``; when absent, a number in the file name
-(``rank-3``, ``rank_3``, ``rank3``, ``worker3``); otherwise the smallest unused
-rank, assigned in file-name order, with a warning. Two files with one rank are
-an error naming both.
+Discovery takes ``*.json`` and ``*.json.gz`` files directly in the folder. A file's rank is
+``distributedInfo.rank``, else a number in the file name, else the smallest unused rank, with a
+warning (:mod:`hta_lite.load.ranks`). Two files with one rank are an error naming both.
 
 A file that cannot be loaded gives a :class:`~hta_lite.errors.TraceError` naming it, in this
 process or in a worker (errors are rebuilt across processes; a worker that dies is retried alone,
@@ -17,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -37,12 +34,11 @@ from ..errors import (
 from . import cache, decode, gzip_text, stream
 from .health_items import record
 from .rank_trace import RankTrace, parse_file
-from .series import join_windows
+from .ranks import assign_ranks, checked_rank, rank_from_filename
 from .workers import map_in_processes
 
 OnError = Literal["raise", "skip", "warn"]
 ON_ERROR = ("raise", "skip", "warn")
-_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -121,11 +117,6 @@ def discover(trace_dir: str | Path) -> list[Path]:
     return files
 
 
-def rank_from_filename(path: str | Path) -> int | None:
-    match = _RANK_IN_NAME.search(Path(path).name)
-    return int(match.group(1)) if match else None
-
-
 def load_file(
     path: str | Path,
     rank: int | None = None,
@@ -142,28 +133,12 @@ def load_file(
     of every table."""
     path = Path(path)
     try:
-        key = cache.entry_key(path, include_last_profiler_step) if cache_root else None
-        cached = None
-        if key is not None:
-            cached = cache.load(cache_root, key, path, include_last_profiler_step)
-            if isinstance(cached, RankTrace):
-                cached.path = str(path)
-                cached.rank = rank if rank is not None else cached.rank
-                return cached
-        trace = parse_file(path, rank, include_last_profiler_step)
-        if cached == cache.REBUILD:
-            record(trace.health, "cache_rebuilt", 1, "meta.json")
-        if key is not None:
-            cache.store(cache_root, key, trace)
-            stored = (
-                cache.load(cache_root, key, path, include_last_profiler_step)
-                if by_address
-                else None
-            )
-            if isinstance(stored, RankTrace):
-                stored.path, stored.rank = trace.path, trace.rank
-                stored.health.update(trace.health)  # with what this load found
-                return stored
+        trace = _load_file(path, rank, include_last_profiler_step, cache_root, by_address)
+        if trace.rank < 0:  # no rank given nor in distributedInfo: the one in the file name
+            from_name = rank_from_filename(path)
+            if from_name is not None:
+                trace.rank = from_name
+                trace.health["rank_from_file_name"] = 1
         return trace
     except TraceError as exc:
         return exc
@@ -173,6 +148,31 @@ def load_file(
         return TraceParseError(
             path, f"unexpected {type(exc).__name__} while parsing: {exc} (please report it)"
         )
+
+
+def _load_file(path, rank, include_last_profiler_step, cache_root, by_address) -> RankTrace:
+    """``load_file`` without the rank from the file name and the errors turned into values."""
+    key = cache.entry_key(path, include_last_profiler_step) if cache_root else None
+    cached = None
+    if key is not None:
+        cached = cache.load(cache_root, key, path, include_last_profiler_step)
+        if isinstance(cached, RankTrace):
+            cached.path = str(path)
+            cached.rank = rank if rank is not None else cached.rank
+            return cached
+    trace = parse_file(path, rank, include_last_profiler_step)
+    if cached == cache.REBUILD:
+        record(trace.health, "cache_rebuilt", 1, "meta.json")
+    if key is not None:
+        cache.store(cache_root, key, trace)
+        stored = (
+            cache.load(cache_root, key, path, include_last_profiler_step) if by_address else None
+        )
+        if isinstance(stored, RankTrace):
+            stored.path, stored.rank = trace.path, trace.rank
+            stored.health.update(trace.health)  # with what this load found
+            return stored
+    return trace
 
 
 def _load_job(
@@ -253,7 +253,10 @@ def jobs_for(
     """(path, rank) of every file to load: the files of ``trace_dir`` (rank from the file) or
     the ``{rank: path}`` mapping."""
     if trace_files is not None:
-        jobs = [(Path(p).expanduser(), int(r)) for r, p in sorted(trace_files.items())]
+        jobs = [
+            (Path(p).expanduser(), checked_rank(int(r), p, "the rank given for it"))
+            for r, p in sorted(trace_files.items())
+        ]
         for path, _ in jobs:
             if not path.is_file():
                 raise TraceNotFoundError(path, "trace file does not exist")
@@ -341,45 +344,5 @@ def load_graph_sources(path: str | Path, options: LoadOptions) -> list[RankTrace
     for result in parse_many([(p, None) for p in files], options):
         if isinstance(result, TraceError):
             raise result
-        if result.rank < 0:
-            from_name = rank_from_filename(result.path)
-            result.rank = -1 if from_name is None else from_name
         out.append(result)
     return out
-
-
-def assign_ranks(
-    loaded: list[RankTrace],
-    warn: Callable[[str], None],
-    join: Callable[[list[RankTrace]], RankTrace] = join_windows,
-) -> dict[int, RankTrace]:
-    """``{rank: trace}`` in rank order: ``distributedInfo.rank``, else the rank in the file name,
-    else the smallest unused rank in file-name order (with a warning when there are several
-    files). Several files of one rank are its profiled windows, joined by ``join``
-    (:func:`~hta_lite.load.series.join_windows`: one series in time order; files that overlap in
-    time raise :class:`DuplicateRankError` naming both)."""
-    by_rank: dict[int, list[RankTrace]] = {}
-    unranked = []
-    for trace in loaded:
-        if trace.rank < 0:
-            from_name = rank_from_filename(trace.path)
-            trace.rank = -1 if from_name is None else from_name
-            if trace.rank >= 0:
-                trace.health["rank_from_file_name"] = 1
-        if trace.rank < 0:
-            unranked.append(trace)
-            continue
-        by_rank.setdefault(trace.rank, []).append(trace)
-    next_rank = 0
-    for trace in unranked:
-        while next_rank in by_rank:
-            next_rank += 1
-        trace.rank = next_rank
-        trace.health["rank_assigned"] = 1
-        if len(loaded) > 1:
-            warn(
-                f"{trace.path}: no distributedInfo.rank and no rank in the file name;"
-                f" assigned rank {next_rank}"
-            )
-        by_rank[next_rank] = [trace]
-    return {rank: join(parts) for rank, parts in sorted(by_rank.items())}

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..classify import kernel_types
+from ..errors import TraceFormatError
 from ..intervals import count_overlaps_by_group
 from ..kineto import CPU_OP_CATEGORY, GPU_WORK_CATEGORIES, LAUNCH_NAMES, RUNTIME_CATEGORIES
 from . import decode as dec
@@ -27,6 +28,7 @@ from .links import (
     nesting,
     profiler_steps,
 )
+from .ranks import rank_from_metadata
 from .stream import decode_in_pieces
 from .tables import build_tables
 
@@ -94,21 +96,6 @@ class RankTrace:
     def is_cpu_only(self) -> bool:
         return self.gpu.empty
 
-    @property
-    def distributed_rank(self) -> int | None:
-        return rank_from_metadata(self.metadata)
-
-
-def rank_from_metadata(metadata: dict[str, Any]) -> int | None:
-    info = metadata.get("distributedInfo")
-    if isinstance(info, dict):
-        rank = info.get("rank")
-        if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
-            return rank
-        if isinstance(rank, str) and rank.isdigit():
-            return int(rank)
-    return None
-
 
 def parse_file(
     path: str | Path, rank: int | None = None, include_last_profiler_step: bool = False
@@ -127,7 +114,10 @@ def parse_file(
         if gc_was_enabled:
             gc.enable()
     cpu, gpu = tables["cpu"], tables["gpu"]
-    steps = profiler_steps(cpu)
+    try:
+        steps = profiler_steps(cpu)
+    except TraceFormatError as exc:
+        raise TraceFormatError(path, exc.problem) from None
     note(health, "profiler_step_empty", int((steps["dur"] <= 0).sum()))
     cpu, gpu, annotations = _apply_step_window(
         cpu, gpu, tables["gpu_annotations"], steps, include_last_profiler_step, health
@@ -136,7 +126,7 @@ def parse_file(
     gpu["kernel_type"] = kernel_types(gpu["name"])
     annotations["iteration"] = iteration_of(annotations["ts"].to_numpy(), steps)
     if rank is None:
-        rank = rank_from_metadata(decoded.metadata)
+        rank = rank_from_metadata(decoded.metadata, path)
     return RankTrace(
         rank=-1 if rank is None else rank,
         path=str(path),

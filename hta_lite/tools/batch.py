@@ -38,7 +38,8 @@ from ..analyses.health import health_summary
 from ..analyses.step_periodicity import periodicity
 from ..errors import MissingDataError, TraceError
 from ..load import cache
-from ..load.loader import LoadOptions, assign_ranks, collect, discover, load_file
+from ..load.loader import LoadOptions, collect, discover, load_file
+from ..load.ranks import assign_ranks
 from ..load.series import join_windows
 from ..load.workers import map_in_processes
 from .batch_findings import Reopened, folder_findings

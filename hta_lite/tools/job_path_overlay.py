@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 
 from ..analyses.job_path import JobCriticalPath
-from .writer import write_atomically
+from ..safe_output import write_atomically
 
 FILE_NAME = "job_critical_path.json"
 

@@ -7,8 +7,6 @@ file in the output folder and renamed into place, never over the input.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from isal import igzip
 from ..errors import TraceError
 from ..load import decode as dec
 from ..load.gzip_text import read_bytes
+from ..safe_output import write_atomically
 
 _raw_list = msgspec.json.Decoder(list[msgspec.Raw])
 _encode = msgspec.json.encode
@@ -62,21 +61,6 @@ def write_trace(
     with open(src, "rb") as f:
         gz = f.read(2) == b"\x1f\x8b"
     return write_atomically(dst, igzip.compress(document) if gz else document)
-
-
-def write_atomically(dst: Path, payload: bytes) -> Path:
-    """``payload`` into ``dst``, through a temporary file in its folder renamed into place."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=dst.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-        os.replace(tmp, dst)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return dst
 
 
 def counter_event(name: str, pid: int, tid: int, ts_ns: int, series: str, value: float) -> bytes:

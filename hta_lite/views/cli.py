@@ -15,6 +15,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from ..errors import TraceError
+from ..safe_output import csv_safe, write_atomically, write_csv
 from . import diff_cli, findings_cli, snapshot_cli, steps_cli
 
 FORMATS = ("table", "json", "csv", "parquet")
@@ -224,7 +225,7 @@ def summarize(args: argparse.Namespace) -> int:
     if args.format == "csv":
         for key, table in tables.items():
             print(f"# {key}")
-            print(table.to_csv(index=False), end="")
+            print(csv_safe(table).to_csv(index=False), end="")
         for key, why in absent.items():
             print(f"# {key}: none ({why})")
     elif args.format == "json":
@@ -265,9 +266,9 @@ def summarize(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         for key, table in tables.items():
             if args.format == "parquet":
-                table.to_parquet(out / f"{key}.parquet", index=False)
+                write_atomically(out / f"{key}.parquet", table.to_parquet(index=False))
             else:
-                table.to_csv(out / f"{key}.csv", index=False)
+                write_csv(table, out / f"{key}.csv")
         path = write_report(analysis, out / "report.html", snapshot=snapshot)
         print(f"\nwrote {len(tables)} tables and {path}", file=sys.stderr)
     return 0
@@ -304,13 +305,19 @@ def cache_command(args: argparse.Namespace) -> int:
 
     root = cache.cache_dir(args.dir)
     if args.action == "clear":
-        print(f"removed {cache.clear(root)} cached rank(s) from {root}")
+        removed = cache.clear(root)
+        print(f"removed {removed} cached rank(s) from {root} (nothing else there is touched)")
     else:
         info = cache.usage(root)
         print(
             f"{info['folder']}: {info['entries']} cached rank(s), {info['bytes'] / 1e6:.1f} MB"
             f" (cap {info['max_bytes'] / 1e9:.1f} GB, $HTA_LITE_CACHE_MAX_GB)"
         )
+        if info["leftovers"]:
+            print(
+                f"  and {info['leftovers']} unfinished store(s), {info['leftover_bytes'] / 1e6:.1f}"
+                " MB (interrupted; removed by the next load after 10 minutes, or by clear)"
+            )
     return 0
 
 

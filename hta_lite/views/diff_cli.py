@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+
+from ..safe_output import write_atomically
 
 
 def parse_threshold(text: str) -> float:
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json == "-":
             print(text)
         else:
-            Path(args.json).write_text(text)
+            write_atomically(args.json, text)
     regressed = args.fail_on_regression and result.gate["regression"]
     if regressed:
         for line in gate_lines(result.gate):

@@ -15,6 +15,7 @@ from .. import plots
 from ..analyses import cupti
 from ..analyses.health import problems
 from ..facade.analysis import TraceAnalysis
+from ..safe_output import write_atomically
 from .html import Report, findings_list, note, table
 from .report_extra import (
     job_path_section,
@@ -328,7 +329,4 @@ def _health_section(report: Report, analysis: TraceAnalysis, summary) -> None:
 def write_report(
     analysis: TraceAnalysis, path: str | Path, title: str | None = None, snapshot=None
 ) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(build_report(analysis, title, snapshot), encoding="utf-8")
-    return path
+    return write_atomically(path, build_report(analysis, title, snapshot))

@@ -27,6 +27,7 @@ from ...kineto import CPU_COLLECTIVE, collective_kind
 from ...load.health_items import record
 from ...load.links import gather
 from ...load.rank_trace import RankTrace
+from ...load.ranks import RANK_LIMIT
 from .issue_order import issue_times
 from .metadata import (
     BYTES_PER_ELEMENT,
@@ -159,7 +160,7 @@ def _pg_config(trace: RankTrace) -> list[dict]:
 def _world_size(trace: RankTrace) -> int:
     """``distributedInfo.world_size`` (-1 when not recorded)."""
     size = (trace.metadata.get("distributedInfo") or {}).get("world_size")
-    return size if type(size) is int and size > 0 else -1
+    return size if type(size) is int and 0 < size <= RANK_LIMIT else -1
 
 
 def _cpu_calls(trace: RankTrace) -> pd.DataFrame:

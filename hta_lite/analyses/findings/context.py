@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ...intervals import sums_by_key
 from ...load.rank_trace import RankTrace
 from ..job_path import JobCriticalPath
 from ..job_path.segments import CALL_KEY
@@ -108,9 +109,9 @@ class Context:
     def main_rank(self, per_segment: np.ndarray) -> int | None:
         """The rank that holds more than half of ``per_segment`` (ns per segment), else None
         (a finding of the job)."""
-        per_rank = np.bincount(self.segments["rank"].to_numpy(), per_segment)
+        ranks, per_rank = sums_by_key(self.segments["rank"].to_numpy(), per_segment)
         worst = int(np.argmax(per_rank))
-        return worst if per_rank[worst] > 0.5 * per_rank.sum() else None
+        return int(ranks[worst]) if per_rank[worst] > 0.5 * per_rank.sum() else None
 
     def instance_of_segment(self, point: str = "target") -> np.ndarray:
         """The collective instance each segment ends at (``point="prev"``: starts after; -1:

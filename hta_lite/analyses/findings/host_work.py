@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from ...intervals import merge
+from ...intervals import merge, sums_by_key
 from ...units import fmt_us
 from .context import Context
 from .finding import Finding
@@ -45,14 +45,15 @@ def find(ctx: Context) -> list[Finding]:
 
     cut = _graph_cut(ctx, on_path, ranges, 1.0)
     low = _graph_cut(ctx, on_path, ranges, 0.5)
-    per_rank = np.bincount(ctx.segments["rank"].to_numpy(), on_path)
-    worst = int(np.argmax(per_rank))
+    ranks, per_rank = sums_by_key(ctx.segments["rank"].to_numpy(), on_path)
+    worst_at = int(np.argmax(per_rank))
+    worst = int(ranks[worst_at])
     names = sorted(set(ev.loc[inside, "name"].astype(str)) & _matching(ev, ctx.patterns))
     per_step = on_path.sum() / 1e3 / ctx.replay.n_steps
     evidence = (
         f"{fmt_us(per_step)} per step of data loading on the ranks' local paths"
         f" ({', '.join(names[:3]) or 'data loading'}); rank {worst}:"
-        f" {fmt_us(per_rank[worst] / 1e3 / ctx.replay.n_steps)} per step"
+        f" {fmt_us(per_rank[worst_at] / 1e3 / ctx.replay.n_steps)} per step"
     )
     return [
         Finding(

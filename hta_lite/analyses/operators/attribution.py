@@ -20,7 +20,7 @@ from functools import cached_property
 import numpy as np
 
 from ...kineto import CPU_OP_CATEGORY, GPU_WORK_CATEGORIES, GRAPH_LAUNCH_NAMES, memcpy_kind
-from ...load.links import gather, nearest_ancestor
+from ...load.links import ancestors_where, gather, nearest_ancestor
 from ...load.rank_trace import RankTrace
 from ..common import one_of
 
@@ -105,9 +105,4 @@ class Attribution:
     @cached_property
     def op_depth(self) -> np.ndarray:
         """Per ``cpu`` row: how many operators enclose it (0 for an outermost operator)."""
-        depth = np.zeros(len(self.parent_op), np.int64)
-        current = self.parent_op.copy()
-        while (current >= 0).any():
-            depth += current >= 0
-            current = np.where(current >= 0, self.parent_op[np.maximum(current, 0)], -1)
-        return depth
+        return ancestors_where(self.parent_op, self.is_op)
