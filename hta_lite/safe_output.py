@@ -87,10 +87,12 @@ class TerminalWriter:
     """A text stream that writes :func:`terminal_safe` text to ``stream``: the CLI prints
     through it, so no name from a trace reaches the terminal raw."""
 
-    def __init__(self, stream):
-        self.stream = stream
+    def __init__(self, stream, progress: bool = False):
+        self.stream, self.progress = stream, progress
 
     def write(self, text: str) -> int:
+        if self.progress:  # a progress bar redraws its line with a carriage return
+            return self.stream.write("\r".join(map(terminal_safe, text.split("\r"))))
         return self.stream.write(terminal_safe(text))
 
     def __getattr__(self, name: str):

@@ -24,6 +24,16 @@ def positive_limit(value: object, name: str) -> float:
     return number
 
 
+def number_argument(text: str) -> float:
+    """An argparse ``type``: a positive number (:func:`positive_limit`), else a usage error."""
+    import argparse
+
+    try:
+        return positive_limit(text, "the value")
+    except SettingError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def env_limit(name: str, default: float) -> float:
     """The limit ``$name`` sets (:func:`positive_limit`), ``default`` when it is unset or
     empty."""

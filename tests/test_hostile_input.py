@@ -286,7 +286,7 @@ def test_a_gzip_bomb_is_refused_before_memory_grows(tmp_path, monkeypatch, c_dec
     text_bytes = _bomb(folder / "rank-0.json.gz")
     compressed = (folder / "rank-0.json.gz").stat().st_size
     assert text_bytes / compressed > 200
-    with pytest.raises(TraceError, match=r"rank-0.json.gz: inflates to more than .* gzip bomb"):
+    with pytest.raises(TraceError, match=r"rank-0.json.gz: inflates (to )?more than .* gzip bomb"):
         TraceAnalysis(trace_dir=folder, cache=False, parallel=False)
     # a real trace as large as that is loaded when the limits say so
     options = LoadOptions(cache=False, parallel=False, max_inflate_ratio=10_000)

@@ -18,6 +18,8 @@ gate says which side lacks it and why, and checks the others.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -79,6 +81,10 @@ def regression_check(
     ``test``, ``change_pct``, ``regression``; ``not_compared`` says which side lacks a metric
     and why; ``regressed`` lists the metrics that grew by more than ``threshold``;
     ``regression`` is whether any did."""
+    if not (isinstance(threshold, (int, float)) and math.isfinite(threshold) and threshold >= 0):
+        from ..errors import SettingError
+
+        raise SettingError(f"threshold must be a finite number >= 0, not {threshold!r}")
     unknown = sorted(set(metrics) - set(METRICS))
     if unknown:
         from ..errors import SelectionError

@@ -50,7 +50,8 @@ class TraceAnalysis(
         trace_dir: folder with one ``*.json`` / ``*.json.gz`` file per rank.
         include_last_profiler_step: keep the last ProfilerStep (dropped by default, as in the
             reference, because the profiler usually cuts it short).
-        parallel, max_workers, on_error, progress, cache: keyword-only loader options
+        parallel, max_workers, on_error, progress, cache, start_method, max_inflate_ratio,
+            max_text_gb: keyword-only loader options
             (:class:`hta_lite.LoadOptions`), or ``options=LoadOptions(...)``. With
             ``on_error="skip"`` the files not loaded are in ``skipped_files`` (``{path:
             problem}``) and in :meth:`health`.
@@ -63,6 +64,8 @@ class TraceAnalysis(
     Raises:
         TraceError: a file cannot be loaded (``on_error="raise"``), or no file can; the message
             names the file and the problem.
+        SettingError: a limit (argument or ``HTA_LITE_*`` variable) that is not a positive
+            number or ``inf``.
 
     Example:
         >>> analysis = TraceAnalysis(trace_dir="sample_traces/two_ranks")

@@ -42,13 +42,17 @@ class TraceSet:
         cache: bool | str | Path | None = None,
         options: LoadOptions | None = None,
         graph_capture: str | Path | None = None,
+        start_method: str | None = None,
+        max_inflate_ratio: float | None = None,
+        max_text_gb: float | None = None,
     ):
         if isinstance(trace_files, (str, Path)):  # TraceAnalysis("traces/")
             trace_files, trace_dir = None, trace_files
         self.trace_dir = None if trace_dir is None else str(trace_dir)
         self.options = options or LoadOptions(
-            include_last_profiler_step, parallel, max_workers, on_error, progress, cache
-        )
+            include_last_profiler_step, parallel, max_workers, on_error, progress, cache,
+            start_method, max_inflate_ratio, max_text_gb,
+        )  # fmt: skip
         self.traces, self.skipped_files = load(trace_dir, trace_files, self.options)
         self.graph_sources = (
             [] if graph_capture is None else load_graph_sources(graph_capture, self.options)

@@ -13,6 +13,7 @@ from ..analyses.common import select, wanted
 from ..analyses.step_periodicity import periodicity
 from ..analyses.steps import profiled_steps
 from ..errors import MissingDataError, SelectionError
+from ..settings import positive_limit
 from .base import plots
 
 
@@ -114,6 +115,7 @@ class LongRuns:
 
     def _scored(self, metric, threshold, baseline, window, ranks) -> pd.DataFrame:
         """The scored steps, computed once per set of arguments (the traces do not change)."""
+        threshold = positive_limit(threshold, "threshold")
         key = (metric, threshold, baseline, window, None if ranks is None else tuple(ranks))
         cache = self.__dict__.setdefault("_scored_cache", {})
         if key not in cache:

@@ -72,15 +72,24 @@ def inflate_limit(compressed_bytes: int) -> int:
     return capped_int(min(ratio * max(compressed_bytes, 1), text_bytes))
 
 
-def too_large(path: Path | None, compressed_bytes: int) -> TraceReadError:
-    """The error of a gzip file that inflates past :func:`inflate_limit`, raised as soon as
-    it does (before memory grows further)."""
+def too_large(
+    path: Path | None, compressed_bytes: int, text: int = 0, read: int = 0
+) -> TraceReadError:
+    """The error of a gzip file that inflates past :func:`inflate_limit`, or past the ratio
+    limit in its first ``read`` bytes (``text`` bytes of text so far), raised as soon as it
+    does (before memory grows further)."""
     limit = inflate_limit(compressed_bytes)
     ratio, text_bytes = limits()
+    so_far = f"{text / 1e6:.1f} MB of text from its first {read:,}" if text else ""
     return TraceReadError(
         path,
-        f"inflates to more than {limit / (1 << 30):.2f} GiB of text ({compressed_bytes:,} bytes"
-        f" of gzip; limits: {ratio:g}x its size, {text_bytes / (1 << 30):g} GiB):"
+        (
+            f"inflates more than {ratio:g}x: {so_far} bytes of gzip"
+            if so_far and text <= limit
+            else f"inflates to more than {limit / (1 << 30):.2f} GiB of text"
+            f" from {compressed_bytes:,} bytes of gzip"
+        )
+        + f" (limits: {ratio:g}x its size, {text_bytes / (1 << 30):g} GiB):"
         " a gzip bomb, or a trace larger than the limits: raise them with"
         " HTA_LITE_MAX_INFLATE_RATIO / HTA_LITE_MAX_TEXT_GB or LoadOptions(max_inflate_ratio=...,"
         " max_text_gb=...)",
@@ -174,8 +183,10 @@ def text_reader(path: Path) -> Iterator[tuple[BinaryIO, int]]:
             raise TraceReadError(path, f"{problem} ({exc})") from None
 
 
+#: the most text one read gives (the running ratio is checked after each)
+_READ_BYTES = 8 << 20
 #: compressed bytes read before the running ratio is checked (a file's start may be denser)
-RATIO_SLACK_BYTES = 256 << 10
+RATIO_SLACK_BYTES = 64 << 10
 
 
 class _Bounded:
@@ -194,7 +205,7 @@ class _Bounded:
         if self.given > self.limit or (
             self.given > self.ratio * (self.file.tell() + RATIO_SLACK_BYTES)
         ):
-            raise too_large(self.path, _size_of(self.file))
+            raise too_large(self.path, _size_of(self.file), self.given, self.file.tell())
         return read
 
 
@@ -221,7 +232,7 @@ def gunzip(data: bytes, path: Path | None = None) -> bytearray:
             if more <= 0:
                 raise too_large(path, len(data))
             text.extend(bytes(more))
-        with memoryview(text) as view, view[filled:] as room:
+        with memoryview(text) as view, view[filled : filled + _READ_BYTES] as room:
             read = reader.readinto(room)
         if not read:
             break

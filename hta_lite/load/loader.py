@@ -31,6 +31,7 @@ from ..errors import (
     TraceParseError,
     TraceReadError,
 )
+from ..settings import positive_limit
 from . import cache, decode, gzip_text, stream
 from .health_items import record
 from .rank_trace import RankTrace, parse_file
@@ -80,6 +81,17 @@ class LoadOptions:
     def __post_init__(self):
         if self.on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {ON_ERROR}, not {self.on_error!r}")
+        for name in ("max_inflate_ratio", "max_text_gb"):
+            if getattr(self, name) is not None:
+                positive_limit(getattr(self, name), name)
+
+    def check_settings(self) -> None:
+        """A :class:`~hta_lite.errors.SettingError` now, in the caller, for a bad limit in the
+        environment (not a failed file per worker later)."""
+        with gzip_text.inflate_limits(self.max_inflate_ratio, self.max_text_gb):
+            gzip_text.limits()
+        if self.cache_root is not None:
+            cache.max_bytes()
 
     @property
     def cache_root(self) -> Path | None:
@@ -315,6 +327,7 @@ def load(
     """Load every rank; returns ``(traces_by_rank, skipped_files)`` (``{path: problem}`` of the
     files not loaded, with ``on_error="skip"`` or ``"warn"``)."""
     options = options or LoadOptions()
+    options.check_settings()
     warn = warn or (lambda msg: warnings.warn(msg, stacklevel=3))
     jobs = jobs_for(trace_dir, trace_files)
     if decode.C_NOT_BUILT and not _SAID["c_not_built"]:

@@ -180,6 +180,7 @@ def summarize_folder(
         / ``"warn"``.
     """
     options = options or LoadOptions(**option_kwargs)
+    options.check_settings()
     jobs = [(p, None) for p in discover(trace_dir)]
     results = run_jobs(functools.partial(_summarize_job, options=options), jobs, executor, options)
     if options.cache_root is not None:

@@ -14,8 +14,8 @@ import sys
 from importlib.util import find_spec
 from pathlib import Path
 
-from ..errors import TraceError
-from ..safe_output import csv_safe, write_atomically, write_csv
+from ..errors import SettingError, TraceError
+from ..safe_output import TerminalWriter, csv_safe, write_atomically, write_csv
 from . import diff_cli, findings_cli, snapshot_cli, steps_cli
 
 FORMATS = ("table", "json", "csv", "parquet")
@@ -126,7 +126,10 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--control-rank", type=int)
     diff.add_argument("--test-rank", type=int)
     diff.add_argument(
-        "--threshold", default="5%", help="allowed increase of the gate metric, e.g. 5%% or 0.05"
+        "--threshold",
+        default=0.05,
+        type=diff_cli.parse_threshold,
+        help="allowed increase of the gate metric, e.g. 5%% or 0.05",
     )
     diff.add_argument(
         "--metric",
@@ -334,8 +337,17 @@ def main(argv: list[str] | None = None) -> int:
         "steps": lambda args: steps_cli.run(args, _load),
         "findings": lambda args: findings_cli.run(args, _load),
     }
+    out, err = sys.stdout, sys.stderr
+    # every name from a trace printed with its control characters escaped
+    sys.stdout, sys.stderr = TerminalWriter(out), TerminalWriter(err, progress=True)
     try:
         return commands[args.command](args)
+    except BrokenPipeError:  # the reader stopped (| head): not a failure of the analysis
+        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())  # no error at exit's flush
+        return 141  # as a shell reports a command ended by SIGPIPE
+    except SettingError as exc:
+        print(f"hta-lite: error: {exc}", file=sys.stderr)
+        return 2
     except TraceError as exc:
         if args.debug:
             raise
@@ -350,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 3
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 if __name__ == "__main__":  # pragma: no cover

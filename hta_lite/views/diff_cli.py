@@ -4,14 +4,23 @@ findings that appeared, grew, shrank or disappeared (``TraceDiff.compare``)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from ..safe_output import write_atomically
 
 
 def parse_threshold(text: str) -> float:
-    value = float(text.rstrip("%"))
-    return value / 100.0 if text.endswith("%") or value > 1 else value
+    """``5%`` or ``0.05`` as a fraction (a number above 1 is a percentage); anything but a
+    finite number >= 0 is a usage error (argparse's exit code 2): a ``nan`` threshold would make
+    every comparison pass."""
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"not a finite threshold >= 0: {text!r} (e.g. 5% or 0.05)")
+    return value / 100.0 if text.strip().endswith("%") or value > 1 else value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         args.test,
         control_rank,
         test_rank,
-        threshold=parse_threshold(args.threshold),
+        threshold=args.threshold,
         top=args.top,
         metrics=args.metric,
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..settings import number_argument
+
 ANOMALY_COLUMNS = ["rank", "step", "step_time", "typical", "score", "cause", "cause_excess(us)",
                    "origin_rank"]  # fmt: skip
 
@@ -20,7 +22,9 @@ def anomaly_columns(scored) -> list[str]:
 def add_parser(sub, common) -> None:
     cmd = sub.add_parser("steps", help="anomalous and periodic steps: which, why, who caused them")
     cmd.add_argument("trace_dir")
-    cmd.add_argument("--threshold", type=float, default=3.5, help="score cut (default 3.5)")
+    cmd.add_argument(
+        "--threshold", type=number_argument, default=3.5, help="score cut (default 3.5)"
+    )
     cmd.add_argument(
         "--baseline", choices=("median", "rolling"), default="median",
         help="the typical step: the run's median, or a rolling one (a drifting run)",
