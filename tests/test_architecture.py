@@ -15,8 +15,8 @@ from hta_lite import TraceAnalysis, TraceDiff
 PACKAGE = Path(hta_lite.__file__).parent
 # lowest first: a module may import from its own layer and the ones before it, never after
 LAYERS = [
-    ("kineto", "errors", "intervals", "classify", "units", "settings", "safe_output"),  # vocabulary,
-    # shared math, units, validated settings, safe writes and printing
+    # vocabulary, shared math, units, validated settings, safe writes and printing
+    ("kineto", "errors", "intervals", "classify", "units", "settings", "safe_output"),
     ("load",),  # files -> typed tables
     ("analyses",),  # tables -> DataFrames
     ("plots",),  # DataFrames -> figures

@@ -19,7 +19,7 @@ from conftest import SAMPLES
 from synth import TraceBuilder
 
 from hta_lite import LoadOptions, TraceAnalysis
-from hta_lite.errors import OutputError, SettingError, TraceError, TraceFormatError, TraceReadError
+from hta_lite.errors import OutputError, SettingError, TraceFormatError, TraceReadError
 from hta_lite.load import cache as trace_cache
 from hta_lite.load import gzip_text
 from hta_lite.load.links import ancestors_where, nearest_ancestor
@@ -165,11 +165,11 @@ def test_a_file_rewritten_under_a_reopened_rank_is_never_mixed(tmp_path):
     b.write(traces / "rank-0.json")
     TraceAnalysis(trace_dir=traces, cache=root, parallel=False)
     reopened = TraceAnalysis(trace_dir=traces, cache=root, parallel=False)
-    reopened.trace(0).cpu  # one table read, the others not yet
+    assert len(reopened.trace(0).cpu)  # one table read, the others not yet
     trace_cache.evict(root, limit=0)
     b.kernel("k2", 150, 5, launch_ts=140).write(traces / "rank-0.json")
     with pytest.raises(TraceReadError, match="changed after it was loaded"):
-        reopened.trace(0).gpu
+        _ = reopened.trace(0).gpu
 
 
 def test_a_read_only_cache_is_read(tmp_path, monkeypatch):
