@@ -16,7 +16,7 @@ from ..analyses.memory_snapshot import timeline as tl
 from ..analyses.memory_snapshot.sites import stack_text
 from ..analyses.memory_snapshot.summary import summary as summarize
 from ..analyses.memory_snapshot.tables import tables
-from ..errors import MissingDataError, SelectionError
+from ..errors import MissingDataError, SelectionError, SnapshotError
 from ..load.snapshot import read_snapshot_columns
 
 
@@ -58,8 +58,12 @@ class MemorySnapshot:
     def __init__(self, path: str | Path):
         self.path = str(path)
         data, columns = read_snapshot_columns(path)
-        self.allocator_settings = data.get("allocator_settings") or {}
-        self._tables = tables(data, columns)
+        settings = data.get("allocator_settings")
+        self.allocator_settings = settings if isinstance(settings, dict) else {}
+        try:
+            self._tables = tables(data, columns)
+        except SnapshotError as exc:
+            raise SnapshotError(path, exc.problem) from None
 
     def __repr__(self) -> str:
         s = self.summary()

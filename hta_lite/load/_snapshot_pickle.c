@@ -20,11 +20,15 @@
    columns: {"rows": n, "action": int32 codes (bytearray), "actions": [names by code],
              "addr", "size", "stream", "time_us", "device_free": int64 (bytearray),
              "stack": int32 (-1: no frames), "stacks": [one list of frames per stack],
-             "owner": int64 id of the list holding each row, "position": int64 its place there}
+             "owner": int64 index in "owners" of the list holding each row, "position": int64
+             its place there, "owners": [the lists rows were put in]}
 
-   Anything that would not be the same as the plain unpickler's data -- an entry met twice
-   (through the memo) or not held by a list, a field of another type, a dict the memo
-   refers to before it is complete -- also returns None. */
+   It takes exactly what the restricted unpickler (plain_pickle.py) takes, or less: integers of
+   int64 (LONG1 of 8 bytes at most, no LONG4), memo slots in order, a FRAME no longer than the
+   rest of the file. Anything that would not be the same as the plain unpickler's data -- an
+   entry met twice (through the memo) or not held by a list, a field of another type, a dict
+   the memo refers to before it is complete, an APPEND to a list already read as an entry's
+   frames -- also returns None. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -51,6 +55,7 @@ typedef struct {
 
 typedef struct {
     const unsigned char *p, *end;
+    const unsigned char *frame_end; /* the end of the FRAME being read, NULL outside frames */
     Value *stack;
     Py_ssize_t depth, stack_cap;
     Py_ssize_t *marks;
@@ -73,6 +78,15 @@ typedef struct {
     /* key objects met (the memo shares them) and their field: no string compare per entry */
     PyObject *seen_key[32];
     int seen_field[32], n_seen;
+    /* every list whose items became a stack (an entry's frames): a later APPEND to one would
+       change that entry's frames after its row was written, so it declines */
+    uintptr_t *frozen;
+    int64_t frozen_cap, n_frozen;
+    PyObject *frozen_lists; /* held: no other list takes the address of one */
+    /* the lists rows were appended to, held (so no other list can take the address of one)
+       and named by their index in the owner column */
+    PyObject *owners;
+    PyObject *last_owner;
     /* frames lists met, by identity: their stack (a list the memo shares is hashed once) */
     PyObject *known_list[1024];
     int64_t known_stack[1024];
@@ -107,6 +121,51 @@ static int column_put(Column *c, const void *value, Py_ssize_t width) {
     }
     memcpy(PyByteArray_AS_STRING(c->array) + c->used, value, width);
     c->used += width;
+    return 0;
+}
+
+static uint64_t mix_ptr(uintptr_t p) {
+    uint64_t h = (uint64_t)p * 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 31);
+}
+
+/* Record that ``list`` is an entry's frames (0, or -1: out of memory). */
+static int freeze(Reader *r, PyObject *list) {
+    if (2 * (r->n_frozen + 1) > r->frozen_cap) {
+        int64_t cap = r->frozen_cap ? r->frozen_cap * 2 : 1024;
+        uintptr_t *grown = PyMem_Calloc(cap, sizeof(uintptr_t));
+        if (!grown) return -1;
+        for (int64_t k = 0; k < r->frozen_cap; k++) {
+            uintptr_t p = r->frozen[k];
+            if (!p) continue;
+            int64_t at = (int64_t)(mix_ptr(p) & (uint64_t)(cap - 1));
+            while (grown[at]) at = (at + 1) & (cap - 1);
+            grown[at] = p;
+        }
+        PyMem_Free(r->frozen);
+        r->frozen = grown;
+        r->frozen_cap = cap;
+    }
+    uintptr_t p = (uintptr_t)list;
+    int64_t at = (int64_t)(mix_ptr(p) & (uint64_t)(r->frozen_cap - 1));
+    while (r->frozen[at]) {
+        if (r->frozen[at] == p) return 0;
+        at = (at + 1) & (r->frozen_cap - 1);
+    }
+    if (PyList_Append(r->frozen_lists, list) < 0) return -1;
+    r->frozen[at] = p;
+    r->n_frozen++;
+    return 0;
+}
+
+static int is_frozen(Reader *r, PyObject *list) {
+    if (!r->frozen_cap) return 0;
+    uintptr_t p = (uintptr_t)list;
+    int64_t at = (int64_t)(mix_ptr(p) & (uint64_t)(r->frozen_cap - 1));
+    while (r->frozen[at]) {
+        if (r->frozen[at] == p) return 1;
+        at = (at + 1) & (r->frozen_cap - 1);
+    }
     return 0;
 }
 
@@ -170,8 +229,13 @@ static PyObject *to_obj(Reader *r, Value *v) {
     }
 }
 
+/* Where the values since the last MARK start: the unpickler keeps them as a stack of their own,
+   so no opcode reaches a value below it (a SETITEM, APPEND, TUPLE, DUP, memo put or STOP that
+   would is an error there, and declines here). */
+static Py_ssize_t base(Reader *r) { return r->n_marks ? r->marks[r->n_marks - 1] : 0; }
+
 static int memo_put(Reader *r, Py_ssize_t slot) {
-    if (r->depth == 0) return -1;
+    if (r->depth <= base(r) || slot < 0 || slot > r->memo_len) return -1; /* a pickler numbers in order */
     if (slot >= r->memo_cap) {
         Py_ssize_t cap = r->memo_cap ? r->memo_cap : 1024;
         while (cap <= slot) cap *= 2;
@@ -272,7 +336,7 @@ static int64_t stack_of_items(Reader *r, PyObject **items, Py_ssize_t n, PyObjec
             PyList_SET_ITEM(list, k, items[k]);
         }
     }
-    int bad = PyList_Append(r->stacks, list) < 0;
+    int bad = PyList_Append(r->stacks, list) < 0 || freeze(r, list) < 0;
     Py_DECREF(list);
     if (bad) return -2;
     r->stack_hash[at] = h;
@@ -282,6 +346,7 @@ static int64_t stack_of_items(Reader *r, PyObject **items, Py_ssize_t n, PyObjec
 
 static int64_t stack_of(Reader *r, PyObject *frames) {
     Py_ssize_t n = PyList_GET_SIZE(frames);
+    if (freeze(r, frames) < 0) return -2;
     size_t at = ((uintptr_t)frames >> 4) & 1023;
     int64_t known = r->known_stack[at];
     if (r->known_list[at] == frames &&
@@ -340,7 +405,12 @@ static int entry_row(Reader *r, Py_ssize_t k) {
             if ((action = action_code(r, value->o)) < 0) return -1;
         } else if (field == F_FRAMES) {
             if (value->kind != K_OBJ) return -1;
-            if (value->o == Py_None || (PyList_CheckExact(value->o) && !PyList_GET_SIZE(value->o))) {
+            if (value->o == Py_None) {
+                stack = -1;
+                continue;
+            }
+            if (PyList_CheckExact(value->o) && !PyList_GET_SIZE(value->o)) {
+                if (freeze(r, value->o) < 0) return -1; /* filled later: another stack */
                 stack = -1;
                 continue;
             }
@@ -366,7 +436,7 @@ static int entry_row(Reader *r, Py_ssize_t k) {
 }
 
 static int setitems(Reader *r, Py_ssize_t k) {
-    if (k < 1 || ((r->depth - k) & 1)) return -1;
+    if (k < 1 || k - 1 < base(r) || ((r->depth - k) & 1)) return -1;
     Value *target = &r->stack[k - 1];
     if (target->kind == K_LAZY) {
         int is_entry = 0;
@@ -403,15 +473,20 @@ static int setitems(Reader *r, Py_ssize_t k) {
 }
 
 static int appends(Reader *r, Py_ssize_t k) {
-    if (k < 1) return -1;
+    if (k < 1 || k - 1 < base(r)) return -1;
     Value *target = &r->stack[k - 1];
     if (target->kind != K_OBJ || !PyList_CheckExact(target->o)) return -1;
+    if (is_frozen(r, target->o)) return -1; /* an entry's frames, changed after its row */
     for (Py_ssize_t j = k; j < r->depth; j++) {
         Value *v = &r->stack[j];
         PyObject *item;
         if (v->kind == K_ROW) {
             if (r->materialized[v->i]++) return -1; /* the same entry twice */
-            int64_t owner = (int64_t)(uintptr_t)target->o;
+            if (target->o != r->last_owner) { /* held: its address names no other list */
+                if (PyList_Append(r->owners, target->o) < 0) return -1;
+                r->last_owner = target->o;
+            }
+            int64_t owner = PyList_GET_SIZE(r->owners) - 1;
             int64_t position = PyList_GET_SIZE(target->o);
             if (column_put(&r->owner, &owner, 8) < 0 || column_put(&r->position, &position, 8) < 0)
                 return -1;
@@ -432,6 +507,7 @@ static int appends(Reader *r, Py_ssize_t k) {
 }
 
 static PyObject *tuple_of(Reader *r, Py_ssize_t k) {
+    if (k < base(r)) return NULL;
     PyObject *t = PyTuple_New(r->depth - k);
     if (!t) return NULL;
     for (Py_ssize_t j = k; j < r->depth; j++) {
@@ -454,25 +530,14 @@ static uint64_t le(const unsigned char *p, int n) {
     return v;
 }
 
-static int read_long(Reader *r, Py_ssize_t n) {
-    if (n < 0 || !need(r, n)) return -1;
+static int read_long(Reader *r, Py_ssize_t n) { /* 0 <= n <= 8: an int64 */
+    if (n < 0 || n > 8 || !need(r, n)) return -1;
     const unsigned char *b = r->p;
     r->p += n;
     if (n == 0) return push_int(r, 0);
-    if (n <= 8) {
-        uint64_t u = le(b, (int)n);
-        if (n < 8 && (b[n - 1] & 0x80)) u |= ~(uint64_t)0 << (8 * n); /* sign */
-        return push_int(r, (int64_t)u);
-    }
-    /* int.from_bytes(b, "little", signed=True) */
-    PyObject *args = Py_BuildValue("(y#s)", (const char *)b, n, "little");
-    PyObject *kw = Py_BuildValue("{s:O}", "signed", Py_True);
-    PyObject *from = PyObject_GetAttrString((PyObject *)&PyLong_Type, "from_bytes");
-    PyObject *out = (args && kw && from) ? PyObject_Call(from, args, kw) : NULL;
-    Py_XDECREF(args);
-    Py_XDECREF(kw);
-    Py_XDECREF(from);
-    return push_obj(r, out);
+    uint64_t u = le(b, (int)n);
+    if (n < 8 && (b[n - 1] & 0x80)) u |= ~(uint64_t)0 << (8 * n); /* sign */
+    return push_int(r, (int64_t)u);
 }
 
 static int read_text(Reader *r, Py_ssize_t n, int unicode) {
@@ -585,6 +650,8 @@ static int fast_entry(Reader *r) {
                         int64_t s = stack_of(r, v->o);
                         if (s < 0) return -1;
                         stack = (int32_t)s;
+                    } else if (freeze(r, v->o) < 0) {
+                        return -1;
                     }
                 }
             }
@@ -607,6 +674,7 @@ static int fast_entry(Reader *r) {
         PyObject *list = stack >= 0 ? PyList_GET_ITEM(r->stacks, stack) : PyList_New(0);
         if (!list) return -1;
         if (stack >= 0) Py_INCREF(list);
+        else if (freeze(r, list) < 0) return -1; /* held by the memo below */
         if (push_obj(r, list) < 0 || memo_put(r, r->memo_len) < 0) return -1;
         pop_to(r, r->depth - 1);
     }
@@ -614,22 +682,29 @@ static int fast_entry(Reader *r) {
     return 1;
 }
 
-/* 1: STOP read; 0: go on; -1: give up. */
+/* 1: STOP read; 0: go on; -1: give up. A frame must end where an opcode starts (a pickler
+   always ends one there; the unpickler would read an opcode cut by a frame's end otherwise). */
 static int step(Reader *r) {
+    if (r->frame_end) {
+        if (r->p > r->frame_end) return -1; /* an opcode ran past its frame's end */
+        if (r->p == r->frame_end) r->frame_end = NULL;
+    }
     if (!need(r, 1)) return -1;
     unsigned char op = *r->p++;
     Py_ssize_t k;
     switch (op) {
     case 0x80: /* PROTO */
-        if (!need(r, 1) || *r->p < 2) return -1;
+        if (!need(r, 1) || *r->p < 2 || *r->p > 5) return -1; /* as the unpickler: <= 5 */
         r->p++;
         return 0;
-    case 0x95: /* FRAME */
-        if (!need(r, 8)) return -1;
+    case 0x95: /* FRAME: never inside another, never past the end of the data */
+        if (r->frame_end || !need(r, 8) || le(r->p, 8) > (uint64_t)(r->end - r->p - 8))
+            return -1;
+        r->frame_end = r->p + 8 + le(r->p, 8);
         r->p += 8;
         return 0;
     case '.': /* STOP */
-        return 1;
+        return r->depth > base(r) ? 1 : -1;
     case '(': /* MARK */
         if (r->n_marks == r->marks_cap) {
             Py_ssize_t cap = r->marks_cap ? r->marks_cap * 2 : 64;
@@ -640,16 +715,21 @@ static int step(Reader *r) {
         }
         r->marks[r->n_marks++] = r->depth;
         return 0;
-    case '0': /* POP */
-        if (r->depth == 0) return -1;
-        pop_to(r, r->depth - 1);
+    case '0': /* POP: the last value, or the MARK right below it (as the unpickler does) */
+        if (r->depth > base(r)) {
+            pop_to(r, r->depth - 1);
+        } else if (r->n_marks) {
+            r->n_marks--;
+        } else {
+            return -1;
+        }
         return 0;
     case '1': /* POP_MARK */
         if ((k = pop_mark(r)) < 0) return -1;
         pop_to(r, k);
         return 0;
     case '2': /* DUP */
-        if (r->depth == 0 || r->stack[r->depth - 1].kind == K_LAZY ||
+        if (r->depth <= base(r) || r->stack[r->depth - 1].kind == K_LAZY ||
             r->stack[r->depth - 1].kind == K_ROW)
             return -1;
         {
@@ -678,13 +758,9 @@ static int step(Reader *r) {
         if (!need(r, 2)) return -1;
         r->p += 2;
         return push_int(r, (int64_t)le(r->p - 2, 2));
-    case 0x8a: /* LONG1 */
-        if (!need(r, 1)) return -1;
+    case 0x8a: /* LONG1; past int64 (more than 8 bytes) no snapshot value is */
+        if (!need(r, 1) || *r->p > 8) return -1;
         return read_long(r, *r->p++);
-    case 0x8b: /* LONG4 */
-        if (!need(r, 4)) return -1;
-        r->p += 4;
-        return read_long(r, (int32_t)le(r->p - 4, 4));
     case 'G': { /* BINFLOAT, big-endian */
         if (!need(r, 8)) return -1;
         double d = PyFloat_Unpack8((const char *)r->p, 0);
@@ -717,7 +793,10 @@ static int step(Reader *r) {
     case ']':
         return push_obj(r, PyList_New(0));
     case '}': {
+        const unsigned char *end = r->end; /* the fast path stays within the frame */
+        if (r->frame_end) r->end = r->frame_end;
         int fast = fast_entry(r);
+        r->end = end;
         if (fast) return fast < 0 ? -1 : 0;
         Value v = {K_LAZY, 0, NULL, -1};
         return push(r, v);
@@ -786,6 +865,9 @@ static void reader_free(Reader *r) {
     PyMem_Free(r->materialized);
     PyMem_Free(r->stack_hash);
     PyMem_Free(r->stack_slot);
+    PyMem_Free(r->frozen);
+    Py_XDECREF(r->owners);
+    Py_XDECREF(r->frozen_lists);
     Column *cols[N_COLUMNS];
     columns_of(r, cols);
     for (int k = 0; k < N_COLUMNS; k++) Py_XDECREF(cols[k]->array);
@@ -818,6 +900,8 @@ static PyObject *read_pickle(PyObject *self, PyObject *arg) {
     r.action_codes = PyDict_New();
     r.actions = PyList_New(0);
     r.stacks = PyList_New(0);
+    r.owners = PyList_New(0);
+    r.frozen_lists = PyList_New(0);
     r.k_action = PyUnicode_FromString("action");
     r.k_addr = PyUnicode_FromString("addr");
     r.k_size = PyUnicode_FromString("size");
@@ -825,7 +909,7 @@ static PyObject *read_pickle(PyObject *self, PyObject *arg) {
     r.k_time_us = PyUnicode_FromString("time_us");
     r.k_device_free = PyUnicode_FromString("device_free");
     r.k_frames = PyUnicode_FromString("frames");
-    ok &= r.action_codes && r.actions && r.stacks && r.k_action && r.k_addr && r.k_size &&
+    ok &= r.action_codes && r.actions && r.stacks && r.owners && r.frozen_lists && r.k_action && r.k_addr && r.k_size &&
           r.k_stream && r.k_time_us && r.k_device_free && r.k_frames;
     int status = ok ? 0 : -1;
     while (status == 0) status = step(&r);
@@ -833,12 +917,13 @@ static PyObject *read_pickle(PyObject *self, PyObject *arg) {
     if (status == 1 && r.depth == 1 && r.stack[0].kind == K_OBJ &&
         r.owner.used / 8 == r.rows) {
         PyObject *columns = Py_BuildValue(
-            "{s:L,s:N,s:O,s:N,s:N,s:N,s:N,s:N,s:N,s:O,s:N,s:N}", "rows", (long long)r.rows,
+            "{s:L,s:N,s:O,s:N,s:N,s:N,s:N,s:N,s:N,s:O,s:N,s:N,s:O}", "rows", (long long)r.rows,
             "action", column_bytes(&r.action), "actions", r.actions, "addr",
             column_bytes(&r.addr), "size", column_bytes(&r.size), "stream",
             column_bytes(&r.stream), "time_us", column_bytes(&r.time_us), "device_free",
             column_bytes(&r.device_free), "stack", column_bytes(&r.stack_id), "stacks",
-            r.stacks, "owner", column_bytes(&r.owner), "position", column_bytes(&r.position));
+            r.stacks, "owner", column_bytes(&r.owner), "position", column_bytes(&r.position),
+            "owners", r.owners);
         if (columns) out = Py_BuildValue("(ON)", r.stack[0].o, columns);
     }
     if (!out) {

@@ -1,10 +1,11 @@
 """Reading a CUDA memory snapshot (``torch.cuda.memory._dump_snapshot``): a pickled dict.
 
-Untrusted input, so the file is read by an unpickler that refuses every global: a snapshot holds
-only dicts, lists, tuples, strings, numbers (integers of any size) and booleans, and a pickle
-needs a global for anything that could run (a class to build, a function to call). Such a file
-is a :class:`~hta_lite.errors.SnapshotError` naming the global, raised when the unpickler meets
-it, before it is looked up: nothing from the file executes. Gzip-compressed pickles are read
+Untrusted input, so the file is read by an unpickler of plain data (:mod:`.plain_pickle`): a
+snapshot holds only dicts, lists, tuples, strings, int64 integers, floats and booleans, and a
+pickle needs a global for anything that could run (a class to build, a function to call). Such a
+file, or one that asks for more than plain data or more memory than its size, is a
+:class:`~hta_lite.errors.SnapshotError` naming the file (and the global), raised before anything
+is looked up: nothing from the file executes. Gzip-compressed pickles are read
 too (the gzip bomb limits of trace files apply). A ``torch.save`` zip, JSON, a truncated or
 corrupt file, or a pickle that is not a snapshot dict is a clear error naming the file.
 """
@@ -12,15 +13,14 @@ corrupt file, or a pickle that is not a snapshot dict is a clear error naming th
 from __future__ import annotations
 
 import gc
-import io
 import os
-import pickle
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import SnapshotError, TraceReadError
 from . import gzip_text
+from .plain_pickle import PlainData
 
 try:  # the optional C reader (setup.py); without it the restricted unpickler reads every file
     from . import _snapshot_pickle
@@ -28,24 +28,6 @@ except ImportError:  # pragma: no cover - depends on the build
     _snapshot_pickle = None
 if os.environ.get("HTA_LITE_NO_C"):  # as for the trace decoder: rule the C readers out
     _snapshot_pickle = None
-
-
-class _PlainData(pickle.Unpickler):
-    """An unpickler for plain data: every global and persistent id is refused."""
-
-    def __init__(self, file, path: Path):
-        super().__init__(file)
-        self.path = path
-
-    def find_class(self, module: str, name: str):
-        raise SnapshotError(
-            self.path,
-            f"the pickle names the Python global {module}.{name}, which a memory snapshot never"
-            " does: refused, and nothing from the file was run",
-        )
-
-    def persistent_load(self, pid):
-        raise SnapshotError(self.path, "the pickle refers to persistent objects: not a snapshot")
 
 
 def read_snapshot(path: str | Path) -> dict:
@@ -78,13 +60,7 @@ def read_snapshot_columns(path: str | Path, columns: bool = True) -> tuple[dict,
     collecting = gc.isenabled()
     gc.disable()  # millions of dicts and no cycles: the collector's passes would double the time
     try:
-        snapshot = _PlainData(io.BytesIO(data), path).load()
-    except SnapshotError:
-        raise
-    except (EOFError, pickle.UnpicklingError, ValueError, IndexError, TypeError) as exc:
-        raise SnapshotError(path, f"not a readable pickle, or cut short ({exc})") from None
-    except RecursionError:
-        raise SnapshotError(path, "a pickle nested too deeply to be a snapshot") from None
+        snapshot = PlainData(data, path).load()
     finally:
         if collecting:
             gc.enable()
@@ -105,9 +81,10 @@ def _rows_in_traces(snapshot: dict, columns: dict) -> bool:
     if not isinstance(traces, list):
         return columns["rows"] == 0
     lists = [t for t in traces if isinstance(t, list)]
-    owners = {id(t) for t in lists}
+    ids = {id(t) for t in lists}  # the lists and the reader's owners are alive: ids are theirs
     held = sum(len(t) for t in lists)
-    if held != columns["rows"] or len(owners) != len(lists):
+    if held != columns["rows"] or len(ids) != len(lists):
         return False
-    owner = np.unique(np.frombuffer(columns["owner"], np.int64)).tolist()
-    return set(owner) <= owners and all(t.count(None) == len(t) for t in lists)
+    used = np.unique(np.frombuffer(columns["owner"], np.int64)).tolist()
+    owners = columns["owners"]
+    return all(id(owners[k]) in ids for k in used) and all(t.count(None) == len(t) for t in lists)

@@ -34,15 +34,17 @@ SOURCE = ROOT / "hta_lite" / "load" / "_fastjson.c"
 SANITIZERS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
 
 
-def build(folder: Path, coverage: bool) -> Path:
-    """The decoder as module ``_fastjson`` in ``folder``, sanitized (and gcov-instrumented)."""
+def build(folder: Path, coverage: bool, original: Path = SOURCE) -> Path:
+    """The C extension ``original`` (default: the decoder) as a module in ``folder``, sanitized
+    (and gcov-instrumented)."""
     include = sysconfig.get_paths()["include"]
-    target = folder / f"_fastjson{sysconfig.get_config_var('EXT_SUFFIX')}"
+    name = original.stem
+    target = folder / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}"
     flags = ["-O1", "-g", "-fno-omit-frame-pointer", "-fPIC", *SANITIZERS]
     if coverage:
         flags += ["--coverage"]
-    source, obj = folder / "_fastjson.c", folder / "_fastjson.o"  # gcov's files go next to them
-    source.write_bytes(SOURCE.read_bytes())
+    source, obj = folder / f"{name}.c", folder / f"{name}.o"  # gcov's files go next to them
+    source.write_bytes(original.read_bytes())
     subprocess.run(["gcc", *flags, "-c", f"-I{include}", str(source), "-o", str(obj)], check=True)
     subprocess.run(["gcc", *flags, "-shared", str(obj), "-o", str(target)], check=True)
     return target

@@ -51,7 +51,7 @@ def user_frame(frame) -> str | None:
         return None
     if any(part in filename for part in _LIBRARY):
         return None
-    return f"{filename.rsplit('/', 1)[-1]}:{frame.get('line')} {frame.get('name')}"
+    return f"{filename.rsplit('/', 1)[-1]}:{_plain(frame.get('line'))} {_plain(frame.get('name'))}"
 
 
 def stack_text(frames) -> str:
@@ -61,5 +61,12 @@ def stack_text(frames) -> str:
     lines = []
     for f in frames:
         if isinstance(f, dict):
-            lines.append(f"{f.get('filename')}:{f.get('line')} {f.get('name')}")
+            lines.append(
+                f"{_plain(f.get('filename'))}:{_plain(f.get('line'))} {_plain(f.get('name'))}"
+            )
     return "\n".join(lines)
+
+
+def _plain(value) -> str:
+    """A frame field as text: only text and numbers are shown (a list holding itself is not)."""
+    return str(value) if isinstance(value, (str, int, float)) else "?"

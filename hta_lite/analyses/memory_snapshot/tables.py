@@ -12,9 +12,11 @@
   ``addr``, ``size`` (bytes), ``stream``, ``time_us``, ``device_free`` (bytes CUDA had free, on
   ``oom`` entries; -1 elsewhere).
 
-Integers may be of any size in a pickle: a column is int64 when every value fits, else holds
-Python integers (object). A record that is not a dict, or a size that is not an integer, is left
-out and counted in ``problems`` (``{what: count}``).
+Integers are int64 (the reader refuses others). A record that is not a dict, or a size that is
+not an integer, is left out and counted in ``problems`` (``{what: count}``); a text field that
+is not text (a segment type, a pool id) is read as absent and counted. A size past
+:data:`SIZE_LIMIT`, or sizes whose total passes int64, are a :class:`SnapshotError` (no device
+has that memory; sums of them would wrap).
 """
 
 from __future__ import annotations
@@ -27,10 +29,13 @@ from operator import itemgetter
 import numpy as np
 import pandas as pd
 
+from ...errors import SnapshotError
 from .sites import Sites
 
 SEGMENT_INTS = ("address", "total_size", "allocated_size", "active_size", "requested_size")
 INT64 = (-(2**63), 2**63 - 1)
+#: the largest size of a block, segment or allocation read (16 TiB: 50x the largest GPU's memory)
+SIZE_LIMIT = 2**44
 
 
 @dataclass
@@ -60,7 +65,26 @@ def tables(snapshot: dict, columns: dict | None = None) -> SnapshotTables:
     finally:
         if collecting:
             gc.enable()
+    _check_sizes(segments, ["total_size", "allocated_size", "active_size", "requested_size"])
+    _check_sizes(blocks, ["size", "requested_size"])
+    _check_sizes(entries, ["size"])
     return SnapshotTables(segments, blocks, entries, block_frames, entry_frames, sites, problems)
+
+
+def _check_sizes(table: pd.DataFrame, columns: list[str]) -> None:
+    """A :class:`SnapshotError` (without a path: the caller names the file) for a size past
+    :data:`SIZE_LIMIT` or sizes adding up past int64."""
+    for name in columns:
+        values = table[name].to_numpy()
+        if not len(values):
+            continue
+        largest = int(np.abs(values).max()) if values.dtype != object else max(map(abs, values))
+        if largest > SIZE_LIMIT:
+            raise SnapshotError(
+                None, f"a {name} of {largest:,} bytes, past 16 TiB: not a snapshot of a device"
+            )
+        if float(np.abs(values.astype(np.float64)).sum()) >= 2**62:
+            raise SnapshotError(None, f"{name}s that add up past int64: not a snapshot")
 
 
 def _int(value) -> int | None:
@@ -82,8 +106,7 @@ def _segments(raw: list, sites: Sites, problems: Counter):
             problems["segment without address, total_size or blocks (left out)"] += 1
             continue
         row = len(seg_rows)
-        pool_id = seg.get("segment_pool_id") or (0, 0)
-        pool = str(tuple(pool_id) if isinstance(pool_id, (list, tuple)) else pool_id)
+        pool = _pool(seg.get("segment_pool_id"), problems)
         stream = _int(seg.get("stream")) or 0
         device = _int(seg.get("device")) or 0
         kept = 0
@@ -98,8 +121,8 @@ def _segments(raw: list, sites: Sites, problems: Counter):
             kept += 1
         seg_rows.append(
             (device, *ints, *(_int(seg.get(k)) or 0 for k in SEGMENT_INTS[2:]), stream,
-             str(seg.get("segment_type", "")), pool, bool(seg.get("is_expandable", False)), kept,
-             sites.site(seg.get("frames") or []))
+             _text(seg.get("segment_type"), "segment_type", problems), pool,
+             seg.get("is_expandable") is True, kept, sites.site(seg.get("frames") or []))
         )  # fmt: skip
     names = ["device", *SEGMENT_INTS, "stream", "segment_type", "pool", "is_expandable", "blocks",
              "site"]  # fmt: skip
@@ -111,6 +134,33 @@ def _segments(raw: list, sites: Sites, problems: Counter):
     )
     blocks["site"] = [sites.site(f) for f in block_frames]
     return segments, blocks, block_frames
+
+
+def _text(value, name: str, problems: Counter) -> str:
+    """``value`` when it is text; else "" (a list nested 100,000 deep is never turned into
+    text), counted unless absent."""
+    if isinstance(value, str):
+        return value
+    if value is not None:
+        problems[f"{name} that is not text (read as absent)"] += 1
+    return ""
+
+
+def _pool(pool_id, problems: Counter) -> str:
+    """``segment_pool_id`` as text, ``"(0, 0)"`` (the default pool) when absent; a pool id that
+    is not a few integers is the default pool, counted."""
+    if pool_id is None or pool_id == 0:
+        return "(0, 0)"
+    if (
+        isinstance(pool_id, (list, tuple))
+        and len(pool_id) <= 4
+        and all(type(v) is int for v in pool_id)
+    ):
+        return str(tuple(pool_id))
+    if type(pool_id) is int:
+        return str(pool_id)
+    problems["segment_pool_id that is not integers (default pool assumed)"] += 1
+    return "(0, 0)"
 
 
 def _block(block) -> tuple | None:
@@ -142,7 +192,8 @@ def _entries(traces: list, problems: Counter):
         frames += part_frames
     names = ["device", "index", "action", "addr", "size", "stream", "time_us", "device_free"]
     if not parts:
-        return _frame([], names, ints=names[3:]).assign(action=pd.Categorical([])), frames
+        ints = [n for n in names if n != "action"]
+        return _frame([], names, ints=ints).assign(action=pd.Categorical([])), frames
     out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     if not isinstance(out["action"].dtype, pd.CategoricalDtype):  # devices of other actions
         out["action"] = pd.Categorical(out["action"].astype(object))
@@ -157,9 +208,9 @@ def _entries_of_columns(traces, columns: dict) -> tuple[pd.DataFrame, np.ndarray
     The frames per row are the shared stack lists (an object array)."""
     owner = np.frombuffer(columns["owner"], np.int64)
     position = np.frombuffer(columns["position"], np.int64)
-    device = np.zeros(len(owner), np.int64)
-    for d, trace in enumerate(traces if isinstance(traces, list) else []):
-        device[owner == id(trace)] = d
+    device_of = {id(trace): d for d, trace in enumerate(traces if isinstance(traces, list) else [])}
+    device_of_owner = np.array([device_of.get(id(o), 0) for o in columns["owners"]], np.int64)
+    device = device_of_owner[owner] if len(owner) else np.zeros(0, np.int64)
     order = np.lexsort((position, device))
     if (np.diff(order) == 1).all():
         order = slice(None)  # already in place: no copies
@@ -225,7 +276,7 @@ def _entries_checked(device: int, trace: list, problems: Counter):
         )  # fmt: skip
         frames.append(entry.get("frames") or [])
     names = ["device", "index", "action", "addr", "size", "stream", "time_us", "device_free"]
-    return _frame(rows, names, ints=["addr", "size", "time_us", "device_free"]), frames
+    return _frame(rows, names, ints=[n for n in names if n != "action"]), frames
 
 
 def _frame(rows: list, names: list[str], ints: list[str]) -> pd.DataFrame:

@@ -1,0 +1,96 @@
+"""Crafted snapshot pickles (tests/snapshot_corpus.py): every one is read, or refused with a
+SnapshotError naming the file, within bounded memory; where the C reader takes one, it gives
+what the restricted unpickler gives."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import pandas as pd
+import pytest
+from snapshot_corpus import crafted
+
+from hta_lite import MemorySnapshot
+from hta_lite.analyses.memory_snapshot.tables import tables
+from hta_lite.errors import SnapshotError
+from hta_lite.load import snapshot as reader
+from hta_lite.load.plain_pickle import PlainData
+
+CRAFTED = crafted()
+READ = {  # the inputs that are plain data, and what is read of them
+    "segment_type_nested_100000",
+    "entry_of_a_discarded_list",
+    "frames_list_appended_after_use",
+    "frame_ending_after_an_opcode",  # a list, not a snapshot: refused after reading
+}
+REFUSED_BY_SIZE = {"size_past_16_tib"}
+
+
+@pytest.mark.parametrize("name", sorted(CRAFTED))
+def test_read_or_refused_naming_the_file(tmp_path, name):
+    path = tmp_path / f"{name}.pickle"
+    path.write_bytes(CRAFTED[name])
+    tracemalloc.start()
+    try:
+        try:
+            snap = MemorySnapshot(path)
+        except SnapshotError as exc:
+            assert str(exc).startswith(str(path)), exc
+            assert name not in READ - {"frame_ending_after_an_opcode"}, exc
+            snap = None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64e6, peak  # a 22-byte file once asked for gigabytes (a memo index of 2**28)
+    if snap is not None:
+        assert name in READ
+        snap.summary()
+
+
+def test_a_segment_type_nested_100000_deep_is_read_as_absent(tmp_path):
+    path = tmp_path / "nested.pickle"
+    path.write_bytes(CRAFTED["segment_type_nested_100000"])
+    snap = MemorySnapshot(path)
+    assert snap.segments()["segment_type"].tolist() == [""]
+    assert "segment_type that is not text (read as absent)" in set(snap.health()["item"])
+
+
+def test_a_size_past_16_tib_is_refused(tmp_path):
+    path = tmp_path / "huge.pickle"
+    path.write_bytes(CRAFTED["size_past_16_tib"])
+    with pytest.raises(SnapshotError, match=r"huge.pickle: a size of [\d,]+ bytes, past 16 TiB"):
+        MemorySnapshot(path)
+
+
+def test_a_frames_list_appended_after_use_changes_its_own_entry_only(tmp_path):
+    path = tmp_path / "late.pickle"
+    path.write_bytes(CRAFTED["frames_list_appended_after_use"])
+    frames = [
+        [f.get("filename") for f in stack] for stack in MemorySnapshot(path)._tables.entry_frames
+    ]
+    assert frames == [["model.py"], ["model.py", "late.py"]]
+
+
+@pytest.mark.skipif(reader._snapshot_pickle is None, reason="the C reader was not built")
+@pytest.mark.parametrize("name", sorted(CRAFTED))
+def test_the_c_reader_takes_only_what_the_unpickler_reads_the_same(name):
+    data = CRAFTED[name]
+    fast = reader._snapshot_pickle.read(data)
+    taken = fast is not None and reader._is_snapshot(fast[0]) and reader._rows_in_traces(*fast)
+    try:
+        plain = PlainData(data, name).load()
+    except SnapshotError:
+        assert not taken
+        return
+    if not taken:
+        return
+    try:
+        mine = tables(*fast)
+    except SnapshotError:
+        with pytest.raises(SnapshotError):
+            tables(plain)
+        return
+    theirs = tables(plain)
+    for table in ("segments", "blocks", "entries"):
+        pd.testing.assert_frame_equal(getattr(mine, table), getattr(theirs, table))
+    assert [list(f) for f in mine.entry_frames] == [list(f) for f in theirs.entry_frames]
