@@ -14,6 +14,7 @@ import time
 import tracemalloc
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import SAMPLES
 from synth import TraceBuilder
@@ -260,6 +261,7 @@ def test_a_dense_gzip_bomb_is_refused_after_a_few_mb_of_text():
 FORMULA = '=HYPERLINK("http://evil.example","click")'
 DDE = "@SUM(1+1)*cmd|' /C calc'!A0"
 ESCAPES = "\x1b]0;owned\x07\x1b[2Jkernel"
+LINK = '<a href="http://evil.example">k</a>'
 
 
 def _named_trace(tmp_path):
@@ -269,6 +271,7 @@ def _named_trace(tmp_path):
         b.cpu_op(DDE, step + 10, 300)
         b.kernel(FORMULA, step + 400, 200, launch_ts=step + 20)
         b.kernel(ESCAPES, step + 700, 100, launch_ts=step + 30)
+        b.kernel(LINK, step + 820, 50, launch_ts=step + 40)
     return b.write(tmp_path / "traces" / "rank-0.json").parent
 
 
@@ -283,7 +286,7 @@ def test_csv_cells_that_are_formulas_are_neutralised(tmp_path):
     assert "'" + DDE in cells["operators.csv"]
     for name, values in cells.items():
         assert not [v for v in values if v.startswith(("=", "@", "+"))], name
-    table = csv_safe(__import__("pandas").DataFrame({"n": [FORMULA, "ok"], "v": [-1.5, 2.0]}))
+    table = csv_safe(pd.DataFrame({"n": [FORMULA, "ok"], "v": [-1.5, 2.0]}))
     assert table["n"].tolist() == ["'" + FORMULA, "ok"] and table["v"].tolist() == [-1.5, 2.0]
 
 
@@ -298,6 +301,20 @@ def test_names_printed_to_a_terminal_have_their_control_characters_escaped(tmp_p
     assert "\x1b" not in done.stdout and "\x07" not in done.stdout
     assert "\\x1b]0;owned\\x07" in done.stdout
     assert terminal_safe("a\u202eb\nc\td") == "a\\u202eb\nc\td"
+
+
+def test_names_are_never_markup_in_a_figure(tmp_path):
+    """Plotly reads HTML in labels: a kernel named <a href=...> must show as text in every
+    chart of the report, and a snapshot frame so named in the peak-sites chart."""
+    from hta_lite import plots
+    from hta_lite.views.report import build_report
+
+    page = build_report(_load(_named_trace(tmp_path)))
+    assert "evil.example" in page  # shown...
+    assert '<a href=\\"http://evil' not in page and '<a href="http://evil' not in page  # ...as text
+    sites = pd.DataFrame({"site": [LINK, "model.py:3 f"], "bytes": [10, 5], "count": [1, 1]})
+    fig = plots.plot_peak_sites(sites)
+    assert LINK not in fig.to_json() and "&lt;a href" in fig.to_json()
 
 
 def test_a_reader_that_stops_is_not_a_failure(tmp_path):

@@ -1,9 +1,13 @@
 """Figure builders: DataFrame in, ``plotly.graph_objects.Figure`` out (no computation), one
 module per family of analyses. ``show(fig)`` displays a figure only inside a notebook kernel,
-so ``visualize=True`` never opens a browser or blocks a batch script.
+so ``visualize=True`` never opens a browser or blocks a batch script. Every ``plot_*`` here
+returns its figure with its text escaped (:func:`.base.escaped`): a name from a trace is never
+markup.
 """
 
-from .base import in_notebook, label, labels, show
+import functools as _functools
+
+from .base import escaped, in_notebook, show
 from .breakdowns import (
     plot_comm_comp_overlap,
     plot_gpu_idle_by_cause,
@@ -69,8 +73,6 @@ from .steps import (
 
 __all__ = [
     "in_notebook",
-    "label",
-    "labels",
     "show",
     "plot_temporal_breakdown",
     "plot_idle_time_breakdown",
@@ -109,3 +111,19 @@ __all__ = [
     "plot_peak_sites",
     "plot_step_anomalies",
 ]
+
+
+def _escaping(build):
+    @_functools.wraps(build)
+    def plot(*args, **kwargs):
+        out = build(*args, **kwargs)
+        for fig in out if isinstance(out, (list, tuple)) else [out]:
+            if fig is not None:
+                escaped(fig)
+        return out
+
+    return plot
+
+
+for _name in [n for n in __all__ if n.startswith("plot_")]:
+    globals()[_name] = _escaping(globals()[_name])

@@ -1,4 +1,11 @@
-"""Shared helpers of the figure builders: escaped labels, showing a figure in a notebook.
+"""Shared helpers of the figure builders: escaping every label, showing a figure in a notebook.
+
+Plotly reads a subset of HTML in text (``<a href>`` makes a link, ``<b>``, ``<br>``), and names
+come from other people's traces. So builders write plain text, a line break as ``"\n"``, and
+:func:`escaped` -- applied to every ``plot_*`` figure in one place (:mod:`hta_lite.plots`) --
+escapes every text a trace or the layout shows, turning ``"\n"`` into ``<br>``. Hover
+templates are the builders' own and are left as written: they never hold a name, only
+``%{...}`` references to escaped values.
 
 ``show(fig)`` displays a figure only inside a notebook kernel, so that
 ``visualize=True`` never opens a browser or blocks a batch script.
@@ -10,15 +17,51 @@ import html
 
 import plotly.graph_objects as go
 
+#: the trace properties that show text (``hovertemplate`` and ``texttemplate`` excepted)
+_TRACE_TEXT = ("x", "y", "text", "hovertext", "name", "labels", "ids", "parents", "customdata",
+               "header", "cells")  # fmt: skip
+#: layout text: titles, axis titles and tick labels, annotations
+_AXIS_TEXT = ("title", "ticktext")
 
-def label(name) -> str:
-    """A kernel/op name as plotly text: plotly reads a subset of HTML in labels, so ``<`` and ``&``
-    are escaped to show names such as ``kernel<float, 4>`` literally (and never as markup)."""
-    return html.escape(str(name), quote=False)
+
+def escape_text(value: str) -> str:
+    """One text as plotly shows it literally: ``<``, ``>``, ``&`` escaped, ``"\n"`` a line."""
+    return html.escape(value, quote=False).replace("\n", "<br>")
 
 
-def labels(values) -> list[str]:
-    return [label(v) for v in values]
+def _escaped_value(value):
+    if isinstance(value, str):
+        return escape_text(value)
+    if isinstance(value, dict):
+        return {k: _escaped_value(v) for k, v in value.items()}
+    kind = getattr(getattr(value, "dtype", None), "kind", "")
+    if isinstance(value, (list, tuple)) or kind in ("O", "U", "S"):
+        return [_escaped_value(v) for v in value]
+    return value  # numbers, numeric arrays, None
+
+
+def escaped(fig: go.Figure) -> go.Figure:
+    """``fig`` with every text of its traces and layout escaped (see the module); in place."""
+    for trace in fig.data:
+        for name in _TRACE_TEXT:
+            if name in trace and trace[name] is not None:
+                value = trace[name]
+                if hasattr(value, "to_plotly_json"):  # header / cells of a table
+                    value = value.to_plotly_json()
+                trace[name] = _escaped_value(value)
+    layout = fig.layout
+    if layout.title and layout.title.text:
+        layout.title.text = escape_text(layout.title.text)
+    for axis in [k for k in layout.to_plotly_json() if k.startswith(("xaxis", "yaxis"))]:
+        axis_obj = layout[axis]
+        if axis_obj.title and axis_obj.title.text:
+            axis_obj.title.text = escape_text(axis_obj.title.text)
+        if axis_obj.ticktext is not None:
+            axis_obj.ticktext = [escape_text(str(t)) for t in axis_obj.ticktext]
+    for note in layout.annotations or ():
+        if note.text:
+            note.text = escape_text(note.text)
+    return fig
 
 
 def bytes_axis(values) -> dict:

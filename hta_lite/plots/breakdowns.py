@@ -6,7 +6,9 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from .base import label, labels
+
+def _texts(values) -> list[str]:
+    return [str(v) for v in values]
 
 
 def plot_temporal_breakdown(df: pd.DataFrame) -> go.Figure:
@@ -115,7 +117,7 @@ def plot_kernel_type_pies_per_rank(kernel_df: pd.DataFrame, kernel_type: str) ->
     for i, rank in enumerate(ranks):
         part = data[data["rank"] == rank]
         fig.add_trace(
-            go.Pie(labels=labels(part["name"]), values=part["sum (us)"], name=f"rank {rank}"),
+            go.Pie(labels=_texts(part["name"]), values=part["sum (us)"], name=f"rank {rank}"),
             i // cols + 1,
             i % cols + 1,
         )
@@ -138,8 +140,8 @@ def plot_kernel_distribution(kernel_df: pd.DataFrame, top: int = 10) -> list[go.
                 go.Bar(
                     x=k["rank"].astype(str),
                     y=k["mean (us)"],
-                    name=label(name[:60]),
-                    hovertext=[label(name)] * len(k),
+                    name=str(name[:60]),
+                    hovertext=[str(name)] * len(k),
                     error_y={
                         "type": "data",
                         "symmetric": False,
@@ -160,7 +162,7 @@ def plot_kernel_distribution(kernel_df: pd.DataFrame, top: int = 10) -> list[go.
 
 def plot_user_annotation_breakdown(df: pd.DataFrame) -> go.Figure:
     fig = px.bar(
-        df.assign(name=labels(df["name"])),
+        df.assign(name=_texts(df["name"])),
         x="name",
         y="sum (us)",
         color=df["rank"].astype(str),

@@ -7,14 +7,16 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from .base import label, labels
+
+def _texts(values) -> list[str]:
+    return [str(v) for v in values]
 
 
 def plot_launch_stats(
     df: pd.DataFrame, rank: int, runtime_cutoff: float = 50, launch_delay_cutoff: float = 100
 ) -> list[go.Figure]:
     """Short kernels (GPU time below CPU launch time), runtime outliers, launch-delay outliers."""
-    df = df.assign(kernel_name=labels(df["kernel_name"]), launch_name=labels(df["launch_name"]))
+    df = df.assign(kernel_name=_texts(df["kernel_name"]), launch_name=_texts(df["launch_name"]))
     short = df[(df["cpu_duration"] <= runtime_cutoff) & (df["gpu_duration"] < df["cpu_duration"])]
     figs = [
         px.histogram(
@@ -87,7 +89,7 @@ def plot_memory_bw(series: pd.DataFrame, rank: int) -> go.Figure:
 
 
 def plot_frequent_sequences(patterns: pd.DataFrame) -> go.Figure:
-    names = [label(p if len(p) < 80 else p[:77] + "...") for p in patterns["pattern"]]
+    names = [str(p if len(p) < 80 else p[:77] + "...") for p in patterns["pattern"]]
     fig = px.bar(
         x=names,
         y=patterns["count"],
@@ -101,10 +103,10 @@ def plot_cupti_counters(df: pd.DataFrame, counter: str = "flops", top: int = 15)
     """Bar per operator (the innermost ``cpu_op`` that launched the kernels): the sum of a CUPTI
     counter (``flops`` by default) over its profiled kernels, the ``top`` largest."""
     per_op = df.groupby("bottom_level_op")[counter].sum().sort_values(ascending=False).head(top)
-    fig = go.Figure(go.Bar(x=labels(per_op.index), y=per_op.to_numpy()))
+    fig = go.Figure(go.Bar(x=_texts(per_op.index), y=per_op.to_numpy()))
     fig.update_layout(
-        title=f"CUPTI counter {label(counter)} by operator (sum over its kernels)",
+        title=f"CUPTI counter {str(counter)} by operator (sum over its kernels)",
         xaxis_title="operator (innermost cpu_op of the launch)",
-        yaxis_title=label(counter),
+        yaxis_title=str(counter),
     )
     return fig

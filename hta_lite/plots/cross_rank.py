@@ -7,13 +7,15 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from .base import label, labels
+
+def _texts(values) -> list[str]:
+    return [str(v) for v in values]
 
 
 def plot_timers_minmax(table: pd.DataFrame) -> go.Figure:
     """Per timer, the fastest and slowest rank (ms): the gap is the imbalance. One row per
     timer (horizontal bars), so that many timers with long names stay readable."""
-    names = labels(table.index)
+    names = _texts(table.index)
     fig = go.Figure(
         [
             go.Bar(
@@ -63,7 +65,7 @@ def plot_timer_heatmap(tidy: pd.DataFrame, name: str | None = None) -> go.Figure
         )
     )
     fig.update_layout(
-        title=f"{label(name)}: time per rank and step", xaxis_title="Step", yaxis_title="Rank"
+        title=f"{str(name)}: time per rank and step", xaxis_title="Step", yaxis_title="Rank"
     )
     return fig
 

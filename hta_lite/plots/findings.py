@@ -7,8 +7,6 @@ import textwrap
 import pandas as pd
 import plotly.graph_objects as go
 
-from .base import label
-
 KIND_LABELS = {
     "gpu_idle": "GPU idle",
     "straggler": "waiting for a late rank",
@@ -21,7 +19,7 @@ def plot_key_findings(table: pd.DataFrame) -> go.Figure:
     ``get_key_findings``), largest first; the finding's line on hover. The bars are not
     additive: idle time can be the wait for a late rank, which can be exposed communication."""
     timed = table.dropna(subset=["step_pctg"]).iloc[::-1]
-    hover = ["<br>".join(textwrap.wrap(label(t), 90)) for t in timed["finding"]]
+    hover = ["\n".join(textwrap.wrap(str(t), 90)) for t in timed["finding"]]
     fig = go.Figure(
         go.Bar(
             x=timed["step_pctg"],
@@ -46,8 +44,8 @@ def plot_findings(table: pd.DataFrame) -> go.Figure:
     the low-high range as an error bar, largest at the top, and the cumulative saving of it and
     every finding above it as a line (the fixes made together, overlaps discounted)."""
     timed = table[table["saving_ms_per_step"] > 0].iloc[::-1]
-    names = [f"{k} · {label(w)[:40]}" for k, w in zip(timed["kind"], timed["where"])]
-    hover = ["<br>".join(textwrap.wrap(label(t), 90)) for t in timed["evidence"]]
+    names = [f"{k} · {str(w)[:40]}" for k, w in zip(timed["kind"], timed["where"])]
+    hover = ["\n".join(textwrap.wrap(str(t), 90)) for t in timed["evidence"]]
     fig = go.Figure(
         go.Bar(
             x=timed["saving_ms_per_step"],

@@ -7,7 +7,6 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..analyses.operators.work import MATRIX_KINDS
-from .base import label, labels
 
 KIND_COLORS = {
     "matmul": "#1f77b4", "conv": "#17becf", "attention": "#9467bd", "norm": "#2ca02c",
@@ -16,9 +15,13 @@ KIND_COLORS = {
 }  # fmt: skip
 
 
+def _texts(values) -> list[str]:
+    return [str(v) for v in values]
+
+
 def _group_label(row: pd.Series, keys: list[str]) -> str:
     parts = [str(row[k]) for k in keys if str(row[k])]
-    return label(" ".join(parts) if parts else "(none)")
+    return str(" ".join(parts) if parts else "(none)")
 
 
 def plot_operator_summary(summary: pd.DataFrame, top: int = 20) -> go.Figure:
@@ -56,9 +59,9 @@ def plot_module_sunburst(modules: pd.DataFrame) -> go.Figure:
     parents = [m.rsplit(".", 1)[0] if "." in m else "" for m in ids]
     fig = go.Figure(
         go.Sunburst(
-            ids=labels(ids),
-            labels=labels(m.rsplit(".", 1)[-1] for m in ids),
-            parents=labels(parents),
+            ids=_texts(ids),
+            labels=_texts(m.rsplit(".", 1)[-1] for m in ids),
+            parents=_texts(parents),
             values=tree["device_total_sum(us)"],
             branchvalues="total",
             hovertemplate="%{id}<br>%{value:.1f} µs<extra></extra>",
@@ -77,9 +80,9 @@ def plot_roofline(table: pd.DataFrame, title: str = "Roofline") -> go.Figure:
     size = np.sqrt(drawn["gpu_time(us)"] / max(drawn["gpu_time(us)"].max(), 1e-9)) * 40 + 4
     for kind, part in drawn.groupby("kind", sort=False):
         hover = [
-            f"{label(r['name'])}<br>{label(r['input_dims'])}<br>{label(r['input_types'])}"
-            f"<br>{r['calls']} calls, {r['gpu_time(us)']:.1f} µs, {r['precision']}"
-            f"<br>{r['achieved_tflops']:.3g} TFLOP/s, {r['roof_pctg']} % of roof ({r['bound']})"
+            f"{str(r['name'])}\n{r['input_dims']}\n{r['input_types']}"
+            f"\n{r['calls']} calls, {r['gpu_time(us)']:.1f} µs, {r['precision']}"
+            f"\n{r['achieved_tflops']:.3g} TFLOP/s, {r['roof_pctg']} % of roof ({r['bound']})"
             for _, r in part.iterrows()
         ]
         fig.add_trace(
