@@ -402,3 +402,46 @@ def test_a_hundred_thousand_nested_operators(tmp_path):
     took = time.perf_counter() - started
     assert len(ops) == n and ops["op_depth"].max() == n - 1
     assert took < 20, took  # ~0.4 s here; quadratic, it took minutes
+
+
+def test_counters_of_a_rank_of_several_windows_go_to_each_window(tmp_path):
+    folder = tmp_path / "windows"
+    for window, start in ((0, 0), (1, 10_000)):
+        b = TraceBuilder()
+        b.step(2 * window + 1, start, 1000).step(2 * window + 2, start + 1000, 1000)
+        b.kernel("k", start + 100, 50, launch_ts=start + 10)
+        b.kernel("k", start + 1100, 50, launch_ts=start + 1010)
+        b.write(folder / f"rank0.{window}.pt.trace.json")
+    written = _load(folder).generate_trace_with_counters(output_dir=tmp_path / "out")
+    assert [p.name for p in written[0]] == [
+        "rank0.0.pt.trace_with_counters.json",
+        "rank0.1.pt.trace_with_counters.json",
+    ]
+    for path, start in zip(written[0], (0, 10_000)):
+        counters = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "C"]
+        assert counters and all(start <= e["ts"] < start + 5000 for e in counters)
+    with pytest.raises(OutputError, match="cannot write"):  # a 245-byte name and the suffix
+        name = "r" * 240 + ".json"
+        b.write(tmp_path / "long" / name)
+        _load(tmp_path / "long").generate_trace_with_counters(output_dir=tmp_path / "out2")
+
+
+def test_times_and_byte_counts_that_would_wrap_int64_are_dropped_and_counted(tmp_path):
+    b = TraceBuilder()
+    b.step(1, 0, 1000).step(2, 1000, 1000)
+    b.kernel("k", 100, 50, launch_ts=10)
+    b.kernel("late", 9_200_000_000_000_000, 10**15, launch_ts=20)  # ts + dur past int64
+    b.cpu_op("aten::empty", 30, 10)
+    for ts, size in ((35, 2**62), (36, 512), (37, -512)):
+        args = {"Addr": 1, "Bytes": size, "Total Allocated": 512, "Total Reserved": 2048,
+                "Device Type": 1, "Device Id": 0}  # fmt: skip
+        b.events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]",
+                         "pid": 10, "tid": 1, "ts": ts, "args": args})  # fmt: skip
+    analysis = _load(b.write(tmp_path / "t" / "rank-0.json").parent)
+    gpu = analysis.gpu_events(0)
+    assert (gpu["ts"] + gpu["dur"] >= 0).all() and "late" not in set(gpu["name"].astype(str))
+    health = analysis.health().set_index("code")
+    assert health.loc["time_past_limit", "count"] == 1
+    assert health.loc["arg_not_numeric", "count"] == 1  # the Bytes of 2**62
+    by_op = analysis.get_memory_by_operator()
+    assert (by_op.select_dtypes("number").abs() < 2**62).all().all()

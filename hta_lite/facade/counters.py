@@ -106,7 +106,7 @@ class Counters:
         output_suffix: str = "_with_counters",
         *,
         output_dir: str | Path | None = None,
-    ) -> dict[int, Path]:
+    ) -> dict[int, Path | list[Path]]:
         """Write each rank's trace plus counter events, to open in Perfetto or chrome://tracing.
 
         Args:
@@ -117,7 +117,8 @@ class Counters:
             output_dir: folder for the files (default: ``<trace folder><output_suffix>``).
 
         Returns:
-            ``{rank: path written}`` (the original events unchanged, the counters appended).
+            ``{rank: path written}`` (the original events unchanged, the counters appended); for
+            a rank profiled in several windows (files), the list of the paths, one per window.
         """
         return augment.generate_trace_with_counters(
             self.traces, time_series, ranks, output_suffix, output_dir

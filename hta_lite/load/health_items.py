@@ -39,6 +39,9 @@ ITEMS: dict[str, Item] = {
     "complete_without_dur": Item(WARNING, "complete event without a valid dur (dur set to 0)"),
     "negative_dur": Item(WARNING, "negative dur (clamped to 0)"),
     "negative_ts": Item(WARNING, "event with a negative ts, which Kineto never writes (dropped)"),
+    "time_past_limit": Item(
+        WARNING, "event with a ts or dur of 2**62 ns or more (past year 2116; dropped)"
+    ),
     "implausible_dur": Item(
         WARNING, "complete event with implausible dur (> 10x the trace span; dropped)"
     ),

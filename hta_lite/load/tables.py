@@ -35,6 +35,12 @@ from .second_pass import counters, kernel_counters
 
 SUPPORTED_PHASES = ("X", "i", "I", "s", "f", "t", "C", "M")
 IMPLAUSIBLE_DUR_FLOOR_NS = 60 * 10**9  # a minute: never flag a duration below that
+#: times and durations read are below 2**62 ns (year 2116 since the epoch), so that a start plus
+#: a duration, or a difference of two times, never wraps int64
+TIME_LIMIT_NS = 2**62
+#: byte counts of the allocator's events (a size, a total) are within +-2**44 (16 TiB), so that
+#: sums of a trace's worth of them never wrap int64
+BYTES_LIMIT = 2**44
 
 _TEXT_ARGS = ("collective_name", "dtype", "pg_name", "pg_desc", "pg_ranks")
 _COLLECTIVE_INTS = ("group_size", "in_msg_nelems", "out_msg_nelems")
@@ -120,7 +126,9 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
     note(health, "complete_without_ts", int((~ts_ok).sum()))
     before_zero = ts_ok & (ts < 0)  # Kineto never writes one: a corrupt time
     note(health, "negative_ts", int(before_zero.sum()))
-    ts_ok = ts_ok & ~before_zero
+    past = ts_ok & ((ts >= TIME_LIMIT_NS) | (dur_ok & (dur >= TIME_LIMIT_NS)))
+    note(health, "time_past_limit", int((past & ~before_zero).sum()))
+    ts_ok = ts_ok & ~before_zero & ~past
     dur_missing = ts_ok & ~dur_ok
     note(health, "complete_without_dur", int(dur_missing.sum()))
     negative = ts_ok & (dur < 0)
@@ -232,7 +240,8 @@ def _instants(events: Events, health: Counter) -> pd.DataFrame:
     ts, ok, _ = events.times("ts")
     note(health, "instant_without_ts", int((~ok).sum()))
     note(health, "negative_ts", int((ok & (ts < 0)).sum()))
-    ok = ok & (ts >= 0)
+    note(health, "time_past_limit", int((ok & (ts >= TIME_LIMIT_NS)).sum()))
+    ok = ok & (ts >= 0) & (ts < TIME_LIMIT_NS)
     idx = np.flatnonzero(ok)
     events = events.take(idx)
     cols = {"ts": ts[idx], **_base(events, health)}
@@ -249,8 +258,8 @@ _MEMORY_ARGS = (
 
 def _memory_args(args: Events, health: Counter) -> dict:
     """The allocator's args of ``[memory]`` instants as nullable int64 (``<NA>`` where absent:
-    a free of 1 byte is -1, so -1 cannot mean "absent" here); values that are not integers are
-    ``<NA>`` and counted."""
+    a free of 1 byte is -1, so -1 cannot mean "absent" here); values that are not integers, or
+    byte counts past :data:`BYTES_LIMIT`, are ``<NA>`` and counted."""
     cols = {}
     for name in _MEMORY_ARGS:
         values = args.field(name)
@@ -258,8 +267,9 @@ def _memory_args(args: Events, health: Counter) -> dict:
         if not present.any():
             cols[name] = pd.arrays.IntegerArray(np.zeros(len(values), np.int64), ~present)
             continue
+        low, high = (-(2**63), 2**63) if name == "mem_addr" else (-BYTES_LIMIT, BYTES_LIMIT + 1)
         whole = np.fromiter(
-            (type(v) is int and -(2**63) <= v < 2**63 for v in values), bool, count=len(values)
+            (type(v) is int and low <= v < high for v in values), bool, count=len(values)
         )
         note(health, "arg_not_numeric", int((present & ~whole).sum()), name)
         data = np.array([v if ok else 0 for v, ok in zip(values, whole)], np.int64)

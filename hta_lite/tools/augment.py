@@ -7,6 +7,7 @@ from enum import Flag, auto
 from pathlib import Path
 
 import msgspec
+import numpy as np
 import pandas as pd
 
 from ..analyses import counters
@@ -68,8 +69,9 @@ def generate_trace_with_counters(
     ranks: Iterable[int] | None = None,
     output_suffix: str = "_with_counters",
     output_dir: str | Path | None = None,
-) -> dict[int, Path]:
-    """Write, per rank, its trace plus counter events; returns ``{rank: written path}``.
+) -> dict[int, Path | list[Path]]:
+    """Write, per rank, its trace plus counter events; returns ``{rank: written path}`` (a list
+    of paths for a rank profiled in several windows: each window's file with its counters).
 
     ``time_series``: ``TimeSeriesTypes.QUEUE_LENGTH`` (one ``Queue Length (stream S)`` series
     per stream), ``TimeSeriesTypes.MEMCPY_BANDWIDTH`` (one ``Memory Bandwidth (KIND)`` per copy
@@ -93,13 +95,30 @@ def generate_trace_with_counters(
     if output_dir is None:
         folder = Path(selected[0].path).parent
         output_dir = folder.parent / (folder.name + output_suffix)
-    written = {}
+    written: dict[int, Path | list[Path]] = {}
     for trace in selected:
-        dst = output_path(Path(trace.path), Path(output_dir), output_suffix)
-        written[trace.rank] = write_trace(
-            trace.path, dst, counter_events(queue.get(trace.rank), bandwidth.get(trace.rank))
-        )
+        windows = trace.metadata.get("windows") or [{"path": trace.path, "start_ns": 0}]
+        parts = [
+            _in_window(table, windows)
+            for table in (queue.get(trace.rank), bandwidth.get(trace.rank))
+        ]
+        paths = []
+        for k, window in enumerate(windows):  # a rank profiled in several windows: each file
+            dst = output_path(Path(window["path"]), Path(output_dir), output_suffix)
+            events = counter_events(*(None if p is None else p[k] for p in parts))
+            paths.append(write_trace(window["path"], dst, events))
+        written[trace.rank] = paths[0] if len(paths) == 1 else paths
     return written
+
+
+def _in_window(table: pd.DataFrame | None, windows: list[dict]) -> list | None:
+    """``table``'s rows split by window: a row goes to the last window starting at or before
+    it (the first window for earlier rows)."""
+    if table is None:
+        return None
+    starts = [int(w["start_ns"]) for w in windows]
+    which = np.maximum(np.searchsorted(starts, table["ts"].to_numpy(), side="right") - 1, 0)
+    return [table[which == k] for k in range(len(windows))]
 
 
 def overlay_patterns(

@@ -298,8 +298,9 @@ def counters(args: argparse.Namespace) -> int:
     written = _load(args).generate_trace_with_counters(
         output_suffix=args.suffix, output_dir=args.out_dir
     )
-    for rank, path in written.items():
-        print(f"rank {rank}: {path}")
+    for rank, paths in written.items():
+        for path in paths if isinstance(paths, list) else [paths]:
+            print(f"rank {rank}: {path}")
     return 0
 
 
