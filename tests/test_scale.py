@@ -6,13 +6,14 @@ import gzip
 import os
 import pickle
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pyarrow.feather as feather
 import pytest
 from conftest import SAMPLES
 
-from hta_lite import TraceAnalysis
+from hta_lite import LoadOptions, TraceAnalysis
 from hta_lite.load import cache as cache_mod
 from hta_lite.tools.batch import CROSS_RANK_TABLES, SUMMARY_TABLES, summarize_folder
 from hta_lite.tools.batch_findings import LEFT_OUT
@@ -262,3 +263,26 @@ def test_reopened_tables_are_the_parsed_ones_column_by_column(trace, tmp_path):
                 getattr(reopened.traces[rank], name),
                 f"{trace} rank {rank} {name}",
             )
+
+
+def test_a_dask_worker_that_dies_costs_its_file_only(tmp_path):
+    """A worker killed while on one file (here it exits; in life, the memory limit): that file
+    is a TraceReadError naming it, the others come back (with the process pool's behaviour)."""
+    distributed = pytest.importorskip("dask.distributed")
+    import dask
+    from dask_jobs import die_on_poison
+
+    from hta_lite.errors import TraceReadError
+    from hta_lite.tools.batch import run_jobs
+
+    jobs = [(str(tmp_path / name), None) for name in ("rank-0.json", "poison.json", "rank-2.json")]
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster, distributed.Client(cluster) as client:
+            client.run(lambda: __import__("sys").path.insert(0, str(Path(__file__).parent)))
+            results = run_jobs(die_on_poison, jobs, client, LoadOptions())
+    assert results[0] == ("rank-0.json", None) and results[2] == ("rank-2.json", None)
+    error, tables = results[1]
+    assert isinstance(error, TraceReadError) and tables is None
+    assert error.path.endswith("poison.json") and "Dask worker" in error.problem

@@ -36,7 +36,7 @@ from ..analyses.collectives.matching import match
 from ..analyses.findings import COLUMNS
 from ..analyses.health import health_summary
 from ..analyses.step_periodicity import periodicity
-from ..errors import MissingDataError, TraceError
+from ..errors import MissingDataError, TraceError, TraceReadError
 from ..load import cache
 from ..load.loader import LoadOptions, collect, discover, load_file
 from ..load.ranks import assign_ranks
@@ -276,7 +276,31 @@ def run_jobs(work, jobs: list, executor: Any, options: LoadOptions) -> list:
         workers = min(len(jobs), options.max_workers or os.cpu_count() or 1)
         return list(map_in_processes(work, jobs, workers, options.start_method))
     client = _dask_client(executor)
-    return client.gather(client.map(work, jobs, pure=False))
+    results = [_dask_result(f) for f in client.map(work, jobs, pure=False)]
+    for k, job in enumerate(jobs):  # lost with a worker: run alone, so only the culprit fails
+        if isinstance(results[k], BaseException):
+            again = _dask_result(client.submit(work, job, pure=False))
+            results[k] = (_lost(job, again), None) if isinstance(again, BaseException) else again
+    return results
+
+
+def _dask_result(future):
+    """A Dask task's result, or the exception of a task whose worker died (``KilledWorker``: out
+    of memory, a crash, after Dask's retries) or that could not run: the tasks a dying worker
+    held fail with it, so each is run again alone (the process pool does the same)."""
+    try:
+        return future.result()
+    except Exception as exc:  # KilledWorker, CancelledError, a lost connection to the worker
+        return exc
+
+
+def _lost(job, exc: BaseException) -> TraceReadError:
+    files = job[0] if isinstance(job[0], list) else [job[0]]
+    return TraceReadError(
+        files[0],
+        f"the Dask worker summarizing this file died ({type(exc).__name__}: out of memory, or a"
+        " crash: try executor='serial' to see the error in this process)",
+    )
 
 
 def _dask_client(executor: Any):
