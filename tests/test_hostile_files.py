@@ -445,3 +445,33 @@ def test_times_and_byte_counts_that_would_wrap_int64_are_dropped_and_counted(tmp
     assert health.loc["arg_not_numeric", "count"] == 1  # the Bytes of 2**62
     by_op = analysis.get_memory_by_operator()
     assert (by_op.select_dtypes("number").abs() < 2**62).all().all()
+
+
+@pytest.mark.parametrize("pieces", [False, True])
+def test_the_last_of_two_events_arrays_is_read_as_json_does(tmp_path, monkeypatch, pieces):
+    from hta_lite.load import stream
+
+    if pieces:
+        monkeypatch.setattr(stream, "MIN_FILE_BYTES", 1)
+    event = '{"ph":"X","cat":"cpu_op","name":"%s","pid":1,"tid":1,"ts":1,"dur":1}'
+    doc = f'{{"traceEvents":[{event % "first"}],"traceEvents":[{event % "second"}]}}'
+    assert json.loads(doc)["traceEvents"][0]["name"] == "second"
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "rank-0.json").write_text(doc)
+    analysis = _load(folder)
+    assert analysis.cpu_events(0)["name"].tolist() == ["second"]
+    assert "repeated_events_key" in set(analysis.health()["code"])
+
+
+def test_an_unpaired_surrogate_escape_costs_one_character_not_the_file(tmp_path):
+    event = '{"ph":"X","cat":"cpu_op","name":"%s","pid":1,"tid":1,"ts":%d,"dur":1}'
+    names = ["bad\\ud800x", "pair\\ud83d\\ude00", "escaped\\\\ud800"]
+    doc = '{"traceEvents":[' + ",".join(event % (n, k) for k, n in enumerate(names)) + "]}"
+    expected = [e["name"].replace("\ud800", "\ufffd") for e in json.loads(doc)["traceEvents"]]
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "rank-0.json").write_text(doc)
+    analysis = _load(folder)
+    assert analysis.cpu_events(0)["name"].tolist() == expected
+    assert analysis.health().set_index("code").loc["invalid_utf8", "count"] == 1

@@ -277,9 +277,12 @@ def test_a_dask_worker_that_dies_costs_its_file_only(tmp_path):
 
     jobs = [(str(tmp_path / name), None) for name in ("rank-0.json", "poison.json", "rank-2.json")]
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with distributed.LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster, distributed.Client(cluster) as client:
+        with (
+            distributed.LocalCluster(
+                n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+            ) as cluster,
+            distributed.Client(cluster) as client,
+        ):
             client.run(lambda: __import__("sys").path.insert(0, str(Path(__file__).parent)))
             results = run_jobs(die_on_poison, jobs, client, LoadOptions())
     assert results[0] == ("rank-0.json", None) and results[2] == ("rank-2.json", None)

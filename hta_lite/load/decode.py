@@ -122,6 +122,9 @@ def _decode_document(data: bytes, path: Path, skipped: Counter) -> Decoded:
     top = decode_top(data, path)
     if "traceEvents" not in top:
         raise TraceFormatError(path, "no 'traceEvents' key: not a Kineto/Chrome trace")
+    keys = len(_EVENTS_KEY.findall(data))
+    if keys > 1:  # JSON readers and Perfetto keep a repeated key's last value, and so do we
+        note(skipped, "repeated_events_key", keys - 1)
     raw_events = top.pop("traceEvents")
     try:
         metadata = {key: _any_decoder.decode(raw) for key, raw in top.items()}
@@ -153,6 +156,8 @@ def _decode_plain_layout(data: bytes, path: Path, skipped: Counter) -> Decoded |
     raw_events = memoryview(data)[key.end() - 1 : end]
     try:
         metadata = _metadata_decoder.decode(_without_events(head, data[end:]))
+        if "traceEvents" in metadata:  # a second events array: the full path takes the last
+            return None
         events = _decode_events(raw_events)
     except msgspec.MsgspecError:  # odd shapes or a wrong guess: the full path reports or repairs
         return None
@@ -234,10 +239,34 @@ def decode_top(data: bytes, path: Path) -> dict[str, msgspec.Raw]:
 
 
 _NON_FINITE = re.compile(rb'(?<![\w"])-?(?:NaN|Infinity)(?![\w"])')
+# an escaped UTF-16 surrogate (its backslashes: an odd number make it an escape)
+_SURROGATE = re.compile(rb"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+def _lone_surrogates(data: bytes) -> tuple[bytes, int]:
+    """``data`` with every escaped surrogate that is not half of a pair replaced by the escape
+    of U+FFFD (Python's json reads them; msgspec, rightly, does not), and how many."""
+    out, last, count = [], 0, 0
+    matches = [m for m in _SURROGATE.finditer(data) if len(m.group(1)) % 2]
+    for k, m in enumerate(matches):
+        high = m.group(2)[1:2].lower() in b"89ab"
+        nxt = matches[k + 1] if k + 1 < len(matches) else None
+        prev = matches[k - 1] if k else None
+        paired_next = high and nxt is not None and nxt.start() == m.end() and len(
+            nxt.group(1)) == 1 and nxt.group(2)[1:2].lower() in b"cdef"  # fmt: skip
+        paired_prev = not high and prev is not None and prev.end() == m.start() and len(
+            m.group(1)) == 1 and prev.group(2)[1:2].lower() in b"89ab"  # fmt: skip
+        if paired_next or paired_prev:
+            continue
+        start = m.start() + len(m.group(1)) - 1  # the escaping backslash
+        out += [data[last:start], b"\\ufffd"]
+        last, count = m.end(), count + 1
+    return (b"".join(out) + data[last:], count) if count else (data, 0)
 
 
 def _repair(data: bytes, skipped: Counter) -> bytes | None:
-    """Fix what some writers emit but JSON forbids: invalid UTF-8, NaN / Infinity literals.
+    """Fix what some writers emit but JSON forbids: invalid UTF-8, NaN / Infinity literals, an
+    escaped UTF-16 surrogate without its other half (one such name would refuse the file).
 
     Returns the repaired document (counting each fix in ``skipped``), or None when
     there was nothing to repair.
@@ -251,6 +280,8 @@ def _repair(data: bytes, skipped: Counter) -> bytes | None:
         repaired = text.encode("utf-8")
     repaired, n_non_finite = _NON_FINITE.subn(b"null", repaired)
     note(skipped, "non_finite_literal", n_non_finite)
+    repaired, n_lone = _lone_surrogates(repaired)
+    note(skipped, "invalid_utf8", n_lone)
     return repaired if repaired != data else None
 
 

@@ -26,7 +26,12 @@ PROBLEMS = (WARNING, ERROR)
 
 ITEMS: dict[str, Item] = {
     # reading and decoding
-    "invalid_utf8": Item(WARNING, "invalid UTF-8 bytes (replaced by U+FFFD)"),
+    "invalid_utf8": Item(
+        WARNING, "invalid UTF-8 bytes or unpaired surrogate escapes (replaced by U+FFFD)"
+    ),
+    "repeated_events_key": Item(
+        WARNING, "'traceEvents' given more than once (the last kept, as JSON readers do)"
+    ),
     "non_finite_literal": Item(WARNING, "NaN/Infinity literals (read as null)"),
     "event_not_object": Item(WARNING, "event is not a JSON object"),
     "args_not_object": Item(WARNING, "'args' is not an object (args ignored)"),
