@@ -475,3 +475,18 @@ def test_an_unpaired_surrogate_escape_costs_one_character_not_the_file(tmp_path)
     analysis = _load(folder)
     assert analysis.cpu_events(0)["name"].tolist() == expected
     assert analysis.health().set_index("code").loc["invalid_utf8", "count"] == 1
+
+
+def test_a_zero_length_step_is_no_timer_and_a_gpu_only_trace_has_no_critical_path(tmp_path):
+    from hta_lite.errors import MissingDataError
+
+    b = TraceBuilder()
+    b.step(1, 0, 0).step(2, 100, 100).step(3, 200, 100)
+    b.kernel("k", 110, 5, launch_ts=105)
+    timers = _load(b.write(tmp_path / "zero" / "rank-0.json").parent).get_annotation_timers()
+    assert timers["step"].tolist() == [2]  # step 1: no 0.0 ms row; step 3: the dropped last
+    gpu_only = TraceBuilder()
+    gpu_only.kernel("k", 10, 5).kernel("k", 30, 5)
+    analysis = _load(gpu_only.write(tmp_path / "gpu" / "rank-0.json").parent)
+    with pytest.raises(MissingDataError, match="no CPU events: the critical path needs the host"):
+        analysis.critical_path_analysis(0, "ProfilerStep", 0)

@@ -401,6 +401,9 @@ def test_a_clock_1000_s_ahead_is_estimated_and_makes_no_wait(four_ranks, tmp_pat
     assert (report.ranks["lateness_us"] < 1e6).all() and 1 not in report.stragglers
     assert a.health().set_index("code").loc["clock_offset", "rank"] == 1
     assert good.get_collectives().instances["ordered"].all()
+    instances = a.get_collectives().instances  # no 1e9 µs skew shown as if measured
+    assert instances.loc[~instances["ordered"], "arrival_skew_us"].isna().all()
+    assert instances["arrival_skew_us"].max() < 1e6
 
 
 def test_r2_every_dim_of_a_rank_1e12_gives_no_division_by_zero(tmp_path):

@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from ..errors import SelectionError
+from ..errors import SelectionError, TraceFormatError
 from ..intervals import union_length_by_group
 from ..kineto import CPU_ANNOTATION_CATEGORY, GPU_ANNOTATION_CATEGORY, STEP_PATTERN
 from ..load.links import iteration_of, profiler_steps
@@ -35,7 +35,10 @@ def _annotation_rows(trace: RankTrace, source: str) -> pd.DataFrame:
     ``ProfilerStep``)."""
     if source == "gpu":
         anno = trace.gpu_annotations
-        gpu_steps = profiler_steps(anno.assign(cat=GPU_ANNOTATION_CATEGORY))
+        try:
+            gpu_steps = profiler_steps(anno.assign(cat=GPU_ANNOTATION_CATEGORY))
+        except TraceFormatError as exc:
+            raise TraceFormatError(trace.path, exc.problem) from None
         step = iteration_of(anno["ts"].to_numpy(), gpu_steps if len(gpu_steps) else trace.steps)
     elif source == "cpu":
         anno = trace.cpu[trace.cpu["cat"] == CPU_ANNOTATION_CATEGORY]
@@ -47,7 +50,7 @@ def _annotation_rows(trace: RankTrace, source: str) -> pd.DataFrame:
     own_step = pd.to_numeric(own, errors="coerce").fillna(-1).to_numpy(np.int64)
     step = np.where(own.notna().to_numpy(), own_step, step).astype(np.int64)
     names = names.where(own.isna(), STEP_TIMER)
-    return pd.DataFrame(
+    rows = pd.DataFrame(
         {
             "name": names.to_numpy(),
             "ts": anno["ts"].to_numpy(),
@@ -55,6 +58,9 @@ def _annotation_rows(trace: RankTrace, source: str) -> pd.DataFrame:
             "step": step,
         }
     )
+    # a ProfilerStep of zero length measured nothing (a negative duration clamped: health's
+    # profiler_step_empty): no 0.0 ms timer
+    return rows[~((rows["name"] == STEP_TIMER) & (rows["dur"] <= 0))].reset_index(drop=True)
 
 
 def annotation_timers(

@@ -251,7 +251,14 @@ def match(calls: pd.DataFrame, loaded: Iterable[int]) -> Matching:
         involved = calls["instance"].isin(instances.loc[apart, "instance"])
         calls.loc[involved, "wait"] = 0
         calls.loc[involved, "arrived_last"] = False
+    # an impossible order or a clock apart: its times are not a skew, a transfer or a bandwidth
+    unmeasured = ~instances["ordered"].to_numpy(bool)
+    instances.loc[unmeasured, list(_TIMED)] = np.nan
     return Matching(calls, instances, pd.DataFrame(problems, columns=PROBLEM_COLUMNS))
+
+
+#: an instance's columns measured from its calls' times (NaN where they cannot be compared)
+_TIMED = ("arrival_skew_us", "end_skew_us", "transfer_us", "algbw_gbps", "busbw_gbps")
 
 
 #: collectives where every rank needs every other rank's data: no rank ends before all started

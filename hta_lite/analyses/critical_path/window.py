@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...errors import SelectionError
+from ...errors import MissingDataError, SelectionError
 from ...kineto import STREAM_WAIT_EVENT
 from ...load.links import gather
 from ...load.rank_trace import RankTrace
@@ -52,6 +52,12 @@ def _bounds(trace: RankTrace, annotation: str, instance_id) -> tuple[int, int]:
             raise SelectionError(trace.path, "no events")
         start = min(int(t["ts"].min()) for t in tables)
         return start, max(int((t["ts"] + t["dur"]).max()) for t in tables)
+    if cpu.empty:  # nothing on the host: no annotation, and no host side of a path
+        raise MissingDataError(
+            trace.path,
+            "no CPU events: the critical path needs the host side (record with"
+            " activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
+        )
     named = pd.concat(
         [t.loc[_contains(t["name"], annotation), ["ts", "dur"]]
          for t in (cpu, trace.gpu_annotations) if len(t)],
