@@ -94,3 +94,16 @@ def test_the_c_reader_takes_only_what_the_unpickler_reads_the_same(name):
     for table in ("segments", "blocks", "entries"):
         pd.testing.assert_frame_equal(getattr(mine, table), getattr(theirs, table))
     assert [list(f) for f in mine.entry_frames] == [list(f) for f in theirs.entry_frames]
+
+
+def test_a_time_past_any_clock_is_refused(tmp_path):
+    import pickle
+
+    from snapshot_corpus import small_real
+
+    snap = small_real()
+    snap["device_traces"][0][0]["time_us"] = -(2**63)  # a timeline once drawn at -2**63
+    path = tmp_path / "time.pickle"
+    path.write_bytes(pickle.dumps(snap))
+    with pytest.raises(SnapshotError, match=r"time.pickle: a trace entry at time_us -9,"):
+        MemorySnapshot(path)

@@ -36,6 +36,8 @@ SEGMENT_INTS = ("address", "total_size", "allocated_size", "active_size", "reque
 INT64 = (-(2**63), 2**63 - 1)
 #: the largest size of a block, segment or allocation read (16 TiB: 50x the largest GPU's memory)
 SIZE_LIMIT = 2**44
+#: trace entries' times are µs since the epoch, below 2**53 (285 years): differences never wrap
+TIME_LIMIT_US = 2**53
 
 
 @dataclass
@@ -68,6 +70,10 @@ def tables(snapshot: dict, columns: dict | None = None) -> SnapshotTables:
     _check_sizes(segments, ["total_size", "allocated_size", "active_size", "requested_size"])
     _check_sizes(blocks, ["size", "requested_size"])
     _check_sizes(entries, ["size"])
+    times = entries["time_us"].to_numpy()
+    if len(times) and (times.min() < 0 or times.max() >= TIME_LIMIT_US):
+        bad = int(times.min()) if times.min() < 0 else int(times.max())
+        raise SnapshotError(None, f"a trace entry at time_us {bad:,}: not a time a clock gives")
     return SnapshotTables(segments, blocks, entries, block_frames, entry_frames, sites, problems)
 
 
