@@ -5,6 +5,7 @@ for display."""
 from __future__ import annotations
 
 import math
+import re
 
 _BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
@@ -39,3 +40,22 @@ def fmt_pct(value: float) -> str:
     if value is None or not math.isfinite(value):
         return "–"
     return f"{value:.1f} %"
+
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3,
+          "gb": 1000**3, "t": 1000**4, "tb": 1000**4, "kib": 1024, "mib": 1024**2,
+          "gib": 1024**3, "tib": 1024**4}  # fmt: skip
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*")
+
+
+def parse_bytes(text: str) -> int:
+    """A size as people write it: ``'200MB'`` (10**6), ``'1.5GiB'`` (2**30), ``'4096'``, ``'2 g'``
+    -> bytes (int); a ``ValueError`` saying what is accepted otherwise."""
+    match = _SIZE.fullmatch(str(text))
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _UNITS:
+        raise ValueError(
+            f"not a size: {text!r} (a number with an optional unit: B, KB, MB, GB, TB in powers"
+            " of 1000, KiB, MiB, GiB, TiB in powers of 1024)"
+        )
+    return int(round(float(match.group(1)) * _UNITS[unit]))

@@ -65,11 +65,19 @@ class MemorySnapshot:
         except SnapshotError as exc:
             raise SnapshotError(path, exc.problem) from None
 
+    @property
+    def traced(self) -> bool:
+        """Whether the snapshot holds an allocator trace (alloc / free entries): without one,
+        memory over time and the OOM entries are unknown, the state at the dump is known."""
+        return self._tables.traced
+
     def __repr__(self) -> str:
-        s = self.summary()
+        s, t = self.summary(), self._tables
+        trace = f"{len(t.entries)} trace entries" if t.traced else "no allocator trace"
+        layout = f"; {t.layout}" if t.layout else ""
         return (
             f"MemorySnapshot({self.path}): {len(s)} device(s), {int(s['segments'].sum())}"
-            f" segments, {len(self._tables.entries)} trace entries"
+            f" segments, {trace}{layout}"
         )
 
     def health(self) -> pd.DataFrame:
@@ -128,9 +136,13 @@ class MemorySnapshot:
 
     def peaks(self) -> pd.DataFrame:
         """One row per device: its peak's ``index``, ``time_us``, ``active_bytes``,
-        ``reserved_bytes``, ``before_trace_bytes``, ``final_active_bytes``."""
-        replayed = self._need_trace()
-        return tl.peaks(self._tables.entries, replayed, self._tables.segments, self._tables.blocks)
+        ``reserved_bytes``, ``before_trace_bytes``, ``final_active_bytes``. Without an
+        allocator trace, the state at the dump (``index`` and ``time_us`` -1): the peak the
+        snapshot can show."""
+        t = self._tables
+        if not t.traced:
+            return tl.dump_peaks(t.segments, t.blocks)
+        return tl.peaks(t.entries, self._need_trace(), t.segments, t.blocks)
 
     def peak(self, device: int | None = None) -> SnapshotPeak:
         """The peak of ``device`` (default: the device with the highest), and who holds it."""
@@ -141,10 +153,13 @@ class MemorySnapshot:
             raise SelectionError(self.path, f"device {device} has no trace")
         row = table[table["device"] == device].iloc[0]
         frames = self._tables.entry_frames
-        by_site = tl.peak_sites(
-            self._tables.entries, lambda r: self._tables.sites.site(frames[r]), device,
-            int(row["index"]), int(row["active_bytes"]),
-        )  # fmt: skip
+        if not self._tables.traced:  # the blocks in use at the dump, by their sites
+            by_site = tl.block_sites(self._tables.blocks, device)
+        else:
+            by_site = tl.peak_sites(
+                self._tables.entries, lambda r: self._tables.sites.site(frames[r]), device,
+                int(row["index"]), int(row["active_bytes"]),
+            )  # fmt: skip
         return SnapshotPeak(
             device, int(row["index"]), int(row["time_us"]), int(row["active_bytes"]),
             float(row["reserved_bytes"]), int(row["before_trace_bytes"]), by_site,
@@ -160,14 +175,27 @@ class MemorySnapshot:
             MissingDataError: the trace records no out-of-memory (test a size with
                 :meth:`would_fit`).
         """
-        table = oom_.oom_table(self._tables, self._need_trace())
-        if table.empty:
+        table = oom_.oom_table(self._tables, self._replayed) if self._tables.traced else None
+        if table is None or table.empty:
+            readings = "; ".join(
+                f"device {r.device}: {r.reading}" for r in self.at_dump().itertuples()
+            )
             raise MissingDataError(
                 self.path,
-                "the allocator's trace records no out-of-memory ('oom' entry): test a size at"
-                " the snapshot with would_fit(nbytes)",
+                "no out-of-memory in an allocator trace ('oom' entry"
+                + ("" if self._tables.traced else "; the snapshot holds no trace")
+                + f"). At the dump: {readings}. Test a size with would_fit(nbytes,"
+                " device_free_bytes=...)",
             )
         return table
+
+    def at_dump(self) -> pd.DataFrame:
+        """Per device, what the state at the dump implies for an allocation that fails there
+        (a dump taken at an out-of-memory, with no ``oom`` entry): reserved, in use, cached free
+        bytes, the largest free block, and a reading (**real shortage**, **fragmentation**, or
+        up to which size a request fits; columns in
+        :mod:`hta_lite.analyses.memory_snapshot.oom`). Needs no trace."""
+        return oom_.at_dump(self._tables)
 
     def would_fit(
         self, nbytes: int, device: int = 0, stream: int = 0, device_free_bytes: int = 0
@@ -186,7 +214,7 @@ class MemorySnapshot:
         live, segments = oom_.state_at(self._tables, device, 2**63)
         free = oom_.free_blocks(live, segments)
         cached, same, largest, verdict, advice = oom_.verdict(
-            int(nbytes), int(device_free_bytes), free, stream
+            int(nbytes), int(device_free_bytes), free, stream, failed=False
         )
         return pd.DataFrame(
             [[device, stream, int(nbytes), int(device_free_bytes), cached, same, largest,
@@ -203,10 +231,11 @@ class MemorySnapshot:
         return cmp.compare(self._tables, other._tables, by)
 
     def _need_trace(self) -> tl.Replay:
-        if self._tables.entries.empty:
+        if not self._tables.traced:
             raise MissingDataError(
                 self.path,
-                "the snapshot holds no allocator trace: call"
-                " torch.cuda.memory._record_memory_history() before the run",
+                "the snapshot holds no allocator trace (no alloc / free entry: recorded without"
+                " torch.cuda.memory._record_memory_history(), or only the dump's own entry):"
+                " summary(), peaks() and at_dump() give the state at the dump",
             )
         return self._replayed

@@ -28,7 +28,6 @@ from pathlib import Path
 
 from ..errors import SnapshotError
 
-_INT64 = (-(2**63), 2**63 - 1)
 _U = pickle._Unpickler
 #: the opcodes of plain data (protocols 2-5), by their loader in ``pickle._Unpickler``
 _PLAIN = {

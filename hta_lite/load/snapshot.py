@@ -1,4 +1,5 @@
-"""Reading a CUDA memory snapshot (``torch.cuda.memory._dump_snapshot``): a pickled dict.
+"""Reading a CUDA memory snapshot (``torch.cuda.memory._dump_snapshot``): a pickled dict, or the
+bare list of segments ``torch.cuda.memory_snapshot()`` returns (read as a dict without trace).
 
 Untrusted input, so the file is read by an unpickler of plain data (:mod:`.plain_pickle`): a
 snapshot holds only dicts, lists, tuples, strings, int64 integers, floats and booleans, and a
@@ -64,11 +65,22 @@ def read_snapshot_columns(path: str | Path, columns: bool = True) -> tuple[dict,
     finally:
         if collecting:
             gc.enable()
+    if _is_segment_list(snapshot):  # torch.cuda.memory_snapshot(), pickled as it comes
+        snapshot = {"segments": snapshot, "device_traces": []}
     if not _is_snapshot(snapshot):
         raise SnapshotError(
-            path, "a pickle, but not a memory snapshot (no 'segments' list in a dict)"
+            path,
+            "a pickle, but not a memory snapshot (neither a dict with a 'segments' list nor a"
+            " list of segments)",
         )
     return snapshot, None
+
+
+def _is_segment_list(data) -> bool:
+    """A list of segment dicts (``torch.cuda.memory_snapshot()``: each with ``blocks``)."""
+    return isinstance(data, list) and all(
+        isinstance(s, dict) and "blocks" in s and "total_size" in s for s in data
+    )
 
 
 def _is_snapshot(snapshot) -> bool:

@@ -12,27 +12,31 @@ GIB = 2**30
 
 def plot_snapshot_timeline(line: pd.DataFrame, peaks: pd.DataFrame) -> go.Figure:
     """Active (and, where the trace records segments, reserved) GiB after each trace entry, per
-    device (``timeline()``), over ms from the first entry; each device's peak marked
-    (``peaks()``)."""
+    device (``timeline()``), over ms from the first entry, or over the entries' indices where
+    the trace records no times (PyTorch 2.0); each device's peak marked (``peaks()``)."""
     fig = go.Figure()
+    by_index = bool((line["time_us"] < 0).any())
     for device, part in line.groupby("device", sort=True):
-        origin = part["time_us"].min()
-        x = (part["time_us"] - origin) / 1e3
+        origin = part["index"].min() - 1 if by_index else part["time_us"].min()
+        x = part["index"] - origin if by_index else (part["time_us"] - origin) / 1e3
         fig.add_scatter(x=x, y=part["active_bytes"].astype(float) / GIB, mode="lines",
                         line_shape="hv", name=f"in use, device {device}")  # fmt: skip
         if part["reserved_bytes"].notna().any():
             fig.add_scatter(x=x, y=part["reserved_bytes"] / GIB, mode="lines", line_shape="hv",
                             name=f"reserved, device {device}")  # fmt: skip
         peak = peaks[peaks["device"] == device].iloc[0]
+        at = peak["index"] - origin if by_index else (peak["time_us"] - origin) / 1e3
         fig.add_scatter(
-            x=[(peak["time_us"] - origin) / 1e3], y=[float(peak["active_bytes"]) / GIB],
+            x=[at], y=[float(peak["active_bytes"]) / GIB],
             mode="markers+text", marker={"size": 11, "symbol": "x"},
             text=[f"peak {float(peak['active_bytes']) / GIB:.2f} GiB"], textposition="top center",
             name=f"peak, device {device}",
         )  # fmt: skip
     fig.update_layout(
         title="Memory in use over the allocator's trace (walked back from the snapshot)",
-        xaxis_title="time (ms from the first entry)", yaxis_title="GiB",
+        xaxis_title="trace entry (no times recorded)" if by_index
+        else "time (ms from the first entry)",
+        yaxis_title="GiB",
     )  # fmt: skip
     return fig
 

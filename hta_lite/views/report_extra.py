@@ -28,24 +28,23 @@ def snapshot_section(report: Report, snap) -> None:
         table(summary),
     ]
     try:
-        peak = snap.peak()
-        parts += [
-            report.chart(plots.plot_snapshot_timeline(snap.timeline(), snap.peaks())),
-            "<h3>Held at the peak</h3>",
-            report.chart(plots.plot_peak_sites(peak.by_site)),
-            table(peak.by_site, 20),
-        ]
+        parts.append(report.chart(plots.plot_snapshot_timeline(snap.timeline(), snap.peaks())))
     except MissingDataError as exc:
         parts.append(note(f"No memory over time: {exc.problem}."))
+    peak = snap.peak()
     parts += [
+        "<h3>Held at the peak</h3>" if peak.index >= 0 else "<h3>Held at the dump</h3>",
+        report.chart(plots.plot_peak_sites(peak.by_site)),
+        table(peak.by_site, 20),
         "<h3>Segment map</h3>",
         report.chart(plots.plot_segment_map(snap.summary(by="segment"))),
         "<h3>Out of memory</h3>",
     ]
     try:
         parts.append(table(snap.oom()))
-    except MissingDataError as exc:
-        parts.append(note(f"None recorded: {exc.problem}."))
+    except MissingDataError:
+        parts += [note("None recorded in an allocator trace. What the state at the dump implies:"),
+                  table(snap.at_dump())]  # fmt: skip
     report.section("snapshot", "Memory snapshot", *parts)
 
 

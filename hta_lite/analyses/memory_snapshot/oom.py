@@ -27,11 +27,12 @@ import bisect
 import numpy as np
 import pandas as pd
 
-from .summary import ACTIVE, AWAITING
+from .segment_table import ACTIVE, PENDING
 
 DEFAULT_POOL = "(0, 0)"
 FITS, SHORTAGE = "fits in a cached block", "real shortage"
 FRAGMENTATION, ELSEWHERE = "fragmentation", "cache held elsewhere"
+NEW_SEGMENT = "fits in a new segment"
 COLUMNS = ["device", "index", "time_us", "stream", "requested_bytes", "device_free_bytes",
            "cached_free_bytes", "cached_free_same_bytes", "largest_free_block_bytes",
            "active_bytes", "reserved_bytes", "verdict", "advice"]  # fmt: skip
@@ -42,7 +43,7 @@ def state_at(tables, device: int, index: int) -> tuple[dict, dict]:
     the last one): ``{address: size}`` of the blocks in use, ``{address: (size, stream,
     pool)}`` of the segments."""
     blocks = tables.blocks[tables.blocks["device"].to_numpy() == device]
-    in_use = np.isin(blocks["state"].to_numpy(), [ACTIVE, AWAITING])
+    in_use = np.isin(blocks["state"].to_numpy(), [ACTIVE, *PENDING])
     live = dict(zip(blocks["address"].to_numpy()[in_use].tolist(),
                     blocks["size"].to_numpy()[in_use].tolist()))  # fmt: skip
     segs = tables.segments[tables.segments["device"].to_numpy() == device]
@@ -96,6 +97,10 @@ def free_blocks(live: dict, segments: dict) -> pd.DataFrame:
 
 ADVICE = {
     FITS: "a free block of this stream holds the request: the allocation succeeds at this state",
+    NEW_SEGMENT: (
+        "no cached block holds it, but CUDA has the memory free for a new segment: the"
+        " allocation succeeds at this state (if that free memory is as given)"
+    ),
     SHORTAGE: (
         "{short:,} bytes more than CUDA had free plus all the allocator caches: hold less at the"
         " peak (its largest allocation sites: peak().by_site), activation checkpointing, a"
@@ -114,8 +119,12 @@ ADVICE = {
 }
 
 
-def verdict(requested: int, device_free: int, free: pd.DataFrame, stream: int) -> tuple:
-    """``(cached_free, cached_free_same, largest_same, verdict, advice)`` for a request."""
+def verdict(
+    requested: int, device_free: int, free: pd.DataFrame, stream: int, failed: bool = True
+) -> tuple:
+    """``(cached_free, cached_free_same, largest_same, verdict, advice)`` for a request;
+    ``failed``: it is an out-of-memory that happened (else a request asked about, which a new
+    segment serves when CUDA has the memory free)."""
     sizes = free["size"].tolist()
     same = (free["stream"].to_numpy() == stream) & (free["pool"].to_numpy() == DEFAULT_POOL)
     same_sizes = [s for s, keep in zip(sizes, same.tolist()) if keep]
@@ -124,6 +133,8 @@ def verdict(requested: int, device_free: int, free: pd.DataFrame, stream: int) -
     available = max(device_free, 0)
     if requested <= largest:
         kind = FITS
+    elif not failed and requested <= available:
+        kind = NEW_SEGMENT
     elif requested > available + cached:
         kind = SHORTAGE
     elif requested <= available + cached_same:
@@ -150,3 +161,51 @@ def oom_table(tables, replayed) -> pd.DataFrame:
              replayed.reserved[row], *answer[3:]]
         )  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+#: columns of :func:`at_dump`
+DUMP_COLUMNS = ["device", "reserved_bytes", "active_bytes", "cached_free_bytes",
+                "largest_free_block_bytes", "fragmentation_pctg", "reading"]  # fmt: skip
+
+
+def at_dump(tables) -> pd.DataFrame:
+    """Per device, what the state at the dump implies for an allocation that fails there (a dump
+    taken at an out-of-memory, with or without an ``oom`` entry): ``reserved_bytes``,
+    ``active_bytes`` (blocks in use), ``cached_free_bytes`` (free blocks, every stream and pool),
+    ``largest_free_block_bytes`` (stream 0, default pool: where most requests go),
+    ``fragmentation_pctg`` (of the cached free memory, the share a request of the largest
+    block's size cannot use), ``reading``: little cached (under 5 % of the reserved bytes): an
+    allocation that fails is a **real shortage** (unless CUDA had memory free outside the
+    allocator, which a snapshot does not record); much cached but split (fragmentation >= 50 %):
+    a request above the largest block fails though memory is free: **fragmentation**; else a
+    request fits up to the largest block, and above it CUDA's free memory decides."""
+    rows = []
+    for device in sorted(set(tables.segments["device"].tolist())):
+        live, segments = state_at(tables, device, 2**63)
+        free = free_blocks(live, segments)
+        reserved = sum(size for size, _, _ in segments.values())
+        active = sum(live.values())
+        cached = int(free["size"].sum()) if len(free) else 0
+        same = (free["stream"].to_numpy() == 0) & (free["pool"].to_numpy() == DEFAULT_POOL)
+        largest = int(free.loc[same, "size"].max()) if same.any() else 0
+        anywhere = int(free["size"].max()) if len(free) else 0
+        frag = round(100.0 * (1 - anywhere / cached), 2) if cached else 0.0
+        if cached < 0.05 * reserved:
+            reading = (
+                f"{SHORTAGE}: {cached:,} of {reserved:,} reserved bytes are cached free, the rest"
+                " held by blocks in use; an allocation that fails here needs memory CUDA did not"
+                " have (not recorded in a snapshot: would_fit(nbytes, device_free_bytes=...))"
+            )
+        elif frag >= 50:
+            reading = (
+                f"{FRAGMENTATION}: {cached:,} bytes are cached free but the largest free block is"
+                f" {anywhere:,}: a request above it fails though the memory is free; "
+                + ADVICE[FRAGMENTATION]
+            )
+        else:
+            reading = (
+                f"a request of up to {largest:,} bytes on stream 0 fits in a cached block; a"
+                " larger one needs CUDA's free memory (would_fit(nbytes, device_free_bytes=...))"
+            )
+        rows.append([device, reserved, active, cached, largest, frag, reading])
+    return pd.DataFrame(rows, columns=DUMP_COLUMNS)

@@ -6,7 +6,8 @@ Columns: the key (``device``; with ``by="pool"`` also ``pool``, with ``by="strea
 ``total_size``), ``allocated_bytes`` (``requested_size`` of the ``active_allocated`` blocks:
 what tensors asked for), ``active_blocks_bytes`` (those blocks' sizes), ``free_internal_bytes``
 (their rounding: size - requested), ``free_external_bytes`` (every other block: cached by the
-allocator, not in use; ``awaiting_free_bytes`` of it freed but waiting for a stream to finish),
+allocator, not in use; ``awaiting_free_bytes`` of it freed but waiting for a stream to finish:
+``active_pending_free``),
 ``largest_free_block_bytes``, ``fragmentation_pctg`` (the share of the external free memory an
 allocation of the largest free block's size cannot use: 100 x (1 - largest / external free); 0
 with no free memory). ``reserved = allocated + internal + external`` exactly (as
@@ -20,10 +21,9 @@ import numpy as np
 import pandas as pd
 
 from ...errors import SelectionError
+from .segment_table import ACTIVE, PENDING
 from .tables import INT64
 
-ACTIVE = "active_allocated"
-AWAITING = "active_awaiting_free"
 BYTES = ["reserved_bytes", "allocated_bytes", "active_blocks_bytes", "free_internal_bytes",
          "free_external_bytes", "awaiting_free_bytes", "largest_free_block_bytes"]  # fmt: skip
 KEYS = {"device": ["device"], "pool": ["device", "pool"], "stream": ["device", "stream"],
@@ -46,7 +46,7 @@ def summary(segments: pd.DataFrame, blocks: pd.DataFrame, by: str = "device") ->
             "active_blocks_bytes": np.where(active, size, 0),
             "free_internal_bytes": np.where(active, size - requested, 0),
             "free_external_bytes": np.where(active, 0, size),
-            "awaiting_free_bytes": np.where(blocks["state"].to_numpy() == AWAITING, size, 0),
+            "awaiting_free_bytes": np.where(np.isin(blocks["state"].to_numpy(), PENDING), size, 0),
             "largest_free_block_bytes": np.where(active, 0, size),
         }
     )

@@ -5,12 +5,15 @@
   (``segment_pool_id`` as text: ``"(0, 0)"`` is the default pool, others are CUDA graphs'
   private pools), ``is_expandable``, ``blocks``, ``site`` (where the segment was allocated).
 - ``blocks``: ``device``, ``segment`` (row of ``segments``), ``address``, ``size``,
-  ``requested_size`` (bytes; the older format's ``history[0].real_size``), ``state``
-  (``active_allocated``, ``active_awaiting_free``, ``inactive``), ``stream``, ``pool``, ``site``
-  (:mod:`.sites`).
+  ``requested_size`` (bytes), ``state`` (``active_allocated``, ``active_pending_free``,
+  ``inactive``), ``stream``, ``pool``, ``site`` (:mod:`.sites`). Older layouts (addresses
+  implied by order, requested bytes from the history): :mod:`.segment_table`.
 - ``entries``: the ring buffer of each device in order: ``device``, ``index``, ``action``,
-  ``addr``, ``size`` (bytes), ``stream``, ``time_us``, ``device_free`` (bytes CUDA had free, on
-  ``oom`` entries; -1 elsewhere).
+  ``addr``, ``size`` (bytes), ``stream``, ``time_us`` (-1 where the entry has none: PyTorch 2.0),
+  ``device_free`` (bytes CUDA had free, on ``oom`` entries; -1 elsewhere).
+- ``layout``: which PyTorch wrote the segments (:mod:`.segment_table`); ``traced``: whether the
+  entries record the allocator's actions (a dump without ``_record_memory_history``, or holding
+  only its own ``snapshot`` entry, has none: the state at the dump is all there is).
 
 Integers are int64 (the reader refuses others). A record that is not a dict, or a size that is
 not an integer, is left out and counted in ``problems`` (``{what: count}``); a text field that
@@ -30,10 +33,14 @@ import numpy as np
 import pandas as pd
 
 from ...errors import SnapshotError
+from .segment_table import frame as _frame
+from .segment_table import segment_tables
 from .sites import Sites
 
-SEGMENT_INTS = ("address", "total_size", "allocated_size", "active_size", "requested_size")
 INT64 = (-(2**63), 2**63 - 1)
+#: the actions that change memory: a trace without one records nothing but the dump
+TRACED_ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
+                  "segment_map", "segment_unmap", "oom")  # fmt: skip
 #: the largest size of a block, segment or allocation read (16 TiB: 50x the largest GPU's memory)
 SIZE_LIMIT = 2**44
 #: trace entries' times are µs since the epoch, below 2**53 (285 years): differences never wrap
@@ -49,6 +56,11 @@ class SnapshotTables:
     entry_frames: list  # per entry row
     sites: Sites
     problems: Counter = field(default_factory=Counter)
+    layout: str = ""
+
+    @property
+    def traced(self) -> bool:
+        return bool(self.entries["action"].isin(TRACED_ACTIONS).any())
 
 
 def tables(snapshot: dict, columns: dict | None = None) -> SnapshotTables:
@@ -59,7 +71,9 @@ def tables(snapshot: dict, columns: dict | None = None) -> SnapshotTables:
     collecting = gc.isenabled()
     gc.disable()  # a million short-lived tuples, no cycles: the collector's passes cost half
     try:
-        segments, blocks, block_frames = _segments(snapshot.get("segments") or [], sites, problems)
+        segments, blocks, block_frames, layout = segment_tables(
+            snapshot.get("segments") or [], sites, problems
+        )
         if columns is None:
             entries, entry_frames = _entries(snapshot.get("device_traces") or [], problems)
         else:
@@ -71,10 +85,12 @@ def tables(snapshot: dict, columns: dict | None = None) -> SnapshotTables:
     _check_sizes(blocks, ["size", "requested_size"])
     _check_sizes(entries, ["size"])
     times = entries["time_us"].to_numpy()
-    if len(times) and (times.min() < 0 or times.max() >= TIME_LIMIT_US):
-        bad = int(times.min()) if times.min() < 0 else int(times.max())
+    if len(times) and (times.min() < -1 or times.max() >= TIME_LIMIT_US):
+        bad = int(times.min()) if times.min() < -1 else int(times.max())
         raise SnapshotError(None, f"a trace entry at time_us {bad:,}: not a time a clock gives")
-    return SnapshotTables(segments, blocks, entries, block_frames, entry_frames, sites, problems)
+    return SnapshotTables(
+        segments, blocks, entries, block_frames, entry_frames, sites, problems, layout
+    )
 
 
 def _check_sizes(table: pd.DataFrame, columns: list[str]) -> None:
@@ -95,96 +111,6 @@ def _check_sizes(table: pd.DataFrame, columns: list[str]) -> None:
 
 def _int(value) -> int | None:
     return value if type(value) is int else None
-
-
-def int_column(values: list) -> np.ndarray:
-    """int64 when every value fits, else the Python integers (object)."""
-    if all(INT64[0] <= v <= INT64[1] for v in values):
-        return np.array(values, dtype=np.int64)
-    return np.array(values, dtype=object)
-
-
-def _segments(raw: list, sites: Sites, problems: Counter):
-    seg_rows, block_rows, block_frames = [], [], []
-    for seg in raw:
-        ints = [_int(seg.get(k)) if isinstance(seg, dict) else None for k in SEGMENT_INTS[:2]]
-        if not isinstance(seg, dict) or None in ints or not isinstance(seg.get("blocks"), list):
-            problems["segment without address, total_size or blocks (left out)"] += 1
-            continue
-        row = len(seg_rows)
-        pool = _pool(seg.get("segment_pool_id"), problems)
-        stream = _int(seg.get("stream")) or 0
-        device = _int(seg.get("device")) or 0
-        kept = 0
-        for block in seg["blocks"]:
-            parsed = _block(block)
-            if parsed is None:
-                problems["block without address, size or state (left out)"] += 1
-                continue
-            address, size, requested, state, frames = parsed
-            block_rows.append((device, row, address, size, requested, state, stream, pool))
-            block_frames.append(frames)
-            kept += 1
-        seg_rows.append(
-            (device, *ints, *(_int(seg.get(k)) or 0 for k in SEGMENT_INTS[2:]), stream,
-             _text(seg.get("segment_type"), "segment_type", problems), pool,
-             seg.get("is_expandable") is True, kept, sites.site(seg.get("frames") or []))
-        )  # fmt: skip
-    names = ["device", *SEGMENT_INTS, "stream", "segment_type", "pool", "is_expandable", "blocks",
-             "site"]  # fmt: skip
-    segments = _frame(seg_rows, names, ints=[*SEGMENT_INTS])
-    blocks = _frame(
-        block_rows,
-        ["device", "segment", "address", "size", "requested_size", "state", "stream", "pool"],
-        ints=["address", "size", "requested_size"],
-    )
-    blocks["site"] = [sites.site(f) for f in block_frames]
-    return segments, blocks, block_frames
-
-
-def _text(value, name: str, problems: Counter) -> str:
-    """``value`` when it is text; else "" (a list nested 100,000 deep is never turned into
-    text), counted unless absent."""
-    if isinstance(value, str):
-        return value
-    if value is not None:
-        problems[f"{name} that is not text (read as absent)"] += 1
-    return ""
-
-
-def _pool(pool_id, problems: Counter) -> str:
-    """``segment_pool_id`` as text, ``"(0, 0)"`` (the default pool) when absent; a pool id that
-    is not a few integers is the default pool, counted."""
-    if pool_id is None or pool_id == 0:
-        return "(0, 0)"
-    if (
-        isinstance(pool_id, (list, tuple))
-        and len(pool_id) <= 4
-        and all(type(v) is int for v in pool_id)
-    ):
-        return str(tuple(pool_id))
-    if type(pool_id) is int:
-        return str(pool_id)
-    problems["segment_pool_id that is not integers (default pool assumed)"] += 1
-    return "(0, 0)"
-
-
-def _block(block) -> tuple | None:
-    """``(address, size, requested_size, state, frames)``; the older format (``history``) too."""
-    if not isinstance(block, dict):
-        return None
-    address, size, state = _int(block.get("address")), _int(block.get("size")), block.get("state")
-    if address is None or size is None or not isinstance(state, str):
-        return None
-    if "frames" in block or "history" not in block:
-        requested = _int(block.get("requested_size"))
-        frames = block.get("frames") or []
-    else:  # before PyTorch 2.1: the allocation's history
-        history = block.get("history")
-        first = history[0] if isinstance(history, list) and history else {}
-        first = first if isinstance(first, dict) else {}
-        requested, frames = _int(first.get("real_size")), first.get("frames") or []
-    return address, size, size if requested is None else requested, state, frames
 
 
 def _entries(traces: list, problems: Counter):
@@ -277,7 +203,7 @@ def _entries_checked(device: int, trace: list, problems: Counter):
             continue
         rows.append(
             (device, index, entry["action"], _int(entry.get("addr")) or 0, size or 0,
-             _int(entry.get("stream")) or 0, _int(entry.get("time_us")) or 0,
+             _int(entry.get("stream")) or 0, _time(entry.get("time_us")),
              _int(entry.get("device_free")) if "device_free" in entry else -1)
         )  # fmt: skip
         frames.append(entry.get("frames") or [])
@@ -285,13 +211,6 @@ def _entries_checked(device: int, trace: list, problems: Counter):
     return _frame(rows, names, ints=[n for n in names if n != "action"]), frames
 
 
-def _frame(rows: list, names: list[str], ints: list[str]) -> pd.DataFrame:
-    columns = list(zip(*rows)) if rows else [()] * len(names)
-    out = {}
-    for name, values in zip(names, columns):
-        values = list(values)
-        if name in ints or (values and type(values[0]) is int):
-            out[name] = int_column(values)
-        else:
-            out[name] = np.array(values, dtype=object)
-    return pd.DataFrame(out, columns=names)
+def _time(value) -> int:
+    """An entry's ``time_us``; -1 when it has none (PyTorch 2.0 recorded no times)."""
+    return value if type(value) is int else -1

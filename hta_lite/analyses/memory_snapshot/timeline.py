@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .summary import ACTIVE, AWAITING
+from .segment_table import ACTIVE, PENDING
 
 GROWS = {"alloc": 1, "free_completed": -1}
 RESERVES = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_unmap": -1}
@@ -48,7 +48,7 @@ class Replay:
 def final_state(segments: pd.DataFrame, blocks: pd.DataFrame, device: int) -> tuple[int, int]:
     """``(active, reserved)`` bytes of a device at the snapshot (exact)."""
     mine = blocks[blocks["device"].to_numpy() == device]
-    live = np.isin(mine["state"].to_numpy(), [ACTIVE, AWAITING])
+    live = np.isin(mine["state"].to_numpy(), [ACTIVE, *PENDING])
     active = sum(mine["size"].to_numpy()[live].tolist())
     reserved = sum(
         segments["total_size"].to_numpy()[segments["device"].to_numpy() == device].tolist()
@@ -163,3 +163,26 @@ def peak_sites(entries: pd.DataFrame, site_of, device: int, index: int, active_b
     return pd.DataFrame(
         [(site, int(b), int(n)) for site, (b, n) in ranked], columns=["site", "bytes", "count"]
     )
+
+
+def dump_peaks(segments: pd.DataFrame, blocks: pd.DataFrame) -> pd.DataFrame:
+    """:func:`peaks` without a trace: per device the state at the dump (``index`` and
+    ``time_us`` -1, nothing before it known)."""
+    rows = []
+    for device in sorted(set(segments["device"].tolist())):
+        active, reserved = final_state(segments, blocks, device)
+        rows.append({"device": device, "index": -1, "time_us": -1, "active_bytes": active,
+                     "reserved_bytes": float(reserved), "before_trace_bytes": active,
+                     "final_active_bytes": active})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def block_sites(blocks: pd.DataFrame, device: int) -> pd.DataFrame:
+    """The blocks in use on ``device`` at the dump by site (``site``, ``bytes``, ``count``)."""
+    mine = blocks[
+        (blocks["device"].to_numpy() == device)
+        & np.isin(blocks["state"].to_numpy(), [ACTIVE, *PENDING])
+    ]
+    grouped = mine.groupby("site", sort=False)["size"].agg(["sum", "count"]).reset_index()
+    grouped.columns = ["site", "bytes", "count"]
+    return grouped.sort_values("bytes", ascending=False, kind="stable", ignore_index=True)
