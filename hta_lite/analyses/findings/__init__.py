@@ -27,6 +27,7 @@ from . import (
     memory,
     step_anomalies,
     straggler,
+    sync_in_loop,
     syncs,
     tiny_kernels,
     warmup,
@@ -36,7 +37,8 @@ from .ranking import COLUMNS, rank_findings
 from .replay import Cut, Replay
 
 KINDS = (
-    straggler, host_work, syncs, exposed_communication, launch_overhead, tiny_kernels,
+    straggler, host_work, sync_in_loop, syncs, exposed_communication, launch_overhead,
+    tiny_kernels,
     below_roof, memcpy, step_anomalies, warmup, memory,
 )  # fmt: skip
 

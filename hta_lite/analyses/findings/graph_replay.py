@@ -1,9 +1,11 @@
 """What-if replay of one rank's critical path: change edges of each step's graph, recompute.
 
 Each step's graph is HTA's (:mod:`..critical_path.graph`), over the step's bounds as the job
-path cuts them, with two kinds of edge added (weight 0, each only where the trace's times
+path cuts them, with three kinds of edge added (weight 0, each only where the trace's times
 agree): each kernel on a stream depends on the end of the kernel before it there, and on the
-call that launched it (its end where the kernel started after it, else its start). HTA's
+call that launched it (its end where the kernel started after it, else its start); and a
+blocking call (a synchronization, a blocking copy) with no GPU -> CPU edge — a trace recorded
+without GPU-side sync events — waits for the latest GPU event that ended inside it. HTA's
 graph leaves the first out where the stream was idle when the kernel was launched, and the
 second where the kernel waited on its stream instead; a replay that makes the host or the
 stream faster needs both, or kernels would overlap on their stream, or run before they were
@@ -21,9 +23,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from ...kineto import BLOCKING_SYNC_NAMES
 from ...load.rank_trace import RankTrace
 from ..critical_path.events import Events
-from ..critical_path.graph import DEPENDENCY, Graph
+from ..critical_path.graph import DEPENDENCY, KERNEL_KERNEL_DELAY, LAUNCH_DELAY, SYNC, Graph
 from ..critical_path.path import longest_distances, path_to
 from ..critical_path.window import event_index
 from ..job_path.segments import StepPaths, step_bounds, whole_trace
@@ -53,28 +56,28 @@ class RankGraphs:
             if local.empty:
                 out[number] = 0.0
                 continue
-            weight, keep = change(local.graph, self.events)
-            out[number] = self._saving(number, local, weight, keep)
+            ordered, length, path = self._base_of(number, local)
+            weight, keep = change(ordered, self.events)
+            out[number] = self._saving(local, ordered, length, path, weight, keep)
         return out
 
-    def _saving(self, number: int, local: StepPaths, weight, keep) -> float:
-        g = local.graph
-        weight = np.minimum(weight, g.weight)
-        keep = np.ones(len(g.src), bool) if keep is None else keep
+    def _base_of(self, number: int, local: StepPaths) -> tuple[Graph, int, np.ndarray]:
+        """The step's graph with the added edges, its longest path's length and edges."""
         if number not in self._base:
+            g = local.graph
             ordered = with_order_edges(g, self.events)
             dist, best, _ = longest_distances(len(g.node_ts), ordered, Counter())
             end = int(np.argmax(dist))
             path = np.asarray(path_to(end, best.tolist(), ordered.src.tolist()))
             self._base[number] = (ordered, int(dist.max()), path)
-        ordered, length, path = self._base[number]
-        n = len(g.src)
-        old = path[path < n]  # edges of HTA's graph on the longest path
-        if not ((weight[old] < g.weight[old]).any() or not keep[old].all()):
+        return self._base[number]
+
+    def _saving(self, local: StepPaths, ordered: Graph, length: int, path, weight, keep) -> float:
+        g = local.graph
+        weight = np.minimum(weight, ordered.weight)
+        keep = np.ones(len(ordered.src), bool) if keep is None else keep
+        if not ((weight[path] < ordered.weight[path]).any() or not keep[path].all()):
             return 0.0
-        extra = len(ordered.src) - n
-        keep = np.concatenate([keep, np.ones(extra, bool)])
-        weight = np.concatenate([weight, np.zeros(extra, np.int64)])
         smaller = replace(
             ordered, src=ordered.src[keep], dst=ordered.dst[keep], kind=ordered.kind[keep],
             weight=weight[keep], event=ordered.event[keep], health=Counter(),
@@ -107,14 +110,77 @@ def with_order_edges(graph: Graph, events: Events) -> Graph:
     returned = (call_end >= 0) & (graph.node_ts[np.maximum(call_end, 0)] <= events.ts[ev])
     after = np.where(returned, call_end, call_start)
     ok = (after >= 0) & (graph.node_ts[np.maximum(after, 0)] <= events.ts[ev])
+    # a launch edge weighs the device's launch latency (no more than this kernel waited): a
+    # replay that makes the host faster still starts a kernel that long after its launch
+    waited_for = events.ts[ev][ok] - graph.node_ts[after[ok]]
+    latency = np.where(returned[ok], np.minimum(waited_for, launch_latency(graph)), 0)
+    weight = np.concatenate([np.zeros(len(src), np.int64), latency.astype(np.int64)])
     src, dst = np.concatenate([src, after[ok]]), np.concatenate([dst, starts[ok]])
+    kind = np.full(len(src), DEPENDENCY, graph.kind.dtype)
+    waited, sync_end = _inferred_syncs(graph, events, end_node)
+    src, dst = np.concatenate([src, waited]), np.concatenate([dst, sync_end])
+    kind = np.concatenate([kind, np.full(len(waited), SYNC, graph.kind.dtype)])
+    weight = np.concatenate([weight, np.zeros(len(waited), np.int64)])
     return replace(
         graph,
         src=np.concatenate([graph.src, src]), dst=np.concatenate([graph.dst, dst]),
-        kind=np.concatenate([graph.kind, np.full(len(src), DEPENDENCY, graph.kind.dtype)]),
-        weight=np.concatenate([graph.weight, np.zeros(len(src), graph.weight.dtype)]),
+        kind=np.concatenate([graph.kind, kind]),
+        weight=np.concatenate([graph.weight, weight.astype(graph.weight.dtype)]),
         event=np.concatenate([graph.event, np.full(len(src), -1, graph.event.dtype)]),
     )  # fmt: skip
+
+
+def launch_latency(graph: Graph) -> int:
+    """ns from a launch call's return to its kernel's start on an idle stream: the median of
+    the step's launch delays (HTA's ``kernel_launch_delay`` edges), 0 without one."""
+    delays = graph.weight[graph.kind == LAUNCH_DELAY]
+    return int(np.median(delays)) if len(delays) else 0
+
+
+def launched_within(trace: RankTrace, spans: dict[int, np.ndarray]) -> np.ndarray:
+    """Per event of the rank (cpu rows, then gpu rows): a GPU event whose launch call started
+    inside ``spans`` (``{tid: (n, 2) [start, end) ns}``) on its thread."""
+    cpu, gpu = trace.cpu, trace.gpu
+    out = np.zeros(len(cpu) + len(gpu), bool)
+    launch = gpu["launch_row"].to_numpy()
+    has = np.flatnonzero(launch >= 0)
+    ts, tid = cpu["ts"].to_numpy()[launch[has]], cpu["tid"].to_numpy()[launch[has]]
+    for thread, span in spans.items():
+        mine = tid == thread
+        if len(span) and mine.any():
+            j = np.searchsorted(span[:, 0], ts[mine], side="right") - 1
+            inside = (j >= 0) & (ts[mine] < span[np.maximum(j, 0), 1])
+            out[len(cpu) + has[mine][inside]] = True
+    return out
+
+
+def gaps_before(graph: Graph, kernels: np.ndarray) -> np.ndarray:
+    """Per edge: a wait of the GPU for the host before one of ``kernels`` (a bool per event):
+    the ``kernel_kernel_delay`` or ``kernel_launch_delay`` edge into its start. A replay that
+    makes the host faster sets them to 0: the added edges (its launch call's end plus the launch
+    latency, the kernel before it on its stream) then say when it can start."""
+    into = kernels[graph.node_event[graph.dst]] & graph.node_start[graph.dst]
+    return into & ((graph.kind == KERNEL_KERNEL_DELAY) | (graph.kind == LAUNCH_DELAY))
+
+
+def _inferred_syncs(graph: Graph, events: Events, end_node: np.ndarray):
+    """``(src, dst)`` nodes of GPU -> CPU edges a trace without GPU-side sync events lacks: a
+    blocking call (a stream or device synchronization, a blocking copy) that ends after a GPU
+    event ended inside its span waited for that event (the latest such). Calls already the
+    target of a sync edge are left as they are."""
+    blocking = events.name.isin(BLOCKING_SYNC_NAMES) & (events.stream < 0)
+    calls = np.flatnonzero(blocking & (end_node >= 0))
+    has_sync = np.zeros(len(graph.node_ts), bool)
+    has_sync[graph.dst[graph.kind == SYNC]] = True
+    calls = calls[~has_sync[end_node[calls]]]
+    gpu = np.flatnonzero((events.stream >= 0) & (end_node >= 0))
+    if not len(calls) or not len(gpu):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    gpu = gpu[np.argsort(events.end[gpu], kind="stable")]
+    ends = events.end[gpu]
+    last = np.searchsorted(ends, events.end[calls], side="right") - 1  # ended by the call's end
+    ok = (last >= 0) & (ends[np.maximum(last, 0)] >= events.ts[calls])  # ...and inside it
+    return end_node[gpu[last[ok]]], end_node[calls[ok]]
 
 
 def thread_overlap(graph: Graph, events: Events, ranges: dict[int, np.ndarray]) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...units import fmt_us
 from ..critical_path.events import Events
-from ..critical_path.graph import OPERATOR
+from ..critical_path.graph import OPERATOR, SYNC
 from .context import Context
 from .finding import Finding
 
@@ -50,15 +50,19 @@ def find(ctx: Context) -> list[Finding]:
     def change_of(fraction, unblock):
         def change(rank):
             copy, share = copies[rank]
+            upload = share >= 1.0  # the calls of uploads (a read back's share is below 1)
 
             def apply(graph, events):
                 weight = graph.weight.astype(np.float64)
                 edge = (graph.kind == OPERATOR) & (graph.event >= 0)
                 event = np.maximum(graph.event, 0)
                 weight[edge & copy[event]] *= 1 - fraction
-                if unblock:
-                    weight[edge] *= 1 - share[event[edge]]
-                return weight.astype(np.int64), None
+                if not unblock:
+                    return weight.astype(np.int64), None
+                weight[edge] *= 1 - share[event[edge]]
+                # an upload's call no longer waits for its copy (a read back's still does)
+                waits = (graph.kind == SYNC) & upload[graph.node_event[graph.dst]]
+                return weight.astype(np.int64), ~waits
 
             return apply
 

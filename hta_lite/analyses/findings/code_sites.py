@@ -1,0 +1,76 @@
+"""Where on the host a finding's time is spent: the code site of a CPU event, and the host time
+of a set of time ranges.
+
+A *code site* is what a user edits: the innermost Python frame of their own code around the
+event (``train.py(42): step``; frames of PyTorch, installed packages and built-ins are not
+theirs), else the innermost ``record_function`` range (a ProfilerStep excepted), else the
+outermost operator (``aten::item``), else the event's own name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...kineto import CPU_ANNOTATION_CATEGORY, CPU_OP_CATEGORY, STEP_PREFIX
+from ...load.links import gather, nearest_ancestor
+from ...load.rank_trace import RankTrace
+
+PYTHON_CATEGORY = "python_function"
+#: frames that are not the user's code
+LIBRARY = ("torch/", "site-packages", "dist-packages", "<built-in", "<frozen", "threading.py",
+           "runpy.py", "<string>", "contextlib.py", "functools.py")  # fmt: skip
+
+
+def is_user_frame(name: str) -> bool:
+    return not any(part in name for part in LIBRARY)
+
+
+def outermost_ops(trace: RankTrace) -> np.ndarray:
+    """Per CPU row, its outermost enclosing operator (itself when it is one; -1: none)."""
+    cpu = trace.cpu
+    parent, rows = cpu["parent_row"].to_numpy(), np.arange(len(cpu))
+    is_op = np.asarray(cpu["cat"] == CPU_OP_CATEGORY)
+    top = is_op & (nearest_ancestor(parent, is_op, rows) < 0)
+    return np.where(top, rows, nearest_ancestor(parent, top, rows))
+
+
+def sites(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
+    """The code site (module docstring) of each CPU row of ``rows``, as text."""
+    cpu = trace.cpu
+    rows = np.asarray(rows, np.int64)
+    if not len(rows):
+        return np.zeros(0, object)
+    parent = cpu["parent_row"].to_numpy()
+    names = cpu["name"].astype("category")
+    text = np.array([str(c) for c in names.cat.categories] + [""], dtype=object)
+    codes = names.cat.codes.to_numpy()
+    cat = cpu["cat"].to_numpy()
+    user_code = np.fromiter((is_user_frame(t) for t in text), bool, len(text))[codes]
+    frame = (cat == PYTHON_CATEGORY) & user_code
+    ranged = (cat == CPU_ANNOTATION_CATEGORY) & ~np.char.startswith(text.astype(str), STEP_PREFIX)[
+        codes
+    ]
+    out = text[codes[rows]].copy()
+    top = gather(outermost_ops(trace), rows, -1)
+    out = np.where(top >= 0, text[codes[np.maximum(top, 0)]], out)
+    for marks in (ranged, frame):  # the later wins: a user frame, else a range, else the op
+        own = marks[rows]
+        above = nearest_ancestor(parent, marks, rows)
+        chosen = np.where(own, rows, above)
+        out = np.where(chosen >= 0, text[codes[np.maximum(chosen, 0)]], out)
+    return out
+
+
+def ranges_by_thread(trace: RankTrace, rows: np.ndarray) -> dict[int, np.ndarray]:
+    """``{tid: (n, 2) merged, sorted [start, end) ns}`` of the CPU rows ``rows``."""
+    from ...intervals import merge
+
+    cpu = trace.cpu
+    out = {}
+    ts, end, tid = cpu["ts"].to_numpy(), (cpu["ts"] + cpu["dur"]).to_numpy(), cpu["tid"].to_numpy()
+    rows = np.asarray(rows, np.int64)
+    for thread in np.unique(tid[rows]).tolist():
+        mine = rows[tid[rows] == thread]
+        starts, ends = merge(ts[mine], end[mine])
+        out[int(thread)] = np.stack([starts, ends], axis=1)
+    return out
