@@ -44,3 +44,45 @@ def test_a_read_per_iteration(tmp_path, sync_events):
     a, b = run(slow, sync_events=sync_events), run(fixed, sync_events=sync_events)
     known = a.mean_step_us() - b.mean_step_us()  # 1,260 µs of a 3,842 µs step
     check_first(findings_of(a, tmp_path), "sync_in_loop", known, "aten::item")
+
+
+def test_a_loop_of_small_kernels_launched_one_at_a_time(tmp_path):
+    """256 iterations of a Python loop (12 µs of Python, a 5 µs launch) each adding on one
+    element: 1.5 µs kernels, the GPU idle between them; fixed: one vectorised kernel of their
+    summed work, after a 300 µs kernel that both run."""
+
+    def slow(s):
+        s.launch("aten::mm", "gemm_kernel", 300)
+        for _ in range(256):
+            s.launch("aten::add_", "add_kernel", 1.5, pre=12, call=5, post=3)
+
+    def fixed(s):
+        s.launch("aten::mm", "gemm_kernel", 300)
+        s.launch("aten::add_", "add_kernel", 1.5 * 256, pre=12, call=5, post=3)
+
+    a, b = run(slow), run(fixed)
+    known = a.mean_step_us() - b.mean_step_us()
+    check_first(findings_of(a, tmp_path), "launch_bound_loop", known, "add_kernel")
+
+
+def test_a_host_region_the_gpu_waits_for(tmp_path):
+    """Each step: 20 kernels of 50 µs launched back to back, then 2 ms of Python
+    (``postprocess``, a record_function range) with no GPU work, then 20 more; fixed: the
+    postprocessing moved off the step (a background thread): the host keeps up."""
+
+    def kernels(s):
+        for _ in range(20):
+            s.launch("aten::mm", "gemm_kernel", 50)
+
+    def slow(s):
+        kernels(s)
+        s.region("postprocess", lambda s: s.host("aten::copy_", 2000))
+        kernels(s)
+
+    def fixed(s):
+        kernels(s)
+        kernels(s)
+
+    a, b = run(slow), run(fixed)
+    known = a.mean_step_us() - b.mean_step_us()
+    check_first(findings_of(a, tmp_path), "host_bound", known, "postprocess")

@@ -21,7 +21,9 @@ from ...errors import MissingDataError
 from . import (
     below_roof,
     exposed_communication,
+    host_bound,
     host_work,
+    launch_loop,
     launch_overhead,
     memcpy,
     memory,
@@ -37,9 +39,9 @@ from .ranking import COLUMNS, rank_findings
 from .replay import Cut, Replay
 
 KINDS = (
-    straggler, host_work, sync_in_loop, syncs, exposed_communication, launch_overhead,
-    tiny_kernels,
-    below_roof, memcpy, step_anomalies, warmup, memory,
+    straggler, host_work, sync_in_loop, launch_loop, syncs, exposed_communication,
+    launch_overhead, tiny_kernels, below_roof, memcpy, warmup, host_bound, step_anomalies,
+    memory,
 )  # fmt: skip
 
 __all__ = ["COLUMNS", "Context", "Cut", "Replay", "findings", "refuse_range_profiled"]

@@ -58,7 +58,7 @@ def sites(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
         above = nearest_ancestor(parent, marks, rows)
         chosen = np.where(own, rows, above)
         out = np.where(chosen >= 0, text[codes[np.maximum(chosen, 0)]], out)
-    return out
+    return np.where(out == "", "(an event without a name)", out)
 
 
 def ranges_by_thread(trace: RankTrace, rows: np.ndarray) -> dict[int, np.ndarray]:
@@ -73,4 +73,33 @@ def ranges_by_thread(trace: RankTrace, rows: np.ndarray) -> dict[int, np.ndarray
         mine = rows[tid[rows] == thread]
         starts, ends = merge(ts[mine], end[mine])
         out[int(thread)] = np.stack([starts, ends], axis=1)
+    return out
+
+
+def sites_at(trace: RankTrace, tid: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The code site (as :func:`sites`) of what thread ``tid`` ran at time ``t`` (ns), per
+    query: the innermost event covering it there; "host code outside any event" where none."""
+    cpu = trace.cpu
+    out = np.full(len(t), "host code outside any event", dtype=object)
+    if not len(cpu) or not len(t):
+        return out
+    ts, end = cpu["ts"].to_numpy(), (cpu["ts"] + cpu["dur"]).to_numpy()
+    parent, threads = cpu["parent_row"].to_numpy(), cpu["tid"].to_numpy()
+    found = np.full(len(t), -1, np.int64)
+    for thread in np.unique(tid).tolist():
+        rows = np.flatnonzero(threads == thread)
+        queries = np.flatnonzero(tid == thread)
+        if not len(rows):
+            continue
+        rows = rows[np.argsort(ts[rows], kind="stable")]
+        j = np.searchsorted(ts[rows], t[queries], side="right") - 1
+        cand = np.where(j >= 0, rows[np.maximum(j, 0)], -1)
+        for _ in range(64):  # up the nesting to an event still running at t (depth is small)
+            done = (cand < 0) | (end[np.maximum(cand, 0)] > t[queries])
+            if done.all():
+                break
+            cand = np.where(done, cand, parent[np.maximum(cand, 0)])
+        found[queries] = np.where((cand >= 0) & (end[np.maximum(cand, 0)] > t[queries]), cand, -1)
+    has = found >= 0
+    out[has] = sites(trace, found[has])
     return out

@@ -46,6 +46,7 @@ class Context:
     snapshot_summary: pd.DataFrame | None = None
     snapshot_oom: pd.DataFrame | None = None
     _pending: list = field(default_factory=list)
+    _claims: dict = field(default_factory=dict)
 
     def __post_init__(self):
         seg = self.replay.segments
@@ -69,6 +70,32 @@ class Context:
     def step_ns(self) -> float:
         """The job's mean step (ns): its replayed time over the steps."""
         return self.replay.base / self.replay.n_steps if self.replay.n_steps else np.nan
+
+    def claim(self, rank: int, spans) -> None:
+        """A specific kind prices the time in ``spans`` (``[(start, end)]`` ns, any thread or
+        stream of ``rank``): the general kinds (:mod:`.launch_overhead`, :mod:`.host_bound`,
+        host syncs) leave it to it, so that one stretch of time is not priced twice."""
+        self._claims.setdefault(rank, []).extend((int(a), int(b)) for a, b in spans)
+
+    def claimed(self, rank: int) -> np.ndarray:
+        """``(n, 2)`` merged, sorted [start, end) ns claimed on ``rank``."""
+        from ...intervals import merge
+
+        spans = self._claims.get(rank, [])
+        if not spans:
+            return np.zeros((0, 2), np.int64)
+        starts, ends = merge(*(np.array(v, np.int64) for v in zip(*spans)))
+        return np.stack([starts, ends], axis=1)
+
+    def claimed_events(self) -> np.ndarray:
+        """Per path event (``events`` row): it starts in a claimed span of its rank."""
+        ev = self.events
+        out = np.zeros(len(ev), bool)
+        ranks, start = ev["rank"].to_numpy(), ev["start"].to_numpy()
+        for rank in self._claims:
+            spans, mine = self.claimed(rank), np.flatnonzero(ranks == rank)
+            out[mine] = within(spans, start[mine])
+        return out
 
     def per_segment(self, mask: np.ndarray, values: np.ndarray | None = None) -> np.ndarray:
         """Sum per segment row of the path events' ``duration`` (or ``values``) where ``mask``."""
@@ -119,3 +146,11 @@ class Context:
         seg = self.segments
         keys = zip(seg["rank"].tolist(), *(seg[f"{point}_{k}"].tolist() for k in CALL_KEY))
         return np.array([self.call_instance.get(k, -1) for k in keys], np.int64)
+
+
+def within(spans: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per time: inside one of the merged, sorted ``spans`` (``(n, 2)`` [start, end))."""
+    if not len(spans):
+        return np.zeros(len(t), bool)
+    j = np.searchsorted(spans[:, 0], t, side="right") - 1
+    return (j >= 0) & (t < spans[np.maximum(j, 0), 1])

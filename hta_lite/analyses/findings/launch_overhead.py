@@ -21,7 +21,7 @@ import numpy as np
 from ...kineto import KERNEL_LAUNCH_NAMES
 from ...units import fmt_us
 from ..critical_path.graph import KERNEL_KERNEL_DELAY, LAUNCH_DELAY, OPERATOR
-from .context import Context
+from .context import Context, within
 from .finding import Finding
 
 OVERHEAD = ("gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead")
@@ -31,8 +31,11 @@ def find(ctx: Context) -> list[Finding]:
     ev = ctx.events
     if ev.empty:
         return []
-    gaps = ev["bound_by"].isin(OVERHEAD).to_numpy()
-    launches = (ev["name"].isin(KERNEL_LAUNCH_NAMES) & (ev["bound_by"] == "cpu_bound")).to_numpy()
+    mine = ~ctx.claimed_events()  # a loop or a read priced by its own kind is left to it
+    gaps = ev["bound_by"].isin(OVERHEAD).to_numpy() & mine
+    launches = (
+        mine & (ev["name"].isin(KERNEL_LAUNCH_NAMES) & (ev["bound_by"] == "cpu_bound")).to_numpy()
+    )
     typical = {}  # rank -> ns of its median launch call
     share = np.ones(len(ev))  # of each path event's time, what a CUDA graph removes
     ranks, event = ev["rank"].to_numpy(), ev["event"].to_numpy(np.int64)
@@ -47,18 +50,21 @@ def find(ctx: Context) -> list[Finding]:
     if not on_path.any():
         return []
 
-    def change(fraction, rank=None):
+    def change(fraction, rank, shorten_launches=True):
+        claimed = ctx.claimed(rank)
+
         def apply(graph, events):
             weight = graph.weight.astype(np.float64)
-            delay = (graph.kind == LAUNCH_DELAY) | (graph.kind == KERNEL_KERNEL_DELAY)
+            free = ~within(claimed, graph.node_ts[graph.src])  # the claimed time is left as is
+            delay = free & ((graph.kind == LAUNCH_DELAY) | (graph.kind == KERNEL_KERNEL_DELAY))
             weight[delay] *= 1 - fraction
-            if rank is not None:  # the launch calls, each less its rank's median call
-                launch = (graph.kind == OPERATOR) & (graph.event >= 0)
+            if shorten_launches:  # the launch calls, each less its rank's median call
+                launch = free & (graph.kind == OPERATOR) & (graph.event >= 0)
                 launch &= events.name.isin(KERNEL_LAUNCH_NAMES)[np.maximum(graph.event, 0)]
                 whole = (events.end - events.ts)[graph.event[launch]]
                 weight[launch] *= 1 - np.minimum(1.0, typical[rank] / np.maximum(whole, 1))
                 # a launch delay keeps what its call keeps: the kernel still waits for that
-                held = np.flatnonzero(graph.kind == LAUNCH_DELAY)
+                held = np.flatnonzero(free & (graph.kind == LAUNCH_DELAY))
                 call = graph.node_event[graph.src[held]]
                 kept = np.maximum((events.end - events.ts)[call] - typical[rank], 0)
                 weight[held] = np.minimum(graph.weight[held], kept)
@@ -86,7 +92,7 @@ def find(ctx: Context) -> list[Finding]:
             "capture the step (or its steady part) in a CUDA graph: torch.compile("
             "mode='reduce-overhead') or torch.cuda.graphs; fuse small kernels; larger batches",
             ctx.graph_cut(on_path, lambda rank: change(1.0, rank)),
-            ctx.graph_cut(ctx.per_segment(gaps) * 0.5, lambda rank: change(0.5)),
+            ctx.graph_cut(ctx.per_segment(gaps) * 0.5, lambda rank: change(0.5, rank, False)),
             ctx.main_rank(on_path),
         )
     ]

@@ -131,6 +131,10 @@ def _finding(ctx: Context, found: dict, site: str) -> Finding | None:
         on_path_mask[rows_ev] = hit
     if not removed_by_rank:
         return None
+    for rank, lp in found.items():  # the loops' time is this kind's to price
+        if rank in removed_by_rank:
+            ctx.claim(rank, [tuple(s) for s in np.concatenate(
+                list(_loop_spans(ctx.traces[rank], lp, site).values()))])  # fmt: skip
     on_path = ctx.per_segment(on_path_mask)
     if not on_path.any():
         return None

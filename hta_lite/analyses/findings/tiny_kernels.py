@@ -35,6 +35,7 @@ def find(ctx: Context) -> list[Finding]:
         return []
     duration = ev["duration"].to_numpy(np.float64)
     tiny = (ev["bound_by"] == "gpu_compute_bound").to_numpy() & (duration < TINY_NS)
+    tiny &= (ev["category"] == "kernel").to_numpy()  # copies and sets are not fused
     steps = max(ctx.replay.n_steps, 1)
     count = int(tiny.sum())
     if count < MIN_PER_STEP * steps:

@@ -29,6 +29,9 @@ def find(ctx: Context) -> list[Finding]:
     found = {rank: rows for rank, rows in found.items() if len(rows[0])}
     if not found:
         return []
+    for rank, (_, _, spans) in found.items():  # not host work of the steady state
+        ctx.claim(rank, spans)
+    found = {rank: (d, n) for rank, (d, n, _) in found.items()}
     durations = np.concatenate([d for d, _ in found.values()])
     longest_rank = max(found, key=lambda r: found[r][0].max())
     names = found[longest_rank][1]
@@ -58,20 +61,23 @@ def find(ctx: Context) -> list[Finding]:
     ]
 
 
-def _first_long_launches(trace) -> tuple[np.ndarray, list[str]]:
-    """(ns, kernel name) of the rank's long first launches (module docstring)."""
+def _first_long_launches(trace) -> tuple[np.ndarray, list[str], list[tuple[int, int]]]:
+    """(ns, kernel name, [start, end) ns) of the rank's long first launches (module docstring)."""
     cpu, gpu = trace.cpu, trace.gpu
     if not len(cpu) or not len(gpu):
-        return np.zeros(0), []
+        return np.zeros(0), [], []
     launch = cpu["name"].isin(KERNEL_LAUNCH_NAMES).to_numpy()
     durations = cpu["dur"].to_numpy()
     if not launch.any():
-        return np.zeros(0), []
+        return np.zeros(0), [], []
     long = launch & (durations > LONG_NS) & (durations > LONG_TIMES * np.median(durations[launch]))
     if not long.any():
-        return np.zeros(0), []
+        return np.zeros(0), [], []
     kernels = gpu[gpu["launch_row"].to_numpy() >= 0].sort_values("ts", kind="stable")
     first = kernels[~kernels["name"].duplicated()]
     rows = first["launch_row"].to_numpy()
-    mine = long[rows]
-    return durations[rows[mine]], first["name"].astype(str).to_numpy()[mine].tolist()
+    rows = rows[long[rows]]
+    ts = cpu["ts"].to_numpy()[rows]
+    spans = list(zip(ts.tolist(), (ts + durations[rows]).tolist()))
+    names = first["name"].astype(str).to_numpy()[long[first["launch_row"].to_numpy()]].tolist()
+    return durations[rows], names, spans

@@ -1,0 +1,198 @@
+"""The host-bound GPU, in general: the GPU waits for the host on the critical path, and where the
+host's time goes.
+
+The host time on each rank's path (``cpu_bound``: operators, runtime calls and what runs between
+them) that no specific kind prices (a loop's reads or launches, data loading, a blocking wait) is
+attributed to its code site (:mod:`.code_sites`: the user's Python frame, a
+``record_function`` range, else the operator), with the path's GPU waits for a launch (the
+site: what the launching thread ran then); of it, only the time the GPU is idle counts (host work
+under running kernels costs the step nothing). Model: that host time takes none — the host
+keeps up with the GPU — and the GPU's waits for the host there are gone (each kernel still
+follows its launch by the launch latency); each rank's step graphs are replayed, then the job.
+This is a bound: what any fix of the host side can save; the sites say where to look. The low
+end makes half of it free.
+
+Blind spots: the bound is reached only when all of that host work leaves the step (overlapped
+with the GPU, moved to other threads or processes, or removed); the sites name where the time
+is spent, not why.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ...kineto import BLOCKING_SYNC_NAMES, GRAPH_LAUNCH_NAMES
+from ...units import fmt_us
+from .code_sites import PYTHON_CATEGORY, sites, sites_at
+from .context import Context, within
+from .finding import Finding
+from .graph_replay import covered, gaps_before, thread_overlap
+
+#: the path's GPU waits for a launch (HTA's names): the host was late
+GPU_WAITS = ("gpu_kernel_kernel_overhead", "gpu_kernel_launch_overhead")
+#: the host time on the paths is reported when it is at least this share of them
+MIN_SHARE = 0.2
+TOP_SITES = 3
+
+
+def find(ctx: Context) -> list[Finding]:
+    ev = ctx.events
+    if ev.empty:
+        return []
+    loading = re.compile("|".join(f"(?:{p})" for p in ctx.patterns))
+    names = ev["name"].astype(str)
+    host = (ev["bound_by"] == "cpu_bound").to_numpy() & (ev["stream"] < 0).to_numpy()
+    host &= ~names.isin(BLOCKING_SYNC_NAMES).to_numpy()  # waiting, not host work
+    host &= ~names.map(lambda n: bool(loading.search(n))).to_numpy()
+    claimed = ctx.claimed_events()
+    host &= ~claimed
+    waits = ev["bound_by"].isin(GPU_WAITS).to_numpy() & ~claimed  # the GPU waiting to launch
+    host_time = host | waits
+    # of that time, what the GPU spends idle: host work under running kernels costs nothing
+    duration = _gpu_idle_part(ctx, host_time)
+    every = ev["duration"].to_numpy(np.float64)
+    host_time &= duration > 0
+    if not host_time.any() or duration[host_time].sum() < MIN_SHARE * every.sum():
+        return []
+    site = np.full(len(ev), "", dtype=object)
+    ranks, number = ev["rank"].to_numpy(), ev["event"].to_numpy(np.int64)
+    middle = ev["start"].to_numpy() + ev["duration"].to_numpy() // 2
+    for rank, trace in ctx.traces.items():
+        n_cpu = len(trace.cpu)
+        mine = np.flatnonzero(host & (ranks == rank) & (number < n_cpu))
+        site[mine] = sites(trace, number[mine])
+        gap = np.flatnonzero(waits & (ranks == rank) & (number >= n_cpu))
+        launch = trace.gpu["launch_row"].to_numpy()[number[gap] - n_cpu]
+        known = launch >= 0  # the host thread that launched the kernel the GPU waited for
+        tid = trace.cpu["tid"].to_numpy()[np.maximum(launch, 0)]
+        site[gap[known]] = sites_at(trace, tid[known], middle[gap][known])
+        site[gap[~known]] = "host (no launch call in the trace)"
+    host = host_time
+    per_site = {}
+    for s, d in zip(site[host].tolist(), duration[host].tolist()):
+        per_site[s] = per_site.get(s, 0.0) + d
+    top = sorted(per_site.items(), key=lambda item: -item[1])[:TOP_SITES]
+    on_path = ctx.per_segment(host, duration)
+
+    def change_of(fraction):
+        def change(rank):
+            trace = ctx.traces[rank]
+            claimed = ctx.claimed(rank)
+            spans = _unclaimed_threads(trace, claimed)
+            kernels = _kernels_outside(trace, claimed)
+
+            def apply(graph, events):
+                weight = graph.weight - fraction * thread_overlap(graph, events, spans)
+                if fraction >= 1:
+                    weight[gaps_before(graph, kernels)] = 0
+                return np.maximum(weight, 0).astype(np.int64), None
+
+            return apply
+
+        return change
+
+    steps = max(ctx.replay.n_steps, 1)
+    total = duration[host].sum()
+    listed = "; ".join(f"{s} {fmt_us(d / 1e3 / steps)}" for s, d in top)
+    evidence = (
+        f"the GPU waits for the host on the path: {fmt_us(total / 1e3 / steps)} per step of host"
+        f" time and GPU waits for launches, the GPU idle ({100.0 * total / max(every.sum(), 1):.0f}"
+        f" % of the ranks' paths), that no other finding prices, by code site: {listed}"
+    )
+    return [
+        Finding(
+            "host_bound",
+            top[0][0],
+            evidence,
+            "that host time made free and the GPU's waits for it removed in each rank's step"
+            " graph (the host keeps up with the GPU: a bound on any host-side fix), critical"
+            " path and job replayed",
+            _advice(ctx, [s for s, _ in top]),
+            ctx.graph_cut(on_path, change_of(1.0)),
+            ctx.graph_cut(on_path / 2, change_of(0.5)),
+            ctx.main_rank(on_path),
+        )
+    ]
+
+
+def _gpu_idle_part(ctx: Context, rows: np.ndarray) -> np.ndarray:
+    """Per path event: ns of its time on the path during which its rank's GPU runs nothing
+    (0 for the events not in ``rows``)."""
+    from ...intervals import merge
+
+    ev = ctx.events
+    out = np.zeros(len(ev))
+    start = ev["start"].to_numpy()
+    end = start + ev["duration"].to_numpy()
+    ranks = ev["rank"].to_numpy()
+    for rank, trace in ctx.traces.items():
+        mine = np.flatnonzero(rows & (ranks == rank))
+        gpu = trace.gpu[trace.gpu["stream"].to_numpy() >= 0]
+        if not len(mine) or gpu.empty:  # a rank without a GPU: nothing waits for its host
+            continue
+        lo, hi = merge(gpu["ts"].to_numpy(), (gpu["ts"] + gpu["dur"]).to_numpy())
+        busy = np.stack([lo, hi], axis=1)
+        out[mine] = (end[mine] - start[mine]) - (
+            covered(busy, end[mine]) - covered(busy, start[mine])
+        )
+    return np.maximum(out, 0)
+
+
+def _advice(ctx: Context, top_sites: list[str]) -> str:
+    """What to try, for the trace at hand: framework overhead (operators) or the user's code;
+    CUDA graphs only where the run does not replay graphs already."""
+    graphs = any(
+        bool(t.cpu["name"].isin(GRAPH_LAUNCH_NAMES).any()) for t in ctx.traces.values()
+        if len(t.cpu)
+    )  # fmt: skip
+    code = [s for s in top_sites if "(" in s and "): " in s]
+    parts = []
+    if code:
+        parts.append(
+            f"the Python code at {code[0]} runs while the GPU waits: move it off the step (a"
+            " DataLoader worker, a background thread, precompute it), batch it, or run it less"
+            " often"
+        )
+    if graphs:
+        parts.append(
+            "the run already replays CUDA / HIP graphs: the host time is outside them (the"
+            " scheduler, input preparation between replays); overlap it with the replays or"
+            " capture more of the step"
+        )
+    else:
+        parts.append(
+            "operator overhead of eager PyTorch: capture the step in a CUDA graph"
+            " (torch.compile(mode='reduce-overhead'), torch.cuda.graphs), fewer and larger"
+            " operations (larger batches, fused ops)"
+        )
+    return "; ".join(parts)
+
+
+def _unclaimed_threads(trace, claimed: np.ndarray) -> dict[int, np.ndarray]:
+    """``{tid: (n, 2)}`` every host thread's whole time less the claimed spans."""
+    cpu = trace.cpu
+    if not len(cpu):
+        return {}
+    first, last = int(cpu["ts"].min()), int((cpu["ts"] + cpu["dur"]).max()) + 1
+    edges = [first]
+    for a, b in claimed.tolist():
+        edges += [a, b]
+    edges.append(last)
+    pieces = np.array([(a, b) for a, b in zip(edges[::2], edges[1::2]) if b > a], np.int64).reshape(
+        -1, 2
+    )
+    cats = cpu["cat"].to_numpy()
+    threads = np.unique(cpu["tid"].to_numpy()[cats != PYTHON_CATEGORY]).tolist()
+    return {int(t): pieces for t in threads}
+
+
+def _kernels_outside(trace, claimed: np.ndarray) -> np.ndarray:
+    """Per event of the rank: a GPU event launched outside the claimed spans."""
+    cpu, gpu = trace.cpu, trace.gpu
+    out = np.zeros(len(cpu) + len(gpu), bool)
+    launch = gpu["launch_row"].to_numpy()
+    has = np.flatnonzero(launch >= 0)
+    out[len(cpu) + has] = ~within(claimed, cpu["ts"].to_numpy()[launch[has]])
+    return out

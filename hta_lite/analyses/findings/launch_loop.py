@@ -1,0 +1,177 @@
+"""A loop of small kernels launched one at a time: the GPU idle between them while the host
+issues the next (a Python loop over elements, slices or layers).
+
+A *loop* is ``MIN_LAUNCHES`` or more launches of one kernel from one code site
+(:mod:`.code_sites`) in a step, the kernels short (median under ``SHORT_NS``) and the GPU busy
+under half of the loop's span. The fix a user makes: vectorise or batch (one operation over the
+stacked tensors, ``torch._foreach_*``, horizontal fusion), ``torch.compile``, a CUDA graph.
+What-if, in each rank's step graphs: the loop runs as one kernel of their summed work — its host
+time free, its kernels back to back (nominal); the low end issues them back to back at the cost
+of one launch call each (the host's other time in the loop free). The graphs are replayed, then
+the job.
+
+Blind spots: a vectorised kernel is usually faster than the loop's kernels summed (their fixed
+costs are paid once), so the nominal saving is a floor of the vectorised fix's; a loop whose
+iterations depend on each other's values on the host cannot be vectorised.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...kineto import KERNEL_LAUNCH_NAMES
+from ...load.rank_trace import RankTrace
+from ...units import fmt_us
+from .code_sites import sites
+from .context import Context
+from .finding import Finding
+from .graph_replay import gaps_before, launched_within, thread_overlap
+
+MIN_LAUNCHES = 32
+SHORT_NS = 20_000
+MAX_BUSY = 0.5
+
+
+@dataclass
+class Loop:
+    """One loop of one rank and step: ``site``, ``kernel`` name, its ``kernels`` (GPU rows) and
+    ``calls`` (their launch calls' CPU rows), ``tid``, ``start`` / ``end`` ns (the first call's
+    start to the last kernel's end), ``busy`` (ns of kernel time)."""
+
+    site: str
+    kernel: str
+    step: int
+    kernels: np.ndarray
+    calls: np.ndarray
+    tid: int
+    start: int
+    end: int
+    busy: int
+
+
+def loops(trace: RankTrace) -> list[Loop]:
+    """The launch-bound loops of a rank (module docstring)."""
+    cpu, gpu = trace.cpu, trace.gpu
+    if not len(gpu) or not len(cpu):
+        return []
+    launch = gpu["launch_row"].to_numpy()
+    kernels = np.flatnonzero((launch >= 0) & np.asarray(gpu["cat"] == "kernel"))
+    if len(kernels) < MIN_LAUNCHES:
+        return []
+    calls = launch[kernels]
+    launched = np.asarray(cpu["name"].isin(KERNEL_LAUNCH_NAMES))[calls]
+    kernels, calls = kernels[launched], calls[launched]
+    site = sites(trace, calls)
+    name = gpu["name"].astype(str).to_numpy()[kernels]
+    step = cpu["iteration"].to_numpy()[calls]
+    counts = Counter(zip(site.tolist(), name.tolist(), step.tolist()))
+    out = []
+    ts, dur = gpu["ts"].to_numpy(), gpu["dur"].to_numpy()
+    for (s, k, n), count in counts.items():
+        if count < MIN_LAUNCHES or n < 0:
+            continue
+        mine = np.flatnonzero((site == s) & (name == k) & (step == n))
+        rows, their_calls = kernels[mine], calls[mine]
+        if np.median(dur[rows]) >= SHORT_NS:
+            continue
+        start = int(cpu["ts"].to_numpy()[their_calls].min())
+        end = int((ts[rows] + dur[rows]).max())
+        busy = int(dur[rows].sum())
+        if busy >= MAX_BUSY * max(end - start, 1):
+            continue
+        threads, n_calls = np.unique(cpu["tid"].to_numpy()[their_calls], return_counts=True)
+        tid = int(threads[np.argmax(n_calls)])
+        out.append(Loop(s, k, int(n), rows, their_calls, tid, start, end, busy))
+    return out
+
+
+def find(ctx: Context) -> list[Finding]:
+    found = {rank: loops(t) for rank, t in ctx.traces.items()}
+    found = {rank: v for rank, v in found.items() if v}
+    if not found or ctx.events.empty:
+        return []
+    by_site = Counter()
+    for lps in found.values():
+        for lp in lps:
+            by_site[(lp.site, lp.kernel)] += len(lp.kernels)
+    return [f for key, _ in by_site.most_common(3) if (f := _finding(ctx, found, key))]
+
+
+def _finding(ctx: Context, found: dict, key: tuple[str, str]) -> Finding | None:
+    ev = ctx.events
+    mine = {r: [lp for lp in lps if (lp.site, lp.kernel) == key] for r, lps in found.items()}
+    mine = {r: lps for r, lps in mine.items() if lps}
+    inside = np.zeros(len(ev), bool)
+    ranks, start = ev["rank"].to_numpy(), ev["start"].to_numpy()
+    for rank, lps in mine.items():
+        for lp in lps:
+            inside |= (ranks == rank) & (start >= lp.start) & (start < lp.end)
+        ctx.claim(rank, [(lp.start, lp.end) for lp in lps])  # the loops are this kind's
+    on_path = ctx.per_segment(inside)
+    if not on_path.any():
+        return None
+
+    def change_of(keep_launches: bool):
+        def change(rank):
+            if rank not in mine:
+                return lambda graph, events: (graph.weight, None)
+            trace, lps = ctx.traces[rank], mine[rank]
+            spans = {lp.tid: [] for lp in lps}
+            for lp in lps:
+                spans[lp.tid] += _host_pieces(trace, lp, keep_launches)
+            spans = {t: np.array(sorted(v), np.int64).reshape(-1, 2) for t, v in spans.items()}
+            loop_spans = {}
+            for lp in lps:
+                loop_spans.setdefault(lp.tid, []).append((lp.start, lp.end))
+            kernels = launched_within(trace, {t: np.array(sorted(v), np.int64)
+                                              for t, v in loop_spans.items()})  # fmt: skip
+
+            def apply(graph, events):
+                weight = graph.weight - thread_overlap(graph, events, spans)
+                weight[gaps_before(graph, kernels)] = 0
+                return np.maximum(weight, 0), None
+
+            return apply
+
+        return change
+
+    steps = max(ctx.replay.n_steps, 1)
+    count = sum(len(lp.kernels) for lps in mine.values() for lp in lps)
+    busy = sum(lp.busy for lps in mine.values() for lp in lps)
+    span = sum(lp.end - lp.start for lps in mine.values() for lp in lps)
+    site, kernel = key
+    evidence = (
+        f"{count / steps:,.0f} launches of {kernel} per step from {site}, one at a time: the loop"
+        f" spans {fmt_us(span / 1e3 / steps)} per step of which the GPU computes"
+        f" {fmt_us(busy / 1e3 / steps)} ({100.0 * busy / max(span, 1):.1f} %)"
+    )
+    return Finding(
+        "launch_bound_loop",
+        f"{site}: {kernel}",
+        evidence,
+        "the loop as one kernel of the loop's summed work (its host time free, its kernels back"
+        " to back) in each rank's step graph, critical path and job replayed; low: the kernels"
+        " issued back to back at the cost of one launch call each",
+        "vectorise the loop: one operation over the stacked tensors or a batched / foreach"
+        " variant (torch._foreach_*), horizontal fusion, torch.compile; or capture it in a"
+        " CUDA graph",
+        ctx.graph_cut(on_path, change_of(False)),
+        ctx.graph_cut(on_path / 2, change_of(True)),
+        ctx.main_rank(on_path),
+    )
+
+
+def _host_pieces(trace: RankTrace, lp: Loop, keep_launches: bool) -> list[tuple[int, int]]:
+    """The host time of the loop made free: its whole span, or with ``keep_launches`` the span
+    less its launch calls (each still costs a launch)."""
+    if not keep_launches:
+        return [(lp.start, lp.end)]
+    cpu = trace.cpu
+    ts = np.sort(cpu["ts"].to_numpy()[lp.calls])
+    end = np.sort((cpu["ts"] + cpu["dur"]).to_numpy()[lp.calls])
+    starts = np.concatenate([[lp.start], end])
+    stops = np.concatenate([ts, [lp.end]])
+    return [(int(a), int(b)) for a, b in zip(starts, stops) if b > a]
