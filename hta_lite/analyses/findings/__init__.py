@@ -27,6 +27,7 @@ from . import (
     launch_overhead,
     memcpy,
     memory,
+    queue_drained,
     step_anomalies,
     straggler,
     sync_in_loop,
@@ -39,7 +40,7 @@ from .ranking import COLUMNS, rank_findings
 from .replay import Cut, Replay
 
 KINDS = (
-    straggler, host_work, sync_in_loop, launch_loop, syncs, exposed_communication,
+    straggler, host_work, sync_in_loop, launch_loop, queue_drained, syncs, exposed_communication,
     launch_overhead, tiny_kernels, below_roof, memcpy, warmup, host_bound, step_anomalies,
     memory,
 )  # fmt: skip

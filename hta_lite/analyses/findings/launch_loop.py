@@ -30,7 +30,7 @@ from .context import Context
 from .finding import Finding
 from .graph_replay import gaps_before, launched_within, thread_overlap
 
-MIN_LAUNCHES = 32
+MIN_LAUNCHES = 16
 SHORT_NS = 20_000
 MAX_BUSY = 0.5
 
