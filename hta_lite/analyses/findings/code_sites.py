@@ -9,10 +9,12 @@ outermost operator (``aten::item``), else the event's own name.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ...kineto import CPU_ANNOTATION_CATEGORY, CPU_OP_CATEGORY, STEP_PREFIX
-from ...load.links import gather, nearest_ancestor
+from ...load.links import nearest_ancestor
 from ...load.rank_trace import RankTrace
 
 PYTHON_CATEGORY = "python_function"
@@ -27,38 +29,53 @@ def is_user_frame(name: str) -> bool:
 
 def outermost_ops(trace: RankTrace) -> np.ndarray:
     """Per CPU row, its outermost enclosing operator (itself when it is one; -1: none)."""
-    cpu = trace.cpu
-    parent, rows = cpu["parent_row"].to_numpy(), np.arange(len(cpu))
-    is_op = np.asarray(cpu["cat"] == CPU_OP_CATEGORY)
-    top = is_op & (nearest_ancestor(parent, is_op, rows) < 0)
-    return np.where(top, rows, nearest_ancestor(parent, top, rows))
+    return _index(trace).top
 
 
 def sites(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
     """The code site (module docstring) of each CPU row of ``rows``, as text."""
-    cpu = trace.cpu
+    index = _index(trace)
     rows = np.asarray(rows, np.int64)
-    if not len(rows):
-        return np.zeros(0, object)
-    parent = cpu["parent_row"].to_numpy()
-    names = cpu["name"].astype("category")
-    text = np.array([str(c) for c in names.cat.categories] + [""], dtype=object)
-    codes = names.cat.codes.to_numpy()
-    cat = cpu["cat"].to_numpy()
-    user_code = np.fromiter((is_user_frame(t) for t in text), bool, len(text))[codes]
-    frame = (cat == PYTHON_CATEGORY) & user_code
-    ranged = (cat == CPU_ANNOTATION_CATEGORY) & ~np.char.startswith(text.astype(str), STEP_PREFIX)[
-        codes
-    ]
-    out = text[codes[rows]].copy()
-    top = gather(outermost_ops(trace), rows, -1)
-    out = np.where(top >= 0, text[codes[np.maximum(top, 0)]], out)
-    for marks in (ranged, frame):  # the later wins: a user frame, else a range, else the op
-        own = marks[rows]
-        above = nearest_ancestor(parent, marks, rows)
-        chosen = np.where(own, rows, above)
-        out = np.where(chosen >= 0, text[codes[np.maximum(chosen, 0)]], out)
-    return np.where(out == "", "(an event without a name)", out)
+    return index.text[index.codes[index.site_row[rows]]] if len(rows) else np.zeros(0, object)
+
+
+class _Index:
+    """Per CPU row of a rank: its outermost operator (``top``) and the row whose name is its code
+    site (``site_row``); built once per trace (:func:`_index`)."""
+
+    def __init__(self, trace: RankTrace):
+        cpu = trace.cpu
+        parent, rows = cpu["parent_row"].to_numpy(), np.arange(len(cpu))
+        names = cpu["name"].astype("category")
+        text = [str(c) for c in names.cat.categories]
+        self.text = np.array([t or "(an event without a name)" for t in text] + ["?"], object)
+        self.codes = names.cat.codes.to_numpy().astype(np.int64)
+        cat = cpu["cat"].to_numpy()
+        user = np.array([is_user_frame(t) for t in text] + [False], bool)[self.codes]
+        step = np.array([t.startswith(STEP_PREFIX) for t in text] + [False], bool)[self.codes]
+        is_op = cat == CPU_OP_CATEGORY
+        top = is_op & (nearest_ancestor(parent, is_op, rows) < 0)
+        self.top = np.where(top, rows, nearest_ancestor(parent, top, rows))
+        site = np.where(self.top >= 0, self.top, rows)
+        for marks in ((cat == CPU_ANNOTATION_CATEGORY) & ~step, (cat == PYTHON_CATEGORY) & user):
+            chosen = np.where(marks, rows, nearest_ancestor(parent, marks, rows))
+            site = np.where(chosen >= 0, chosen, site)  # a user frame, else a range, else the op
+        self.site_row = site
+
+
+_INDEXES: dict[int, tuple] = {}  # id(trace) -> (weak reference, index)
+
+
+def _index(trace: RankTrace) -> _Index:
+    """The trace's :class:`_Index`, kept while the trace lives (the kinds ask for it often)."""
+    key = id(trace)
+    hit = _INDEXES.get(key)
+    if hit is not None and hit[0]() is trace:
+        return hit[1]
+    index = _Index(trace)
+    ref = weakref.ref(trace, lambda _, k=key: _INDEXES.pop(k, None))
+    _INDEXES[key] = (ref, index)
+    return index
 
 
 def ranges_by_thread(trace: RankTrace, rows: np.ndarray) -> dict[int, np.ndarray]:

@@ -1,9 +1,10 @@
 """A loop of small kernels launched one at a time: the GPU idle between them while the host
 issues the next (a Python loop over elements, slices or layers).
 
-A *loop* is ``MIN_LAUNCHES`` or more launches of one kernel from one code site
-(:mod:`.code_sites`) in a step, the kernels short (median under ``SHORT_NS``) and the GPU busy
-under half of the loop's span. The fix a user makes: vectorise or batch (one operation over the
+A *loop* is a run of ``MIN_LAUNCHES`` or more consecutive launches of a thread in a step, each
+repeating the code site (:mod:`.code_sites`) and kernel of one of the ``PERIOD`` before it (a
+body of up to ``PERIOD`` kernels), the kernels short (median under ``SHORT_NS``) and the GPU busy
+under half of the run's span. The fix a user makes: vectorise or batch (one operation over the
 stacked tensors, ``torch._foreach_*``, horizontal fusion), ``torch.compile``, a CUDA graph.
 What-if, in each rank's step graphs: the loop runs as one kernel of their summed work — its host
 time free, its kernels back to back (nominal); the low end issues them back to back at the cost
@@ -21,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from ...kineto import KERNEL_LAUNCH_NAMES
 from ...load.rank_trace import RankTrace
@@ -33,6 +35,7 @@ from .graph_replay import gaps_before, launched_within, thread_overlap
 MIN_LAUNCHES = 16
 SHORT_NS = 20_000
 MAX_BUSY = 0.5
+PERIOD = 4  # the most kernels a loop's body may launch
 
 
 @dataclass
@@ -53,39 +56,75 @@ class Loop:
 
 
 def loops(trace: RankTrace) -> list[Loop]:
-    """The launch-bound loops of a rank (module docstring)."""
+    """The launch-bound loops of a rank (module docstring): maximal runs of consecutive launches
+    on a thread, in a step, whose (site, kernel) each repeats one of the ``PERIOD`` before it (a
+    loop body of up to ``PERIOD`` kernels), of ``MIN_LAUNCHES`` or more short kernels keeping the
+    GPU busy under ``MAX_BUSY`` of the run's span."""
     cpu, gpu = trace.cpu, trace.gpu
     if not len(gpu) or not len(cpu):
         return []
     launch = gpu["launch_row"].to_numpy()
     kernels = np.flatnonzero((launch >= 0) & np.asarray(gpu["cat"] == "kernel"))
+    kernels = kernels[np.asarray(cpu["name"].isin(KERNEL_LAUNCH_NAMES))[launch[kernels]]]
     if len(kernels) < MIN_LAUNCHES:
         return []
     calls = launch[kernels]
-    launched = np.asarray(cpu["name"].isin(KERNEL_LAUNCH_NAMES))[calls]
-    kernels, calls = kernels[launched], calls[launched]
+    tid, step = cpu["tid"].to_numpy()[calls], cpu["iteration"].to_numpy()[calls]
+    order = np.lexsort((cpu["ts"].to_numpy()[calls], step, tid))
+    kernels, calls, tid, step = kernels[order], calls[order], tid[order], step[order]
+    lane = pd.factorize(pd.Series(tid.astype(str) + ":" + step.astype(str)))[0]
+    # kernel names alone first (cheap): no run of repeats, no loop whatever the sites
+    by_name = gpu["name"].array.codes[kernels] if hasattr(gpu["name"].array, "codes") else (
+        pd.factorize(gpu["name"].to_numpy()[kernels])[0])  # fmt: skip
+    if _runs(_repeats(by_name, lane)).size == 0:
+        return []
     site = sites(trace, calls)
     name = gpu["name"].astype(str).to_numpy()[kernels]
-    step = cpu["iteration"].to_numpy()[calls]
-    counts = Counter(zip(site.tolist(), name.tolist(), step.tolist()))
+    label = pd.factorize(pd.Series(site + "\x00" + name))[0]
+    repeat = _repeats(label, lane)
     out = []
     ts, dur = gpu["ts"].to_numpy(), gpu["dur"].to_numpy()
-    for (s, k, n), count in counts.items():
-        if count < MIN_LAUNCHES or n < 0:
+    for first, stop in _runs(repeat).reshape(-1, 2):
+        members = set(label[first:stop].tolist())
+        begin = first  # the first period: the launches before the run whose kernels it repeats
+        while (
+            begin > max(first - PERIOD, 0)
+            and label[begin - 1] in members
+            and (lane[begin - 1] == lane[first])
+        ):
+            begin -= 1
+        run = np.arange(begin, stop)
+        if len(run) < MIN_LAUNCHES or step[first] < 0:
             continue
-        mine = np.flatnonzero((site == s) & (name == k) & (step == n))
-        rows, their_calls = kernels[mine], calls[mine]
+        rows = kernels[run]
         if np.median(dur[rows]) >= SHORT_NS:
             continue
-        start = int(cpu["ts"].to_numpy()[their_calls].min())
+        start = int(cpu["ts"].to_numpy()[calls[run]].min())
         end = int((ts[rows] + dur[rows]).max())
         busy = int(dur[rows].sum())
         if busy >= MAX_BUSY * max(end - start, 1):
             continue
-        threads, n_calls = np.unique(cpu["tid"].to_numpy()[their_calls], return_counts=True)
-        tid = int(threads[np.argmax(n_calls)])
-        out.append(Loop(s, k, int(n), rows, their_calls, tid, start, end, busy))
+        top = Counter(label[run].tolist()).most_common(1)[0][0]
+        at = run[label[run] == top][0]
+        out.append(Loop(str(site[at]), str(name[at]), int(step[first]), rows, calls[run],
+                        int(tid[first]), start, end, busy))  # fmt: skip
     return out
+
+
+def _repeats(label: np.ndarray, lane: np.ndarray) -> np.ndarray:
+    """Per launch: its label is one of the ``PERIOD`` labels before it in its lane."""
+    repeat = np.zeros(len(label), bool)
+    for k in range(1, PERIOD + 1):
+        repeat[k:] |= (label[k:] == label[:-k]) & (lane[k:] == lane[:-k])
+    return repeat
+
+
+def _runs(repeat: np.ndarray) -> np.ndarray:
+    """``[first, stop, first, stop, ...]`` of the runs of ``repeat`` at least
+    ``MIN_LAUNCHES - PERIOD`` long (a loop's first period is not a repeat)."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], repeat.astype(np.int8), [0]])))
+    long = (edges[1::2] - edges[::2]) >= MIN_LAUNCHES - PERIOD
+    return np.stack([edges[::2][long], edges[1::2][long]], axis=1).ravel()
 
 
 def find(ctx: Context) -> list[Finding]:

@@ -8,7 +8,7 @@ step are a loop's. The fix a user makes: read once, after the loop (stack the va
 them in one ``.cpu()``), or move the read out. What-if, in each rank's step graphs: the loop's
 reads but the last take no host time, their GPU -> CPU waits are gone and their copies take no
 time (one bulk copy costs about one of them); the graphs are replayed, then the job. The low end
-keeps every other read.
+is half of that.
 
 Blind spots: a read whose value decides what the next iteration runs (a loop that stops on a
 condition) cannot be deferred, only made less frequent; a bulk copy of much data costs more than
@@ -61,11 +61,15 @@ def loops(trace: RankTrace) -> Loops | None:
     blocking = np.array(cpu["name"].isin(BLOCKING_SYNC_NAMES) & ~cpu["name"].isin(
         ["cudaEventQuery", "hipEventQuery", "cudaMemcpyAsync", "hipMemcpyAsync"]))  # fmt: skip
     launch = gpu["launch_row"].to_numpy()
-    reads_back = np.asarray(gpu["name"].astype(str).str.contains(READ_BACK, regex=False))
+    names = gpu["name"].astype("category")
+    reads_back = np.array([READ_BACK in str(n) for n in names.cat.categories] + [False])[
+        names.cat.codes.to_numpy()
+    ]
     blocking[launch[reads_back & (launch >= 0)]] = True  # a copy to pageable memory waits
     calls = np.flatnonzero(blocking)
-    if not len(calls):
-        return None
+    steps = cpu["iteration"].to_numpy()[calls]
+    if not len(calls) or np.bincount(steps[steps >= 0], minlength=1).max() < MIN_READS:
+        return None  # no step has enough blocking calls for a loop
     top = outermost_ops(trace)
     owner = np.where(top[calls] >= 0, top[calls], calls)
     rows = np.unique(owner)
@@ -114,8 +118,7 @@ def _finding(ctx: Context, found: dict, site: str) -> Finding | None:
             continue
         trace = ctx.traces[rank]
         removed = lp.rows[mine & ~lp.last]
-        every_other = lp.rows[mine & ~lp.last][::2]
-        removed_by_rank[rank] = (removed, every_other)
+        removed_by_rank[rank] = removed
         reads += int(mine.sum())
         waited += float(lp.waits[mine & ~lp.last].sum())
         n_cpu = len(trace.cpu)
@@ -139,12 +142,12 @@ def _finding(ctx: Context, found: dict, site: str) -> Finding | None:
     if not on_path.any():
         return None
 
-    def change_of(which):
+    def change_of():
         def change(rank):
             if rank not in removed_by_rank:
                 return lambda graph, events: (graph.weight, None)
             trace, lp = ctx.traces[rank], found[rank]
-            gone = removed_by_rank[rank][which]
+            gone = removed_by_rank[rank]
             inside, syncs = _under(trace, lp, gone)
             spans = ranges_by_thread(trace, gone)
             launch = trace.gpu["launch_row"].to_numpy()
@@ -181,8 +184,8 @@ def _finding(ctx: Context, found: dict, site: str) -> Finding | None:
         "read once after the loop: keep the values on the device and copy them together"
         " (torch.stack(values).cpu(), .tolist() once), or read every N iterations; a value that"
         " decides the next iteration cannot be deferred",
-        ctx.graph_cut(on_path, change_of(0)),
-        ctx.graph_cut(on_path / 2, change_of(1)),
+        ctx.graph_cut(on_path, change_of()),
+        None,  # the low end: half of the cut (Finding's default)
         ctx.main_rank(on_path),
     )
 
