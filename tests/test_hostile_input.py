@@ -359,8 +359,8 @@ def test_a_step_of_zero_or_negative_length_is_a_health_item(tmp_path, dur):
     a = mutated(tmp_path, mutate)
     health = a.health().set_index("code")
     assert health.loc["profiler_step_empty", "count"] == 1
-    timers = a.get_annotation_timers()
-    assert timers.loc[timers["name"] == "ProfilerStep", "step"].tolist() == [6]  # not -1
+    timers = a.get_annotation_timers()  # a step that measured nothing is no 0.0 ms timer
+    assert timers.loc[timers["name"] == "ProfilerStep", "step"].tolist() == []
     assert list(a.get_mfu().columns)[:3] == ["rank", "step", "step_time(us)"]
 
 
@@ -403,7 +403,7 @@ def test_a_clock_1000_s_ahead_is_estimated_and_makes_no_wait(four_ranks, tmp_pat
     assert good.get_collectives().instances["ordered"].all()
     instances = a.get_collectives().instances  # no 1e9 µs skew shown as if measured
     assert instances.loc[~instances["ordered"], "arrival_skew_us"].isna().all()
-    assert instances["arrival_skew_us"].max() < 1e6
+    assert not (instances["arrival_skew_us"] > 1e6).any()
 
 
 def test_r2_every_dim_of_a_rank_1e12_gives_no_division_by_zero(tmp_path):

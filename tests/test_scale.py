@@ -166,12 +166,18 @@ def test_summaries_match_full_analysis(folder):
 
 def test_folder_findings_are_the_analysis_findings(folder, tmp_path):
     """The batch's findings, from its partials and the ranks reopened from the cache, equal
-    get_findings()'s (two_ranks: exposed communication, then rank 1's data loading); with the
-    cache off, or findings=False, the table is empty and its note says why."""
+    get_findings()'s (two_ranks: the host-bound GPU, exposed communication, a drained queue,
+    rank 1's data loading); with the cache off, or findings=False, the table is empty and its
+    note says why."""
     summary = summarize_folder(folder, executor="serial", cache=tmp_path / "cache")
     full = TraceAnalysis(trace_dir=folder, parallel=False, cache=False).get_findings()
     full = full[~full["kind"].isin(LEFT_OUT)].reset_index(drop=True)
-    assert summary["findings"]["kind"].tolist() == ["exposed_communication", "data_loading"]
+    assert summary["findings"]["kind"].tolist() == [
+        "host_bound",
+        "exposed_communication",
+        "queue_drained",
+        "data_loading",
+    ]
     pd.testing.assert_frame_equal(summary["findings"], full)
     assert "below_roof" in summary["findings"].attrs["note"]
     off = summarize_folder(folder, executor="serial", cache=False)["findings"]

@@ -100,8 +100,10 @@ def straggler(report, step_us: float) -> dict | None:
     pctg = 100.0 * late / step_us if step_us > 0 else np.nan
     text = (
         f"Rank {rank} reaches its collectives {fmt_us(late)} per step after the others"
-        f" ({fmt_pct(pctg)} of the {fmt_us(step_us)} step); the others wait"
-        f" {fmt_us(row['wait_caused_us'])} for it in all"
+        f" ({fmt_pct(pctg)} of the {fmt_us(step_us)} step), last at"
+        f" {int(row['last_arrivals'])} of {int(row['collectives'])} collectives holding"
+        f" {fmt_pct(row['wait_share_pctg'])} of the waiting; each other rank waits"
+        f" {fmt_us(row['wait_caused_us'])} per step for it"
     )
     causes = report.causes.set_index("rank") if len(report.causes) else None
     if causes is not None and rank in causes.index:

@@ -1,7 +1,10 @@
 """Per-step breakdown: for each rank and ProfilerStep, where the step's time went.
 
 GPU events belong to the step of their launching call. Per (rank, step), in µs:
-``step_time`` (CPU wall time of ProfilerStep#N), ``gpu_span`` (first start to last end of
+``step_time`` — **the step's length, the one every "% of the step" uses**: from the
+ProfilerStep's start (its first CPU event) to the later of its end and the end of the last GPU
+event launched in it (the GPU may finish a step after the CPU has left it) —, ``cpu_time``
+(the ProfilerStep's own CPU wall time), ``gpu_span`` (first start to last end of
 the step's GPU events), ``gpu_busy`` (union of those events), ``gpu_idle`` (span - busy),
 ``compute``, ``communication``, ``memory`` (union per kernel type), ``comm_overlapped``
 (communication under computation) and ``comp_comm_overlap_pctg`` (NaN without communication).
@@ -23,6 +26,7 @@ COLUMNS = [
     "rank",
     "step",
     "step_time",
+    "cpu_time",
     "gpu_span",
     "gpu_busy",
     "gpu_idle",
@@ -53,6 +57,7 @@ def step_rows(trace: RankTrace, steps: Iterable[int] | None = None) -> list[list
         lo, hi = np.searchsorted(keys, [step.step, step.step + 1])
         part = gpu.subset(order[lo:hi])  # in row order: the sort is stable
         span = int(part.end.max() - part.ts.min()) if hi > lo else 0
+        extent = max(int(step.dur), int(part.end.max()) - int(step.ts) if hi > lo else 0)
         busy = intervals.total(*part.of_type())
         comm = part.of_type(COMMUNICATION)
         comm_time = intervals.total(*comm)
@@ -61,6 +66,7 @@ def step_rows(trace: RankTrace, steps: Iterable[int] | None = None) -> list[list
             [
                 trace.rank,
                 int(step.step),
+                us(extent),
                 us(int(step.dur)),
                 us(span),
                 us(busy),

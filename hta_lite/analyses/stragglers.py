@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..intervals import union_length_by_group
 from ..kineto import CPU_COLLECTIVE
 from ..load.rank_trace import RankTrace
-from .collectives.matching import Matching, match_traces, wait_caused
+from .collectives.matching import Matching, match_traces
 from .common import select, us, wanted
 from .idle import gpu_idle_gaps
 from .steps import profiled_steps
@@ -122,30 +123,85 @@ def skew_table(calls: pd.DataFrame) -> pd.DataFrame:
     ).sort_values(["instance", "rank"], ignore_index=True)
 
 
+#: columns of :func:`rank_skew`
+RANK_COLUMNS = [
+    "rank", "lateness_us", "max_skew_us", "last_arrivals", "collectives", "wait_share_pctg",
+    "wait_caused_us", "wait_suffered_us",
+]  # fmt: skip
+
+
 def rank_skew(skew: pd.DataFrame) -> pd.DataFrame:
-    """Per rank: ``lateness_us`` (mean over steps of its summed arrival skew: how long the others
-    waited for it per step), ``max_skew_us``, ``last_arrivals`` (collectives it reached last),
-    ``collectives``, ``wait_caused_us`` (the others' waits in the collectives it reached last),
-    ``wait_suffered_us`` (its own waits); the latest rank first."""
-    columns = [
-        "rank", "lateness_us", "max_skew_us", "last_arrivals", "collectives", "wait_caused_us",
-        "wait_suffered_us",
-    ]  # fmt: skip
+    """Per rank, per step on average (µs), what a step lost — the collectives of one step may
+    overlap (two gradient buckets in flight), so each figure is the length of the *union* of
+    its intervals in the step, never their sum, and never more than the step:
+
+    - ``lateness_us``: the union of [first arrival, its arrival] over the step's collectives
+      (the time it was behind the first rank);
+    - ``wait_caused_us``: over the collectives it reached last, each other member's waiting
+      intervals ([its arrival, this rank's]) united per member and step, the mean over the
+      members that waited;
+    - ``wait_suffered_us``: the union of its own waiting intervals;
+
+    and ``max_skew_us`` (its largest arrival skew at one collective), ``last_arrivals`` /
+    ``collectives`` (how many it reached last, of how many), ``wait_share_pctg`` (of all the
+    members' waiting in the matched collectives, the share at those it reached last: the
+    collectives weighted by how long they held the others). The latest rank first."""
     if skew.empty:
-        return pd.DataFrame(columns=columns)
-    lateness = skew.groupby(["rank", "step"])["skew_us"].sum().groupby(level="rank").mean()
+        return pd.DataFrame(columns=RANK_COLUMNS)
+    start = skew["start_us"].to_numpy(np.float64)
+    rank, step = skew["rank"].to_numpy(np.int64), skew["step"].to_numpy(np.int64)
+    n_steps = skew.groupby("rank")["step"].nunique()
+    late = _per_rank(rank, step, start - skew["skew_us"].to_numpy(np.float64), start, n_steps)
+    waited = start + skew["wait_us"].to_numpy(np.float64)
+    suffered = _per_rank(rank, step, start, waited, n_steps)
     table = skew.groupby("rank").agg(
         max_skew_us=("skew_us", "max"),
         last_arrivals=("arrived_last", "sum"),
         collectives=("skew_us", "size"),
-        wait_suffered_us=("wait_us", "sum"),
     )
-    table.insert(0, "lateness_us", lateness)
-    table["wait_caused_us"] = wait_caused(skew, "wait_us").reindex(table.index, fill_value=0.0)
+    table.insert(0, "lateness_us", late.reindex(table.index, fill_value=0.0))
     table["last_arrivals"] = table["last_arrivals"].astype(np.int64)
+    waits = skew.groupby("instance")["wait_us"].sum()
+    last = skew[skew["arrived_last"].to_numpy(bool)]
+    held = pd.Series(waits.reindex(last["instance"]).to_numpy(), index=last["rank"].to_numpy())
+    share = 100.0 * held.groupby(level=0).sum() / max(float(waits.sum()), 1e-9)
+    table["wait_share_pctg"] = share.reindex(table.index, fill_value=0.0).round(1)
+    table["wait_caused_us"] = _caused(skew, n_steps).reindex(table.index, fill_value=0.0)
+    table["wait_suffered_us"] = suffered.reindex(table.index, fill_value=0.0)
     return table.sort_values(["lateness_us", "last_arrivals"], ascending=False).reset_index()[
-        columns
+        RANK_COLUMNS
     ]
+
+
+def _per_rank(rank, step, start, end, n_steps: pd.Series) -> pd.Series:
+    """Per rank: the union of its [start, end) intervals per step, summed, over its steps."""
+    key = rank * (2**31) + (step - step.min() if len(step) else step)
+    keep = end > start
+    groups, lengths = union_length_by_group(key[keep], start[keep], end[keep])
+    per = pd.Series(lengths, index=groups // (2**31)).groupby(level=0).sum()
+    return per / n_steps.reindex(per.index)
+
+
+def _caused(skew: pd.DataFrame, n_steps: pd.Series) -> pd.Series:
+    """Per rank: the waits it made the others suffer per step (:func:`rank_skew`)."""
+    last = skew.loc[skew["arrived_last"].to_numpy(bool), ["instance", "rank"]]
+    culprit = pd.Series(last["rank"].to_numpy(), index=last["instance"].to_numpy())
+    who = culprit.reindex(skew["instance"].to_numpy()).to_numpy()
+    waiting = (skew["wait_us"].to_numpy() > 0) & ~np.isnan(who)
+    if not waiting.any():
+        return pd.Series(dtype=np.float64)
+    part = skew[waiting]
+    start = part["start_us"].to_numpy(np.float64)
+    key = pd.DataFrame({"culprit": who[waiting].astype(np.int64), "rank": part["rank"].to_numpy(),
+                        "step": part["step"].to_numpy()})  # fmt: skip
+    codes, combos = pd.factorize(pd.MultiIndex.from_frame(key))
+    groups, lengths = union_length_by_group(codes, start, start + part["wait_us"].to_numpy())
+    per = pd.DataFrame(list(combos[groups]), columns=["culprit", "rank", "step"])
+    per["wait"] = lengths
+    # per culprit: each waiting member's per-step waits summed over steps, then the mean member
+    by_member = per.groupby(["culprit", "rank"])["wait"].sum()
+    mean_member = by_member.groupby(level="culprit").mean()
+    return mean_member / n_steps.reindex(mean_member.index).fillna(1)
 
 
 def find_stragglers(
@@ -153,12 +209,16 @@ def find_stragglers(
     step_us: float,
     factor: float = 3.0,
     min_step_pctg: float = 0.5,
+    min_wait_pctg: float = 25.0,
 ) -> list[int]:
     """Ranks whose lateness (``rank_skew``) is above ``factor`` times the median of the *other*
     ranks' and exceeds it by at least ``min_step_pctg`` % of the mean step (``step_us``; clock
-    jitter of a few µs is not a straggler). Each rank is compared with the others, so two ranks
-    suffice: one of two that others wait for is found (the median of both never lets it be
-    ``factor`` times as late). A step time that is not known (NaN) leaves only the factor."""
+    jitter of a few µs is not a straggler), and that arrive last at the collectives holding
+    ``min_wait_pctg`` % of the members' waiting or more (the others wait for it). Each rank is
+    compared with the others, so two ranks suffice: one of two that others wait for is found
+    (the median of both never lets it be ``factor`` times as late). A step time that is not
+    known (NaN) leaves only the factor. A rank late to the first arrival but never last makes
+    nobody wait: not named."""
     if len(skew_by_rank) < 2:
         return []
     late = skew_by_rank["lateness_us"].to_numpy(np.float64)
@@ -166,6 +226,8 @@ def find_stragglers(
     excess = late - others
     floor = min_step_pctg / 100.0 * step_us if np.isfinite(step_us) else 0.0
     keep = (late > factor * others) & (excess >= floor) & (excess > 1.0)
+    if "wait_share_pctg" in skew_by_rank:
+        keep &= skew_by_rank["wait_share_pctg"].to_numpy(np.float64) >= min_wait_pctg
     return [int(r) for r in skew_by_rank.loc[keep, "rank"]]
 
 
@@ -189,9 +251,11 @@ def straggler_rule(lateness: pd.DataFrame, step_us: float, found: list[int], **r
     report that finds no straggler."""
     factor = rule.get("factor", 3.0)
     pctg = rule.get("min_step_pctg", 0.5)
+    last = rule.get("min_wait_pctg", 25.0)
     test = (
         f"a straggler arrives later than the median of the other ranks by at least {pctg:g} % of"
-        f" the step and is more than {factor:g}x as late"
+        f" the step, is more than {factor:g}x as late, and arrives last at the collectives"
+        f" holding {last:g} % of the others' waiting or more"
     )
     if found or lateness.empty:
         return test

@@ -248,7 +248,9 @@ class Breakdowns:
             visualize: show a bar chart.
 
         Returns:
-            ``rank, step, step_time`` (CPU ProfilerStep duration), ``gpu_span``, ``gpu_busy``,
+            ``rank, step, step_time`` (the step's length: from its ProfilerStep's start to the
+            end of its CPU and GPU work), ``cpu_time`` (the ProfilerStep's), ``gpu_span``,
+            ``gpu_busy``,
             ``gpu_idle``, ``compute``, ``communication``, ``memory``, ``comm_overlapped`` (all
             µs), ``comp_comm_overlap_pctg``; no rows for ranks without ProfilerStep.
         """

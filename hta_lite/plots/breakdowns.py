@@ -186,21 +186,21 @@ def step_segments(df: pd.DataFrame) -> pd.DataFrame:
             "communication (not under compute)": exposed / 1e3,
             "other GPU work (copies, sets)": other / 1e3,
             "GPU idle": df["gpu_idle"] / 1e3,
-            "step_time": df["step_time"] / 1e3,
+            "step_time": df["step_time"] / 1e3,  # the step's length, GPU work included
         }
     )
 
 
 def plot_step_breakdown(df: pd.DataFrame) -> go.Figure:
     """Per step and rank, the GPU span split into parts that do not overlap (stacked: they add
-    up to the span), and the CPU step time as a marker."""
+    up to the span), and the step's length (its CPU and GPU work) as a marker."""
     parts = step_segments(df)
     fig = go.Figure()
     for name in parts.columns[1:-1]:
         fig.add_trace(go.Bar(x=parts["rank:step"], y=parts[name], name=name))
     fig.add_trace(
         go.Scatter(
-            x=parts["rank:step"], y=parts["step_time"], name="step time (CPU)", mode="markers",
+            x=parts["rank:step"], y=parts["step_time"], name="step time", mode="markers",
             marker={"symbol": "line-ew-open", "size": 28, "line": {"width": 3}},
         )
     )  # fmt: skip

@@ -216,14 +216,21 @@ def cross_rank(
     ``attrs["note"]`` says why)."""
     matching = match(partials["collective_calls"], ranks)
     calls = matching.measured()
-    lateness = stragglers.rank_skew(stragglers.skew_table(calls[calls["step"] >= 0]))
-    causes, _ = stragglers.explain(
+    skew = stragglers.skew_table(calls[calls["step"] >= 0])
+    lateness = stragglers.rank_skew(skew)
+    step_us = float(partials["step_breakdown"]["step_time"].mean())
+    flagged = stragglers.find_stragglers(lateness, step_us)
+    causes, texts = stragglers.explain(
         partials["step_breakdown"],
         partials["host_wait"],
         lambda: partials["annotation_timers"],
         lateness,
-        stragglers.find_stragglers(lateness, float(partials["step_breakdown"]["step_time"].mean())),
+        flagged,
     )
+    report = stragglers.StragglerReport(
+        skew, lateness, flagged, causes, texts,
+        stragglers.straggler_rule(lateness, step_us, flagged),
+    )  # fmt: skip
     tidy = partials["annotation_timers"]
     scored = partials["step_anomalies"].reset_index(drop=True)
     if len(scored):
@@ -237,7 +244,7 @@ def cross_rank(
     try:
         if traces is None:
             raise MissingDataError(None, "not asked for (summarize_folder(findings=False))")
-        found = folder_findings(partials, matching, path, scored, causes, traces)
+        found = folder_findings(partials, matching, path, scored, report, traces)
     except MissingDataError as exc:
         found = pd.DataFrame(columns=COLUMNS)
         found.attrs["note"] = exc.problem

@@ -13,7 +13,6 @@ roofline) and the memory kinds (memory peaks).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from types import SimpleNamespace
 
 import pandas as pd
 
@@ -65,7 +64,7 @@ def folder_findings(
     matching: Matching,
     path: JobCriticalPath,
     scored: pd.DataFrame,
-    causes: pd.DataFrame,
+    report,
     traces: Reopened,
 ) -> pd.DataFrame:
     """``get_findings()``'s table (:mod:`hta_lite.analyses.findings.ranking`) of the batch,
@@ -89,7 +88,7 @@ def folder_findings(
     ctx = ranked.Context(
         ranked.Replay(segments, matching.calls, matching.instances),
         partials["job_path_events"], path, matching.calls, matching.instances, traces,
-        [DATA_LOADING_PATTERN], SimpleNamespace(causes=causes), scored,
+        [DATA_LOADING_PATTERN], report, scored,
     )  # fmt: skip
     table = ranked.findings(ctx)
     table.attrs["note"] = (

@@ -68,8 +68,13 @@ class Context:
 
     @property
     def step_ns(self) -> float:
-        """The job's mean step (ns): its replayed time over the steps."""
-        return self.replay.base / self.replay.n_steps if self.replay.n_steps else np.nan
+        """The mean step (ns) over ranks and steps, each from its ProfilerStep's start to the
+        end of its CPU and GPU work: the one step length every "% of the step" uses."""
+        seg = self.replay.segments
+        if seg.empty:
+            return np.nan
+        steps = seg.drop_duplicates(["rank", "step"])
+        return float((steps["step_end"] - steps["step_start"]).mean())
 
     def claim(self, rank: int, spans) -> None:
         """A specific kind prices the time in ``spans`` (``[(start, end)]`` ns, any thread or
@@ -128,10 +133,18 @@ class Context:
                     continue
                 for step, saved in graphs.savings(change_of(rank)).items():
                     rows = np.flatnonzero((ranks == rank) & (steps == step))
-                    total = on_path[rows].sum()
+                    total = self._side_by_side(rows, on_path)
                     if total > 0:
                         cut.segment[rows] = on_path[rows] * min(1.0, saved / total)
         self._pending.clear()
+
+    def _side_by_side(self, rows: np.ndarray, values: np.ndarray) -> float:
+        """The sum of ``values`` over the segments ``rows`` of one rank's step, segments that
+        start after the same call (side by side in time) counted once (their largest)."""
+        seg = self.segments
+        prev = seg[[f"prev_{k}" for k in CALL_KEY]].to_numpy()[rows]
+        _, group = np.unique(prev, axis=0, return_inverse=True)
+        return float(pd.Series(values[rows]).groupby(group.ravel()).max().sum())
 
     def main_rank(self, per_segment: np.ndarray) -> int | None:
         """The rank that holds more than half of ``per_segment`` (ns per segment), else None

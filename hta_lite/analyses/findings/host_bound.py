@@ -24,7 +24,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ...kineto import BLOCKING_SYNC_NAMES, GRAPH_LAUNCH_NAMES
+from ...kineto import BLOCKING_SYNC_NAMES, CPU_COLLECTIVE, GRAPH_LAUNCH_NAMES
 from ...units import fmt_us
 from .code_sites import PYTHON_CATEGORY, sites, sites_at
 from .context import Context, within
@@ -47,8 +47,12 @@ def find(ctx: Context) -> list[Finding]:
     host = (ev["bound_by"] == "cpu_bound").to_numpy() & (ev["stream"] < 0).to_numpy()
     host &= ~names.isin(BLOCKING_SYNC_NAMES).to_numpy()  # waiting, not host work
     distinct = names.astype("category")
-    is_loading = np.array([bool(loading.search(n)) for n in distinct.cat.categories] + [False])
-    host &= ~is_loading[distinct.cat.codes.to_numpy()]
+    # data loading (its own finding) and collective calls (communication, not host work)
+    skipped = np.array(
+        [bool(loading.search(n) or CPU_COLLECTIVE.match(n)) for n in distinct.cat.categories]
+        + [False]
+    )
+    host &= ~skipped[distinct.cat.codes.to_numpy()]
     claimed = ctx.claimed_events()
     host &= ~claimed
     waits = ev["bound_by"].isin(GPU_WAITS).to_numpy() & ~claimed  # the GPU waiting to launch
@@ -64,15 +68,22 @@ def find(ctx: Context) -> list[Finding]:
     middle = ev["start"].to_numpy() + ev["duration"].to_numpy() // 2
     for rank, trace in ctx.traces.items():
         n_cpu = len(trace.cpu)
-        mine = np.flatnonzero(host & (ranks == rank) & (number < n_cpu))
+        # host events, and GPU waits carried by a launch call's edge: the call's site
+        mine = np.flatnonzero(host_time & (ranks == rank) & (number >= 0) & (number < n_cpu))
         site[mine] = sites(trace, number[mine])
+        site[np.flatnonzero(host_time & (ranks == rank) & (number < 0))] = "(no event)"
         gap = np.flatnonzero(waits & (ranks == rank) & (number >= n_cpu))
         launch = trace.gpu["launch_row"].to_numpy()[number[gap] - n_cpu]
         known = launch >= 0  # the host thread that launched the kernel the GPU waited for
         tid = trace.cpu["tid"].to_numpy()[np.maximum(launch, 0)]
         site[gap[known]] = sites_at(trace, tid[known], middle[gap][known])
         site[gap[~known]] = "host (no launch call in the trace)"
-    host = host_time
+    # the GPU waiting while the host sat in a collective call is communication, not host work
+    codes, labels = pd.factorize(site)
+    in_collective = np.array([bool(CPU_COLLECTIVE.match(str(s))) for s in labels], bool)
+    host = host_time & ~in_collective[codes]
+    if not host.any() or duration[host].sum() < MIN_SHARE * every.sum():
+        return []
     codes, labels = pd.factorize(site[host])
     per_site = np.bincount(codes, duration[host], minlength=len(labels))
     best = np.argsort(-per_site, kind="stable")[:TOP_SITES]

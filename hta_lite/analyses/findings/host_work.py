@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from ...intervals import merge, sums_by_key
+from ...intervals import merge
 from ...units import fmt_us
 from .context import Context
 from .finding import Finding
@@ -45,15 +45,14 @@ def find(ctx: Context) -> list[Finding]:
 
     cut = _graph_cut(ctx, on_path, ranges, 1.0)
     low = _graph_cut(ctx, on_path, ranges, 0.5)
-    ranks, per_rank = sums_by_key(ctx.segments["rank"].to_numpy(), on_path)
-    worst_at = int(np.argmax(per_rank))
-    worst = int(ranks[worst_at])
+    per_rank = _in_steps(ctx, ranges)  # the ranges' own time per step, by rank
+    worst = max(per_rank, key=per_rank.get)
     names = sorted(set(ev.loc[inside, "name"].astype(str)) & _matching(ev, ctx.patterns))
-    per_step = on_path.sum() / 1e3 / ctx.replay.n_steps
+    others = [v for r, v in per_rank.items() if r != worst]
     evidence = (
-        f"{fmt_us(per_step)} per step of data loading on the ranks' local paths"
-        f" ({', '.join(names[:3]) or 'data loading'}); rank {worst}:"
-        f" {fmt_us(per_rank[worst_at] / 1e3 / ctx.replay.n_steps)} per step"
+        f"rank {worst} spends {fmt_us(per_rank[worst] / 1e3)} per step in data loading"
+        f" ({', '.join(names[:3]) or 'data loading'}), on its critical path"
+        + (f"; the other ranks {fmt_us(float(np.median(others)) / 1e3)} (median)" if others else "")
     )
     return [
         Finding(
@@ -70,6 +69,25 @@ def find(ctx: Context) -> list[Finding]:
             ctx.main_rank(on_path),
         )
     ]
+
+
+def _in_steps(ctx: Context, ranges: dict) -> dict[int, float]:
+    """Per rank with data-loading ranges: ns of them per step (their union, within its steps'
+    bounds), the mean over its steps."""
+    steps = ctx.segments.drop_duplicates(["rank", "step"])
+    out = {}
+    for rank, spans in ranges.items():
+        mine = steps[steps["rank"] == rank]
+        if mine.empty:
+            continue
+        total = 0.0
+        for start, end in zip(mine["step_start"].tolist(), mine["step_end"].tolist()):
+            for merged in spans.values():
+                lo = np.clip(merged[:, 0], start, end)
+                hi = np.clip(merged[:, 1], start, end)
+                total += float((hi - lo).sum())
+        out[rank] = total / len(mine)
+    return out or {next(iter(ranges)): 0.0}
 
 
 def _graph_cut(ctx: Context, on_path, ranges, scale: float) -> Cut:

@@ -3,7 +3,8 @@
 Columns: ``kind``, ``rank`` (Int64, <NA>: the job), ``where``, ``saving_ms_per_step`` (the
 replayed fix: the job's time drop per step, ms), ``saving_pctg`` (of the mean step),
 ``saving_low_ms`` (a partial fix replayed), ``saving_high_ms`` (the time the fix removes
-summed without replay, a first-order bound that ignores what becomes critical instead),
+without replay, a first-order bound that ignores what becomes critical instead, overlapping
+segments counted once; never above the step),
 ``cumulative_ms`` (this fix and every one ranked above it made together: replayed once with
 the overlapping cuts discounted, :func:`.replay.combine`; never more than the step), ``evidence``,
 ``estimate_method``, ``advice``. Findings that save no step time (memory) come last; a finding
@@ -35,11 +36,11 @@ def rank_findings(ctx: Context, findings: list[Finding]) -> pd.DataFrame:
         if f.cut is None:
             rows.append(_row(f, 0.0, 0.0, 0.0, step))
             continue
-        saving = replay.saving_per_step(f.cut)
+        saving = min(replay.saving_per_step(f.cut), step)  # never above the step
         if not step > 0 or 100 * saving / step < MIN_PCTG:
             continue
         low = replay.saving_per_step(f.low if f.low is not None else f.cut.scaled(0.5))
-        high = max(f.cut.total() / replay.n_steps, saving)
+        high = min(max(replay.first_order(f.cut), saving), step)  # never above the step
         timed.append((saving, f))
         rows.append(_row(f, saving, min(low, saving), high, step))
     table = pd.DataFrame(rows, columns=COLUMNS)

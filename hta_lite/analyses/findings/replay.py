@@ -112,6 +112,21 @@ class Replay:
             ends = [self.call[k][1] for k in self.members.get(i, [])]
             self.transfers[i] = float(max(ends) - last) if ends else 0.0
 
+    def first_order(self, cut: Cut) -> float:
+        """ns per step the cut removes without a replay (a bound that ignores what becomes
+        critical instead), counting segments that run side by side once: segments of a rank's
+        step that start at the same point (after the same call: two gradient buckets in flight)
+        overlap in time, so of their cuts the largest counts, not the sum."""
+        if not self.n_steps or not len(self.segments):
+            return 0.0
+        s = self.segments
+        keys = pd.MultiIndex.from_arrays(
+            [s["rank"], s["step"], *(s[f"prev_{k}"] for k in CALL_KEY)]
+        )
+        segment = pd.Series(np.clip(cut.segment, 0, None), index=keys)
+        total = float(segment.groupby(level=list(range(keys.nlevels))).max().sum())
+        return (total + float(sum(cut.transfer.values()))) / self.n_steps
+
     def saving_per_step(self, cut: Cut) -> float:
         """ns per step the cut saves (the base job time minus the replayed one, per step)."""
         if not self.n_steps:

@@ -29,24 +29,24 @@ from .replay import Cut
 
 
 def find(ctx: Context) -> list[Finding]:
-    seg = ctx.segments
-    if seg.empty or seg["rank"].nunique() < 2 or ctx.instances.empty:
+    """The straggler the straggler report names (:mod:`..stragglers`: one rule, so that the key
+    findings and this table never disagree), priced by the replay."""
+    seg, report = ctx.segments, ctx.stragglers
+    if seg.empty or seg["rank"].nunique() < 2 or report is None or not report.stragglers:
         return []
-    joined = _measured(ctx.instances)
-    if joined.empty:
-        return []
-    waits = joined.groupby("last_rank")["wait_us"].sum().sort_values(ascending=False)
-    rank = int(waits.index[0])
+    rank = int(report.stragglers[0])
     excess = _excess(ctx, rank)
     if not excess.any():
         return []
-    times_last = int((joined["last_rank"] == rank).sum())
+    row = report.ranks.set_index("rank").loc[rank]
     cause = _cause(ctx, rank)
+    longer = ctx.replay.first_order(Cut(excess))
     evidence = (
-        f"rank {rank} arrives last at {times_last} of {len(joined)} matched collectives; the"
-        f" others wait {fmt_us(waits.iloc[0])} for it in all; its work before them is"
-        f" {fmt_us(excess.sum() / 1e3 / ctx.replay.n_steps)} per step longer than the"
-        " median member's" + (f"; cause: {cause}" if cause else "")
+        f"rank {rank} arrives last at {int(row['last_arrivals'])} of {int(row['collectives'])}"
+        f" matched collectives, {fmt_us(row['lateness_us'])} per step after the first rank; each"
+        f" other rank waits {fmt_us(row['wait_caused_us'])} per step for it; its work before"
+        f" them is {fmt_us(longer / 1e3)} per step longer than the median member's"
+        + (f"; cause: {cause}" if cause else "")
     )
     return [
         Finding(
