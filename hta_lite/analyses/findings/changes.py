@@ -3,8 +3,9 @@
 Findings are matched by ``kind`` and ``where`` (a kind of one finding per job, whose ``where``
 names only its largest site, by ``kind`` alone: :data:`ONE_PER_JOB`). Columns: ``kind``,
 ``where``, ``control_ms``, ``test_ms`` (``saving_ms_per_step`` of each run; NaN where the run
-lacks it), ``change_ms`` (test - control) and ``status``: ``appeared`` / ``disappeared`` (only in one run), ``grew`` /
-``shrank`` (by more than ``tolerance`` of the larger), else ``same``; largest change first.
+lacks it), ``change_ms`` (test - control) and ``status``: ``appeared`` / ``disappeared`` (only
+in one run), ``grew`` / ``shrank`` (by more than ``tolerance`` of the larger), else ``same``;
+largest change first.
 """
 
 from __future__ import annotations
