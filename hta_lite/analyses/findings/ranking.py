@@ -8,7 +8,7 @@ segments counted once; never above the step),
 ``cumulative_ms`` (this fix and every one ranked above it made together: replayed once with
 the overlapping cuts discounted, :func:`.replay.combine`; never more than the step), ``evidence``,
 ``estimate_method``, ``advice``. Findings that save no step time (memory) come last; a finding
-whose replay saves under ``MIN_PCTG`` of the step is left out.
+whose replay saves under ``MIN_PCTG`` of the step is left out (a named straggler excepted).
 """
 
 from __future__ import annotations
@@ -24,8 +24,11 @@ COLUMNS = [
     "kind", "rank", "where", "saving_ms_per_step", "saving_pctg", "saving_low_ms",
     "saving_high_ms", "cumulative_ms", "evidence", "estimate_method", "advice",
 ]  # fmt: skip
-#: % of the step under which a timed finding is not reported
+#: % of the step under which a timed finding is not reported ...
 MIN_PCTG = 0.5
+#: ... but for these: a straggler the straggler report names is listed whatever its saving, so
+#: that the key findings and this table never disagree about it
+ALWAYS_LISTED = ("straggler",)
 
 
 def rank_findings(ctx: Context, findings: list[Finding]) -> pd.DataFrame:
@@ -37,7 +40,7 @@ def rank_findings(ctx: Context, findings: list[Finding]) -> pd.DataFrame:
             rows.append(_row(f, 0.0, 0.0, 0.0, step))
             continue
         saving = min(replay.saving_per_step(f.cut), step)  # never above the step
-        if not step > 0 or 100 * saving / step < MIN_PCTG:
+        if not step > 0 or (100 * saving / step < MIN_PCTG and f.kind not in ALWAYS_LISTED):
             continue
         low = replay.saving_per_step(f.low if f.low is not None else f.cut.scaled(0.5))
         high = min(max(replay.first_order(f.cut), saving), step)  # never above the step

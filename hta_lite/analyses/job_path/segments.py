@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...intervals import merge
 from ...kineto import DATA_LOADING_PATTERN
 from ...load.rank_trace import RankTrace
 from ..collectives.calls import collective_calls
@@ -185,6 +186,27 @@ class StepPaths:
         return event_of, g.kind[path].astype(np.int64), src_ts[timed], weight[timed]
 
 
+def _in_ranges(trace, patterns, tid: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per (thread, time): inside an event of the thread named as data loading."""
+    import re
+
+    cpu = trace.cpu
+    out = np.zeros(len(t), bool)
+    if not len(cpu) or not patterns:
+        return out
+    regex = re.compile("|".join(f"(?:{p})" for p in patterns))
+    names = cpu["name"].astype("category")
+    hit = np.array([bool(regex.search(str(n))) for n in names.cat.categories] + [False])
+    rows = np.flatnonzero(hit[names.cat.codes.to_numpy()])
+    for thread in np.unique(cpu["tid"].to_numpy()[rows]).tolist():
+        mine = rows[cpu["tid"].to_numpy()[rows] == thread]
+        lo, hi = merge(cpu["ts"].to_numpy()[mine], (cpu["ts"] + cpu["dur"]).to_numpy()[mine])
+        queries = np.flatnonzero(tid == thread)
+        j = np.searchsorted(lo, t[queries], side="right") - 1
+        out[queries] = (j >= 0) & (t[queries] < hi[np.maximum(j, 0)])
+    return out
+
+
 def _tables(trace, events, patterns, seg_rows: list, parts: list) -> dict:
     """The segments, and their paths' edges as one row per segment and event."""
     segments_table = pd.DataFrame(seg_rows, columns=SEGMENT_COLUMNS)
@@ -195,10 +217,17 @@ def _tables(trace, events, patterns, seg_rows: list, parts: list) -> dict:
         return {"segments": segments_table, "events": pd.DataFrame(columns=EVENT_COLUMNS)}
     names, stream = events.name[event], events.stream[event]
     category = np.array([EDGE_TYPES[k].removeprefix("critical_path_") for k in range(5)])[kind]
+    bound_by = np.asarray(
+        _bound_by(kind, stream, names, is_communication(trace, events, event), patterns),
+        dtype=object,
+    )
+    # host work inside a data-loading range (the batch's random numbers, its copies) is data
+    # loading too, not cpu_bound
+    inside = _in_ranges(trace, patterns, events.tid[event], start)
+    bound_by[(bound_by == "cpu_bound") & inside] = "data_loading"
     frame = pd.DataFrame({
         "seg": seg, "event": event,
-        "bound_by": _bound_by(kind, stream, names, is_communication(trace, events, event),
-                              patterns),
+        "bound_by": bound_by,
         "name": _short_names(names),
         "category": np.where(category == "operator", events.cat[event], category),
         "start": start, "duration": weight, "tid": events.tid[event], "stream": stream,
