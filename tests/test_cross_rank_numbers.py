@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DATA, SAMPLES, sample_folders
+from conftest import DATA, sample_folders
 
 from hta_lite import TraceAnalysis
 
