@@ -202,7 +202,10 @@ CASES = {
         _edit(_overlap_on_stream),
         {"GPU events overlapping an earlier event on the same stream": 1},
     ),
-    "non_utf8_bytes": (_non_utf8, {"invalid UTF-8 bytes (replaced by U+FFFD)": 2}),
+    "non_utf8_bytes": (
+        _non_utf8,
+        {"invalid UTF-8 bytes or unpaired surrogate escapes (replaced by U+FFFD)": 2},
+    ),
     "symlink_loop": (_symlink_loop, (TraceReadError, "loop.json")),
     "dangling_symlink": (_dangling, (TraceReadError, "rank1.json")),
     "same_rank_twice": (_two_same_rank, (DuplicateRankError, "rank 0")),

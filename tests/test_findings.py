@@ -408,7 +408,8 @@ def test_anomalous_steps_amortised_equal_the_live_excess():
 
 def test_memory_near_capacity_and_fragmented_save_no_time():
     """Peaks known by construction: 90 of 100 GB allocated (near capacity); 10 of 40 GB
-    allocated at a reserved peak of 40 (75 % not allocated: fragmented); 50 of 60 neither."""
+    allocated at a reserved peak of 40 (75 % cached, not allocated: whether fragmented only a
+    snapshot says); 50 of 60 neither."""
     from types import SimpleNamespace
 
     from hta_lite.analyses.findings import memory
@@ -422,7 +423,7 @@ def test_memory_near_capacity_and_fragmented_save_no_time():
         snapshot_summary=None, snapshot_oom=None,
     )  # fmt: skip
     found = {(f.kind, f.rank) for f in memory.find(ctx)}
-    assert found == {("memory_near_capacity", 0), ("memory_fragmentation", 1)}
+    assert found == {("memory_near_capacity", 0), ("memory_cached", 1)}
 
 
 SNAPSHOT = ROOT / "tests" / "data" / "snapshots" / "medium_128_training.pickle.gz"

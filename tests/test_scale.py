@@ -167,8 +167,8 @@ def test_summaries_match_full_analysis(folder):
 def test_folder_findings_are_the_analysis_findings(folder, tmp_path):
     """The batch's findings, from its partials and the ranks reopened from the cache, equal
     get_findings()'s (two_ranks: the host-bound GPU, exposed communication, a drained queue,
-    rank 1's data loading); with the cache off, or findings=False, the table is empty and its
-    note says why."""
+    rank 1's data loading, rank 1 as the straggler the report names); with the cache off, or
+    findings=False, the table is empty and its note says why."""
     summary = summarize_folder(folder, executor="serial", cache=tmp_path / "cache")
     full = TraceAnalysis(trace_dir=folder, parallel=False, cache=False).get_findings()
     full = full[~full["kind"].isin(LEFT_OUT)].reset_index(drop=True)
@@ -177,6 +177,7 @@ def test_folder_findings_are_the_analysis_findings(folder, tmp_path):
         "exposed_communication",
         "queue_drained",
         "data_loading",
+        "straggler",
     ]
     pd.testing.assert_frame_equal(summary["findings"], full)
     assert "below_roof" in summary["findings"].attrs["note"]

@@ -27,6 +27,9 @@ KINDS = (
     "memory_peak", "partial_job", "health",
 )  # fmt: skip
 
+#: MFU is a headline only when its FLOP model covers at least this share of GPU time
+MIN_MODELLED_PCTG = 50.0
+
 IDLE_CAUSES = {
     "host_wait": "waiting for the host to launch work",
     "kernel_wait": "launch overhead between kernels",
@@ -175,6 +178,16 @@ def mfu(table: pd.DataFrame | None, device_names: list[str], hint: str = "") -> 
         )
     known = table.dropna(subset=["mfu_pctg"])
     mean = float(known["mfu_pctg"].mean())
+    coverage = float(known["modelled_gpu_pctg"].mean())
+    if not coverage >= MIN_MODELLED_PCTG:  # a headline number must describe most of the GPU
+        return _row(
+            "mfu",
+            f"MFU not shown: the FLOP model covers {fmt_pct(coverage)} of GPU time (under"
+            f" {MIN_MODELLED_PCTG:g} %), so a share of the peak would describe little of the"
+            f" run ({known['achieved_tflops'].mean():.1f} TFLOP/s in the modelled part;"
+            " get_mfu() has the numbers)",
+            section="operators",
+        )
     if known["above_peak"].any():
         return _row(
             "mfu",

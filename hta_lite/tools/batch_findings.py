@@ -26,7 +26,7 @@ from ..load.rank_trace import RankTrace
 from ..load.series import join_windows
 
 #: kinds :func:`folder_findings` cannot give (the views they rest on are not in the batch)
-LEFT_OUT = ("below_roof", "memory_near_capacity", "memory_fragmentation")
+LEFT_OUT = ("below_roof", "memory_near_capacity", "memory_cached")
 
 
 class Reopened(Mapping):

@@ -240,7 +240,8 @@ def findings(analysis, snapshot=None) -> pd.DataFrame:
     snapshot of the run, when given)."""
     table = analysis.get_findings(snapshot=snapshot)[FINDING_COLUMNS]
     timed = [c for c in FINDING_COLUMNS if c.startswith(("saving", "cumulative"))]
-    table = table.assign(**{c: table[c].round(3) for c in timed})
+    # one rounding, the one `hta-lite findings` prints: ms to 2 decimals, % to 1
+    table = table.assign(**{c: table[c].round(1 if c.endswith("pctg") else 2) for c in timed})
     table.attrs["note"] = (
         "Each saving replays the job's critical path with the fix made; cumulative_ms: this"
         " fix and those above it made together (overlaps discounted)."

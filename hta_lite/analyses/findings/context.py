@@ -76,6 +76,29 @@ class Context:
         steps = seg.drop_duplicates(["rank", "step"])
         return float((steps["step_end"] - steps["step_start"]).mean())
 
+    @property
+    def training(self) -> bool:
+        """Whether the run trains (a backward pass or an optimizer step in a rank's trace), so
+        that advice about gradients and optimizers fits it; an inference run gets none."""
+        marks = ("autograd::engine", "Backward", "Optimizer.step", "optimizer.step")
+        for trace in self.traces.values():
+            names = trace.cpu["name"].astype("category").cat.categories if len(trace.cpu) else []
+            if any(m in str(n) for n in names for m in marks):
+                return True
+        return False
+
+    @property
+    def replays_graphs(self) -> bool:
+        """Whether the run already replays CUDA / HIP graphs (so "capture a CUDA graph" is not
+        news: the advice is then about what runs outside them)."""
+        from ...kineto import GRAPH_LAUNCH_NAMES
+
+        return any(
+            bool(t.cpu["name"].isin(GRAPH_LAUNCH_NAMES).any())
+            for t in self.traces.values()
+            if len(t.cpu)
+        )
+
     def claim(self, rank: int, spans) -> None:
         """A specific kind prices the time in ``spans`` (``[(start, end)]`` ns, any thread or
         stream of ``rank``): the general kinds (:mod:`.launch_overhead`, :mod:`.host_bound`,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ...classify import short_name
 from ...kineto import KERNEL_LAUNCH_NAMES
 from ...load.rank_trace import RankTrace
 from ...units import fmt_us
@@ -189,7 +190,7 @@ def _finding(ctx: Context, found: dict, key: tuple[str, str]) -> Finding | None:
     )
     return Finding(
         "launch_bound_loop",
-        f"{site}: {kernel}",
+        f"{site}: {short_name(kernel)}",  # the whole name is in the evidence
         evidence,
         "the loop as one kernel of the loop's summed work (its host time free, its kernels back"
         " to back) in each rank's step graph, critical path and job replayed; low: the kernels"

@@ -89,8 +89,13 @@ def find(ctx: Context) -> list[Finding]:
             "launch delays and kernel gaps made free, and each launch call shortened by up to"
             " the median call, in each rank's step graph (as a CUDA graph of the step would),"
             " critical path and job replayed",
-            "capture the step (or its steady part) in a CUDA graph: torch.compile("
-            "mode='reduce-overhead') or torch.cuda.graphs; fuse small kernels; larger batches",
+            (
+                "the run already replays CUDA / HIP graphs: capture the launches still outside"
+                " them (the steps between replays); fuse small kernels; larger batches"
+                if ctx.replays_graphs
+                else "capture the step (or its steady part) in a CUDA graph: torch.compile("
+                "mode='reduce-overhead') or torch.cuda.graphs; fuse small kernels; larger batches"
+            ),
             ctx.graph_cut(on_path, lambda rank: change(1.0, rank)),
             ctx.graph_cut(ctx.per_segment(gaps) * 0.5, lambda rank: change(0.5, rank, False)),
             ctx.main_rank(on_path),

@@ -2,8 +2,10 @@
 
 No step time is saved: the finding says what the headroom allows (a larger batch) or which
 allocator setting to try. Near capacity: the allocated peak is at least ``NEAR_PCTG`` of the
-device's memory (from the trace's ``deviceProperties``); fragmented: the reserved peak exceeds
-the allocated peak by more than ``SLACK_PCTG`` of the reserved.
+device's memory (from the trace's ``deviceProperties``); cached (``memory_cached``): the reserved
+peak exceeds the allocated peak by more than ``SLACK_PCTG`` of the reserved — memory the
+allocator holds, not allocated. Whether it is *fragmentation* (free but in pieces too small)
+only a memory snapshot's blocks say, so Kineto's memory events never make that claim.
 
 With a CUDA memory snapshot of the run: fragmented, the same test on the snapshot's segments
 (reserved less allocated, more than ``SLACK_PCTG`` of the reserved; per device), and one
@@ -48,13 +50,14 @@ def find(ctx: Context) -> list[Finding]:
             slack = 100 * (reserved - row.peak_allocated) / reserved
             if slack > SLACK_PCTG:
                 out.append(Finding(
-                    "memory_fragmentation", where,
+                    "memory_cached", where,
                     f"reserved peak {fmt_bytes(reserved)}, allocated peak"
                     f" {fmt_bytes(row.peak_allocated)}: {fmt_pct(slack)} of the reserved is"
-                    " not allocated at the peak",
+                    " cached by the allocator, not allocated, at the peak",
                     "no step time: the reserved against the allocated peak",
-                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; a memory snapshot"
-                    " (hta_lite.MemorySnapshot) says whether an OOM is fragmentation",
+                    "a memory snapshot (torch.cuda.memory._dump_snapshot, read by"
+                    " hta_lite.MemorySnapshot) says whether that cache is fragmented; if it is,"
+                    " PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
                     rank=int(row.rank),
                 ))  # fmt: skip
     return out + _snapshot(ctx)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...classify import short_name
 from ...units import fmt_us
 from ..critical_path.graph import OPERATOR
 from .context import Context
@@ -69,12 +70,13 @@ def find(ctx: Context) -> list[Finding]:
     return [
         Finding(
             "tiny_kernels",
-            ", ".join(names.index[:3]),
+            ", ".join(dict.fromkeys(short_name(n) for n in names.index[:3])),
             evidence,
             f"each of those kernels shortened by a fixed {fmt_us(FIXED_NS / 1e3)} (what fusing"
             " it into its neighbours saves) in each rank's step graph, then the job replayed",
-            "fuse the chains of small kernels: torch.compile, fused optimizers (foreach /"
-            " fused=True), fused norms and activations; fewer, larger tensors",
+            "fuse the chains of small kernels: torch.compile, "
+            + ("fused optimizers (foreach / fused=True), " if ctx.training else "")
+            + "fused norms and activations; fewer, larger tensors",
             nominal,
             low,
             ctx.main_rank(on_path),

@@ -1,6 +1,7 @@
 """Write the host-bound cases (``<case>/rank-0.json.gz``) and their known savings
-(``known.json``): programs simulated with tests/scenarios.py, each beside the program the fix a
-user makes gives; the saving is the difference of their mean steps (µs).
+(``known.csv``: ``case,step_us,saving_us``): programs simulated with tests/scenarios.py, each
+beside the program the fix a user makes gives; the saving is the difference of their mean steps
+(µs).
 
     python tests/data/host_bound/make.py
 
@@ -60,15 +61,16 @@ CASES = {
 
 
 def main() -> None:
-    known = {}
+    rows = ["case,step_us,saving_us"]
     for name, (slow, fixed) in CASES.items():
         a, b = run(slow), run(fixed)
         folder = HERE / name
         folder.mkdir(exist_ok=True)
         data = json.dumps(a.b.document()).encode()
         (folder / "rank-0.json.gz").write_bytes(gzip.compress(data, 9, mtime=0))
-        known[name] = {"step_us": a.mean_step_us(), "saving_us": a.mean_step_us() - b.mean_step_us()}
-    (HERE / "known.json").write_text(json.dumps(known, indent=1) + "\n")
+        step = a.mean_step_us()
+        rows.append(f"{name},{step},{step - b.mean_step_us()}")
+    (HERE / "known.csv").write_text("\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":
