@@ -1,6 +1,7 @@
 """Anomalous steps in a run: which step spiked, on which rank, why, and who caused it.
 
-Per (rank, step) the components of the step (µs): ``step_time`` (the CPU ProfilerStep), the GPU's
+Per (rank, step) the components of the step (µs): ``step_time`` (the step's extent, as
+:mod:`.steps` defines it: its ProfilerStep and the GPU work it launched), the GPU's
 ``gpu_busy``, ``gpu_idle``, ``compute``, ``exposed_communication`` (communication not under
 computation), ``memory`` (copies and sets), and each user annotation's time in the step
 (``annotation:NAME``: the elapsed time of :mod:`.timers`, the union of the ``user_annotation``
