@@ -47,6 +47,7 @@ class Context:
     snapshot_oom: pd.DataFrame | None = None
     _pending: list = field(default_factory=list)
     _claims: dict = field(default_factory=dict)
+    _after_call: np.ndarray | None = None  # per segment: the call it starts after, numbered
 
     def __post_init__(self):
         seg = self.replay.segments
@@ -164,10 +165,13 @@ class Context:
     def _side_by_side(self, rows: np.ndarray, values: np.ndarray) -> float:
         """The sum of ``values`` over the segments ``rows`` of one rank's step, segments that
         start after the same call (side by side in time) counted once (their largest)."""
-        seg = self.segments
-        prev = seg[[f"prev_{k}" for k in CALL_KEY]].to_numpy()[rows]
-        _, group = np.unique(prev, axis=0, return_inverse=True)
-        return float(pd.Series(values[rows]).groupby(group.ravel()).max().sum())
+        if self._after_call is None:
+            prev = self.segments[[f"prev_{k}" for k in CALL_KEY]].to_numpy()
+            self._after_call = np.unique(prev, axis=0, return_inverse=True)[1].ravel()
+        groups, at = np.unique(self._after_call[rows], return_inverse=True)
+        largest = np.full(len(groups), -np.inf)
+        np.maximum.at(largest, at.ravel(), values[rows])
+        return float(largest.sum())
 
     def main_rank(self, per_segment: np.ndarray) -> int | None:
         """The rank that holds more than half of ``per_segment`` (ns per segment), else None
