@@ -100,3 +100,31 @@ def test_malicious_names_never_execute(tmp_path):
     assert result["title"] == payloads[0]  # shown as text
     assert result["errors"] == []
     assert result["rendered"] == result["charts"] > 0
+
+
+def _heavy_reports() -> dict[str, Path]:
+    """The reports heaviest before charts had a budget: a synthetic trace of 15,000 launched
+    kernels, and the largest shared traces where ../shared is present."""
+    from conftest import shared_cases
+
+    shared = shared_cases()
+    names = ["diff_control", "nccl_parser_config", "b200_eager", "ns_resolution"]
+    return {"synthetic": None, **{n: shared[n] for n in names if n in shared}}
+
+
+@pytest.mark.parametrize("name", sorted(_heavy_reports()))
+def test_heavy_reports_render_within_seconds(name, tmp_path):
+    import time
+
+    from test_chart_budget import _big_trace
+
+    folder = _heavy_reports()[name]
+    if folder is None:
+        folder = _big_trace(tmp_path / "big").parent
+    path = write_report(TraceAnalysis(trace_dir=folder, parallel=False), tmp_path / "r.html")
+    assert path.stat().st_size <= 8_000_000
+    start = time.perf_counter()
+    result = open_page(path)
+    seconds = time.perf_counter() - start
+    assert result["errors"] == [] and result["rendered"] == result["charts"] > 0
+    assert seconds < 20, f"{name}: {seconds:.1f} s to render"

@@ -2,7 +2,8 @@
 module per family of analyses. ``show(fig)`` displays a figure only inside a notebook kernel,
 so ``visualize=True`` never opens a browser or blocks a batch script. Every ``plot_*`` here
 returns its figure with its text escaped (:func:`.base.escaped`): a name from a trace is never
-markup.
+markup; and within what a browser can draw (:func:`.budget.within_budget`: at most
+:data:`.budget.MAX_POINTS` points, the points as they were in :func:`.budget.full_data`).
 """
 
 import functools as _functools
@@ -19,6 +20,7 @@ from .breakdowns import (
     plot_temporal_breakdown,
     plot_user_annotation_breakdown,
 )
+from .budget import full_data, within_budget
 from .collectives import (
     plot_arrival_skew,
     plot_bus_bandwidth,
@@ -73,6 +75,7 @@ from .steps import (
 
 __all__ = [
     "in_notebook",
+    "full_data",
     "show",
     "plot_temporal_breakdown",
     "plot_idle_time_breakdown",
@@ -113,17 +116,17 @@ __all__ = [
 ]
 
 
-def _escaping(build):
+def _finishing(build):
     @_functools.wraps(build)
     def plot(*args, **kwargs):
         out = build(*args, **kwargs)
         for fig in out if isinstance(out, (list, tuple)) else [out]:
             if fig is not None:
-                escaped(fig)
+                escaped(within_budget(fig))
         return out
 
     return plot
 
 
 for _name in [n for n in __all__ if n.startswith("plot_")]:
-    globals()[_name] = _escaping(globals()[_name])
+    globals()[_name] = _finishing(globals()[_name])

@@ -7,6 +7,9 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from ..classify import short_name
+from .budget import MAX_POINTS
+
 
 def _texts(values) -> list[str]:
     return [str(v) for v in values]
@@ -15,8 +18,13 @@ def _texts(values) -> list[str]:
 def plot_launch_stats(
     df: pd.DataFrame, rank: int, runtime_cutoff: float = 50, launch_delay_cutoff: float = 100
 ) -> list[go.Figure]:
-    """Short kernels (GPU time below CPU launch time), runtime outliers, launch-delay outliers."""
-    df = df.assign(kernel_name=_texts(df["kernel_name"]), launch_name=_texts(df["launch_name"]))
+    """Short kernels (GPU time below CPU launch time), runtime outliers, launch-delay outliers.
+    The scatters' hovers name kernels short (:func:`~hta_lite.classify.short_name`); their data,
+    with whole names, is the figures' :func:`.budget.full_data` when they are drawn reduced."""
+    full = df
+    names = df["kernel_name"].astype("category")
+    short = names.map({n: short_name(str(n)) for n in names.cat.categories})
+    df = df.assign(kernel_name=_texts(short), launch_name=_texts(df["launch_name"]))
     short = df[(df["cpu_duration"] <= runtime_cutoff) & (df["gpu_duration"] < df["cpu_duration"])]
     figs = [
         px.histogram(
@@ -45,6 +53,8 @@ def plot_launch_stats(
             labels={"launch_delay": "Launch end to GPU start (µs)", "color": "outlier"},
         ),
     ]
+    if len(df) > MAX_POINTS:
+        figs[1]._hta_full_data = figs[2]._hta_full_data = full
     return figs
 
 

@@ -8,6 +8,8 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from .budget import bucketed_bars, bucketed_note
+
 ZERO_WEIGHT = "dependency (zero weight)"
 COLORS = {
     "cpu_bound": "#4c78a8", "gpu_compute_bound": "#54a24b", "gpu_communication_bound": "#b279a2",
@@ -58,9 +60,13 @@ def plot_critical_path(cp, title: str | None = None) -> go.Figure:
     """The path's edges over time (ms), per CPU thread / GPU stream, coloured by ``bound_by``.
     The title gives the path's length (the sum of its weighted edges) and the time it spans:
     the difference is dependencies of zero weight (gaps between top-level CPU operators,
-    waits), drawn grey on their own lane."""
-    data = critical_path_segments(cp)
-    span = float(data["end_ms"].max() - data["start_ms"].min()) if len(data) else 0.0
+    waits), drawn grey on their own lane. A path of more edges than a browser draws at once is
+    drawn by time bucket, each lane's edges of one colour in a bucket as one bar as long as they
+    are together (:func:`.budget.bucketed_bars`, said in the title: each colour's total stays
+    the table's); the edges as they were are the figure's :func:`.budget.full_data`."""
+    segments = critical_path_segments(cp)
+    data, width = bucketed_bars(segments, ["lane", "bound_by"], "weight_ms")
+    span = float(segments["end_ms"].max() - segments["start_ms"].min()) if len(data) else 0.0
     fig = px.bar(
         data.assign(duration_ms=data["end_ms"] - data["start_ms"]),
         x="duration_ms",
@@ -72,7 +78,10 @@ def plot_critical_path(cp, title: str | None = None) -> go.Figure:
         hover_data=["name", "start_ms", "end_ms", "weight_ms"],
         labels={"duration_ms": "Time (ms)", "lane": ""},
         title=(title or f"Critical path of rank {cp.rank}")
-        + f": {cp.length_us / 1000:,.1f} ms of weighted edges over {span:,.1f} ms",
+        + f": {cp.length_us / 1000:,.1f} ms of weighted edges over {span:,.1f} ms"
+        + bucketed_note(len(segments), len(data), width, "edges"),
     )
     fig.update_layout(barmode="overlay", xaxis_title="Time from the path's start (ms)")
+    if len(data) < len(segments):
+        fig._hta_full_data = segments
     return fig

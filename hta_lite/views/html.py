@@ -9,12 +9,19 @@ import datetime as dt
 import html
 import math
 import re
+import urllib.parse
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from .. import __version__
+from ..plots import full_data
+from ..safe_output import write_atomically, write_csv
 from ..units import fmt_bytes
+
+#: where a page links the data of its reduced charts, replaced by the real folder in ``html()``
+DATA_DIR = "\x00data-dir\x00"
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232a;
@@ -112,6 +119,8 @@ class Report:
         self.title = title
         self.sections: list[tuple[str, str, str]] = []
         self.n_charts = 0
+        #: the data of charts drawn reduced (:mod:`hta_lite.plots.budget`), by CSV file name
+        self.data: dict[str, pd.DataFrame] = {}
 
     def section(self, anchor: str, heading: str, *parts: str) -> None:
         self.sections.append((anchor, heading, "".join(parts)))
@@ -127,9 +136,20 @@ class Report:
             div_id=f"chart-{self.n_charts}",
             config={"displaylogo": False, "responsive": True},
         )
-        return f"<div class='chart'>{div}</div>"
+        full = full_data(fig)
+        if full is None:
+            return f"<div class='chart'>{div}</div>"
+        name = f"chart-{self.n_charts}.csv"
+        self.data[name] = full
+        link = (
+            f"<p class='note'>Drawn reduced: the chart's data ({len(full):,} rows) is in"
+            f" <a href='{DATA_DIR}/{name}'>{name}</a> next to this page.</p>"
+        )
+        return f"<div class='chart'>{div}</div>{link}"
 
-    def html(self) -> str:
+    def html(self, data_dir: str = "report_data") -> str:
+        """The page; its links to the data of reduced charts point into ``data_dir`` (a folder
+        name next to the page: :meth:`write`)."""
         from plotly.offline import get_plotlyjs
 
         nav = "".join(f"<a href='#{a}'>{html.escape(h)}</a>" for a, h, _ in self.sections)
@@ -145,7 +165,16 @@ class Report:
             f"<header><h1>{html.escape(self.title)}</h1>"
             f"<p>hta_lite {__version__} · generated {stamp}</p></header>"
             f"<nav>{nav}</nav>{body}</body></html>"
-        )
+        ).replace(DATA_DIR, urllib.parse.quote(data_dir))
+
+    def write(self, path: str | Path) -> Path:
+        """The page at ``path`` and the data of its reduced charts as CSV files in
+        ``<page name>_data/`` next to it, each written atomically."""
+        path = Path(path)
+        folder = f"{path.stem}_data"
+        for name, frame in self.data.items():
+            write_csv(frame, path.parent / folder / name)
+        return write_atomically(path, self.html(folder))
 
 
 def note(text: str) -> str:

@@ -15,7 +15,6 @@ from .. import plots
 from ..analyses import cupti
 from ..analyses.health import problems
 from ..facade.analysis import TraceAnalysis
-from ..safe_output import write_atomically
 from .html import Report, findings_list, note, table
 from .report_extra import (
     job_path_section,
@@ -33,7 +32,12 @@ from .summary import (
 
 
 def build_report(analysis: TraceAnalysis, title: str | None = None, snapshot=None) -> str:
-    """The HTML page for a loaded ``TraceAnalysis`` (and a ``MemorySnapshot`` of the run)."""
+    """The HTML page for a loaded ``TraceAnalysis`` (and a ``MemorySnapshot`` of the run); the
+    data of its reduced charts is linked in ``report_data/`` (:func:`write_report` writes it)."""
+    return _report(analysis, title, snapshot).html()
+
+
+def _report(analysis: TraceAnalysis, title: str | None, snapshot) -> Report:
     report = Report(title or f"GPU trace report: {analysis.trace_dir or 'traces'}")
     summary = analysis.health_summary()
     columns = ["rank", "device_type", "gpu_name", "profiler_steps", "gpu_events", "cpu_events",
@@ -72,7 +76,7 @@ def build_report(analysis: TraceAnalysis, title: str | None = None, snapshot=Non
         parts.append(report.chart(plots.plot_key_findings(findings)))
     report.sections.insert(0, ("key-findings", "Key findings", "".join(parts)))
     report.sections.insert(0, ranked_findings_section(report, analysis, snapshot))
-    return report.html()
+    return report
 
 
 def _gpu_sections(report: Report, analysis: TraceAnalysis, temporal) -> None:
@@ -329,4 +333,6 @@ def _health_section(report: Report, analysis: TraceAnalysis, summary) -> None:
 def write_report(
     analysis: TraceAnalysis, path: str | Path, title: str | None = None, snapshot=None
 ) -> Path:
-    return write_atomically(path, build_report(analysis, title, snapshot))
+    """The report at ``path``, with the data of its reduced charts as CSV files in
+    ``<name>_data/`` next to it."""
+    return _report(analysis, title, snapshot).write(path)
