@@ -59,3 +59,20 @@ def parse_bytes(text: str) -> int:
             " of 1000, KiB, MiB, GiB, TiB in powers of 1024)"
         )
     return int(round(float(match.group(1)) * _UNITS[unit]))
+
+
+def distinct_names(names, width: int = 60) -> list[str]:
+    """``names`` cut to ``width`` characters keeping their start and end (``head…tail``: kernel
+    names differ in their template arguments as often as in their start), and distinct: names
+    that would still print the same are numbered (``… #2``) in their order."""
+    head = width * 2 // 3
+    cut = [
+        n if len(n) <= width else f"{n[: head - 1]}…{n[-(width - head) :]}" for n in map(str, names)
+    ]
+    full = list(map(str, names))
+    seen: dict[str, list[str]] = {}
+    for short, name in zip(cut, full):
+        seen.setdefault(short, [])
+        if name not in seen[short]:
+            seen[short].append(name)
+    return [s if len(seen[s]) == 1 else f"{s} #{seen[s].index(n) + 1}" for s, n in zip(cut, full)]

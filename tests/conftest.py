@@ -72,3 +72,14 @@ def two_ranks():
     from hta_lite import TraceAnalysis
 
     return TraceAnalysis(trace_dir=SAMPLES / "two_ranks", parallel=False)
+
+
+def assert_missing(table, match: str) -> None:
+    """``table`` is a table view's answer for missing data (docs/missing-data.md): no rows, and
+    ``attrs["why"]`` saying ``match`` (a regex)."""
+    import re
+
+    from hta_lite.facade.missing import why
+
+    assert table.empty, f"{len(table)} rows"
+    assert why(table) and re.search(match, why(table)), why(table)

@@ -8,6 +8,7 @@ import hashlib
 
 import pandas as pd
 
+from hta_lite.facade.missing import why
 from hta_lite.load.rank_trace import RankTrace
 
 
@@ -54,11 +55,13 @@ OPERATOR_CALLS = {
 
 def operator_digests(analysis) -> dict[str, str]:
     """The digest of each operator-view table of ``analysis`` (the error's name where a call
-    refuses the trace, e.g. no ``nn.Module`` events)."""
+    refuses the trace; ``missing`` where it has no rows for want of data, e.g. no
+    ``nn.Module`` events: docs/missing-data.md)."""
     out = {}
     for name, call in OPERATOR_CALLS.items():
         try:
-            out[name] = table_digest(call(analysis))
+            table = call(analysis)
+            out[name] = "missing" if why(table) else table_digest(table)
         except Exception as exc:  # noqa: BLE001 -- which error is part of the answer
             out[name] = f"error: {type(exc).__name__}"
     return out

@@ -16,7 +16,16 @@ PACKAGE = Path(hta_lite.__file__).parent
 # lowest first: a module may import from its own layer and the ones before it, never after
 LAYERS = [
     # vocabulary, shared math, units, validated settings, safe writes and printing
-    ("kineto", "errors", "intervals", "classify", "units", "settings", "safe_output"),
+    (
+        "kineto",
+        "errors",
+        "missing_data",
+        "intervals",
+        "classify",
+        "units",
+        "settings",
+        "safe_output",
+    ),  # fmt: skip
     ("load",),  # files -> typed tables
     ("analyses",),  # tables -> DataFrames
     ("plots",),  # DataFrames -> figures

@@ -16,8 +16,8 @@ from synth import TraceBuilder
 from hta_lite import TraceAnalysis, plots
 from hta_lite.plots.budget import MAX_BARS, MAX_POINTS, bucketed_bars, envelope, full_data
 from hta_lite.plots.critical_path import critical_path_segments
+from hta_lite.views.critical_path_rows import critical_path_rows
 from hta_lite.views.report import write_report
-from hta_lite.views.summary import critical_path_rows
 
 REPORT_LIMIT = 8_000_000  # bytes
 CHART_LIMIT = 1_000_000  # bytes of one chart's div

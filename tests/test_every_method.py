@@ -154,38 +154,13 @@ NO_MATCH = {
     "compare_steps": (lambda a: a.compare_steps(999, 998), SelectionError),
     "get_job_critical_path": (lambda a: a.get_job_critical_path(step=999), SelectionError),
 }
-# what a trace without the needed events may answer with instead of an empty frame
+# the answers that raise (docs/missing-data.md): object views without their data, selections that
+# match nothing; a table view never raises MissingDataError (no rows and attrs["why"] instead)
 CLEAR_ERRORS = {
-    "get_cupti_counter_data_with_operators": MissingDataError,  # no profiler ranges
     "get_frequent_cuda_kernel_sequences": SelectionError,  # no aten:: operator
-    "get_operator_roofline": MissingDataError,  # no operator with a FLOP model
-    "get_optimization_targets": MissingDataError,
-    "get_graph_launches": MissingDataError,  # no CUDA / HIP graph launch
-    **{
-        m: MissingDataError
-        for m in (
-            "get_step_anomalies",
-            "get_step_periodicity",
-            "get_job_step_anomalies",
-            "get_job_critical_path",
-            "overlay_job_critical_path",
-        )
-    },  # no ProfilerStep
-    "compare_steps": SelectionError,
-    "get_graph_kernels": MissingDataError,
-    **{
-        m: MissingDataError
-        for m in (  # no [memory] events
-            "get_memory_events",
-            "get_memory_timeline",
-            "get_memory_peaks",
-            "get_memory_at_peak",
-            "get_memory_lifetimes",
-            "get_memory_leaks",
-            "get_memory_by_operator",
-            "get_memory_by_step",
-        )
-    },  # fmt: skip
+    "compare_steps": SelectionError,  # no such step
+    "get_job_critical_path": MissingDataError,  # an object view: no ProfilerStep
+    "overlay_job_critical_path": MissingDataError,
 }
 
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DATA, SAMPLES, SHARED, health_messages, needs_shared
+from conftest import DATA, SAMPLES, SHARED, assert_missing, health_messages, needs_shared
 from synth import TraceBuilder
 
 from hta_lite import MemoryAnalysis, TraceAnalysis
@@ -140,8 +140,7 @@ def test_real_traces_totals_agree(case):
 
 
 def test_no_memory_events_is_a_clear_error(two_ranks):
-    with pytest.raises(MissingDataError, match="profile_memory=True"):
-        two_ranks.get_memory_peaks()
+    assert_missing(two_ranks.get_memory_peaks(), "profile_memory=True")
 
 
 # ---- HTA's raw memory timeline -------------------------------------------------------------

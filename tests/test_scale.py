@@ -182,10 +182,10 @@ def test_folder_findings_are_the_analysis_findings(folder, tmp_path):
     pd.testing.assert_frame_equal(summary["findings"], full)
     assert "below_roof" in summary["findings"].attrs["note"]
     off = summarize_folder(folder, executor="serial", cache=False)["findings"]
-    assert off.empty and "not computed with the cache off" in off.attrs["note"]
+    assert off.empty and "not computed with the cache off" in off.attrs["why"]
     skipped = summarize_folder(folder, executor="serial", cache=tmp_path / "cache",
                                findings=False)["findings"]  # fmt: skip
-    assert skipped.empty and "findings=False" in skipped.attrs["note"]
+    assert skipped.empty and "findings=False" in skipped.attrs["why"]
 
 
 def test_cache_keeps_the_recently_used_within_its_cap(folder, tmp_path, monkeypatch):

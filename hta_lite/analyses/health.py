@@ -89,12 +89,7 @@ def health_summary(traces: Mapping[int, RankTrace]) -> pd.DataFrame:
     origin = min(known) if known else 0
     rows = []
     for rank, trace in sorted(traces.items()):
-        props = trace.metadata.get("deviceProperties") or []
-        gpu_name = (
-            props[0].get("name")
-            if isinstance(props, list) and props and isinstance(props[0], dict)
-            else None
-        )
+        gpu_name = _gpu_name(trace)
         rows.append(
             {
                 "rank": rank,
@@ -120,3 +115,23 @@ def health_summary(traces: Mapping[int, RankTrace]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _gpu_name(trace) -> str | None:
+    """The GPU a rank ran on as the other views name it: its ``deviceProperties`` name, else the
+    device its properties can only be (as roofline and MFU infer it, said so), else what its
+    kernel names say; None without GPU work or properties."""
+    from .operators.devices import architecture_hint, detect
+
+    props = [p for p in trace.metadata.get("deviceProperties") or [] if isinstance(p, dict)]
+    ids = trace.gpu["device"].value_counts().index.tolist() if len(trace.gpu) else []
+    chosen = [p for p in props if p.get("id") in ids] or props[:1]
+    if chosen and chosen[0].get("name"):
+        return str(chosen[0]["name"])
+    spec = detect(trace.metadata, ids)
+    if spec is not None:
+        return f"{spec.name} (inferred from its properties)"
+    if len(trace.gpu):
+        hint = architecture_hint(trace.gpu["name"].unique())
+        return f"not named (its kernels: {hint})" if hint else "not named"
+    return None

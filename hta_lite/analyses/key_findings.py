@@ -217,10 +217,13 @@ def _graph_replay_note(table: pd.DataFrame) -> str:
 
 def memory_peak(peaks: pd.DataFrame | None, capacity: Callable[[int, str], float]) -> dict:
     """The highest peak of allocated memory (``get_memory_peaks``) against the device's memory
-    (``capacity(rank, device)``: bytes, NaN when the trace does not say), GPU devices first."""
+    (``capacity(rank, device)``: bytes, NaN when the trace does not say), GPU devices first;
+    with no peak, why (the table's ``attrs["why"]``)."""
     if peaks is None or peaks.empty:
-        return _row("memory_peak", "Memory not recorded: profile with"
-                    " torch.profiler.profile(profile_memory=True)", section="memory")  # fmt: skip
+        reason = (peaks.attrs.get("why") if peaks is not None else None) or (
+            "profile with torch.profiler.profile(profile_memory=True)"
+        )
+        return _row("memory_peak", f"Memory: {reason}", section="memory")
     gpu = peaks[peaks["device"].astype(str) != "cpu"]
     chosen = gpu if len(gpu) else peaks
     top = chosen.loc[chosen["peak_allocated"].idxmax()]

@@ -11,6 +11,7 @@ from ..analyses import annotations, idle, kernels, overlap, temporal
 from ..analyses import steps as step_analysis
 from ..analyses.common import select
 from .base import plots
+from .missing import empty_says, no_gpu_work, no_steps
 
 
 class Breakdowns:
@@ -26,6 +27,17 @@ class Breakdowns:
         traces = self.traces.values() if rank is None else [self.trace(rank)]
         found = {int(s) for t in traces for s in step_analysis.profiled_steps(t)["step"]}
         return sorted(found)
+
+    def _gpu_ranks_only(self, df: pd.DataFrame, ranks: list[int] | None = None) -> pd.DataFrame:
+        """``df`` without the rows of ranks that ran no GPU work, whose numbers would be NaN or
+        0; ``attrs["why"]`` names them (``ranks``: those asked, default ``df``'s)."""
+        asked = sorted(set(df["rank"].tolist()) if ranks is None else ranks)
+        cpu_only = [r for r in asked if self.traces[r].gpu.empty]
+        if not cpu_only:
+            return df
+        out = df[~df["rank"].isin(cpu_only)].reset_index(drop=True)
+        out.attrs["why"] = f"no GPU work in rank(s) {cpu_only} (CPU-only traces)"
+        return out
 
     def get_temporal_breakdown(
         self, visualize: bool = True, *, ranks: Iterable[int] | None = None
@@ -44,13 +56,15 @@ class Breakdowns:
         Returns:
             One row per rank: ``rank, idle_time(us), compute_time(us), non_compute_time(us),
             kernel_time(us), idle_time_pctg, compute_time_pctg, non_compute_time_pctg``
-            (percentages of ``kernel_time``, 2 decimals); NaN for a rank without GPU work.
+            (percentages of ``kernel_time``, 2 decimals). A rank without GPU work has no row
+            (``attrs["why"]`` names it; docs/missing-data.md).
         """
-        df = temporal.temporal_breakdown(self.traces, ranks)
+        df = self._gpu_ranks_only(temporal.temporal_breakdown(self.traces, ranks))
         if visualize:
             plots.show(plots.plot_temporal_breakdown(df))
         return df
 
+    @empty_says(no_gpu_work)
     def get_idle_time_breakdown(
         self,
         ranks: Iterable[int] | int | None = None,
@@ -104,10 +118,12 @@ class Breakdowns:
 
         Returns:
             One row per (rank, idle_category): ``rank, idle_category, idle_time`` (µs),
-            ``idle_time_pctg`` (share of the rank's GPU idle time); no row for a CPU-only rank.
+            ``idle_time_pctg`` (share of the rank's GPU idle time); no row for a rank without
+            GPU work (``attrs["why"]`` names it).
         """
         selected = {t.rank: t for t in select(self.traces, ranks)}
         df = idle.gpu_idle_by_cause(selected, consecutive_kernel_delay)
+        df = self._gpu_ranks_only(df, list(selected))
         if visualize:
             plots.show(plots.plot_gpu_idle_by_cause(df))
         return df
@@ -120,12 +136,14 @@ class Breakdowns:
         Returns:
             One row per rank: ``rank, comp_comm_overlap_pctg`` (100 x time where communication
             and computation kernels overlap / communication time; NaN without communication).
+            A rank without GPU work has no row (``attrs["why"]`` names it).
         """
-        df = overlap.comm_comp_overlap(self.traces, ranks)
+        df = self._gpu_ranks_only(overlap.comm_comp_overlap(self.traces, ranks))
         if visualize:
             plots.show(plots.plot_comm_comp_overlap(df))
         return df
 
+    @empty_says(no_gpu_work)
     def get_gpu_kernel_breakdown(
         self,
         visualize: bool = True,
@@ -163,6 +181,7 @@ class Breakdowns:
                 plots.show(fig, image_renderer)
         return type_df, kernel_df
 
+    @empty_says(no_gpu_work)
     def get_gpu_kernels_with_user_annotations(
         self,
         rank: int | None = None,
@@ -193,6 +212,7 @@ class Breakdowns:
         trace = self.trace(self.ranks[0] if rank is None else rank)
         return annotations.kernels_with_user_annotations(trace, expand_names, shorten_names)
 
+    @empty_says(no_gpu_work)
     def get_gpu_user_annotation_breakdown(
         self,
         use_gpu_annotation: bool = True,
@@ -231,6 +251,7 @@ class Breakdowns:
             plots.show(plots.plot_user_annotation_breakdown(df), image_renderer)
         return df
 
+    @empty_says(no_steps)
     def get_step_breakdown(
         self,
         *,

@@ -56,7 +56,8 @@ class Collectives:
             ``count``, ``total_us``, median / p90 transfer time (µs) and bus bandwidth (GB/s),
             ``wait_us``; most time first. ``by="rank"``: per rank, ``calls``, ``unmatched``,
             ``time_us`` in collectives, ``arrived_last``, ``wait_caused_us`` (the others' waits
-            where it arrived last) and ``wait_suffered_us``; most wait caused first.
+            where it arrived last) and ``wait_suffered_us``; most wait caused first. No
+            collective in the traces: no rows, ``attrs["why"]`` says so.
         """
         if by not in ("collective", "rank"):
             raise SelectionError(None, f"by must be 'collective' or 'rank', not {by!r}")
@@ -64,6 +65,8 @@ class Collectives:
         table = (
             summaries.by_collective(matching) if by == "collective" else summaries.by_rank(matching)
         )
+        if matching.calls.empty:
+            table.attrs["why"] = "no collective in the traces (no NCCL / Gloo / RCCL call)"
         if visualize:
             plots.show(plots.plot_bus_bandwidth(matching.instances))
             plots.show(plots.plot_wait_heatmap(matching.calls))

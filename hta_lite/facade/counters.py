@@ -9,10 +9,10 @@ import pandas as pd
 
 from ..analyses import counters, cupti
 from ..analyses.common import select
-from ..errors import MissingDataError
 from ..tools import augment
 from ..tools.augment import TimeSeriesTypes
 from .base import plots
+from .missing import empty_says, missing, no_gpu_work
 
 
 class Counters:
@@ -34,6 +34,7 @@ class Counters:
         """
         return counters.queue_length_time_series(self.traces, ranks)
 
+    @empty_says(no_gpu_work)
     def get_queue_length_summary(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Statistics of the queue length per (rank, stream).
 
@@ -43,6 +44,7 @@ class Counters:
         """
         return counters.queue_length_summary(self.get_queue_length_time_series(ranks))
 
+    @empty_says(no_gpu_work)
     def get_queue_length_summary_from_time_series(
         self, queue_length_dict: Mapping[int, pd.DataFrame]
     ) -> pd.DataFrame:
@@ -50,6 +52,7 @@ class Counters:
         :meth:`get_queue_length_time_series` (same columns)."""
         return counters.queue_length_summary(queue_length_dict)
 
+    @empty_says(no_gpu_work)
     def get_time_spent_blocked_on_full_queue(
         self,
         queue_length_dict: Mapping[int, pd.DataFrame] | None = None,
@@ -90,6 +93,7 @@ class Counters:
         """
         return counters.memory_bw_time_series(self.traces, ranks)
 
+    @empty_says(no_gpu_work)
     def get_memory_bw_summary(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Statistics of the copy bandwidth while copies of a kind run.
 
@@ -139,20 +143,21 @@ class Counters:
             One DataFrame per rank with profiler ranges: ``rank, name, ts, dur`` (ns, the
             profiler's replay), ``correlation``, ``launch_row``, ``op_stack`` (list of operator
             names, outermost first), ``top_level_op``, ``bottom_level_op``, ``flops`` (from the
-            SASS instruction counters, NaN without them), then one column per counter.
+            SASS instruction counters, NaN without them), then one column per counter. No
+            selected rank with ``cuda_profiler_range`` events: one table with no rows, whose
+            ``attrs["why"]`` says so.
 
         Raises:
-            MissingDataError: no selected rank has ``cuda_profiler_range`` events.
             TraceError: a rank's ranges and kernel launches differ in number.
         """
         selected = select(self.traces, ranks)
         with_ranges = [t for t in selected if len(t.kernel_counters)]
         if not with_ranges:
-            raise MissingDataError(
-                self.trace_dir,
+            reason = (
                 f"no cuda_profiler_range events in rank(s) {[t.rank for t in selected]}: record"
-                " with the CUPTI range profiler (docs/collecting-traces.md)",
+                " with the CUPTI range profiler (docs/collecting-traces.md)"
             )
+            return [missing(cupti.FIXED_COLUMNS, reason)]
         frames = [cupti.counter_data_with_operators(t) for t in with_ranges]
         if visualize:
             for df in frames:

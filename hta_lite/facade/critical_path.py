@@ -7,6 +7,7 @@ from ..analyses.critical_path import CriticalPath, critical_path
 from ..errors import SelectionError
 from ..tools.critical_path_overlay import overlay
 from .base import plots
+from .missing import table_view
 
 
 class CriticalPaths:
@@ -15,8 +16,8 @@ class CriticalPaths:
     def critical_path_analysis(
         self,
         rank: int,
-        annotation: str,
-        instance_id: int | tuple[int, int] | None,
+        annotation: str | None = None,
+        instance_id: int | tuple[int, int] | None = 0,
         data_load_events: list[str] | None = None,
     ) -> tuple[CriticalPath, bool]:
         """The longest chain of dependencies through one region of a rank, and what bounds it.
@@ -24,7 +25,8 @@ class CriticalPaths:
         Args:
             rank: the rank.
             annotation: the region is the events during the ``instance_id``-th event whose
-                name contains this text (``"ProfilerStep"``: a step); ``""``: the whole trace.
+                name contains this text (``"ProfilerStep"``: a step); ``""``: the whole trace;
+                None (the default): ``"ProfilerStep"`` where the rank has steps, else ``""``.
             instance_id: which instance (default the first), or ``(first, last)`` for a span.
             data_load_events: regexes of event names whose time counts as ``data_loading``.
 
@@ -37,6 +39,8 @@ class CriticalPaths:
             made inconsistent are repaired or cut and added to :meth:`health`.
         """
         trace = self.trace(rank)
+        if annotation is None:
+            annotation = "ProfilerStep" if len(trace.steps) else ""
         cp = critical_path(trace, annotation, instance_id, data_load_events)
         for code, count in cp.health.items():
             trace.health[code] = max(trace.health.get(code, 0), count)
@@ -72,6 +76,7 @@ class CriticalPaths:
             overlay(critical_path_graph, output_dir, only_show_critical_events, show_all_edges)
         )
 
+    @table_view(["duration_us", "pctg"], index=["bound_by"])
     def get_critical_path_summary(
         self, rank: int, annotation: str = "ProfilerStep", instance_id=0, *, visualize: bool = False
     ):
@@ -84,7 +89,8 @@ class CriticalPaths:
             visualize: show the path on a timeline, coloured by what bounds it.
 
         Returns:
-            Indexed by ``bound_by``: ``duration_us``, ``pctg``.
+            Indexed by ``bound_by``: ``duration_us``, ``pctg``; no rows where the rank has no
+            host events to build a path from (``attrs["why"]``).
         """
         cp, _ = self.critical_path_analysis(rank, annotation, instance_id)
         if visualize:

@@ -11,6 +11,7 @@ from ..analyses.steps import step_breakdown
 from ..analyses.timers import LogOption
 from ..errors import SelectionError
 from .base import plots
+from .missing import empty_says, no_steps
 
 
 class CrossRank:
@@ -39,6 +40,7 @@ class CrossRank:
         """
         return timers.annotation_timers(self.traces, names, source, ranks, steps)
 
+    @empty_says(no_steps)
     def get_timers_across_ranks(
         self,
         names: Iterable[str] | None = None,

@@ -17,12 +17,14 @@ from ..errors import MissingDataError
 from ..kineto import DATA_LOADING_PATTERN
 from ..load.ranks import RANK_LIMIT
 from .base import plots
+from .missing import need, table_view
 from .snapshot import MemorySnapshot
 
 
 class Findings:
     """Findings methods of :class:`hta_lite.TraceAnalysis`."""
 
+    @table_view(ranked.COLUMNS)
     def get_findings(
         self,
         *,
@@ -54,11 +56,9 @@ class Findings:
             0.5 % of the step.
 
             Traces without ProfilerSteps are one step each, from the first event to the last
-            (the savings are then per trace).
-
-        Raises:
-            MissingDataError: a rank recorded with the CUPTI range profiler (its times are the
-                profiler's replays, not the run's).
+            (the savings are then per trace). A rank recorded with the CUPTI range profiler
+            (its times are the profiler's replays, not the run's): no rows, and
+            ``attrs["why"]`` says so.
         """
         if snapshot is not None and not isinstance(snapshot, MemorySnapshot):
             snapshot = MemorySnapshot(snapshot)
@@ -136,7 +136,7 @@ class Findings:
             self._step_anomaly_finding(),
             top,
             kf.mfu(mfu, list(DEVICES), self._architecture()) if top else None,
-            kf.memory_peak(_or_none(self.get_memory_peaks), self._device_memory),
+            kf.memory_peak(self.get_memory_peaks(), self._device_memory),
             kf.partial_job(self.ranks, self._world_size()),
             kf.health(self.health()),
         ]
@@ -147,7 +147,7 @@ class Findings:
 
     def _step_anomaly_finding(self) -> dict | None:
         try:
-            return kf.step_anomalies(self.get_step_anomalies(), self.get_step_periodicity())
+            return kf.step_anomalies(need(self.get_step_anomalies()), self.get_step_periodicity())
         except MissingDataError:  # no ProfilerStep
             return None
 
@@ -183,7 +183,8 @@ def _file_key(path: str) -> tuple:
 
 
 def _or_none(method):
+    """What ``method`` answers, None where its data is missing (docs/missing-data.md)."""
     try:
-        return method()
+        return need(method())
     except MissingDataError:
         return None

@@ -9,11 +9,13 @@ import pandas as pd
 from ..analyses.operators import graph_launches as gl
 from ..errors import MissingDataError
 from .base import plots
+from .missing import table_view
 
 
 class Graphs:
     """Graph-launch methods of :class:`hta_lite.TraceAnalysis` (needs :class:`.Operators`)."""
 
+    @table_view(gl.LAUNCH_COLUMNS)
     def get_graph_launches(
         self, ranks: Iterable[int] | None = None, visualize: bool = False
     ) -> pd.DataFrame:
@@ -31,8 +33,8 @@ class Graphs:
         Returns:
             DataFrame, columns in :mod:`hta_lite.analyses.operators.graph_launches`.
 
-        Raises:
-            MissingDataError: no graph launch replayed GPU events in the ranks.
+            No rows where no graph launch replayed GPU events in the ranks
+            (``attrs["why"]``).
         """
         rank_ops = self._operators(ranks)
         table = gl.launch_table(rank_ops)
@@ -44,6 +46,7 @@ class Graphs:
             plots.show(plots.plot_graph_launches(table, gl.graph_kernel_table(rank_ops)))
         return table
 
+    @table_view(gl.KERNEL_COLUMNS)
     def get_graph_kernels(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """The GPU events each graph launch replayed, by kernel name: type, the operator each is
         mapped to (``[graph replay]`` when none), count and GPU time.
@@ -54,8 +57,7 @@ class Graphs:
         Returns:
             DataFrame, columns in :mod:`hta_lite.analyses.operators.graph_launches`.
 
-        Raises:
-            MissingDataError: as :meth:`get_graph_launches`.
+            No rows, with ``attrs["why"]``, as :meth:`get_graph_launches`.
         """
         table = gl.graph_kernel_table(self._operators(ranks))
         if table.empty:

@@ -10,11 +10,13 @@ import pandas as pd
 from ..analyses import launches, sequences
 from ..tools import augment
 from .base import plots
+from .missing import empty_says, no_gpu_work
 
 
 class Launches:
     """Launch methods of :class:`hta_lite.TraceAnalysis` (the reference's names and columns)."""
 
+    @empty_says(no_gpu_work)
     def get_cuda_kernel_launch_stats(
         self,
         ranks: Iterable[int] | None = None,
@@ -43,6 +45,7 @@ class Launches:
                     plots.show(fig)
         return stats
 
+    @empty_says(no_gpu_work)
     def get_aten_op_kernels_and_delay(
         self, ranks: Iterable[int] | None = None, sort_by: list[str] | None = None
     ) -> dict[int, pd.DataFrame]:
@@ -59,6 +62,7 @@ class Launches:
         """
         return launches.aten_op_kernels_and_delay(self.traces, ranks, sort_by)
 
+    @empty_says(no_gpu_work)
     def get_frequent_cuda_kernel_sequences(
         self,
         operator_name: str,

@@ -10,16 +10,25 @@ import pandas as pd
 from ..analyses import diff
 from ..analyses import step_anomalies as sa
 from ..analyses.common import select, wanted
+from ..analyses.step_periodicity import COLUMNS as PERIOD_COLUMNS
 from ..analyses.step_periodicity import periodicity
 from ..analyses.steps import profiled_steps
 from ..errors import MissingDataError, SelectionError
 from ..settings import positive_limit
 from .base import plots
+from .missing import table_view
+
+#: the columns every step-anomaly table has (one ``annotation:NAME`` column per annotation)
+ANOMALY_COLUMNS = ["rank", "step", "window", "step_time", "typical", "score", "anomalous",
+                   "cause", "cause_excess(us)", "grew_most", "origin_rank", "baseline"]  # fmt: skip
+JOB_COLUMNS = ["step", "step_time", "slowest_rank", "typical", "score", "anomalous",
+               "origin_rank", "cause"]  # fmt: skip
 
 
 class LongRuns:
     """Step-anomaly methods of :class:`hta_lite.TraceAnalysis`."""
 
+    @table_view(ANOMALY_COLUMNS)
     def get_step_anomalies(
         self,
         metric: str = "step_time",
@@ -49,14 +58,14 @@ class LongRuns:
         Returns:
             DataFrame, columns in :mod:`hta_lite.analyses.step_anomalies` (times in µs).
 
-        Raises:
-            MissingDataError: no ProfilerStep in the traces.
+            No ProfilerStep in the traces: no rows, ``attrs["why"]`` says so.
         """
         scored = self._scored(metric, threshold, baseline, window, ranks)
         if visualize:
             plots.show(plots.plot_step_anomalies(scored, periodicity(scored)))
         return scored
 
+    @table_view(PERIOD_COLUMNS)
     def get_step_periodicity(
         self,
         threshold: float = 3.5,
@@ -79,6 +88,7 @@ class LongRuns:
         scored = self._scored("step_time", threshold, "median", 11, ranks)
         return periodicity(scored, min_occurrences)
 
+    @table_view(JOB_COLUMNS)
     def get_job_step_anomalies(self, threshold: float = 3.5) -> pd.DataFrame:
         """The job's steps (a step ends when its slowest rank does): ``step``, ``step_time``,
         ``slowest_rank``, ``typical``, ``score``, ``anomalous``, and the ``origin_rank`` and

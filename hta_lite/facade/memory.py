@@ -12,17 +12,24 @@ import pandas as pd
 from ..analyses.common import select
 from ..analyses.memory import lifetimes as life
 from ..analyses.memory import operators, raw_timeline, timeline
-from ..analyses.memory.events import memory_events
-from ..errors import MissingDataError
+from ..analyses.memory.events import MEMORY_COLUMNS, memory_events
+from ..errors import MissingDataError, SelectionError
 from ..load.health_items import record
 from ..safe_output import write_atomically
 from .base import plots
+from .missing import need, table_view
 
 NO_MEMORY = (
     "no [memory] events in the selected ranks: record with"
     " torch.profiler.profile(profile_memory=True)"
 )
 
+#: no memory event although the trace's header says ``"profile_memory": 1``
+RECORDED_BUT_NONE = (
+    "no [memory] events, although rank(s) {} were recorded with profile_memory=True (their"
+    " header says so): the profiled window allocated and freed nothing, or the events were"
+    " left out (health() says what was)"
+)
 
 NO_RAW_ENTRIES = (
     "the raw memory timeline has no entries: export it from a profile recorded with"
@@ -54,16 +61,20 @@ class Memory:
         chosen = [t.rank for t in select(self.traces, ranks)]
         with_events = [r for r in chosen if len(self._memory(r))]
         if not with_events:
-            raise MissingDataError(None, NO_MEMORY)
+            flagged = [r for r in chosen if self.metadata(r).get("profile_memory") in (1, True)]
+            raise MissingDataError(
+                None, RECORDED_BUT_NONE.format(flagged) if flagged else NO_MEMORY
+            )
         return with_events
 
+    @table_view([*MEMORY_COLUMNS, "rank"])
     def get_memory_events(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """The ``[memory]`` events, typed, with the operator, annotation and module active when
         each happened.
 
         Args:
-            ranks: default all; ranks without memory events are left out (none at all:
-                ``MissingDataError``).
+            ranks: default all; ranks without memory events are left out (none at all: no
+                rows, ``attrs["why"]`` says what to record).
 
         Returns:
             ``rank`` plus :data:`hta_lite.analyses.memory.events.MEMORY_COLUMNS` (ns, bytes).
@@ -71,6 +82,7 @@ class Memory:
         parts = [self._memory(r).assign(rank=r) for r in self._memory_ranks(ranks)]
         return pd.concat(parts, ignore_index=True)
 
+    @table_view(timeline.TIMELINE_COLUMNS)
     def get_memory_timeline(
         self, ranks: Iterable[int] | None = None, *, visualize: bool = False
     ) -> pd.DataFrame:
@@ -92,6 +104,7 @@ class Memory:
             plots.show(plots.plot_memory_timeline(line, steps))
         return line
 
+    @table_view(timeline.PEAK_COLUMNS)
     def get_memory_peaks(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Per (rank, device): peak allocated memory, when, and the operator / annotation /
         module / step that reached it; peak reserved memory and peak fragmentation.
@@ -99,8 +112,9 @@ class Memory:
         Returns:
             :data:`hta_lite.analyses.memory.timeline.PEAK_COLUMNS` (bytes, ts ns).
         """
-        return timeline.peaks(self.get_memory_timeline(ranks))
+        return timeline.peaks(need(self.get_memory_timeline(ranks)))
 
+    @table_view(["operator", "annotation", "module", "count", "bytes"])
     def get_memory_at_peak(self, rank: int, device: str | None = None) -> pd.DataFrame:
         """What was allocated when a device's allocated memory peaked, by allocating operator /
         annotation / module.
@@ -114,10 +128,10 @@ class Memory:
             before the trace began is one row, ``[allocated before the trace]`` (count -1), so
             the bytes add up to the peak.
         """
-        peaks = self.get_memory_peaks([rank])
+        peaks = need(self.get_memory_peaks([rank]))
         if device is not None and device not in set(peaks["device"]):
-            raise MissingDataError(None, f"rank {rank} has no memory events on {device!r}; it"
-                                   f" has {sorted(peaks['device'])}")  # fmt: skip
+            raise SelectionError(None, f"rank {rank} has no memory events on {device!r}; it"
+                                 f" has {sorted(peaks['device'])}")  # fmt: skip
         row = peaks.sort_values("peak_allocated").iloc[-1] if device is None else (
             peaks.set_index("device").loc[device].rename(device)
         )  # fmt: skip
@@ -131,6 +145,7 @@ class Memory:
             live = pd.concat([live, pd.DataFrame([extra])], ignore_index=True)
         return live.sort_values("bytes", ascending=False, ignore_index=True)
 
+    @table_view(life.LIFETIME_COLUMNS)
     def get_memory_lifetimes(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Every allocation paired with its free (same device and address).
 
@@ -142,6 +157,7 @@ class Memory:
         parts = [life.lifetimes(self._memory(r), r) for r in self._memory_ranks(ranks)]
         return pd.concat(parts, ignore_index=True)
 
+    @table_view(["rank", "device", "step", "operator", "annotation", "module", "count", "bytes"])
     def get_memory_leaks(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Allocations made in a profiled ProfilerStep and never freed in the trace, per (rank,
         device, step, operator, annotation, module): the same bytes in every step is a leak.
@@ -149,8 +165,9 @@ class Memory:
         Returns:
             ``rank, device, step, operator, annotation, module, count, bytes``.
         """
-        return life.leaks(self.get_memory_lifetimes(ranks))
+        return life.leaks(need(self.get_memory_lifetimes(ranks)))
 
+    @table_view([*operators.OPERATOR_COLUMNS, "self_unfreed_bytes"])
     def get_memory_by_operator(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Memory per operator (the TensorBoard plugin's table), summed over ranks, plus what
         of the operator's own allocations the trace never frees.
@@ -168,10 +185,11 @@ class Memory:
         chosen = self._memory_ranks(ranks)
         parts = [operators.by_operator(self.trace(r), self._memory(r)) for r in chosen]
         table = pd.concat(parts, ignore_index=True).groupby("name", sort=False).sum()
-        unfreed = operators.unfreed_by_operator(self.get_memory_lifetimes(chosen))
+        unfreed = operators.unfreed_by_operator(need(self.get_memory_lifetimes(chosen)))
         table["self_unfreed_bytes"] = unfreed.reindex(table.index, fill_value=0)
         return table.sort_values("net_bytes", ascending=False).reset_index()
 
+    @table_view(timeline.STEP_COLUMNS)
     def get_memory_by_step(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Per (rank, device, ProfilerStep): allocated at its start and end, its peak, the
         growth (steady growth: a leak), and the peak over the median rank's (imbalance).
@@ -179,7 +197,7 @@ class Memory:
         Returns:
             :data:`hta_lite.analyses.memory.timeline.STEP_COLUMNS` (bytes).
         """
-        return timeline.by_step(self.get_memory_timeline(ranks))
+        return timeline.by_step(need(self.get_memory_timeline(ranks)))
 
 
 class MemoryAnalysis:

@@ -12,8 +12,26 @@ from ..analyses.common import select
 from ..errors import MissingDataError
 from ..load.health_items import record
 from .base import plots
+from .missing import empty_says, missing, need, no_gpu_work, table_view
 
 Device = str | ops.DeviceSpec | None
+#: the columns of :meth:`Operators.get_operator_roofline` (and of its optimization targets)
+ROOFLINE_COLUMNS = [
+    "device", "name", "input_dims", "input_types", "precision", "kind", "calls", "gpu_time(us)",
+    "gpu_pctg", "flops", "bytes", "achieved_tflops", "achieved_tbps", "intensity", "peak_tflops",
+    "tf32_inferred", "memory_tbps", "ridge", "attainable_tflops", "bound", "roof_pctg",
+    "time_below_roof(us)", "above_roof",
+]  # fmt: skip
+_TIMES = ["calls", "host_self(us)", "host_total(us)", "kernels", "device_self_sum(us)",
+          "device_self(us)", "device_total_sum(us)", "device_total(us)", "device_self_pctg",
+          "cumulative_pctg"]  # fmt: skip
+#: the columns of :meth:`Operators.get_operator_summary` by each grouping it can miss data for
+SUMMARY_COLUMNS = {
+    "name": ["name", *_TIMES],
+    "shape": ["name", "input_dims", "input_types", *_TIMES],
+    "module": ["module", "depth", "calls", "host_total(us)", "device_self_sum(us)",
+               "device_total_sum(us)", "device_total(us)", "device_total_pctg"],
+}  # fmt: skip
 
 
 class Operators:
@@ -97,12 +115,15 @@ class Operators:
             device_self_sum(us), device_total_sum(us), device_total(us),
             device_total_pctg``, in tree order).
 
-        Raises:
-            MissingDataError: ``by="shape"`` on traces without shapes, ``by="module"`` on
-                traces without ``nn.Module`` events.
+            ``by="shape"`` on traces without shapes and ``by="module"`` on traces without
+            ``nn.Module`` events: no rows, ``attrs["why"]`` says what to record
+            (docs/missing-data.md).
         """
         rank_ops = self._operators(ranks)
-        self._check_recorded(rank_ops, by)
+        try:
+            self._check_recorded(rank_ops, by)
+        except MissingDataError as exc:
+            return missing(SUMMARY_COLUMNS.get(by, SUMMARY_COLUMNS["name"]), exc.problem)
         table = ops.operator_summary(rank_ops, by, stack_depth)
         if visualize:
             figure = (
@@ -124,6 +145,7 @@ class Operators:
                 None, "no nn.Module events: record with with_stack=True or with_modules=True"
             )
 
+    @table_view(ROOFLINE_COLUMNS)
     def get_operator_roofline(
         self, ranks: Iterable[int] | None = None, device: Device = None, visualize: bool = False
     ) -> pd.DataFrame:
@@ -141,9 +163,8 @@ class Operators:
             DataFrame, one row per group of modelled calls, columns in
             :func:`hta_lite.analyses.operators.roofline.roofline`.
 
-        Raises:
-            MissingDataError: no modelled operator ran GPU work (no shapes recorded, or only
-                operators without a FLOP model).
+            No rows where no modelled operator ran GPU work (no shapes recorded, or only
+            operators without a FLOP model): ``attrs["why"]`` says so.
         """
         table = self._roofline(ranks, device)
         if table.empty:
@@ -156,6 +177,7 @@ class Operators:
             plots.show(plots.plot_roofline(table))
         return table
 
+    @table_view(ROOFLINE_COLUMNS)
     def get_optimization_targets(
         self, ranks: Iterable[int] | None = None, device: Device = None, top: int = 10
     ) -> pd.DataFrame:
@@ -169,10 +191,9 @@ class Operators:
             DataFrame with the columns of :meth:`get_operator_roofline`, the ``top`` groups with
             the most ``time_below_roof(us)`` (GPU time x share of the roof not reached) first.
 
-        Raises:
-            MissingDataError: as :meth:`get_operator_roofline`, or no device peaks known (pass
-                ``device``)."""
-        table = self.get_operator_roofline(ranks, device)
+            No rows, with ``attrs["why"]``, as :meth:`get_operator_roofline`, or where no
+            device peaks are known (pass ``device``)."""
+        table = need(self.get_operator_roofline(ranks, device))
         targets = ops.optimization_targets(table, top)
         if targets.empty:
             raise MissingDataError(
@@ -194,7 +215,9 @@ class Operators:
             visualize: show MFU per step.
 
         Returns:
-            DataFrame, columns in :func:`hta_lite.analyses.operators.roofline.mfu`.
+            DataFrame, columns in :func:`hta_lite.analyses.operators.roofline.mfu`; where no
+            device of the peak table is known, ``peak_tflops`` and ``mfu_pctg`` are NaN and
+            ``attrs["why"]`` says to pass ``device``.
         """
         rank_ops = self._operators(ranks)
         devices = ops.devices_of([r.attribution.trace for r in rank_ops], device)
@@ -202,10 +225,21 @@ class Operators:
         for row in table[table["above_peak"]].itertuples() if len(table) else ():
             where = f"step {row.step} on {row.device}, {row.precision} peak {row.peak_tflops:g}"
             record(self.trace(row.rank).health, "above_peak", 1, f"{where} TFLOP/s")
+        if table.empty:
+            table.attrs["why"] = (
+                "no ProfilerStep with a modelled operator (matrix products, convolutions,"
+                " attention; shapes need record_shapes=True)"
+            )
+        elif table["peak_tflops"].isna().all():
+            table.attrs["why"] = (
+                f"no peak for {sorted(set(table['device']))} in the peak table: pass device= (one"
+                " of hta_lite.analyses.operators.DEVICES, or a DeviceSpec)"
+            )
         if visualize:
             plots.show(plots.plot_mfu(table))
         return table
 
+    @empty_says(no_gpu_work)
     def get_kernel_efficiency(
         self, by: str = "kernel", ranks: Iterable[int] | None = None
     ) -> pd.DataFrame:

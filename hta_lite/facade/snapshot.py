@@ -18,6 +18,7 @@ from ..analyses.memory_snapshot.summary import summary as summarize
 from ..analyses.memory_snapshot.tables import tables
 from ..errors import MissingDataError, SelectionError, SnapshotError
 from ..load.snapshot import read_snapshot_columns
+from .missing import table_view
 
 
 @dataclass(frozen=True)
@@ -115,13 +116,15 @@ class MemorySnapshot:
     def _replayed(self) -> tl.Replay:
         return tl.replay(self._tables.entries, self._tables.segments, self._tables.blocks)
 
+    @table_view(tl.COLUMNS)
     def timeline(self, device: int | None = None) -> pd.DataFrame:
         """The allocator's trace replayed back from the snapshot: active and reserved bytes
         after each entry (columns in :mod:`hta_lite.analyses.memory_snapshot.timeline`).
 
+        A snapshot that holds no trace (recorded without
+        ``torch.cuda.memory._record_memory_history()``): no rows, ``attrs["why"]`` says so.
+
         Raises:
-            MissingDataError: the snapshot holds no trace (record with
-                ``torch.cuda.memory._record_memory_history()`` before the run).
             SelectionError: ``device`` has no trace.
         """
         replayed, entries = self._need_trace(), self._tables.entries
@@ -165,15 +168,15 @@ class MemorySnapshot:
             float(row["reserved_bytes"]), int(row["before_trace_bytes"]), by_site,
         )  # fmt: skip
 
+    @table_view(oom_.COLUMNS)
     def oom(self) -> pd.DataFrame:
         """One row per ``oom`` entry of the trace: the request, what CUDA had free, the cached
         free memory, the largest free block, and a verdict (**real shortage**,
         **fragmentation**, **cache held elsewhere**) with what to try (columns in
         :mod:`hta_lite.analyses.memory_snapshot.oom`).
 
-        Raises:
-            MissingDataError: the trace records no out-of-memory (test a size with
-                :meth:`would_fit`).
+        No out-of-memory in the trace: no rows, and ``attrs["why"]`` gives the reading at the
+        dump (test a size with :meth:`would_fit`).
         """
         table = oom_.oom_table(self._tables, self._replayed) if self._tables.traced else None
         if table is None or table.empty:

@@ -22,6 +22,7 @@ from ..errors import MissingDataError, RankNotFoundError
 from ..safe_output import write_atomically
 from .analysis import TraceAnalysis
 from .base import plots
+from .missing import need
 
 __all__ = ["TraceDiff", "DeviceType", "Comparison"]
 
@@ -198,7 +199,7 @@ class TraceDiff:
             c.traces[c_rank], t.traces[t_rank], ops, note, threshold, top, tuple(metrics)
         )
         try:
-            result.findings = findings_changes(c.get_findings(), t.get_findings())
+            result.findings = findings_changes(need(c.get_findings()), need(t.get_findings()))
         except MissingDataError:  # a run whose times give no savings (range profiler)
             return result
         moved = result.findings[result.findings["status"] != "same"]

@@ -75,10 +75,23 @@ def bytes_axis(values) -> dict:
     if not finite:
         return {"type": "log"}
     low, high = math.floor(math.log2(min(finite))), math.ceil(math.log2(max(finite)))
+    if high - low < 2:  # one size (or close ones): a range wide enough to hold labelled ticks
+        low, high = low - 1, high + 1
     step = max(1, (high - low) // 8 + 1)
     ticks = [2.0**e for e in range(low, high + 1, step)]
     labels_ = [fmt_bytes(t).replace(".0 ", " ") for t in ticks]
-    return {"type": "log", "tickvals": ticks, "ticktext": labels_}
+    # the range spans the ticks (log10 units): plotly's own range around one size holds none
+    bounds = [math.log10(2.0**low) - 0.05, math.log10(2.0**high) + 0.05]
+    return {"type": "log", "tickvals": ticks, "ticktext": labels_, "range": bounds}
+
+
+def step_axis(steps, title: str = "ProfilerStep") -> dict:
+    """An x axis of step numbers: whole numbers only (never 2.5), about ten ticks."""
+    import math
+
+    values = [int(v) for v in steps]
+    span = (max(values) - min(values)) if values else 0
+    return {"title": title, "tickformat": "d", "tick0": 0, "dtick": max(1, math.ceil(span / 10))}
 
 
 def in_notebook() -> bool:

@@ -19,6 +19,7 @@ def plot_key_findings(table: pd.DataFrame) -> go.Figure:
     ``get_key_findings``), largest first; the finding's line on hover. The bars are not
     additive: idle time can be the wait for a late rank, which can be exposed communication."""
     timed = table.dropna(subset=["step_pctg"]).iloc[::-1]
+    gpu = (timed["kind"] == "gpu_idle").any()  # no GPU words on a CPU-only run's chart
     hover = ["\n".join(textwrap.wrap(str(t), 90)) for t in timed["finding"]]
     fig = go.Figure(
         go.Bar(
@@ -33,18 +34,27 @@ def plot_key_findings(table: pd.DataFrame) -> go.Figure:
     )
     fig.update_layout(
         title="Key findings: share of the step (not additive: they can overlap)",
-        xaxis={"title": "% of the step (GPU idle: of the GPU span)", "range": [0, 100]},
+        xaxis={
+            "title": "% of the step" + (" (GPU idle: of the GPU span)" if gpu else ""),
+            "range": [0, 100],
+        },  # fmt: skip
         height=120 + 50 * max(len(timed), 1),
     )
     return fig
 
 
 def plot_findings(table: pd.DataFrame) -> go.Figure:
-    """One bar per timed finding of ``get_findings``: its estimated saving (ms per step) with
-    the low-high range as an error bar, largest at the top, and the cumulative saving of it and
-    every finding above it as a line (the fixes made together, overlaps discounted)."""
+    """One bar per timed finding of ``get_findings``: its estimated saving (ms per step, also in
+    its label) with the low-high range as an error bar, largest at the top, and the cumulative
+    saving of it and every finding above it as a line (the fixes made together, overlaps
+    discounted)."""
     timed = table[table["saving_ms_per_step"] > 0].iloc[::-1]
-    names = [f"{k} · {str(w)[:40]}" for k, w in zip(timed["kind"], timed["where"])]
+    names = [  # the saving in the label, not on the bar, where the range's line would cross it
+        f"{k} · {str(w)[:40]}  {v:.2f} ms ({p:.1f} %)"
+        for k, w, v, p in zip(
+            timed["kind"], timed["where"], timed["saving_ms_per_step"], timed["saving_pctg"]
+        )
+    ]
     hover = ["\n".join(textwrap.wrap(str(t), 90)) for t in timed["evidence"]]
     fig = go.Figure(
         go.Bar(
@@ -58,10 +68,6 @@ def plot_findings(table: pd.DataFrame) -> go.Figure:
                 "array": timed["saving_high_ms"] - timed["saving_ms_per_step"],
                 "arrayminus": timed["saving_ms_per_step"] - timed["saving_low_ms"],
             },  # fmt: skip
-            text=[
-                f"{v:.2f} ms ({p:.1f} %)"
-                for v, p in zip(timed["saving_ms_per_step"], timed["saving_pctg"])
-            ],  # fmt: skip
             hovertext=hover,
             hoverinfo="text",
         )

@@ -7,6 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..analyses.operators.work import MATRIX_KINDS
+from .base import step_axis
 
 KIND_COLORS = {
     "matmul": "#1f77b4", "conv": "#17becf", "attention": "#9467bd", "norm": "#2ca02c",
@@ -140,6 +141,6 @@ def plot_mfu(table: pd.DataFrame) -> go.Figure:
                 "<br>modelled: %{customdata[0]} % of GPU time<extra></extra>",
             )
         )  # fmt: skip
-    fig.update_layout(title="Model FLOPs utilization per step", xaxis_title="ProfilerStep",
+    fig.update_layout(title="Model FLOPs utilization per step", xaxis=step_axis(table["step"]),
                       yaxis_title="MFU (%)")  # fmt: skip
     return fig

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from .base import step_axis
+
 
 def plot_step_anomalies(scored: pd.DataFrame, periods: pd.DataFrame | None = None) -> go.Figure:
     """Step time (ms) per step, one line per rank (``get_step_anomalies``); anomalous steps as
@@ -30,5 +32,5 @@ def plot_step_anomalies(scored: pd.DataFrame, periods: pd.DataFrame | None = Non
             fig.add_vrect(x0=step - 0.5, x1=step + 0.5, fillcolor="orange", opacity=0.12,
                           line_width=0)  # fmt: skip
     fig.update_layout(title="Step time per step (anomalies circled, periodic steps shaded)",
-                      xaxis_title="ProfilerStep", yaxis_title="step time (ms)")  # fmt: skip
+                      xaxis=step_axis(scored["step"]), yaxis_title="step time (ms)")  # fmt: skip
     return fig

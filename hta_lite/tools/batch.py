@@ -42,6 +42,7 @@ from ..load.loader import LoadOptions, collect, discover, load_file
 from ..load.ranks import assign_ranks
 from ..load.series import join_windows
 from ..load.workers import map_in_processes
+from ..missing_data import missing
 from .batch_findings import Reopened, folder_findings
 
 SUMMARY_TABLES = (
@@ -170,7 +171,7 @@ def summarize_folder(
             same as keyword arguments.
         findings: also the ``findings`` table (:mod:`.batch_findings`: the ranks reopened from
             the cache in this process, about 0.1 s a real-size rank; with the cache off, or
-            ``False``, an empty table whose ``attrs["note"]`` says why).
+            ``False``, an empty table whose ``attrs["why"]`` says why).
 
     Returns:
         :class:`Summary`: a dict ``{table name: DataFrame}`` (all ranks, a ``rank`` column each;
@@ -213,7 +214,7 @@ def cross_rank(
     (as :meth:`TraceAnalysis.get_straggler_report`), Megatron's min/max timers, the job
     critical path and the findings (``traces``: the ranks reopened where a finding reads them,
     None: not asked for; a folder whose findings cannot be computed gets an empty table whose
-    ``attrs["note"]`` says why)."""
+    ``attrs["why"]`` says why)."""
     matching = match(partials["collective_calls"], ranks)
     calls = matching.measured()
     skew = stragglers.skew_table(calls[calls["step"] >= 0])
@@ -246,8 +247,7 @@ def cross_rank(
             raise MissingDataError(None, "not asked for (summarize_folder(findings=False))")
         found = folder_findings(partials, matching, path, scored, report, traces)
     except MissingDataError as exc:
-        found = pd.DataFrame(columns=COLUMNS)
-        found.attrs["note"] = exc.problem
+        found = missing(COLUMNS, exc.problem)
     return {
         "findings": found,
         "job_critical_path": path.path(),

@@ -216,9 +216,10 @@ def summarize(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from ..analyses.health import problems
+    from ..units import distinct_names
     from .findings_cli import finding_lines
     from .report import write_report
-    from .summary import HEADINGS, summary_tables
+    from .summary import HEADINGS, shown, summary_tables
 
     if args.format == "parquet" and not args.out_dir:
         raise TraceError(None, "--format parquet writes files: give --out-dir")
@@ -255,11 +256,12 @@ def summarize(args: argparse.Namespace) -> int:
                 if key in absent:
                     print(f"(none: {absent[key]})\n")
                     continue
-                table = tables[key]
+                table = shown(key, tables[key])
                 if key == "top_kernels":
-                    table = table.assign(name=table["name"].str.slice(0, 60)).head(10)
+                    table = table.assign(name=distinct_names(table["name"], 60)).head(10)
                 print(table.to_string(index=False) if len(table) else "(none)")
-                print(f"{table.attrs['note']}\n" if "note" in table.attrs else "")
+                said = [table.attrs[k] for k in ("why", "note") if k in table.attrs]
+                print(f"{' '.join(said)}\n" if said else "")
             problem_rows = problems(tables["health"])
             print("Trace health (events skipped, clamped or not linked)")
             shown = problem_rows[["rank", "code", "item", "count"]]

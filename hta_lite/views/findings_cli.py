@@ -36,7 +36,7 @@ def finding_lines(table, detail: bool = False) -> list[str]:
     """One numbered line per finding (its saving, range and where), with the evidence and the
     advice under it when ``detail``; a sentence when there is none."""
     if table.empty:
-        return ["No fix would save 0.5 % of the step or more."]
+        return [table.attrs.get("why") or "No fix would save 0.5 % of the step or more."]
     lines = []
     for n, row in enumerate(table.itertuples(index=False), 1):
         rank = "" if row.rank is None or str(row.rank) == "<NA>" else f" (rank {row.rank})"

@@ -37,6 +37,7 @@ div.table{max-width:100%;overflow-x:auto;margin:8px 0 14px}
 table{border-collapse:collapse;font-size:12.5px}
 th,td{border:1px solid #dde2e7;padding:3px 7px;text-align:right;white-space:nowrap}
 th{background:#f0f3f6}td.text,th.text{text-align:left}.chart{min-height:200px}
+td.prose{white-space:normal;text-align:left;min-width:220px;max-width:520px;line-height:1.35}
 pre{background:#f4f6f8;padding:10px;overflow-x:auto;font-size:12.5px}
 ul.findings{padding-left:20px;margin:6px 0}ul.findings li{margin:5px 0;line-height:1.4}
 ul.findings a{color:#1f5f99}
@@ -54,9 +55,19 @@ def is_bytes_column(name: str) -> bool:
     return bool(BYTES_COLUMN.search(name)) and not NOT_BYTES.search(name)
 
 
-def table(df: pd.DataFrame | None, max_rows: int = 60, index: bool = False, empty: str = "") -> str:
+def table(
+    df: pd.DataFrame | None,
+    max_rows: int = 60,
+    index: bool = False,
+    empty: str = "",
+    prose: tuple[str, ...] = (),
+) -> str:
     """An HTML table of ``df`` (its first ``max_rows`` rows, and how many were left out);
-    ``empty``: the sentence that says why there is nothing (never a bare "No data")."""
+    ``empty``: the sentence that says why there is nothing (never a bare "No data"; default the
+    table's ``attrs["why"]``); ``prose``: columns of sentences (evidence, advice), shown whole
+    and wrapped, never cut to a hover."""
+    if (df is None or len(df) == 0) and not empty and df is not None:
+        empty = df.attrs.get("why", "")
     if df is None or len(df) == 0:
         return f"<p class='note'>{html.escape(empty or 'Nothing to show.')}</p>"
     shown = df.head(max_rows)
@@ -69,7 +80,9 @@ def table(df: pd.DataFrame | None, max_rows: int = 60, index: bool = False, empt
     rows = []
     for values in zip(*(shown.iloc[:, i] for i in range(shown.shape[1]))):
         cells = (
-            _cell(value, str(name), _align(shown.iloc[:, i]), decimals[i])
+            f"<td class='prose'>{html.escape(str(value))}</td>"
+            if name in prose
+            else _cell(value, str(name), _align(shown.iloc[:, i]), decimals[i])
             for i, (name, value) in enumerate(zip(shown.columns, values))
         )
         rows.append("<tr>" + "".join(cells) + "</tr>")

@@ -15,6 +15,7 @@ from .. import plots
 from ..analyses import cupti
 from ..analyses.health import problems
 from ..facade.analysis import TraceAnalysis
+from .critical_path_rows import critical_path_region, critical_path_rows, region_label
 from .html import Report, findings_list, note, table
 from .report_extra import (
     job_path_section,
@@ -23,12 +24,7 @@ from .report_extra import (
     step_anomaly_section,
 )
 from .report_operators import operator_section
-from .summary import (
-    critical_path_region,
-    critical_path_rows,
-    memory_peaks,
-    region_label,
-)
+from .summary import memory_peaks, shown
 
 
 def build_report(analysis: TraceAnalysis, title: str | None = None, snapshot=None) -> str:
@@ -201,6 +197,9 @@ def _critical_path_section(report: Report, analysis: TraceAnalysis) -> None:
     cp, _ = analysis.critical_path_analysis(*region)
     rows = critical_path_rows(analysis, cp)
     label = region_label(analysis, region)
+    if isinstance(rows, str):
+        report.section("critical-path", "Critical path", note(f"No critical path: {rows}."))
+        return
     report.section(
         "critical-path",
         "Critical path",
@@ -217,7 +216,7 @@ def _critical_path_section(report: Report, analysis: TraceAnalysis) -> None:
 
 def _memory_section(report: Report, analysis: TraceAnalysis) -> None:
     """Allocated / reserved memory over time, peaks, growth per step, leaks, top operators."""
-    peaks = memory_peaks(analysis)
+    peaks = shown("memory_peaks", memory_peaks(analysis))
     if isinstance(peaks, str):
         report.section("memory", "Memory", note(f"Not recorded: {peaks}."))
         return

@@ -8,6 +8,7 @@ import html
 
 from .. import plots
 from ..errors import MissingDataError
+from ..facade.missing import need
 from .findings_cli import finding_lines
 from .html import Report, note, table
 from .summary import job_critical_path, step_anomalies
@@ -28,7 +29,9 @@ def snapshot_section(report: Report, snap) -> None:
         table(summary),
     ]
     try:
-        parts.append(report.chart(plots.plot_snapshot_timeline(snap.timeline(), snap.peaks())))
+        parts.append(
+            report.chart(plots.plot_snapshot_timeline(need(snap.timeline()), snap.peaks()))
+        )
     except MissingDataError as exc:
         parts.append(note(f"No memory over time: {exc.problem}."))
     peak = snap.peak()
@@ -41,7 +44,7 @@ def snapshot_section(report: Report, snap) -> None:
         "<h3>Out of memory</h3>",
     ]
     try:
-        parts.append(table(snap.oom()))
+        parts.append(table(need(snap.oom()), prose=("advice",)))
     except MissingDataError:
         parts += [note("None recorded in an allocator trace. What the state at the dump implies:"),
                   table(snap.at_dump())]  # fmt: skip
@@ -51,7 +54,7 @@ def snapshot_section(report: Report, snap) -> None:
 def step_anomaly_section(report: Report, analysis) -> None:
     """Step time per step with the anomalies marked, their causes and origins, the periods."""
     try:
-        scored = analysis.get_step_anomalies()
+        scored = need(analysis.get_step_anomalies())
     except MissingDataError:
         return
     odd = step_anomalies(analysis)
@@ -106,7 +109,7 @@ def ranked_findings_section(report: Report, analysis, snapshot=None) -> tuple[st
     memory snapshot's findings when one is given)."""
     title = "Findings: what to fix first"
     try:
-        ranked = analysis.get_findings(snapshot=snapshot)
+        ranked = need(analysis.get_findings(snapshot=snapshot))
     except MissingDataError as exc:
         return "findings", title, note(exc.problem)
     parts = [
@@ -123,5 +126,6 @@ def ranked_findings_section(report: Report, analysis, snapshot=None) -> tuple[st
     if (ranked["saving_ms_per_step"] > 0).any():
         parts.append(report.chart(plots.plot_findings(ranked)))
     if len(ranked):
-        parts.append(table(ranked[["kind", "rank", "where", "evidence", "advice"]], 30))
+        columns = ["kind", "rank", "where", "evidence", "advice"]
+        parts.append(table(ranked[columns], 30, prose=("where", "evidence", "advice")))
     return "findings", title, "".join(parts)

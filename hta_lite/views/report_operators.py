@@ -9,8 +9,16 @@ import warnings
 from .. import plots
 from ..errors import MissingDataError
 from ..facade.analysis import TraceAnalysis
+from ..facade.missing import need
 from .html import Report, note, table
-from .summary import graph_launches, mfu_rows, optimization_targets, quietly, top_operators
+from .summary import (
+    graph_launches,
+    mfu_rows,
+    optimization_targets,
+    quietly,
+    shown,
+    top_operators,
+)
 
 
 def operator_section(report: Report, analysis: TraceAnalysis) -> None:
@@ -25,7 +33,7 @@ def operator_section(report: Report, analysis: TraceAnalysis) -> None:
             " recorded input shapes (docs/analyses/operators.md)."
         ),  # fmt: skip
         report.chart(plots.plot_operator_summary(summary, 20)),
-        _table_or_note(top_operators(analysis)),
+        _table_or_note(shown("operators", top_operators(analysis))),
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -33,7 +41,7 @@ def operator_section(report: Report, analysis: TraceAnalysis) -> None:
         if modules is not None:
             parts += ["<h3>By nn.Module</h3>", report.chart(plots.plot_module_sunburst(modules))]
         try:
-            roofline = analysis.get_operator_roofline()
+            roofline = need(analysis.get_operator_roofline())
         except MissingDataError as exc:
             roofline, parts = None, parts + ["<h3>Roofline</h3>", note(exc.problem)]
         if roofline is not None:
@@ -44,12 +52,12 @@ def operator_section(report: Report, analysis: TraceAnalysis) -> None:
                 f"<h3>{html.escape(heading)}</h3>",
                 report.chart(plots.plot_roofline(roofline, title=heading)),
             ]
-            targets = quietly(optimization_targets)(analysis)
+            targets = shown("optimization_targets", quietly(optimization_targets)(analysis))
             if isinstance(targets, str):
                 parts.append(note(f"No roofs to measure against: {targets}."))
             else:
                 parts += [note("Furthest below their roof, weighted by time:"), table(targets)]
-        mfu = quietly(mfu_rows)(analysis)
+        mfu = shown("mfu", quietly(mfu_rows)(analysis))
         parts += [
             "<h3>Model FLOPs utilization</h3>",
             note(f"MFU unknown: {mfu}.") if isinstance(mfu, str) else table(mfu),
@@ -60,7 +68,7 @@ def operator_section(report: Report, analysis: TraceAnalysis) -> None:
 
 def graph_section(report: Report, analysis: TraceAnalysis) -> None:
     """CUDA / HIP graph launches: what each replayed, and how much is mapped to operators."""
-    launches = graph_launches(analysis)
+    launches = shown("graph_launches", graph_launches(analysis))
     if launches is None:
         return
     kernels = analysis.get_graph_kernels()

@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from ..errors import MissingDataError
+    from ..facade.missing import need
     from ..facade.snapshot import MemorySnapshot
 
     snap = MemorySnapshot(args.file)
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         for line in snapshot_lines(snap):
             print(line)
         try:
-            table = snap.oom()
+            table = need(snap.oom())
             print("\nOut of memory")
             print(table.drop(columns="advice").to_string(index=False))
             for row in table.itertuples():

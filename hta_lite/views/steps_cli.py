@@ -19,6 +19,23 @@ def anomaly_columns(scored) -> list[str]:
     return ANOMALY_COLUMNS
 
 
+def unscored(scored) -> str | None:
+    """Why no step of ``scored`` (:meth:`get_step_anomalies`'s table) could be scored, or None:
+    no ProfilerStep, or too few steps per rank to know the typical one."""
+    from ..analyses.step_anomalies import MIN_STEPS
+    from ..facade.missing import why
+
+    reason = why(scored)
+    if reason:
+        return reason
+    if len(scored) and scored["score"].isna().all():
+        return (
+            f"{len(scored)} steps over {scored['rank'].nunique()} rank(s): too few to score"
+            f" (a rank needs {MIN_STEPS} profiled steps to know its typical one)"
+        )
+    return None
+
+
 def add_parser(sub, common) -> None:
     cmd = sub.add_parser("steps", help="anomalous and periodic steps: which, why, who caused them")
     cmd.add_argument("trace_dir")
@@ -47,6 +64,9 @@ def step_lines(analysis, scored, threshold: float) -> list[str]:
     """The text the CLI prints and the report shows."""
     from ..units import fmt_us
 
+    reason = unscored(scored)
+    if reason:
+        return [f"Steps not scored: {reason}."]
     odd = scored[scored["anomalous"]]
     steps = scored.groupby("rank")["step"].agg(["min", "max", "size"])
     windows = int(scored["window"].max()) + 1 if "window" in scored.columns and len(scored) else 1

@@ -12,8 +12,9 @@ import pandas as pd
 
 from ..analyses import cupti
 from ..errors import MissingDataError
-from ..units import fmt_us
-from .steps_cli import anomaly_columns
+from ..facade.missing import need, no_gpu_work, why
+from .critical_path_rows import critical_path_rows
+from .steps_cli import anomaly_columns, unscored
 
 
 def _top_kernels(analysis) -> pd.DataFrame | str:
@@ -39,7 +40,7 @@ def top_operators(analysis) -> pd.DataFrame | str:
         return "no GPU events (CPU-only traces): no operator has GPU time"
     unowned = table["name"].str.startswith("[")
     rows = pd.concat([table[~unowned].head(20), table[unowned]], ignore_index=True)
-    return rows[OPERATOR_COLUMNS]
+    return rows
 
 
 OPERATOR_COLUMNS = ["name", "calls", "host_self(us)", "device_self_sum(us)",
@@ -55,13 +56,14 @@ NO_DEVICE = (
 
 
 def quietly(build) -> Callable:
-    """A builder whose missing data becomes the sentence of its ``MissingDataError``."""
+    """A builder whose missing data (a ``MissingDataError``, or a table view's empty table
+    with ``attrs["why"]``) becomes its sentence."""
 
     def run(analysis):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                return build(analysis)
+                return need(build(analysis))
             except MissingDataError as exc:
                 return exc.problem
 
@@ -76,78 +78,22 @@ def collectives(analysis, by: str) -> pd.DataFrame | str:
 
 
 def optimization_targets(analysis) -> pd.DataFrame | str:
-    roofline = analysis.get_operator_roofline()
+    roofline = need(analysis.get_operator_roofline())
     if roofline["peak_tflops"].isna().all():
         return NO_DEVICE
-    return analysis.get_optimization_targets(top=10)[TARGET_COLUMNS]
+    return analysis.get_optimization_targets(top=10)
 
 
 def mfu_rows(analysis) -> pd.DataFrame | str:
     table = analysis.get_mfu()
     if table.empty:
         return "no ProfilerStep with modelled operators"
-    return NO_DEVICE if table["mfu_pctg"].isna().all() else table[MFU_COLUMNS]
-
-
-def critical_path_region(analysis) -> tuple[int, str, int | None] | None:
-    """(rank, annotation, instance) the summary's critical path covers: the lowest rank's first
-    ProfilerStep, else its whole trace; None for CPU-only traces."""
-    rank = analysis.ranks[0]
-    trace = analysis.trace(rank)
-    if trace.gpu.empty:
-        return None
-    return (rank, "ProfilerStep", 0) if len(trace.steps) else (rank, "", None)
-
-
-def region_label(analysis, region: tuple[int, str, int | None]) -> str:
-    """``ProfilerStep#551`` (the step's own number, as every other view numbers steps), or
-    ``whole trace``."""
-    rank, annotation, instance = region
-    if not annotation:
-        return "whole trace"
-    steps = analysis.trace(rank).steps.sort_values("ts")
-    return str(steps["name"].iloc[instance]) if instance < len(steps) else annotation
-
-
-def critical_path_rows(analysis, cp=None) -> pd.DataFrame | str:
-    """The summary's critical path by ``bound_by`` (``cp``: that path, when already computed);
-    dependencies, which carry no weight, are left out; ``attrs["note"]`` says what the path's
-    length is against the step (:func:`critical_path_note`)."""
-    region = critical_path_region(analysis)
-    if region is None:
-        return "no GPU events (CPU-only traces)"
-    if cp is None:
-        cp, _ = analysis.critical_path_analysis(*region)
-    table = cp.bound_by_table().reset_index()
-    table = table[table["bound_by"] != ""].assign(pctg=lambda t: t["pctg"].round(2))
-    table = table.assign(rank=region[0], region=region_label(analysis, region))[
-        ["rank", "region", "bound_by", "duration_us", "pctg"]
-    ].reset_index(drop=True)
-    table.attrs["note"] = critical_path_note(analysis, cp)
-    return table
-
-
-def critical_path_note(analysis, cp) -> str:
-    """What the path's length is against the step: the rest is spanned by dependencies of zero
-    weight (gaps between top-level CPU operators, waits), as in HTA's construction."""
-    region = critical_path_region(analysis)
-    rank, annotation, instance = region
-    label = region_label(analysis, region)
-    text = f"The path's weighted edges add up to {fmt_us(cp.length_us)}"
-    if annotation:
-        steps = analysis.trace(rank).steps.sort_values("ts")
-        step_us = float(steps["dur"].iloc[instance]) / 1e3
-        text += (
-            f" of {label}'s {fmt_us(step_us)}; the other {fmt_us(step_us - cp.length_us)} are"
-            " gaps between top-level CPU operators (Python, waits) and time outside the path,"
-            " which HTA's construction joins with dependencies of zero weight"
-        )
-    return text + "."
+    return NO_DEVICE if table["mfu_pctg"].isna().all() else table
 
 
 def memory_peaks(analysis) -> pd.DataFrame | str:
     """Peak allocated / reserved memory per (rank, device), or what to record."""
-    return quietly(lambda a: a.get_memory_peaks()[MEMORY_PEAK_COLUMNS])(analysis)
+    return quietly(lambda a: a.get_memory_peaks())(analysis)
 
 
 MEMORY_PEAK_COLUMNS = ["rank", "device", "peak_allocated", "operator", "module", "step",
@@ -155,7 +101,7 @@ MEMORY_PEAK_COLUMNS = ["rank", "device", "peak_allocated", "operator", "module",
 
 
 def _leaks(analysis) -> pd.DataFrame | str:
-    table = analysis.get_memory_leaks()
+    table = need(analysis.get_memory_leaks())
     return "no allocation made in a step stays unfreed" if table.empty else table
 
 
@@ -167,10 +113,9 @@ def graph_launches(analysis) -> pd.DataFrame | None:
     """One row per CUDA / HIP graph launch, with how much of it is mapped to operators; None
     (no section) where no graph launch replayed anything."""
     try:
-        table = analysis.get_graph_launches()
+        table = need(analysis.get_graph_launches())
     except MissingDataError:
         return None
-    table = table[GRAPH_COLUMNS]
     unmapped = table["mapped_kernels"] < table["kernels"]
     if unmapped.any():
         table.attrs["note"] = (
@@ -186,12 +131,10 @@ def step_anomalies(analysis) -> pd.DataFrame | str:
     """The anomalous steps with their causes and origin ranks, or why there are none;
     ``attrs["note"]``: the periods they recur with."""
     scored = analysis.get_step_anomalies()
+    reason = unscored(scored)
+    if reason:
+        return reason
     odd = scored[scored["anomalous"]]
-    if scored["score"].isna().all():
-        return (
-            f"{len(scored)} steps over {scored['rank'].nunique()} rank(s): too few to score"
-            " (a rank needs 8 profiled steps to know its typical one)"
-        )
     if odd.empty:
         return f"no anomalous step among {len(scored)} (score > 3.5 against the median step)"
     table = odd[anomaly_columns(scored)].reset_index(drop=True)
@@ -238,7 +181,7 @@ FINDING_COLUMNS = [
 def findings(analysis, snapshot=None) -> pd.DataFrame:
     """The ranked findings (ms per step, rounded), their advice (with those of a memory
     snapshot of the run, when given)."""
-    table = analysis.get_findings(snapshot=snapshot)[FINDING_COLUMNS]
+    table = need(analysis.get_findings(snapshot=snapshot))
     timed = [c for c in FINDING_COLUMNS if c.startswith(("saving", "cumulative"))]
     # one rounding, the one `hta-lite findings` prints: ms to 2 decimals, % to 1
     table = table.assign(**{c: table[c].round(1 if c.endswith("pctg") else 2) for c in timed})
@@ -251,8 +194,19 @@ def findings(analysis, snapshot=None) -> pd.DataFrame:
     return table
 
 
+def step_breakdown(analysis) -> pd.DataFrame:
+    """The per-step breakdown; where no rank ran GPU work, its steps' host columns only (the GPU
+    columns would read 0 and NaN), with a note that says so."""
+    table = analysis.get_step_breakdown(visualize=False)
+    reason = no_gpu_work(analysis)
+    if reason and len(table):
+        table = table[["rank", "step", "step_time", "cpu_time"]]
+        table.attrs["note"] = f"GPU columns left out: {reason}."
+    return table
+
+
 def key_findings(analysis) -> pd.DataFrame:
-    return analysis.get_key_findings()[["kind", "rank", "finding"]]
+    return analysis.get_key_findings()
 
 
 TABLES: list[tuple[str, str, Callable]] = [
@@ -287,7 +241,7 @@ TABLES: list[tuple[str, str, Callable]] = [
     (
         "step_breakdown",
         "Per-step breakdown (µs)",
-        lambda a: a.get_step_breakdown(visualize=False),
+        step_breakdown,
     ),
     (
         "step_anomalies",
@@ -362,6 +316,8 @@ def summary_tables(analysis, snapshot=None) -> tuple[dict[str, pd.DataFrame], di
     tables, absent = {}, {}
     for key, build in builders:
         table = build(analysis)
+        if isinstance(table, pd.DataFrame) and why(table):  # no rows, and why
+            table = why(table)
         if isinstance(table, str):
             absent[key] = table
         elif table is not None:
@@ -369,6 +325,29 @@ def summary_tables(analysis, snapshot=None) -> tuple[dict[str, pd.DataFrame], di
     tables["health_summary"] = analysis.health_summary()
     tables["health"] = analysis.health()
     return tables, absent
+
+
+#: the columns the CLI's text and the report show of a summary table (its CSV, JSON and Parquet
+#: carry every column the API returns)
+SHOWN = {
+    "findings": FINDING_COLUMNS,
+    "key_findings": ["kind", "rank", "finding"],
+    "operators": OPERATOR_COLUMNS,
+    "optimization_targets": TARGET_COLUMNS,
+    "mfu": MFU_COLUMNS,
+    "memory_peaks": MEMORY_PEAK_COLUMNS,
+    "graph_launches": GRAPH_COLUMNS,
+}
+
+
+def shown(key: str, table):
+    """The columns of ``table`` (summary table ``key``) the text and the report show; a reason
+    (a string) or None as it is."""
+    if table is None or isinstance(table, str) or key not in SHOWN:
+        return table
+    out = table[[c for c in SHOWN[key] if c in table.columns]]
+    out.attrs = dict(table.attrs)
+    return out
 
 
 #: the tables of a memory snapshot given to :func:`summary_tables`

@@ -1,0 +1,38 @@
+"""A table with no rows that says why (the policy: docs/missing-data.md): :func:`missing` makes
+one, :func:`why` reads it, :func:`need` turns it back into the ``MissingDataError`` it stands
+for. The facade's decorators that apply the policy: :mod:`hta_lite.facade.missing`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from .errors import MissingDataError
+
+
+def missing(
+    columns: Sequence[str], reason: str, index: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """A table of ``columns`` (and ``index`` levels) with no rows, carrying ``reason``."""
+    table = pd.DataFrame(columns=list(columns))
+    if index:
+        table = pd.DataFrame(columns=[*index, *columns]).set_index(list(index))
+    table.attrs["why"] = reason
+    return table
+
+
+def why(table) -> str | None:
+    """Why a table view has no rows (``None`` when it has rows, or none were missing)."""
+    if isinstance(table, pd.DataFrame) and table.empty:
+        return table.attrs.get("why")
+    return None
+
+
+def need(table: pd.DataFrame) -> pd.DataFrame:
+    """``table``, or the :class:`MissingDataError` it stands for when it is a missing one: for
+    code that goes on with the rows."""
+    reason = why(table)
+    if reason:
+        raise MissingDataError(None, reason)
+    return table
