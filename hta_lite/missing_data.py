@@ -10,14 +10,18 @@ import pandas as pd
 
 from .errors import MissingDataError
 
+#: yes/no columns: typed bool even with no rows, so that ``table[table["anomalous"]]`` selects
+#: rows (an empty object column would select columns)
+FLAGS = frozenset({"anomalous", "above_peak", "above_roof", "tf32_inferred", "partial",
+                   "consistent", "mapped", "equally_good"})  # fmt: skip
 
-def missing(
-    columns: Sequence[str], reason: str, index: Sequence[str] | None = None
-) -> pd.DataFrame:
+
+def missing(columns: Sequence[str], reason: str, index: Sequence[str] = ()) -> pd.DataFrame:
     """A table of ``columns`` (and ``index`` levels) with no rows, carrying ``reason``."""
-    table = pd.DataFrame(columns=list(columns))
+    names = [*index, *columns]
+    table = pd.DataFrame({c: pd.Series(dtype=bool if c in FLAGS else object) for c in names})
     if index:
-        table = pd.DataFrame(columns=[*index, *columns]).set_index(list(index))
+        table = table.set_index(list(index))
     table.attrs["why"] = reason
     return table
 

@@ -13,7 +13,7 @@ import pytest
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
-from hta_lite.errors import MissingDataError, SelectionError
+from hta_lite.errors import SelectionError
 from hta_lite.tools.batch import summarize_folder
 from hta_lite.tools.synthetic import make_straggler_folder
 
@@ -201,10 +201,16 @@ def test_a_rank_without_the_step_is_a_problem_row(tmp_path):
     assert (problem["reason"], problem["rank"]) == ("rank without step", "1")
 
 
-def test_no_step_anywhere_is_a_clear_error(tmp_path):
-    TraceBuilder().kernel("gemm", 10, 5).write(tmp_path / "rank0.json")
-    with pytest.raises(MissingDataError, match="no ProfilerStep"):
-        open_(tmp_path).get_job_critical_path()
+def test_traces_without_steps_are_one_step_each(tmp_path):
+    """As in the findings: each rank's trace, first event to last, is step -1."""
+    b = TraceBuilder()
+    b.cpu_op("aten::mm", 0, 8).kernel("gemm", 10, 5, launch_ts=2)
+    b.write(tmp_path / "rank0.json")
+    path = open_(tmp_path).get_job_critical_path()
+    assert path.steps()["step"].tolist() == [-1]
+    assert path.steps()["step_us"].iloc[0] == pytest.approx(15.0)
+    with pytest.raises(SelectionError, match="the traces have no ProfilerStep"):
+        open_(tmp_path).get_job_critical_path(step=3)
 
 
 def test_overlay_opens_as_one_trace_with_an_arrow_per_hop(tmp_path):

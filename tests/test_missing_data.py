@@ -162,3 +162,55 @@ def test_overview_names_the_gpu_the_mfu_line_infers(tmp_path):
     assert (
         analysis.health_summary()["gpu_name"].iloc[0] == "H100 SXM (inferred from its properties)"
     )
+
+
+#: pages whose examples select data by name or number (a finding kind, steps, annotations, a
+#: row): on another folder that selection matches nothing, which is an error by the policy
+SELECTING = {
+    "findings.md": "reads the exposed_communication finding of two_ranks",
+    "long-runs.md": "compares steps 22 and 23 of long_run",
+    "user-annotations.md": "filters annotations by nccl:.*all_gather",
+    "cross-rank.md": "times the data-loading and backward-compute annotations",
+    "operators.md": "reads the [graph replay] row of a run that replays CUDA graphs",
+}
+#: folders unlike the pages' own: CPU-only with several ranks, no ProfilerStep, ROCm without
+#: memory events
+OTHER_FOLDERS = ["gloo_4ranks", "sglang_decode", "amd_mi250"]
+
+
+@pytest.mark.parametrize("folder", OTHER_FOLDERS)
+def test_docs_examples_run_to_the_end_on_other_folders(folder, tmp_path):
+    import subprocess
+    import sys
+
+    from test_docs_examples import _pages_with_examples, examples
+
+    (tmp_path / "sample_traces").symlink_to(ROOT / "sample_traces")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "data").symlink_to(ROOT / "tests" / "data")
+    target = repr(f"sample_traces/{folder}")
+    for page in _pages_with_examples():
+        script = re.sub(r"[\"']sample_traces/[\w/]+[\"']", target, examples(page)[0])
+        path = tmp_path / f"{page.stem}.py"
+        path.write_text(script, encoding="utf-8")
+        done = subprocess.run([sys.executable, path.name], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+        last = (done.stderr.strip().splitlines() or [""])[-1]
+        if page.name in SELECTING:
+            assert done.returncode == 0 or last.startswith(
+                ("hta_lite.errors.SelectionError", "KeyError")
+            ), f"{page.name} on {folder}: {last}"
+        else:
+            assert done.returncode == 0, f"{page.name} on {folder}: {done.stderr[-2000:]}"
+
+
+def test_critical_path_says_once_what_it_cannot_see():
+    """two_ranks has GPU work and no cuda_sync event: the summary's critical path says the host's
+    waits for the GPU are not on it (HTA warns alike); a trace with them does not say so."""
+    from hta_lite.views.critical_path_rows import critical_path_rows
+
+    rows = critical_path_rows(TraceAnalysis(trace_dir=ROOT / "sample_traces" / "two_ranks"))
+    assert rows.attrs["note"].count("no CUDA synchronization events") == 1
+    synced = TraceAnalysis(trace_dir=DATA / "critical_path" / "cp_cuda_event_sync")
+    assert (synced.trace(0).gpu["cat"] == "cuda_sync").any()
+    assert "no CUDA synchronization" not in critical_path_rows(synced).attrs["note"]

@@ -78,14 +78,14 @@ class CriticalPaths:
 
     @table_view(["duration_us", "pctg"], index=["bound_by"])
     def get_critical_path_summary(
-        self, rank: int, annotation: str = "ProfilerStep", instance_id=0, *, visualize: bool = False
+        self, rank: int, annotation: str | None = None, instance_id=0, *, visualize: bool = False
     ):
         """µs and percent of the critical path per ``bound_by`` (a shortcut of
         :meth:`critical_path_analysis`).
 
         Args:
             rank, annotation, instance_id: the region, as in :meth:`critical_path_analysis`
-                (default: the first ProfilerStep).
+                (default: the first ProfilerStep, or the whole trace where there is none).
             visualize: show the path on a timeline, coloured by what bounds it.
 
         Returns:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..analyses.job_path import JobCriticalPath, job_critical_path, segments
-from ..errors import MissingDataError, SelectionError, TraceError
+from ..errors import SelectionError, TraceError
 from ..load import cache as trace_cache
 from ..load.workers import map_in_processes
 from ..tools.job_path_overlay import overlay_job_path
@@ -34,7 +34,8 @@ class JobPaths:
 
         Args:
             step: a ProfilerStep number, several, or None (every step). A step no rank has is
-                a ``SelectionError``; traces without steps: ``MissingDataError``.
+                a ``SelectionError``. Traces without ProfilerSteps are one step each (step
+                -1), from their first event to their last, as in :meth:`get_findings`.
             data_load_events: regexes of event names whose time is ``data_loading`` (default:
                 names with ``data load`` / ``DataLoader`` in them).
             visualize: show the path over time, one lane per rank, hops drawn.
@@ -48,17 +49,13 @@ class JobPaths:
             and ``problems`` (ranks without the step, unmatched or partial collectives).
         """
         present = self.get_profiler_steps()
-        if not present:
-            raise MissingDataError(
-                None,
-                "no ProfilerStep on any rank: the job path walks steps (record with"
-                " torch.profiler's schedule and prof.step())",
-            )
+        whole = not present  # then each rank's trace is one step, -1 (as the findings do)
         steps = None if step is None else ([step] if isinstance(step, int) else list(step))
         absent = [s for s in steps or [] if s not in present]
         if absent:
-            raise SelectionError(None, f"step(s) {absent} not profiled; there are {present}")
-        parts = self._job_path_partials(data_load_events, steps)
+            where = f"there are {present}" if present else "the traces have no ProfilerStep"
+            raise SelectionError(None, f"step(s) {absent} not profiled; {where}")
+        parts = self._job_path_partials(data_load_events, steps, whole)
         matching = self.get_collectives()
         path = job_critical_path(
             parts["segments"], parts["events"], matching.calls, matching.instances,

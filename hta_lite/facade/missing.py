@@ -5,7 +5,7 @@
   returns its table with no rows and the columns it has when there is data, and
   ``table.attrs["why"]`` says what is missing and how to record it. A notebook's "Run all" runs
   to the end; ``why(table)`` tells an empty answer from a missing one.
-- An **object view** (a critical path, the job critical path, a raw memory timeline) raises
+- An **object view** (a critical path, a raw memory timeline) raises
   :class:`~hta_lite.errors.MissingDataError` when there is nothing to build it from: the
   object has no empty form to hand back.
 - A **selection** that matches nothing (a rank not loaded, a step, an annotation, a stream, a
