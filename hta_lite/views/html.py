@@ -66,9 +66,8 @@ def table(
     ``empty``: the sentence that says why there is nothing (never a bare "No data"; default the
     table's ``attrs["why"]``); ``prose``: columns of sentences (evidence, advice), shown whole
     and wrapped, never cut to a hover."""
-    if (df is None or len(df) == 0) and not empty and df is not None:
-        empty = df.attrs.get("why", "")
     if df is None or len(df) == 0:
+        empty = empty or (df.attrs.get("why", "") if df is not None else "")
         return f"<p class='note'>{html.escape(empty or 'Nothing to show.')}</p>"
     shown = df.head(max_rows)
     if index:
