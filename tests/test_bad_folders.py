@@ -141,14 +141,14 @@ def test_unexpected_exception_names_the_file(tmp_path, monkeypatch):
     folder, _, _ = make_folder(tmp_path, 4, 99)
     from hta_lite.load import loader
 
-    real = loader.parse_file
+    real = loader.parse_parts
 
     def failing(path, *args):
         if path.name == "rank02.json":
             raise ZeroDivisionError("boom")
         return real(path, *args)
 
-    monkeypatch.setattr(loader, "parse_file", failing)  # forked workers inherit it
+    monkeypatch.setattr(loader, "parse_parts", failing)  # forked workers inherit it
     fork = dict(max_workers=2, progress=False, cache=False, start_method="fork")
     with pytest.raises(
         errors.TraceParseError,
@@ -163,14 +163,14 @@ def test_a_worker_that_dies_is_named(tmp_path, monkeypatch):
     folder, _, _ = make_folder(tmp_path, 4, 99)
     from hta_lite.load import loader
 
-    real = loader.parse_file
+    real = loader.parse_parts
 
     def dying(path, *args):
         if path.name == "rank01.json":
             os._exit(9)  # as a crash or the out-of-memory killer would
         return real(path, *args)
 
-    monkeypatch.setattr(loader, "parse_file", dying)  # forked workers inherit it
+    monkeypatch.setattr(loader, "parse_parts", dying)  # forked workers inherit it
     options = LoadOptions(on_error="skip", progress=False, cache=False, start_method="fork")
     loaded = TraceAnalysis(trace_dir=folder, options=options)
     assert loaded.ranks == [0, 2, 3]

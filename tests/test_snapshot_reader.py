@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from hta_lite.analyses.memory_snapshot.tables import tables
-from hta_lite.load import snapshot as reader
+from hta_lite.load.readers import snapshot as reader
 
 DATA = Path(__file__).parent / "data" / "snapshots"
 SHARED = Path(__file__).parent.parent.parent / "shared" / "snapshots"

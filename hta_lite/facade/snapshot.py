@@ -17,7 +17,7 @@ from ..analyses.memory_snapshot.sites import stack_text
 from ..analyses.memory_snapshot.summary import summary as summarize
 from ..analyses.memory_snapshot.tables import tables
 from ..errors import MissingDataError, SelectionError, SnapshotError
-from ..load.snapshot import read_snapshot_columns
+from ..load.readers.snapshot import read_snapshot_columns
 from .missing import table_view
 
 

@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import msgspec
@@ -39,17 +37,26 @@ import pyarrow.ipc as ipc
 from isal.isal_zlib import crc32
 
 from ..errors import TraceReadError
-from ..settings import env_limit
+from .cache_folder import (  # noqa: F401 - the cache's interface is one module
+    _TMP_PREFIX,
+    MARKER,
+    STALE_TMP_SECONDS,
+    clear,
+    entries,
+    evict,
+    max_bytes,
+    usage,
+)
 from .columns import TEXT
 from .gzip_text import open_regular
 from .health_items import record
-from .rank_trace import RankTrace, parse_file
+from .rank_trace import RankTrace, parse_parts
 
 TEXT_DTYPE = pd.Index([], dtype=TEXT).dtype
 
-FORMAT_VERSION = 12  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
+FORMAT_VERSION = 13  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
 # 6: collective args on cpu rows; 7: GPU-side waits; 8: allocator args of instants; 9: Arrow IPC;
-# 10: checksums; 11: launched_kernel; 12: the entry marker
+# 10: checksums; 11: launched_kernel; 12: the entry marker; 13: files of several ranks
 TABLES = RankTrace.TABLES
 _SAMPLE = 1 << 16
 
@@ -104,6 +111,8 @@ class _Meta(msgspec.Struct):
     events_read: dict[str, int]
     health: dict[str, int]
     tables: dict[str, int]  # CRC32 of each table's file
+    part: int = 0  # which rank of its file (a fused file holds several)
+    parts: int = 1  # how many ranks its file holds
     check: int = 0  # CRC32 of this record with check = 0
 
 
@@ -111,21 +120,47 @@ def _checked(meta: _Meta) -> int:
     return crc32(msgspec.json.encode(msgspec.structs.replace(meta, check=0)))
 
 
-def load(root: Path, key: str, path: Path, include_last_profiler_step: bool) -> RankTrace | None:
-    """The cached trace, or None when absent (never raises); an entry that is there but
-    unusable (cut, edited, of another version) is :data:`REBUILD` (the caller parses the file
-    and counts it). Its tables are read when first used (memory-mapped Arrow files, their CRC32
-    checked, then DataFrames)."""
-    folder = root / key
+def part_key(key: str, part: int) -> str:
+    """The entry name of rank ``part`` of a file whose entry is ``key`` (part 0: ``key``)."""
+    if part == 0:
+        return key
+    return hashlib.blake2b(f"{key}:{part}".encode(), digest_size=20).hexdigest()
+
+
+def load(root: Path, key: str, path: Path, include_last_profiler_step: bool):
+    """The cached ranks of the file (a list: one, or several for a file holding several), or
+    None when absent (never raises); an entry that is there but unusable (cut, edited, of
+    another version, a rank of the file missing) is :data:`REBUILD` (the caller parses the
+    file and counts it). Tables are read when first used (memory-mapped Arrow files, their
+    CRC32 checked, then DataFrames)."""
+    first = _load_part(root, key, path, include_last_profiler_step, 0)
+    if not isinstance(first, tuple):
+        return first
+    trace, parts = first
+    out = [trace]
+    for part in range(1, parts):
+        more = _load_part(root, key, path, include_last_profiler_step, part)
+        if not isinstance(more, tuple) or more[1] != parts:
+            return REBUILD
+        out.append(more[0])
+    return out
+
+
+def _load_part(root: Path, key: str, path: Path, include_last: bool, part: int):
+    """``(trace, parts)`` of one rank's entry; None or :data:`REBUILD` as :func:`load` says."""
+    name = part_key(key, part)
+    folder = root / name
     try:
         text = (folder / "meta.json").read_bytes()
     except OSError:
-        return None
+        return None if part == 0 else REBUILD
     try:
         meta = msgspec.json.decode(text, type=_Meta)
         if (
             meta.version != FORMAT_VERSION
-            or meta.key != key
+            or meta.key != name
+            or meta.part != part
+            or not 0 < meta.parts <= MAX_PARTS
             or meta.check != _checked(meta)
             or set(meta.tables) != set(TABLES)
         ):
@@ -136,14 +171,20 @@ def load(root: Path, key: str, path: Path, include_last_profiler_step: bool) -> 
         os.utime(folder / "meta.json")  # last used now: the eviction order
     except OSError:
         pass  # a read-only cache is read, not refreshed
-    return RankTrace.deferred(
-        _Tables(root, key, path, include_last_profiler_step, meta.tables, meta.health),
+    build = _Tables(root, key, path, include_last, meta.tables, meta.health, part)
+    trace = RankTrace.deferred(
+        build,
         rank=meta.rank,
         path=meta.path,
         metadata=meta.metadata,
         events_read=meta.events_read,
         health=meta.health,
     )
+    return trace, meta.parts
+
+
+#: the most ranks one file's entries may say it holds (a bound on what a meta.json can ask for)
+MAX_PARTS = 1 << 20
 
 
 def by_address(trace: RankTrace) -> RankTrace | None:
@@ -169,9 +210,9 @@ class _Tables:
 
     def __init__(
         self, root: Path, key: str, path: Path, include_last_profiler_step: bool,
-        checksums: dict[str, int], health: dict[str, int],
+        checksums: dict[str, int], health: dict[str, int], part: int = 0,
     ):  # fmt: skip
-        self.address = (root, key, path, include_last_profiler_step, checksums, health)
+        self.address = (root, key, path, include_last_profiler_step, checksums, health, part)
         self.checksums, self.health = checksums, health
         self.parsed: RankTrace | None = None
 
@@ -180,28 +221,30 @@ class _Tables:
 
     def __call__(self, name: str) -> pd.DataFrame:
         root, key, path, include_last = self.address[:4]
+        part = self.address[6]
         if self.parsed is None:
             try:
-                with pa.memory_map(str(root / key / f"{name}.arrow")) as source:
+                with pa.memory_map(str(root / part_key(key, part) / f"{name}.arrow")) as source:
                     data = source.read_buffer()
                     if crc32(memoryview(data)) != self.checksums.get(name):
                         raise ValueError("checksum")
                     table = ipc.open_file(data).read_all()
                 return _text_categories(table.to_pandas())
             except (OSError, pa.ArrowException, ValueError, TypeError):
-                self.parsed = _parse_same_version(path, key, include_last)
-                store(root, key, self.parsed)
+                parsed = _parse_same_version(path, key, include_last)
+                store(root, key, parsed)
+                self.parsed = parsed[part]
                 record(self.health, "cache_rebuilt", 1, f"{name}.arrow")
         return getattr(self.parsed, name)
 
 
-def _parse_same_version(path: Path, key: str, include_last: bool) -> RankTrace:
+def _parse_same_version(path: Path, key: str, include_last: bool) -> list[RankTrace]:
     """The trace file parsed again for an entry whose tables are gone, if it is still the
     version the entry was made from (its key before and after the parse); otherwise a
     :class:`TraceReadError`: the tables already read came from the old version, and the new
     one's are never mixed with them."""
     if entry_key(path, include_last) == key:
-        parsed = parse_file(path, None, include_last)
+        parsed = parse_parts(path, include_last)
         if entry_key(path, include_last) == key:
             return parsed
     raise TraceReadError(
@@ -237,16 +280,24 @@ def _arrow(df: pd.DataFrame) -> pa.Table:
     return table
 
 
-def store(root: Path, key: str, trace: RankTrace) -> None:
-    """Write the entry; failures (read-only disk, full disk) only mean no cache."""
+def store(root: Path, key: str, traces: list[RankTrace]) -> None:
+    """Write the entries of a file's ranks (one each); failures (read-only disk, full disk)
+    only mean no cache."""
+    for part, trace in enumerate(traces):
+        if not _store_part(root, part_key(key, part), trace, part, len(traces)):
+            return
+
+
+def _store_part(root: Path, name: str, trace: RankTrace, part: int, parts: int) -> bool:
+    """Write one rank's entry; False when it could not be written."""
     tmp = None
     try:
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=root))
         (tmp / MARKER).write_bytes(b"")
         checksums = {}
-        for name in TABLES:
-            table = _arrow(getattr(trace, name))
+        for table_name in TABLES:
+            table = _arrow(getattr(trace, table_name))
             sink = pa.BufferOutputStream()
             with ipc.new_file(sink, table.schema) as writer:
                 # one batch even when empty: an empty table has none, and would lose the
@@ -254,138 +305,23 @@ def store(root: Path, key: str, trace: RankTrace) -> None:
                 columns = [column.combine_chunks() for column in table.columns]
                 writer.write_batch(pa.record_batch(columns, schema=table.schema))
             data = sink.getvalue()
-            checksums[name] = crc32(memoryview(data))
-            (tmp / f"{name}.arrow").write_bytes(memoryview(data))
+            checksums[table_name] = crc32(memoryview(data))
+            (tmp / f"{table_name}.arrow").write_bytes(memoryview(data))
         health = {k: v for k, v in trace.health.items() if not k.startswith("cache_rebuilt")}
         meta = _Meta(
-            FORMAT_VERSION,
-            key,
-            trace.rank,
-            trace.path,
-            trace.metadata,
-            trace.events_read,
-            health,
-            checksums,
-        )
+            FORMAT_VERSION, name, trace.rank, trace.path, trace.metadata, trace.events_read,
+            health, checksums, part, parts,
+        )  # fmt: skip
         meta.check = _checked(meta)
         (tmp / "meta.json").write_bytes(msgspec.json.encode(meta))
-        target = root / key
+        target = root / name
         if target.exists():
             if not (target / MARKER).is_file():  # not ours: never replaced
                 raise OSError(f"{target} exists and is not a cache entry")
             shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)
+        return True
     except (OSError, pa.ArrowException, TypeError, ValueError):
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-DEFAULT_MAX_GB = 10.0
-
-
-def max_bytes() -> float:
-    """The size cap: ``$HTA_LITE_CACHE_MAX_GB`` (default 10; ``inf``: no cap) in bytes; a value
-    that is not a positive number is a :class:`~hta_lite.errors.SettingError`."""
-    return env_limit("HTA_LITE_CACHE_MAX_GB", DEFAULT_MAX_GB) * 1e9
-
-
-#: an entry's folder name (the key: 40 hex digits) and the file that marks it as ours; a store
-#: in progress (or killed) is a folder named ``.hta_lite-tmp-*`` holding the marker too
-_ENTRY_NAME = re.compile(r"[0-9a-f]{40}")
-MARKER = "hta_lite-cache-entry"
-_TMP_PREFIX = ".hta_lite-tmp-"
-#: a temporary folder older than this is a killed store's leftover (a store takes seconds)
-STALE_TMP_SECONDS = 600.0
-
-
-class _Key(msgspec.Struct):
-    key: str
-
-
-def _owned(folder: str, name: str) -> bool:
-    """A folder this cache created: an entry (its name a key, our marker, a meta.json naming
-    that key) or a store's temporary folder (its prefix and our marker). Nothing else in the
-    cache folder is ever listed, counted or removed."""
-    if not os.path.isfile(os.path.join(folder, MARKER)):
         return False
-    if name.startswith(_TMP_PREFIX):
-        return True
-    if not _ENTRY_NAME.fullmatch(name):
-        return False
-    try:
-        with open(os.path.join(folder, "meta.json"), "rb") as f:
-            return msgspec.json.decode(f.read(1 << 24), type=_Key).key == name
-    except (OSError, msgspec.MsgspecError):
-        return False
-
-
-def _size(folder: str) -> int:
-    return sum(f.stat().st_size for f in os.scandir(folder) if f.is_file(follow_symlinks=False))
-
-
-def entries(root: Path, leftovers: bool = False) -> list[tuple[Path, int, float]]:
-    """``(folder, bytes, last used)`` of every entry this cache created, least recently used
-    first; with ``leftovers`` the temporary folders of stores instead (time: last changed)."""
-    out = []
-    try:
-        listed = list(os.scandir(root))
-    except OSError:
-        return []
-    for entry in listed:
-        if entry.name.startswith(_TMP_PREFIX) != leftovers:
-            continue
-        try:
-            if not entry.is_dir(follow_symlinks=False) or not _owned(entry.path, entry.name):
-                continue
-            stamp = entry.path if leftovers else os.path.join(entry.path, "meta.json")
-            out.append((Path(entry.path), _size(entry.path), os.stat(stamp).st_mtime))
-        except OSError:
-            continue  # removed meanwhile
-    return sorted(out, key=lambda e: e[2])
-
-
-def evict(root: Path, limit: float | None = None, keep_since: float | None = None) -> int:
-    """Remove least recently used entries until ``root`` holds at most ``limit`` bytes (default
-    :func:`max_bytes`; ``inf``: no limit) and the leftovers of killed stores; returns the bytes
-    freed. Never raises. Entries used at or after ``keep_since`` (a time.time()) stay even above
-    the limit: a load's ranks read their tables from their entries after the load returns, so a
-    load larger than the cap keeps its own entries until a later load evicts them. Only folders
-    this cache created are touched."""
-    limit = max_bytes() if limit is None else limit
-    freed = 0
-    for folder, size, changed in entries(root, leftovers=True):
-        if changed < time.time() - STALE_TMP_SECONDS:
-            shutil.rmtree(folder, ignore_errors=True)
-            freed += size
-    listed = entries(root)
-    total = sum(size for _, size, _ in listed)
-    for folder, size, used in listed:
-        if total <= limit or (keep_since is not None and used >= keep_since):
-            break
-        shutil.rmtree(folder, ignore_errors=True)
-        total -= size
-        freed += size
-    return freed
-
-
-def usage(root: Path) -> dict:
-    """``{"folder", "entries", "bytes", "max_bytes", "leftovers", "leftover_bytes"}`` of the
-    cache (leftovers: temporary folders of stores in progress or killed)."""
-    listed, leftovers = entries(root), entries(root, leftovers=True)
-    return {
-        "folder": str(root),
-        "entries": len(listed),
-        "bytes": sum(size for _, size, _ in listed),
-        "max_bytes": max_bytes(),
-        "leftovers": len(leftovers),
-        "leftover_bytes": sum(size for _, size, _ in leftovers),
-    }
-
-
-def clear(root: Path) -> int:
-    """Remove every entry and the leftovers of interrupted stores, nothing else; returns the
-    entries removed."""
-    listed = entries(root)
-    for folder, _, _ in listed + entries(root, leftovers=True):
-        shutil.rmtree(folder, ignore_errors=True)
-    return len(listed)

@@ -120,7 +120,11 @@ def _decode_document(data: bytes, path: Path, skipped: Counter) -> Decoded:
     decoded = _decode_plain_layout(data, path, skipped)
     if decoded is not None:
         return decoded
-    top = decode_top(data, path)
+    if _starts_list(data):  # Chrome's array format (the legacy autograd profiler's export)
+        note(skipped, "event_list_file", 1)
+        top = {"traceEvents": msgspec.Raw(data)}
+    else:
+        top = decode_top(data, path)
     if "traceEvents" not in top:
         raise TraceFormatError(path, "no 'traceEvents' key: not a Kineto/Chrome trace")
     keys = len(_EVENTS_KEY.findall(data))
@@ -135,6 +139,11 @@ def _decode_document(data: bytes, path: Path, skipped: Counter) -> Decoded:
             events = EventList(_decode_leniently(raw_events, path, skipped), _EMPTY_ARGS)
     except msgspec.DecodeError as exc:
         raise TraceDecodeError(path, f"invalid JSON ({_explain(exc)})") from None
+    if "event_list_file" in skipped and not any(events.factorized("ph")[1]):
+        raise TraceFormatError(
+            path, "top level is a JSON list without trace events, expected the events of a trace"
+            " or an object with 'traceEvents'",
+        )  # fmt: skip
     return Decoded(events=events, metadata=metadata, skipped=skipped, raw_events=raw_events)
 
 
@@ -225,6 +234,12 @@ def _events_end(data: bytes, first: int) -> int | None:
             pass
         window[pos], window[after] = saved
     return guess
+
+
+def _starts_list(data: bytes) -> bool:
+    """The document's first non-blank byte opens a list."""
+    head = bytes(data[:4096]).lstrip(b" \t\r\n")
+    return head.startswith(b"\xef\xbb\xbf[") or head[:1] == b"["
 
 
 def decode_top(data: bytes, path: Path) -> dict[str, msgspec.Raw]:

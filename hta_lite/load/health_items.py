@@ -158,6 +158,14 @@ ITEMS: dict[str, Item] = {
         INFO, "files of this rank joined into one series of steps (profiled windows, time order)"
     ),
     "rank_from_file_name": Item(INFO, "rank taken from the file name (no distributedInfo.rank)"),
+    "fused_file": Item(INFO, "ranks in the file this rank was read from (a fused trace)"),
+    "rank_from_process_name": Item(INFO, "rank taken from a process name (RANK n) of a fused file"),
+    "fused_row_without_rank": Item(
+        WARNING, "rows of a fused file in no process named after a rank (dropped)"
+    ),
+    "event_list_file": Item(
+        INFO, "top level is a list of events (legacy export): no header (rank, devices) in the file"
+    ),
     "rank_assigned": Item(
         INFO, "rank assigned by file order (no distributedInfo.rank, no rank in name)"
     ),

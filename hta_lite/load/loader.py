@@ -27,6 +27,7 @@ from ..errors import (
     NoRanksLoadedError,
     NoTraceFilesError,
     TraceError,
+    TraceFormatError,
     TraceNotFoundError,
     TraceParseError,
     TraceReadError,
@@ -34,13 +35,13 @@ from ..errors import (
 from ..settings import positive_limit
 from . import cache, decode, gzip_text, stream
 from .health_items import record
-from .rank_trace import RankTrace, parse_file
+from .rank_trace import RankTrace, parse_parts
 from .ranks import assign_ranks, checked_rank, rank_from_filename
+from .readers import TRACE_SUFFIXES
 from .workers import map_in_processes
 
 OnError = Literal["raise", "skip", "warn"]
 ON_ERROR = ("raise", "skip", "warn")
-TRACE_SUFFIXES = (".json", ".json.gz")
 
 
 @dataclass(frozen=True)
@@ -129,29 +130,36 @@ def discover(trace_dir: str | Path) -> list[Path]:
     return files
 
 
-def load_file(
+def load_parts(
     path: str | Path,
     rank: int | None = None,
     include_last_profiler_step: bool = False,
     cache_root: Path | None = None,
     by_address: bool = False,
-) -> RankTrace | TraceError:
-    """Parse one file, through the cache when ``cache_root`` is given. Returns the error
-    instead of raising it (this runs in worker processes; the caller decides what an error
-    means). An unexpected exception is returned as :class:`TraceParseError` naming the file.
+) -> list[RankTrace] | TraceError:
+    """Every rank of one file (one, or several for a fused file), through the cache when
+    ``cache_root`` is given. Returns the error instead of raising it (this runs in worker
+    processes; the caller decides what an error means). An unexpected exception is returned as
+    :class:`TraceParseError` naming the file. ``rank``: the rank given for a file of one rank.
 
     ``by_address``: a parsed trace that was stored in the cache comes back as the cache entry
     (its tables read when first used), so that a worker sends the caller a few bytes instead
     of every table."""
     path = Path(path)
     try:
-        trace = _load_file(path, rank, include_last_profiler_step, cache_root, by_address)
-        if trace.rank < 0:  # no rank given nor in distributedInfo: the one in the file name
+        traces = _load_parts(path, include_last_profiler_step, cache_root, by_address)
+        if len(traces) == 1 and rank is not None:
+            traces[0].rank = rank
+        elif rank is not None:
+            raise TraceFormatError(
+                path, f"holds {len(traces)} ranks (a fused trace), so it cannot be given one"
+            )
+        elif len(traces) == 1 and traces[0].rank < 0:  # no rank in the file: the file name's
             from_name = rank_from_filename(path)
             if from_name is not None:
-                trace.rank = from_name
-                trace.health["rank_from_file_name"] = 1
-        return trace
+                traces[0].rank = from_name
+                traces[0].health["rank_from_file_name"] = 1
+        return traces
     except TraceError as exc:
         return exc
     except OSError as exc:
@@ -162,45 +170,67 @@ def load_file(
         )
 
 
-def _load_file(path, rank, include_last_profiler_step, cache_root, by_address) -> RankTrace:
-    """``load_file`` without the rank from the file name and the errors turned into values."""
+def load_file(
+    path: str | Path,
+    rank: int | None = None,
+    include_last_profiler_step: bool = False,
+    cache_root: Path | None = None,
+    by_address: bool = False,
+) -> RankTrace | TraceError:
+    """The one rank of a file, as :func:`load_parts` (the batch reads one rank a file); a file
+    holding several ranks is a :class:`TraceFormatError` saying to open it with
+    ``TraceAnalysis``."""
+    traces = load_parts(path, rank, include_last_profiler_step, cache_root, by_address)
+    if isinstance(traces, TraceError) or len(traces) == 1:
+        return traces if isinstance(traces, TraceError) else traces[0]
+    return TraceFormatError(
+        path,
+        f"holds {len(traces)} ranks (a fused trace); the batch reads one rank a file: open the"
+        " folder with TraceAnalysis",
+    )
+
+
+def _load_parts(path, include_last_profiler_step, cache_root, by_address) -> list[RankTrace]:
+    """``load_parts`` without the ranks from the file name and the errors turned into values."""
     key = cache.entry_key(path, include_last_profiler_step) if cache_root else None
     cached = None
     if key is not None:
         cached = cache.load(cache_root, key, path, include_last_profiler_step)
-        if isinstance(cached, RankTrace):
-            cached.path = str(path)
-            cached.rank = rank if rank is not None else cached.rank
+        if isinstance(cached, list):
+            for trace in cached:
+                trace.path = str(path)
             return cached
-    trace = parse_file(path, rank, include_last_profiler_step)
+    traces = parse_parts(path, include_last_profiler_step)
     if cached == cache.REBUILD:
-        record(trace.health, "cache_rebuilt", 1, "meta.json")
+        for trace in traces:
+            record(trace.health, "cache_rebuilt", 1, "meta.json")
     if key is not None:
-        cache.store(cache_root, key, trace)
+        cache.store(cache_root, key, traces)
         stored = (
             cache.load(cache_root, key, path, include_last_profiler_step) if by_address else None
         )
-        if isinstance(stored, RankTrace):
-            stored.path, stored.rank = trace.path, trace.rank
-            stored.health.update(trace.health)  # with what this load found
+        if isinstance(stored, list) and len(stored) == len(traces):
+            for back, trace in zip(stored, traces):
+                back.path, back.rank = trace.path, trace.rank
+                back.health.update(trace.health)  # with what this load found
             return stored
-    return trace
+    return traces
 
 
 def _load_job(
     job: tuple[Path, int | None], options: LoadOptions, by_address: bool = False
-) -> RankTrace | TraceError:
+) -> list[RankTrace] | TraceError:
     path, rank = job
     with gzip_text.inflate_limits(options.max_inflate_ratio, options.max_text_gb):
-        return load_file(
+        return load_parts(
             path, rank, options.include_last_profiler_step, options.cache_root, by_address
         )
 
 
 def parse_many(
     jobs: list[tuple[Path, int | None]], options: LoadOptions
-) -> list[RankTrace | TraceError]:
-    """``load_file`` for each (path, rank) job, in worker processes when ``options.parallel``
+) -> list[list[RankTrace] | TraceError]:
+    """``load_parts`` for each (path, rank) job, in worker processes when ``options.parallel``
     and there are several files; results in job order."""
     work = functools.partial(_load_job, options=options)
     show = options.progress if options.progress is not None else len(jobs) > 1
@@ -285,14 +315,15 @@ def collect(
     warn: Callable[[str], None] | None = None,
     where: str | Path | None = None,
 ) -> tuple[list, dict[str, str]]:
-    """Split results (one per path) into the loaded ones and ``{path: problem}`` of the others,
+    """Split results (one per path: a list of its ranks, or an error) into the loaded ranks
+    and ``{path: problem}`` of the others,
     as ``on_error`` says: the first error raises with ``"raise"``; ``"warn"`` also warns per
     file. No loaded file is a :class:`NoRanksLoadedError` (``where``: the folder) either way."""
     warn = warn or (lambda msg: warnings.warn(msg, stacklevel=4))
     loaded, skipped = [], {}
     for path, result in zip(paths, results):
         if not isinstance(result, TraceError):
-            loaded.append(result)
+            loaded.extend(result if isinstance(result, list) else [result])
             continue
         if on_error == "raise":
             raise result
@@ -357,5 +388,5 @@ def load_graph_sources(path: str | Path, options: LoadOptions) -> list[RankTrace
     for result in parse_many([(p, None) for p in files], options):
         if isinstance(result, TraceError):
             raise result
-        out.append(result)
+        out.extend(result)
     return out

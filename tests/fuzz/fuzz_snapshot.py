@@ -84,8 +84,8 @@ def check(data: bytes, fast) -> tuple[str | None, bool]:
 
     from hta_lite.analyses.memory_snapshot.tables import tables
     from hta_lite.errors import SnapshotError
-    from hta_lite.load import snapshot as reader
     from hta_lite.load.plain_pickle import PlainData
+    from hta_lite.load.readers import snapshot as reader
 
     out = fast.read(data)
     taken = out is not None and reader._is_snapshot(out[0]) and reader._rows_in_traces(*out)

@@ -9,5 +9,5 @@ which a Kineto trace does not have.
 - :mod:`.oom`: the state at an out-of-memory entry and its verdict (shortage or fragmentation);
 - :mod:`.compare`: two snapshots side by side.
 
-The facade is :class:`hta_lite.MemorySnapshot`; the reader is :mod:`hta_lite.load.snapshot`.
+The facade is :class:`hta_lite.MemorySnapshot`; the reader is :mod:`hta_lite.load.readers.snapshot`.
 """

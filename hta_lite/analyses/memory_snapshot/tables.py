@@ -65,7 +65,7 @@ class SnapshotTables:
 
 def tables(snapshot: dict, columns: dict | None = None) -> SnapshotTables:
     """The tables of a snapshot dict; ``columns``: its trace as the C reader wrote it
-    (:func:`hta_lite.load.snapshot.read_snapshot_columns`)."""
+    (:func:`hta_lite.load.readers.snapshot.read_snapshot_columns`)."""
     problems: Counter = Counter()
     sites = Sites()
     collecting = gc.isenabled()

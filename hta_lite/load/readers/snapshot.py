@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import SnapshotError, TraceReadError
-from . import gzip_text
-from .plain_pickle import PlainData
+from ...errors import SnapshotError, TraceReadError
+from .. import gzip_text
+from ..plain_pickle import PlainData
 
 try:  # the optional C reader (setup.py); without it the restricted unpickler reads every file
-    from . import _snapshot_pickle
+    from .. import _snapshot_pickle
 except ImportError:  # pragma: no cover - depends on the build
     _snapshot_pickle = None
 if os.environ.get("HTA_LITE_NO_C"):  # as for the trace decoder: rule the C readers out
