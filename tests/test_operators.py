@@ -470,14 +470,19 @@ def test_a_device_is_inferred_from_its_properties_where_they_can_only_be_one():
     """amd_mi250 names its device 'AMD Radeon Graphics': gfx90a (9.0), 104 compute units and
     64 GB are an MI250 GCD or an MI210, which have the same peaks."""
     from hta_lite.analyses.operators.devices import architecture_hint, by_properties
+    from hta_lite.load.metadata import Device
 
     a = TraceAnalysis(trace_dir=SAMPLES / "amd_mi250", parallel=False)
     assert set(a.get_mfu()["device"]) == {"MI250 (one GCD)"}
     props = {"computeMajor": 8, "computeMinor": 0, "numSms": 108, "totalGlobalMem": 42_314_694_656}
-    assert by_properties(props).name == "A100 SXM4 40GB"
-    assert by_properties({**props, "totalGlobalMem": 85_899_345_920}) is None  # SXM4 or PCIe
-    assert by_properties({**props, "numSms": 80}) is None
-    assert by_properties({"computeMajor": None}) is None
+
+    def by_props(props):
+        return by_properties(Device.from_kineto(props))
+
+    assert by_props(props).name == "A100 SXM4 40GB"
+    assert by_props({**props, "totalGlobalMem": 85_899_345_920}) is None  # SXM4 or PCIe
+    assert by_props({**props, "numSms": 80}) is None
+    assert by_props({"computeMajor": None}) is None
     names = ["void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64>", "ampere_sgemm_128x64"]
     assert architecture_hint(names) == "sm80 or newer" and architecture_hint(["k"]) == ""
     finding = TraceAnalysis(trace_dir=SAMPLES / "two_ranks", parallel=False).get_key_findings()

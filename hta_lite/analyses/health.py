@@ -40,7 +40,7 @@ def health_table(
         facts += [(code, 1) for code, missing in (
             ("cpu_only", trace.is_cpu_only),
             ("no_profiler_step", trace.steps.empty),
-            ("no_distributed_info", "distributedInfo" not in trace.metadata),
+            ("no_distributed_info", not trace.meta.has_distributed_info),
         ) if missing]  # fmt: skip
         for key, count in [*facts, *sorted(trace.health.items())]:
             rows.append((rank, trace.path, *describe(key), count))
@@ -56,10 +56,9 @@ def problems(table: pd.DataFrame) -> pd.DataFrame:
 
 def device_type(trace: RankTrace) -> str:
     """CUDA, ROCm, MTIA or CPU, from the trace's metadata and categories."""
-    meta = trace.metadata
     if (trace.gpu["cat"] == "mtia_ccp_events").any() or (trace.cpu["cat"] == "mtia_runtime").any():
         return "MTIA"
-    if "roctracer_version" in meta or "hip_runtime_version" in meta:
+    if trace.meta.rocm:
         return "ROCm"
     if trace.is_cpu_only:
         return "CPU"
@@ -73,7 +72,7 @@ def first_event_ns(trace: RankTrace) -> int | None:
 
 def _more_windows(trace: RankTrace) -> str:
     """`` (+N more windows)`` for a rank joined from several files, else nothing."""
-    n = len(trace.metadata.get("windows") or [])
+    n = trace.meta.windows
     return f" (+{n - 1} more windows)" if n > 1 else ""
 
 
@@ -94,12 +93,12 @@ def health_summary(traces: Mapping[int, RankTrace]) -> pd.DataFrame:
             {
                 "rank": rank,
                 "file": trace.path + _more_windows(trace),
-                "windows": len(trace.metadata.get("windows") or []) or 1,
+                "windows": trace.meta.windows or 1,
                 "device_type": device_type(trace),
                 "gpu_name": gpu_name,
-                "schema_version": trace.metadata.get("schemaVersion"),
-                "display_time_unit": trace.metadata.get("displayTimeUnit"),
-                "has_distributed_info": "distributedInfo" in trace.metadata,
+                "schema_version": trace.meta.schema_version,
+                "display_time_unit": trace.meta.display_time_unit,
+                "has_distributed_info": trace.meta.has_distributed_info,
                 "profiler_steps": len(trace.steps),
                 "gpu_events": len(trace.gpu),
                 "cpu_events": len(trace.cpu),
@@ -121,14 +120,13 @@ def _gpu_name(trace) -> str | None:
     """The GPU a rank ran on as the other views name it: its ``deviceProperties`` name, else the
     device its properties can only be (as roofline and MFU infer it, said so), else what its
     kernel names say; None without GPU work or properties."""
-    from .operators.devices import architecture_hint, detect
+    from .operators.devices import architecture_hint, described, detect
 
-    props = [p for p in trace.metadata.get("deviceProperties") or [] if isinstance(p, dict)]
     ids = trace.gpu["device"].value_counts().index.tolist() if len(trace.gpu) else []
-    chosen = [p for p in props if p.get("id") in ids] or props[:1]
-    if chosen and chosen[0].get("name"):
-        return str(chosen[0]["name"])
-    spec = detect(trace.metadata, ids)
+    chosen = described(trace.meta, ids)
+    if chosen is not None and chosen.name:
+        return chosen.name
+    spec = detect(trace.meta, ids)
     if spec is not None:
         return f"{spec.name} (inferred from its properties)"
     if len(trace.gpu):

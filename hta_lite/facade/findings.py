@@ -15,7 +15,6 @@ from ..analyses.job_path import job_critical_path
 from ..analyses.operators import DEVICES, architecture_hint
 from ..errors import MissingDataError
 from ..kineto import DATA_LOADING_PATTERN
-from ..load.ranks import RANK_LIMIT
 from .base import plots
 from .missing import need, table_view
 from .snapshot import MemorySnapshot
@@ -154,10 +153,8 @@ class Findings:
     def _world_size(self) -> int:
         """The job's rank count as the traces record it (``distributedInfo.world_size``, the
         largest recorded), -1 when none does."""
-        sizes = [
-            (self.metadata(r).get("distributedInfo") or {}).get("world_size") for r in self.ranks
-        ]
-        return max([s for s in sizes if type(s) is int and 0 < s <= RANK_LIMIT] or [-1])
+        sizes = [self.traces[r].meta.world_size for r in self.ranks]
+        return max([s for s in sizes if s is not None] or [-1])
 
     def _architecture(self) -> str:
         """What the first GPU rank's kernel names say of its device (``"sm80 or newer"``)."""
@@ -168,11 +165,9 @@ class Findings:
         """Bytes of memory of a rank's device (``cuda:N``) from its trace's deviceProperties,
         NaN when the trace does not say."""
         kind, _, index = device.partition(":")
-        properties = self.metadata(rank).get("deviceProperties") or []
-        for entry in properties if isinstance(properties, list) else []:
-            if isinstance(entry, dict) and str(entry.get("id")) == index and kind != "cpu":
-                total = entry.get("totalGlobalMem")
-                return float(total) if isinstance(total, int | float) else math.nan
+        for entry in self.traces[rank].meta.devices:
+            if str(entry.index) == index and kind != "cpu":
+                return math.nan if entry.total_memory is None else float(entry.total_memory)
         return math.nan
 
 

@@ -61,7 +61,7 @@ class Memory:
         chosen = [t.rank for t in select(self.traces, ranks)]
         with_events = [r for r in chosen if len(self._memory(r))]
         if not with_events:
-            flagged = [r for r in chosen if self.metadata(r).get("profile_memory") in (1, True)]
+            flagged = [r for r in chosen if self.traces[r].meta.profile_memory]
             raise MissingDataError(
                 None, RECORDED_BUT_NONE.format(flagged) if flagged else NO_MEMORY
             )

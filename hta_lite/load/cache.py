@@ -113,6 +113,7 @@ class _Meta(msgspec.Struct):
     tables: dict[str, int]  # CRC32 of each table's file
     part: int = 0  # which rank of its file (a fused file holds several)
     parts: int = 1  # how many ranks its file holds
+    source_format: str = "kineto"
     check: int = 0  # CRC32 of this record with check = 0
 
 
@@ -179,6 +180,7 @@ def _load_part(root: Path, key: str, path: Path, include_last: bool, part: int):
         metadata=meta.metadata,
         events_read=meta.events_read,
         health=meta.health,
+        source_format=meta.source_format,
     )
     return trace, meta.parts
 
@@ -310,7 +312,7 @@ def _store_part(root: Path, name: str, trace: RankTrace, part: int, parts: int) 
         health = {k: v for k, v in trace.health.items() if not k.startswith("cache_rebuilt")}
         meta = _Meta(
             FORMAT_VERSION, name, trace.rank, trace.path, trace.metadata, trace.events_read,
-            health, checksums, part, parts,
+            health, checksums, part, parts, trace.source_format,
         )  # fmt: skip
         meta.check = _checked(meta)
         (tmp / "meta.json").write_bytes(msgspec.json.encode(meta))

@@ -53,6 +53,7 @@ class ReadRank:
         problems: health counts by code (:mod:`hta_lite.load.health_items`).
         rank: the rank the file says this is (None: not said; the loader then takes the file
             name's, else assigns one).
+        source_format: the format read (``kineto``, ``kineto (fused)``, ...).
     """
 
     tables: dict[str, pd.DataFrame]
@@ -60,6 +61,7 @@ class ReadRank:
     events_read: dict[str, int]
     problems: Counter = field(default_factory=Counter)
     rank: int | None = None
+    source_format: str = "kineto"
 
 
 def finish(read: ReadRank, path: str | Path, include_last_profiler_step: bool = False):
@@ -96,6 +98,7 @@ def finish(read: ReadRank, path: str | Path, include_last_profiler_step: bool = 
         metadata=read.metadata,
         events_read=dict(read.events_read),
         health=dict(health),
+        source_format=read.source_format,
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import TraceFormatError
+from .metadata import TraceMetadata
 
 
 @dataclass
@@ -36,6 +37,7 @@ class RankTrace:
     metadata: dict[str, Any]
     events_read: dict[str, int]
     health: dict[str, int] = field(default_factory=dict)
+    source_format: str = "kineto"  # the reader's format (:mod:`hta_lite.load.readers`)
 
     #: the tables (DataFrame fields), as stored in the cache
     TABLES = (
@@ -71,6 +73,16 @@ class RankTrace:
         """The same rank with these tables in place of its own; the others are this trace's,
         built when first read, and the health counters are shared."""
         return RankTrace.deferred(functools.partial(getattr, self), **self._fields(), **tables)
+
+    @property
+    def meta(self) -> TraceMetadata:
+        """What the file says about the run, typed (:mod:`hta_lite.load.metadata`)."""
+        meta = self.__dict__.get("_meta")
+        if meta is None:
+            meta = self.__dict__["_meta"] = TraceMetadata.from_kineto(
+                self.metadata, self.source_format
+            )
+        return meta
 
     @property
     def is_cpu_only(self) -> bool:

@@ -26,8 +26,8 @@ from ...classify import COMMUNICATION
 from ...kineto import CPU_COLLECTIVE, collective_kind
 from ...load.health_items import record
 from ...load.links import gather
+from ...load.metadata import ProcessGroup
 from ...load.rank_trace import RankTrace
-from ...load.ranks import RANK_LIMIT
 from .issue_order import issue_times
 from .metadata import (
     BYTES_PER_ELEMENT,
@@ -76,7 +76,7 @@ def collective_calls(trace: RankTrace) -> pd.DataFrame:
 
 def _gpu_calls(trace: RankTrace, rows: np.ndarray) -> pd.DataFrame:
     gpu = trace.gpu
-    pg_sizes = {str(g.get("pg_name")): int(g.get("pg_size") or -1) for g in _pg_config(trace)}
+    pg_sizes = {str(g.name): g.size or -1 for g in _groups(trace)}
     meta = gpu_metadata(trace, rows, pg_sizes)
     collective, group_size = meta["collective"], meta["group_size"]
     in_bytes = nbytes(meta["in_nelems"], meta["dtype"])
@@ -149,18 +149,15 @@ def out_bytes_from_input(
     )
 
 
-def _pg_config(trace: RankTrace) -> list[dict]:
-    """The groups of ``distributedInfo.pg_config`` (creation order) this rank is a member of."""
-    info = trace.metadata.get("distributedInfo") or {}
-    rank = info.get("rank", trace.rank)
-    groups = [g for g in info.get("pg_config") or [] if isinstance(g, dict)]
-    return [g for g in groups if rank in (g.get("ranks") or [rank])]
+def _groups(trace: RankTrace) -> list[ProcessGroup]:
+    """The process groups (creation order) this rank is a member of."""
+    meta = trace.meta
+    return meta.groups_of(meta.rank if meta.rank is not None else trace.rank)
 
 
 def _world_size(trace: RankTrace) -> int:
-    """``distributedInfo.world_size`` (-1 when not recorded)."""
-    size = (trace.metadata.get("distributedInfo") or {}).get("world_size")
-    return size if type(size) is int and 0 < size <= RANK_LIMIT else -1
+    """The recorded world size (-1 when not recorded)."""
+    return trace.meta.world_size or -1
 
 
 def _cpu_calls(trace: RankTrace) -> pd.DataFrame:
@@ -176,13 +173,13 @@ def _cpu_calls(trace: RankTrace) -> pd.DataFrame:
     in_bytes = nbytes(np.array([n for n, _ in first], np.int64), dtype)
     collective = np.array([collective_kind(n) for n in names], object)
     tid = cpu["tid"].to_numpy()[rows]
-    groups = [g for g in _pg_config(trace) if "gloo" in str(g.get("backend_config", ""))]
+    groups = [g for g in _groups(trace) if "gloo" in g.backend]
     workers = np.unique(tid)
     if groups and len(workers) % len(groups) == 0:
         block = np.searchsorted(workers, tid) // (len(workers) // len(groups))
-        pg = np.array([str(groups[b].get("pg_name", b)) for b in block], object)
-        desc = np.array([str(groups[b].get("pg_desc", "")) for b in block], object)
-        member_lists = [groups[b].get("ranks") or [] for b in block]
+        pg = np.array([str(b) if groups[b].name is None else groups[b].name for b in block], object)
+        desc = np.array([groups[b].description for b in block], object)
+        member_lists = [list(groups[b].ranks) for b in block]
         source = "thread order"
     else:
         pg = np.full(len(rows), UNKNOWN_GROUP, object)

@@ -114,9 +114,9 @@ def devices_of(traces: list[RankTrace], device: str | DeviceSpec | None = None):
             out[trace.rank] = chosen
             continue
         ids = trace.gpu["device"].value_counts().index.tolist() if len(trace.gpu) else []
-        out[trace.rank] = detect(trace.metadata, ids)
+        out[trace.rank] = detect(trace.meta, ids)
         if out[trace.rank] is None and len(trace.gpu):
-            names = [p.get("name") for p in trace.metadata.get("deviceProperties") or []]
+            names = [d.name for d in trace.meta.devices]
             hint = architecture_hint(pd.unique(trace.gpu["name"]))
             said = f" (its kernel names say {hint})" if hint else ""
             warnings.warn(

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ...errors import SelectionError
+from ...load.metadata import Device, TraceMetadata
 
 
 @dataclass(frozen=True)
@@ -126,33 +127,37 @@ _BY_PROPERTIES = (
 )
 
 
-def detect(metadata: dict, device_ids: list[int]) -> DeviceSpec | None:
-    """The spec of the device the rank's kernels ran on (``deviceProperties`` entry of its most
-    used device id): by its name, else by its compute capability, SM count and memory where
-    those can only be one entry's (:data:`_BY_PROPERTIES`); None when neither says."""
-    props = [p for p in metadata.get("deviceProperties") or [] if isinstance(p, dict)]
-    chosen = [p for p in props if p.get("id") in device_ids] or props[:1]
-    if not chosen:
+def detect(meta: TraceMetadata, device_ids: list[int]) -> DeviceSpec | None:
+    """The spec of the device the rank's kernels ran on (the described device of its most used
+    device id): by its name, else by its compute capability, SM count and memory where those can
+    only be one entry's (:data:`_BY_PROPERTIES`); None when neither says."""
+    chosen = described(meta, device_ids)
+    if chosen is None:
         return None
-    name = str(chosen[0].get("name", ""))
     for pattern, entry in _NAME_PATTERNS:
-        if re.search(pattern, name, re.IGNORECASE):
+        if re.search(pattern, chosen.name, re.IGNORECASE):
             if entry is None:  # A100: 40 GB or 80 GB SXM4
-                memory = chosen[0].get("totalGlobalMem") or 0
-                entry = "A100 SXM4 80GB" if memory > 60 * 2**30 else "A100 SXM4 40GB"
+                entry = "A100 SXM4 80GB" if (chosen.total_memory or 0) > 60 * 2**30 else (
+                    "A100 SXM4 40GB")  # fmt: skip
             return DEVICES[entry]
-    return by_properties(chosen[0])
+    return by_properties(chosen)
 
 
-def by_properties(props: dict) -> DeviceSpec | None:
+def described(meta: TraceMetadata, device_ids: list[int]) -> Device | None:
+    """The described device of the first of ``device_ids`` (most used first) the file
+    describes, else its first device; None when it describes none."""
+    return next((d for d in meta.devices if d.index in device_ids), None) or next(
+        iter(meta.devices), None
+    )
+
+
+def by_properties(device: Device) -> DeviceSpec | None:
     """The table entry a device's numbers can only be (see :data:`_BY_PROPERTIES`), or None."""
-    try:
-        capability = (int(props.get("computeMajor")), int(props.get("computeMinor")))
-        sms, memory = int(props.get("numSms")), float(props.get("totalGlobalMem")) / 2**30
-    except (TypeError, ValueError):
+    if device.compute_capability is None or device.sm_count is None or not device.total_memory:
         return None
+    memory = device.total_memory / 2**30
     for cap, count, (low, high), entry in _BY_PROPERTIES:
-        if capability == cap and sms == count and low <= memory < high:
+        if device.compute_capability == cap and device.sm_count == count and low <= memory < high:
             return DEVICES[entry]
     return None
 

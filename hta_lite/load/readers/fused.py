@@ -56,7 +56,9 @@ def split(
         note(problems, "rank_from_process_name", 1)
         if i == 0:
             note(problems, "fused_row_without_rank", unclaimed)
-        parts.append(ReadRank(part_tables, header, _events_read(part_tables), problems, rank))
+        parts.append(ReadRank(
+            part_tables, header, _events_read(part_tables), problems, rank, "kineto (fused)"
+        ))  # fmt: skip
     return parts
 
 

@@ -47,4 +47,5 @@ def read(path: Path) -> list[ReadRank]:
     if parts is not None:
         return parts
     rank = rank_from_metadata(decoded.metadata, path)
-    return [ReadRank(tables, decoded.metadata, dict(events_read), health, rank)]
+    kind = "kineto (event list)" if "event_list_file" in health else "kineto"
+    return [ReadRank(tables, decoded.metadata, dict(events_read), health, rank, kind)]
