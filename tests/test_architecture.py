@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ LAYERS = [
         "errors",
         "missing_data",
         "intervals",
+        "rows",
         "classify",
         "units",
         "settings",
@@ -76,6 +78,36 @@ def test_imports_run_one_way(path):
     mine = layer(module_name(path))
     upward = [m for m in imported(path) if m != "hta_lite" and layer(m) > mine]
     assert not upward, f"{module_name(path)} (layer {mine}) imports from above: {upward}"
+
+
+#: modules that read, decode or cache files: the readers' side of the seam (docs/architecture.md)
+READING = ("hta_lite.load.loader", "hta_lite.load.readers", "hta_lite.load.decode",
+           "hta_lite.load.stream", "hta_lite.load.gzip_text", "hta_lite.load.cache",
+           "hta_lite.load.tables", "hta_lite.load.second_pass", "hta_lite.load.workers",
+           "hta_lite.load.plain_pickle", "hta_lite.load.repair")  # fmt: skip
+ANALYSES = [p for p in FILES if module_name(p).startswith("hta_lite.analyses")]
+WRITES_HEALTH = re.compile(
+    r"\btrace\w*\.health(\[[^\]]*\]\s*[-+]?=(?!=)|\.(update|setdefault|pop|clear)\(|\s*=(?!=))"
+    r"|\b(record|note)\(\s*[\w.]*\.health\b"
+)
+
+
+@pytest.mark.parametrize("path", ANALYSES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_analyses_neither_read_files_nor_write_health(path):
+    """Analyses read the tables of the contract and return their problems with their result
+    (the facade records them): they never read a file nor write into a trace's health."""
+    reading = [m for m in imported(path) if m.startswith(READING)]
+    assert not reading, f"{module_name(path)} imports a module that reads files: {reading}"
+    text = path.read_text()
+    assert not WRITES_HEALTH.search(text), f"{module_name(path)} writes into a trace's health"
+
+
+def test_the_health_rule_can_fail():
+    assert WRITES_HEALTH.search('record(trace.health, "x", 1)')
+    assert WRITES_HEALTH.search('trace.health["x"] = 1')
+    assert WRITES_HEALTH.search("trace.health.update(found)")
+    assert not WRITES_HEALTH.search('trace.health.get("x", 0)')
+    assert not WRITES_HEALTH.search("counted = {**trace.health, **found}")
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PACKAGE)))

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DATA, SAMPLES, SHARED, assert_missing, health_messages, needs_shared
+from conftest import DATA, SAMPLES, SHARED, assert_missing, needs_shared
 from synth import TraceBuilder
 
 from hta_lite import MemoryAnalysis, TraceAnalysis
@@ -107,8 +107,11 @@ def test_disagreeing_totals_are_counted_in_health(tmp_path):
     memory(b, 20, 100, 2, 250)  # should be 200
     b.write(tmp_path / "rank0.json")
     a = TraceAnalysis(trace_dir=tmp_path, cache=False)
+    # health() runs the check itself: the same before and after the timeline is asked for
+    first = a.health()
+    assert any("Total Allocated" in item for item in first["item"])
     a.get_memory_timeline()
-    assert any("Total Allocated" in m for m in health_messages(a.trace(0).health))
+    assert a.health().equals(first)
 
 
 def test_recorded_leak_is_found():
@@ -136,7 +139,7 @@ def test_real_traces_totals_agree(case):
     device = "cuda:0" if case.startswith("h100") else "hip:0"
     peak = a.get_memory_peaks().set_index("device").loc[device]
     assert peak["peak_allocated"] == line[line["device"] == device]["allocated"].max()
-    assert "memory_total_mismatch" not in a.trace(0).health
+    assert "memory_total_mismatch" not in set(a.health()["code"])
 
 
 def test_no_memory_events_is_a_clear_error(two_ranks):
@@ -200,7 +203,7 @@ def test_raw_timeline_without_entries_is_an_error_not_an_empty_chart(tmp_path):
 def test_raw_timeline_value_outside_int64_is_an_error_naming_the_file(tmp_path, value):
     """Both decoders decline a value int64 cannot hold; msgspec's path then names the file
     (it was a raw OverflowError from numpy)."""
-    from hta_lite.analyses.memory import raw_timeline
+    from hta_lite.load.readers import memory_timeline as raw_timeline
 
     path = tmp_path / "big.json"
     path.write_text(json.dumps([[-1, 1, 512, 0], [10, 2, value, 4]]))
@@ -230,8 +233,8 @@ def test_raw_timeline_same_without_the_c_decoder(tmp_path, monkeypatch):
 def test_raw_timeline_sums_in_c_equal_the_numpy_sums(seed):
     """The C decoder's one pass and the numpy path: runs of one ts, entries before profiling
     (ts -1, alone or with no real time at all), every category, sums that wrap."""
-    from hta_lite.analyses.memory import raw_timeline
     from hta_lite.load import decode
+    from hta_lite.load.readers import memory_timeline as raw_timeline
 
     if decode._fastjson is None:
         pytest.skip("the C decoder is not built (or HTA_LITE_NO_C is set)")
@@ -258,8 +261,8 @@ def test_raw_timeline_sums_in_c_equal_the_numpy_sums(seed):
 def test_raw_timeline_sums_in_c_with_a_run_per_entry():
     """Compact text where every entry starts a run: the C pass's output grows past its first
     room (a run per 32 bytes of text) and still equals numpy's."""
-    from hta_lite.analyses.memory import raw_timeline
     from hta_lite.load import decode
+    from hta_lite.load.readers import memory_timeline as raw_timeline
 
     if decode._fastjson is None:
         pytest.skip("the C decoder is not built (or HTA_LITE_NO_C is set)")

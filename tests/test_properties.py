@@ -330,7 +330,8 @@ def test_shape_text_canonical_form_is_a_json_round_trip(value, spacing):
 def test_first_seen_numbering_matches_factorize(values, dense):
     """Both ways of numbering codes by first appearance (a table for dense codes, a hash table for
     sparse ones) give what factorizing the values gives."""
-    from hta_lite.load.columns import factorize, first_seen
+    from hta_lite.load.columns import factorize
+    from hta_lite.rows import first_seen
 
     codes = np.array([v % 7 for v in values] if dense else values, np.int64)
     renumbered, rows = first_seen(codes)

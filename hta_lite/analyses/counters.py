@@ -24,8 +24,8 @@ import pandas as pd
 
 from ..classify import MEMORY
 from ..kineto import GRAPH_LAUNCH_NAMES, LAUNCH_NAMES, memcpy_kind
-from ..load.links import gather
 from ..load.rank_trace import RankTrace
+from ..rows import gather
 from .common import select, text_values, us
 
 

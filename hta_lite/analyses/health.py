@@ -19,12 +19,16 @@ COLUMNS = ["rank", "file", "code", "severity", "item", "count"]
 
 
 def health_table(
-    traces: Mapping[int, RankTrace], skipped_files: Mapping[str, str] | None = None
+    traces: Mapping[int, RankTrace],
+    skipped_files: Mapping[str, str] | None = None,
+    found: Mapping[int, Mapping[str, int]] | None = None,
 ) -> pd.DataFrame:
     """Long table ``rank, file, code, severity, item, count``: per rank the events read by phase
-    and category and what was kept (severity ``info``), then every counted item
+    and category and what was kept (severity ``info``), then every item loading counted and
+    every item the checks of its data ``found`` (``{rank: {code: count}}``)
     (:mod:`hta_lite.load.health_items`: ``info``, ``excluded``, ``warning``); files that could
     not be loaded with rank -1 and severity ``error``."""
+    found = found or {}
     rows = []
     for rank, trace in sorted(traces.items()):
         facts = []
@@ -42,7 +46,8 @@ def health_table(
             ("no_profiler_step", trace.steps.empty),
             ("no_distributed_info", not trace.meta.has_distributed_info),
         ) if missing]  # fmt: skip
-        for key, count in [*facts, *sorted(trace.health.items())]:
+        counted = {**trace.health, **found.get(rank, {})}
+        for key, count in [*facts, *sorted(counted.items())]:
             rows.append((rank, trace.path, *describe(key), count))
     for path, problem in (skipped_files or {}).items():
         rows.append((-1, path, *describe(f"file_skipped:{problem}"), 1))
@@ -76,13 +81,17 @@ def _more_windows(trace: RankTrace) -> str:
     return f" (+{n - 1} more windows)" if n > 1 else ""
 
 
-def health_summary(traces: Mapping[int, RankTrace]) -> pd.DataFrame:
+def health_summary(
+    traces: Mapping[int, RankTrace], found: Mapping[int, Mapping[str, int]] | None = None
+) -> pd.DataFrame:
     """One row per rank: its file (the first, and how many more windows: several files of one
     rank are one series), ``windows``, device, GPU name, schema version, time unit, distributedInfo,
     ProfilerSteps, kept events, ``clock_offset_us`` (first event relative to the earliest rank's
     first event; large values mean unsynchronized clocks or late starts),
     ``excluded_outside_steps`` (events left out with the last ProfilerStep) and ``problems``
-    (events skipped, clamped or not linked, all reasons together)."""
+    (events skipped, clamped or not linked, and what the checks of the data ``found``, all
+    reasons together)."""
+    found = found or {}
     firsts = {r: first_event_ns(t) for r, t in traces.items()}
     known = [v for v in firsts.values() if v is not None]
     origin = min(known) if known else 0
@@ -109,7 +118,9 @@ def health_summary(traces: Mapping[int, RankTrace]) -> pd.DataFrame:
                     n for key, n in trace.health.items() if describe(key)[1] == EXCLUDED
                 ),
                 "problems": sum(
-                    n for key, n in trace.health.items() if describe(key)[1] in PROBLEMS
+                    n
+                    for key, n in {**trace.health, **found.get(rank, {})}.items()
+                    if describe(key)[1] in PROBLEMS
                 ),
             }
         )

@@ -22,8 +22,8 @@ import pandas as pd
 
 from ..intervals import running_max_by_group, sorted_by_group
 from ..kineto import GPU_WORK_CATEGORIES
-from ..load.links import gather
 from ..load.rank_trace import RankTrace
+from ..rows import gather
 from .common import select, us, wanted, windows_of
 
 IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ..kineto import COPY_LAUNCH_NAMES, KERNEL_LAUNCH_NAMES, LAUNCH_NAMES
-from ..load.links import gather, nearest_ancestor
 from ..load.rank_trace import RankTrace
+from ..rows import gather, nearest_ancestor
 from .common import select, starts_with, us, wanted
 
 STATS_COLUMNS = [

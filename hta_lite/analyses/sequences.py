@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SelectionError
-from ..load.links import nearest_ancestor
 from ..load.rank_trace import RankTrace
+from ..rows import nearest_ancestor
 from .common import us
 
 COLUMNS = [

@@ -17,6 +17,7 @@ from .critical_path import CriticalPaths
 from .cross_rank import CrossRank
 from .findings import Findings
 from .graphs import Graphs
+from .health import Health
 from .hta_compat import HtaTrace
 from .job_path import JobPaths
 from .launches import Launches
@@ -40,6 +41,7 @@ class TraceAnalysis(
     CrossRank,
     LongRuns,
     Findings,
+    Health,
     TraceSet,
 ):
     """Load a folder of per-rank Kineto traces and analyze where the GPU time went.

@@ -102,22 +102,6 @@ class TraceSet:
         (``deviceProperties``, ``distributedInfo``, ``displayTimeUnit``, ...)."""
         return self.trace(rank).metadata
 
-    def health(self) -> pd.DataFrame:
-        """What the loader read, skipped, clamped or excluded (docs/health.md).
-
-        Returns:
-            DataFrame ``rank, file, item, count``: events read per phase and category, then
-            every counted problem; files not loaded (``on_error="skip"``) with rank -1.
-        """
-        return health.health_table(self.traces, self.skipped_files)
-
-    def health_summary(self) -> pd.DataFrame:
-        """One row per rank: ``rank, file, device_type, gpu_name, schema_version,
-        display_time_unit, has_distributed_info, profiler_steps, gpu_events, cpu_events,
-        clock_offset_us`` (µs after the earliest rank's first event), ``excluded_outside_steps``,
-        ``problems`` (events skipped, clamped or not linked)."""
-        return health.health_summary(self.traces)
-
     def __repr__(self) -> str:
         summary = health.health_summary(self.traces)
         devices = ", ".join(sorted(set(summary["device_type"])))

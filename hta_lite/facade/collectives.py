@@ -34,11 +34,13 @@ class Collectives:
             problems = self._collectives.problems
             for row in problems[problems["reason"] == "metadata disagree"].itertuples():
                 for rank in (int(r) for r in row.ranks.split(",") if r):
-                    record(self.trace(rank).health, "collective_metadata_disagrees",
+                    record(self._found(rank), "collective_metadata_disagrees",
                            row.calls, f"{row.pg}, step {row.step}")  # fmt: skip
             for row in problems[problems["reason"] == "clock offset"].itertuples():
                 offset = row.detail.split("about ", 1)[1].split(" the others", 1)[0]
-                record(self.trace(int(row.ranks)).health, "clock_offset", row.calls, offset)
+                record(self._found(int(row.ranks)), "clock_offset", row.calls, offset)
+            for rank, found in self._collectives.rank_problems.items():
+                self._found(rank).update(found)
         return self._collectives
 
     def get_collective_summary(

@@ -36,14 +36,12 @@ class CriticalPaths:
             ``get_critical_path_breakdown()`` (the reference's columns, µs), ``summary()``
             (percent by ``bound_by``), ``bound_by_us()``, the path's nodes, events and edges.
             An annotation or instance that is not there is a ``SelectionError``. Edges the trace
-            made inconsistent are repaired or cut and added to :meth:`health`.
+            made inconsistent are repaired or cut and counted in its ``health``.
         """
         trace = self.trace(rank)
         if annotation is None:
             annotation = "ProfilerStep" if len(trace.steps) else ""
         cp = critical_path(trace, annotation, instance_id, data_load_events)
-        for code, count in cp.health.items():
-            trace.health[code] = max(trace.health.get(code, 0), count)
         return cp, cp.success
 
     def overlay_critical_path_analysis(

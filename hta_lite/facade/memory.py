@@ -11,10 +11,11 @@ import pandas as pd
 
 from ..analyses.common import select
 from ..analyses.memory import lifetimes as life
-from ..analyses.memory import operators, raw_timeline, timeline
+from ..analyses.memory import operators, timeline
 from ..analyses.memory.events import MEMORY_COLUMNS, memory_events
 from ..errors import MissingDataError, SelectionError
 from ..load.health_items import record
+from ..load.readers import memory_timeline as raw_timeline
 from ..safe_output import write_atomically
 from .base import plots
 from .missing import need, table_view
@@ -41,16 +42,15 @@ class Memory:
     """Memory methods of :class:`hta_lite.TraceAnalysis`."""
 
     def _memory_of(self, rank: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """The rank's memory events and timeline, built once (disagreeing totals go to health)."""
+        """The rank's memory events and timeline, built once (bad totals: :meth:`health`)."""
         cache = self.__dict__.setdefault("_memory_cache", {})
         if rank not in cache:
             trace = self.trace(rank)
             events = memory_events(trace)
             line = timeline.timeline(events, rank)
-            mismatches = timeline.total_mismatches(line)
-            if mismatches:
-                trace.health["memory_total_mismatch"] = mismatches
-            record(trace.health, "memory_total_negative", timeline.negative_totals(events))
+            found = self._found(rank)
+            record(found, "memory_total_mismatch", timeline.total_mismatches(line))
+            record(found, "memory_total_negative", timeline.negative_totals(events))
             cache[rank] = events, line
         return cache[rank]
 

@@ -3,6 +3,7 @@ targets, MFU, kernel launch efficiency (docs/analyses/operators.md)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 import pandas as pd
@@ -44,6 +45,7 @@ class Operators:
         for trace in select(self.traces, ranks):
             if trace.rank not in cache:
                 cache[trace.rank] = ops.RankOperators.of(trace, self._graph_sources(trace.rank))
+                self._found(trace.rank).update(cache[trace.rank].problems)
             out.append(cache[trace.rank])
         return out
 
@@ -61,14 +63,14 @@ class Operators:
         if key not in cache:
             devices = ops.devices_of([r.attribution.trace for r in rank_ops], device)
             cache[key] = table = ops.roofline_table(rank_ops, devices)
+            problems: Counter = Counter()
             for row in table[table["above_roof"]].itertuples() if len(table) else ():
                 what = (
                     f"{row.name} {row.input_dims} on {row.device}"
                     f" ({row.precision} peak {row.peak_tflops:g} TFLOP/s)"
                 )
-                for r in rank_ops:  # the ranks of that device
-                    if ops.device_name(devices.get(r.rank)) == row.device:
-                        record(r.attribution.trace.health, "above_roof", int(row.calls), what)
+                record(problems, "above_roof", int(row.calls), what)
+            table.attrs["problems"] = problems
         return cache[key]
 
     def get_operator_instances(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
@@ -222,9 +224,11 @@ class Operators:
         rank_ops = self._operators(ranks)
         devices = ops.devices_of([r.attribution.trace for r in rank_ops], device)
         table = ops.mfu_table(rank_ops, devices, self._roofline(ranks, device))
+        problems: Counter = Counter()
         for row in table[table["above_peak"]].itertuples() if len(table) else ():
             where = f"step {row.step} on {row.device}, {row.precision} peak {row.peak_tflops:g}"
-            record(self.trace(row.rank).health, "above_peak", 1, f"{where} TFLOP/s")
+            record(problems, "above_peak", 1, f"rank {row.rank}, {where} TFLOP/s")
+        table.attrs["problems"] = problems
         if table.empty:
             table.attrs["why"] = (
                 "no ProfilerStep with a modelled operator (matrix products, convolutions,"

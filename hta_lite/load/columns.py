@@ -17,6 +17,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..rows import combine_codes  # noqa: F401 - readers build columns with it
+
 MISSING_INT = -1  # reference convention for absent stream / correlation / ids
 _INT_LIMIT = 2**62  # larger ids are unusable (stored as -1)
 
@@ -96,45 +98,6 @@ _NO_TEXT = pd.CategoricalDtype(pd.Index([], dtype=TEXT))  # made once: 0.3 ms ea
 def empty_category(n: int) -> pd.Categorical:
     """``n`` missing values of a text categorical (keeps its type through the cache)."""
     return pd.Categorical.from_codes(np.full(n, -1, np.int8), dtype=_NO_TEXT)
-
-
-def first_seen(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``codes`` renumbered 0, 1, ... in order of first appearance, and the row where each first
-    appears: with ``values[codes[rows]]`` as the distinct values, what :func:`factorize` gives.
-    Codes below twice the row count (the usual: codes of distinct values) take a table; others
-    pandas' hash table (5-8x faster than ``np.unique``'s sort on 30 thousand to a million rows):
-    a row is the first of its group where the running maximum of the new codes grows."""
-    n = len(codes)
-    top = int(codes.max()) + 1 if n else 0
-    if n and codes.min() >= 0 and top <= 2 * n:
-        first = np.full(top, n, np.int64)
-        np.minimum.at(first, codes, np.arange(n))
-        rows = np.sort(first[first < n])
-        renumber = np.empty(top, np.int64)
-        renumber[codes[rows]] = np.arange(len(rows))
-        return renumber[codes], rows
-    if not n:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    renumbered = pd.factorize(codes)[0].astype(np.int64, copy=False)  # in order of appearance
-    highest = np.maximum.accumulate(renumbered)
-    return renumbered, np.flatnonzero(np.append(True, highest[1:] > highest[:-1]))
-
-
-def combine_codes(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's group among the distinct combinations of integer code columns (codes >= -1,
-    -1 a value of its own), numbered in order of first appearance, and the first row of each
-    group: the distinct rows of a table, found from its columns' codes with no tuple per row."""
-    n = len(columns[0]) if columns else 0
-    key, size = np.zeros(n, np.int64), 1
-    for codes in columns:
-        codes = np.asarray(codes, np.int64) + 1
-        top = int(codes.max()) + 1 if n else 1
-        size *= top
-        if size >= 2**62:  # the combined key would overflow: one column of row-wise uniques
-            _, key = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
-            return first_seen(key.ravel())
-        key = key * top + codes
-    return first_seen(key)
 
 
 def to_category(values: Sequence) -> pd.Categorical:

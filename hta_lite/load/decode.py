@@ -266,7 +266,7 @@ def int_rows(data: bytes, width: int) -> np.ndarray | None:
 
 def category_sums(source, categories: int, size_hint: int = 0) -> np.ndarray | None:
     """The C decoder's one pass over a raw memory timeline's text (see
-    :func:`hta_lite.analyses.memory.raw_timeline.file_sums`): int64 (runs, 1 + categories);
+    :func:`hta_lite.load.readers.memory_timeline.file_sums`): int64 (runs, 1 + categories);
     None when it is not built, or the text is not plain integer rows of 4, or a category is
     out of range. ``source``: the text, or a reader of it (``readinto``), read a piece at a
     time (``size_hint``: the text's length as far as known)."""

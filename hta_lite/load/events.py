@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from ..rows import first_seen
 from .columns import (
     category_from_codes,
     combine_codes,
     factorize,
-    first_seen,
     float_column,
     int_column,
     take,

@@ -19,6 +19,13 @@ import pandas as pd
 
 from ..errors import TraceFormatError
 from ..kineto import STEP_PATTERN, STEP_PREFIX
+from ..rows import (  # noqa: F401 - the readers' links use them too
+    ancestors_where,
+    first_row_by_key,
+    gather,
+    lookup,
+    nearest_ancestor,
+)
 
 #: step numbers are ``0 <= N < STEP_LIMIT``; a trace naming another step is refused
 STEP_LIMIT = 2**31
@@ -69,26 +76,6 @@ def iteration_of(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     idx = np.searchsorted(starts, ts, side="right") - 1
     inside = (idx >= 0) & (ts < ends[np.maximum(idx, 0)])
     return np.where(inside, steps["step"].to_numpy()[np.maximum(idx, 0)], -1)
-
-
-def first_row_by_key(keys: np.ndarray, candidates: np.ndarray) -> tuple[pd.Index, np.ndarray]:
-    """Unique index of ``keys[candidates]`` (first occurrence kept) and the rows behind it."""
-    cand_keys = keys[candidates]
-    uniq, first = np.unique(cand_keys, return_index=True)
-    return pd.Index(uniq), candidates[first]
-
-
-def gather(values: np.ndarray, rows: np.ndarray, fill) -> np.ndarray:
-    """``values[rows]`` where ``rows >= 0``, ``fill`` elsewhere (safe on empty ``values``)."""
-    if len(values) == 0:
-        return np.full(
-            len(rows), fill, dtype=np.result_type(values.dtype, np.min_scalar_type(fill))
-        )
-    return np.where(rows >= 0, values[np.maximum(rows, 0)], fill)
-
-
-def lookup(index: pd.Index, rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    return gather(rows, index.get_indexer(wanted), -1)
 
 
 def nesting_depth(cpu: pd.DataFrame) -> np.ndarray:
@@ -191,38 +178,3 @@ def _by_start_longest_first(start_key: np.ndarray, end: np.ndarray) -> np.ndarra
         rows = order[at]
         order[at] = rows[np.lexsort((-end[rows], start_key[rows]))]
     return order
-
-
-def nearest_ancestor(parent: np.ndarray, is_target: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """For each of ``rows``, the closest ancestor (following ``parent``) where ``is_target``
-    (-1: none). Pointer jumping: each pass doubles how far every row has looked, so a chain of
-    N nested events takes log2(N) passes over the rows, not N."""
-    return gather(_nearest_target_above(parent, is_target), rows, -1)
-
-
-def _nearest_target_above(parent: np.ndarray, is_target: np.ndarray) -> np.ndarray:
-    """Per row, its nearest ancestor where ``is_target`` (-1: none). ``jump[r]`` is an ancestor
-    with no target strictly between it and ``r``; a row is settled when its jump is a target or
-    -1, else it jumps to its jump's jump (which keeps that true)."""
-    jump = parent.astype(np.int64, copy=True)
-    pending = np.flatnonzero(jump >= 0)
-    pending = pending[~is_target[jump[pending]]]
-    while len(pending):
-        jump[pending] = jump[jump[pending]]
-        pending = pending[jump[pending] >= 0]
-        pending = pending[~is_target[jump[pending]]]
-    return jump
-
-
-def ancestors_where(parent: np.ndarray, is_target: np.ndarray) -> np.ndarray:
-    """Per row, how many of its ancestors (following ``parent``) are ``is_target``: the depth in
-    the tree of the target rows. Pointer jumping with counts (log2 of the depth passes)."""
-    above = _nearest_target_above(parent, is_target)  # the target tree: each row's next target
-    count = (above >= 0).astype(np.int64)
-    jump = above.copy()
-    pending = np.flatnonzero(jump >= 0)
-    while len(pending):
-        count[pending] += count[jump[pending]]  # both sides read before any write
-        jump[pending] = jump[jump[pending]]
-        pending = pending[jump[pending] >= 0]
-    return count

@@ -249,7 +249,7 @@ def check_category_sums(data: bytes, rows, fast) -> str | None:
 
     import numpy as np
 
-    from hta_lite.analyses.memory.raw_timeline import _category_sums
+    from hta_lite.load.readers.memory_timeline import _category_sums
 
     out = fast.category_sums(data, 8)
     for piece in (7, 64):  # read a piece at a time: the same, wherever the pieces cut the rows

@@ -19,15 +19,17 @@ This is a per-rank partial: it needs nothing from other ranks (computed where th
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pandas as pd
 
 from ...classify import COMMUNICATION
 from ...kineto import CPU_COLLECTIVE, collective_kind
 from ...load.health_items import record
-from ...load.links import gather
 from ...load.metadata import ProcessGroup
 from ...load.rank_trace import RankTrace
+from ...rows import gather
 from .issue_order import issue_times
 from .metadata import (
     BYTES_PER_ELEMENT,
@@ -67,17 +69,24 @@ def collective_calls(trace: RankTrace) -> pd.DataFrame:
     op that enqueued the range, :mod:`.issue_order`), ``stream`` (-1 for CPU calls), ``tid``,
     ``source`` (``gpu`` / ``cpu``), ``step`` (ProfilerStep, -1 outside), ``size_source`` /
     ``dtype_source`` / ``group_size_source`` (where each came from, :mod:`.metadata`; ``""``
-    not recorded)."""
+    not recorded). ``attrs["problems"]``: the recorded values that could not be used
+    (health codes, :mod:`hta_lite.load.health_items`: ``collective_metadata_invalid``)."""
     gpu = trace.gpu
+    problems: Counter = Counter()
     comm = np.flatnonzero(np.asarray(gpu["kernel_type"] == COMMUNICATION)) if len(gpu) else []
-    table = _gpu_calls(trace, np.asarray(comm, np.int64)) if len(comm) else _cpu_calls(trace)
-    return table.sort_values(["ts", "stream", "tid"], kind="stable", ignore_index=True)
+    table = (
+        _gpu_calls(trace, np.asarray(comm, np.int64), problems) if len(comm)
+        else _cpu_calls(trace)
+    )  # fmt: skip
+    table = table.sort_values(["ts", "stream", "tid"], kind="stable", ignore_index=True)
+    table.attrs["problems"] = problems
+    return table
 
 
-def _gpu_calls(trace: RankTrace, rows: np.ndarray) -> pd.DataFrame:
+def _gpu_calls(trace: RankTrace, rows: np.ndarray, problems: Counter) -> pd.DataFrame:
     gpu = trace.gpu
     pg_sizes = {str(g.name): g.size or -1 for g in _groups(trace)}
-    meta = gpu_metadata(trace, rows, pg_sizes)
+    meta = gpu_metadata(trace, rows, pg_sizes, problems)
     collective, group_size = meta["collective"], meta["group_size"]
     in_bytes = nbytes(meta["in_nelems"], meta["dtype"])
     out_bytes = nbytes(meta["out_nelems"], meta["dtype"])
@@ -88,7 +97,7 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray) -> pd.DataFrame:
     ):
         too_large = int((typed & (n >= 0) & (b < 0)).sum())  # bytes past int64: unknown
         if too_large:
-            record(trace.health, "collective_metadata_invalid", too_large, f"{field} msg nelems")
+            record(problems, "collective_metadata_invalid", too_large, f"{field} msg nelems")
     derived = out_bytes_from_input(collective, in_bytes, group_size)
     out_bytes = np.where(out_bytes >= 0, out_bytes, derived)
     pg = meta["pg_name"]

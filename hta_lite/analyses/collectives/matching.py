@@ -40,7 +40,7 @@ others, by construction.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -74,6 +74,8 @@ class Matching:
     calls: pd.DataFrame
     instances: pd.DataFrame
     problems: pd.DataFrame
+    #: per rank, what its recorded values could not give (health codes -> counts)
+    rank_problems: dict = field(default_factory=dict)
 
     def measured(self) -> pd.DataFrame:
         """The calls of consistent, ordered instances with at least two ranks present (what
@@ -130,8 +132,11 @@ def _members(calls: pd.DataFrame) -> dict[str, set[int]]:
 def match_traces(traces: Mapping[int, RankTrace]) -> Matching:
     """:func:`match` over the :func:`~.calls.collective_calls` of every loaded rank."""
     parts = [collective_calls(traces[r]) for r in sorted(traces)]
+    found = {r: part.attrs["problems"] for r, part in zip(sorted(traces), parts)}
     calls = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=CALL_COLUMNS)
-    return match(calls, traces)
+    matching = match(calls, traces)
+    matching.rank_problems = {r: p for r, p in found.items() if p}
+    return matching
 
 
 def match(calls: pd.DataFrame, loaded: Iterable[int]) -> Matching:

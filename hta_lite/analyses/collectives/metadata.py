@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -46,8 +47,8 @@ from ...kineto import (
     torch_dtype,
 )
 from ...load.health_items import record
-from ...load.links import gather, nearest_ancestor
 from ...load.rank_trace import RankTrace
+from ...rows import gather, nearest_ancestor
 from ..operators.shapes import parse
 
 #: bytes per element by torch's dtype name
@@ -133,7 +134,9 @@ def _pick(candidates: list[tuple[np.ndarray, np.ndarray, str]], fill) -> tuple[n
     return value, source
 
 
-def gpu_metadata(trace: RankTrace, rows: np.ndarray, pg_sizes: dict[str, int]) -> dict:
+def gpu_metadata(
+    trace: RankTrace, rows: np.ndarray, pg_sizes: dict[str, int], problems: Counter
+) -> dict:
     """For the communication kernels ``rows`` of ``trace.gpu``: ``collective``, ``dtype``
     (torch's name), ``in_nelems`` / ``out_nelems`` (-1 unknown), ``group_size`` (-1 unknown),
     ``pg_name``, ``pg_desc``, ``members`` (``"0,1"``, ``""`` not recorded), and
@@ -189,7 +192,7 @@ def gpu_metadata(trace: RankTrace, rows: np.ndarray, pg_sizes: dict[str, int]) -
     for field, values in (("In msg nelems", (in_k, in_p)), ("Out msg nelems", (out_k, out_p))):
         negative = int(sum((v < -1).sum() for v in values))  # -1: not recorded
         if negative:
-            record(trace.health, "collective_metadata_invalid", negative, field)
+            record(problems, "collective_metadata_invalid", negative, field)
     in_nelems, size_source = _pick(
         [
             (in_k, own & (in_k >= 0), "kernel"),
@@ -233,7 +236,7 @@ def gpu_metadata(trace: RankTrace, rows: np.ndarray, pg_sizes: dict[str, int]) -
     ranks_k, ranks_p = recorded("pg_ranks")
     names_k, names_p = recorded("pg_name")
     pg_name = np.where(own, names_k, names_p)
-    member_text = members(np.where(own, ranks_k, ranks_p), trace.health)
+    member_text = members(np.where(own, ranks_k, ranks_p), problems)
     counted = np.array([m.count(",") + 1 if m else -1 for m in member_text], np.int64)
     configured = np.array([pg_sizes.get(p, -1) if p else -1 for p in pg_name], np.int64)
     ratio = _size_ratio(collective, in_nelems, out_nelems)

@@ -14,8 +14,8 @@ import pandas as pd
 
 from ...errors import MissingDataError, SelectionError
 from ...kineto import STREAM_WAIT_EVENT
-from ...load.links import gather
 from ...load.rank_trace import RankTrace
+from ...rows import gather
 
 
 def event_index(trace: RankTrace) -> np.ndarray:

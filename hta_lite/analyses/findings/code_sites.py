@@ -14,8 +14,8 @@ import weakref
 import numpy as np
 
 from ...kineto import CPU_ANNOTATION_CATEGORY, CPU_OP_CATEGORY, STEP_PREFIX
-from ...load.links import nearest_ancestor
 from ...load.rank_trace import RankTrace
+from ...rows import nearest_ancestor
 
 PYTHON_CATEGORY = "python_function"
 #: frames that are not the user's code

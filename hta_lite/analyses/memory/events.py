@@ -23,8 +23,9 @@ from ...kineto import (
     DEVICE_TYPES,
     MEMORY_EVENT_NAME,
 )
-from ...load.links import gather, iteration_of, nearest_ancestor, nesting
+from ...load.links import iteration_of, nesting
 from ...load.rank_trace import RankTrace
+from ...rows import gather, nearest_ancestor
 from ..operators.shapes import module_paths
 from ..steps import profiled_steps
 

@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 
 from ...kineto import CPU_OP_CATEGORY
-from ...load.links import gather, nearest_ancestor, nesting
+from ...load.links import nesting
 from ...load.rank_trace import RankTrace
+from ...rows import gather, nearest_ancestor
 from .lifetimes import LIVE
 
 OPERATOR_COLUMNS = [

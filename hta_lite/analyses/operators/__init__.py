@@ -21,6 +21,7 @@ below take a list of them (one per rank).
 from __future__ import annotations
 
 import warnings
+from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -50,6 +51,7 @@ class RankOperators:
     attribution: Attribution  # over the trace with its graph replays expanded
     columns: dict  # the instance table's columns, text as LazyText
     replays: list[Replay]  # the rank's graph launches, mapped where a source matched
+    problems: Counter  # what its data could not give (health codes -> counts)
 
     @classmethod
     def of(cls, trace: RankTrace, captures: list[RankTrace] = ()) -> RankOperators:
@@ -62,9 +64,9 @@ class RankOperators:
                 sources += sequences(other)
             match(trace, found, sources)
         expanded = expand(trace, found)
-        _record_unmapped(trace, found)
+        problems = _unmapped(found)
         attribution = Attribution.of(expanded)
-        return cls(attribution, instance_columns(expanded, attribution), found)
+        return cls(attribution, instance_columns(expanded, attribution, problems), found, problems)
 
     @cached_property
     def instances(self) -> pd.DataFrame:
@@ -80,15 +82,17 @@ class RankOperators:
         return float(self.attribution.dur.sum()) / 1e3
 
 
-def _record_unmapped(trace: RankTrace, found: list[Replay]) -> None:
+def _unmapped(found: list[Replay]) -> Counter:
     """Health items for replayed events left unmapped, and for ambiguous matches."""
+    problems: Counter = Counter()
     unmapped = sum(len(r.kernels) - r.mapped_kernels for r in found)
     launches = sum(r.mapped_kernels < len(r.kernels) for r in found)
-    record(trace.health, "graph_replay_unmapped", unmapped, f"{launches} of {len(found)}")
+    record(problems, "graph_replay_unmapped", unmapped, f"{launches} of {len(found)}")
     ambiguous = [r for r in found if r.mapped_kernels and r.equally_good]
     if ambiguous:
         detail = str(ambiguous[0].equally_good + 1)
-        record(trace.health, "graph_replay_ambiguous", len(ambiguous), detail)
+        record(problems, "graph_replay_ambiguous", len(ambiguous), detail)
+    return problems
 
 
 def operator_summary(ranks: list[RankOperators], by: str = "name", stack_depth: int = 3):

@@ -20,8 +20,8 @@ from functools import cached_property
 import numpy as np
 
 from ...kineto import CPU_OP_CATEGORY, GPU_WORK_CATEGORIES, GRAPH_LAUNCH_NAMES, memcpy_kind
-from ...load.links import ancestors_where, gather, nearest_ancestor
 from ...load.rank_trace import RankTrace
+from ...rows import ancestors_where, gather, nearest_ancestor
 from ..common import one_of
 
 OPERATOR, GRAPH_REPLAY, NO_OPERATOR = "operator", "graph replay", "no operator"

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ...intervals import union_length_by_group
 from ...kineto import CPU_OP_CATEGORY
-from ...load.links import nearest_ancestor
+from ...rows import nearest_ancestor
 from ..common import text_values, us
 from .attribution import GRAPH_REPLAY, UNOWNED_LABELS
 from .shapes import module_paths

@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from ...kineto import CPU_OP_CATEGORY, GRAPH_LAUNCH_NAMES, MODULE_PREFIX, STEP_PREFIX
-from ...load.links import nearest_ancestor
 from ...load.rank_trace import RankTrace
+from ...rows import nearest_ancestor
 from ..common import one_of, starts_with, text_values
 from .graph_sources import KernelSequence
 

@@ -34,6 +34,7 @@ text): the summaries read codes, the roofline and MFU the text of the few rows t
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -41,10 +42,9 @@ import numpy as np
 import pandas as pd
 
 from ...intervals import union_length_by_group
-from ...load.columns import combine_codes
 from ...load.health_items import record
-from ...load.links import nearest_ancestor
 from ...load.rank_trace import RankTrace
+from ...rows import combine_codes, nearest_ancestor
 from ..common import text_array, text_column, text_values, us
 from .attribution import Attribution
 from .flops import is_modelled, model
@@ -87,10 +87,10 @@ def as_table(columns: dict, rows: np.ndarray | None = None) -> pd.DataFrame:
     )
 
 
-def instance_columns(trace: RankTrace, attr: Attribution) -> dict:
+def instance_columns(trace: RankTrace, attr: Attribution, problems: Counter) -> dict:
     """The operator calls of one rank as columns (see the module docstring), the text ones as
     :class:`LazyText` (the summaries, roofline and MFU read their codes, or their text at a few
-    rows)."""
+    rows). Calls whose shapes cannot be are counted in ``problems`` (``shape_invalid``)."""
     cpu = trace.cpu
     ops = attr.ops
     n = len(cpu)
@@ -126,7 +126,7 @@ def instance_columns(trace: RankTrace, attr: Attribution) -> dict:
         "device_total_sum(us)": us(_sum(pair_op, kernel_dur[pair_k], n)[ops]),
     }
     out |= _inputs(trace, attr, ops)
-    out |= _work(attr, out)
+    out |= _work(attr, out, problems)
     return out
 
 
@@ -222,19 +222,18 @@ def _work_of(name: str, dims: str, types: str, concrete: str, source: str) -> Wo
 INVALID = Work(math.nan, math.nan, "", INVALID_KIND)
 
 
-def _count_invalid(trace: RankTrace, works: list, names, codes: np.ndarray) -> None:
-    """Calls whose shapes cannot be, counted in the rank's health per operator name (set, not
-    added: the view may be built again)."""
+def _count_invalid(problems: Counter, works: list, names, codes: np.ndarray) -> None:
+    """Calls whose shapes cannot be, counted per operator name."""
     counts = np.bincount(codes, minlength=len(works) + 1)
     per_name: dict[str, int] = {}
     for i, work in enumerate(works):
         if work is INVALID:
             per_name[str(names[i])] = per_name.get(str(names[i]), 0) + int(counts[i])
     for name, count in per_name.items():
-        record(trace.health, "shape_invalid", count, name)
+        record(problems, "shape_invalid", count, name)
 
 
-def _work(attr: Attribution, inst: dict) -> dict:
+def _work(attr: Attribution, inst: dict, problems: Counter) -> dict:
     """The columns of the FLOPs / bytes per call (``inst``: the columns so far), each distinct
     (name, inputs) modelled once."""
     keys = ["name", *INPUT_COLUMNS, "shapes_from"]
@@ -254,7 +253,7 @@ def _work(attr: Attribution, inst: dict) -> dict:
     described = np.where(transfer, len(works), codes)  # the last value: a transfer's
     out["precision"] = LazyText([w.precision if w else "" for w in works] + [""], described)
     out["kind"] = LazyText([w.kind if w else "" for w in works] + ["transfer"], described)
-    _count_invalid(attr.trace, works, uniques["name"], codes)
+    _count_invalid(problems, works, uniques["name"], codes)
     out["counted"] = _counted(attr, rows, ~np.isnan(out["flops"]), inst)
     return out
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from pandas.arrays import NumpyExtensionArray
 
-from ...load.columns import combine_codes
+from ...rows import combine_codes
 from ..common import NS_PER_US
 from .attribution import GRAPH_REPLAY
 from .devices import DeviceSpec

@@ -24,9 +24,8 @@ import numpy as np
 import pandas as pd
 
 from ...kineto import FWDBWD_FLOW_CATEGORY, MODULE_PREFIX, PYTHON_FUNCTION_CATEGORY
-from ...load.columns import combine_codes
-from ...load.links import nearest_ancestor
 from ...load.rank_trace import RankTrace
+from ...rows import combine_codes, nearest_ancestor
 from ..common import starts_with, text_values
 
 

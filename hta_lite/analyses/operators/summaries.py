@@ -23,7 +23,7 @@ import pandas as pd
 from ...errors import SelectionError
 from ...intervals import union_length_by_group
 from ...kineto import STEP_PREFIX
-from ...load.columns import combine_codes
+from ...rows import combine_codes
 from ..common import sorted_unique, starts_with, us
 from .attribution import UNOWNED_LABELS, Attribution
 from .instances import instance_keys

@@ -14,8 +14,8 @@ import pandas as pd
 
 from ...errors import TraceParseError
 from ...kineto import MEMORY_ACTIONS, MEMORY_CATEGORIES
-from ...load import decode as dec
-from ...load.gzip_text import read_bytes, text_reader
+from .. import decode as dec
+from ..gzip_text import read_bytes, text_reader
 
 
 def read(path: str | Path) -> bytes:

@@ -1,0 +1,46 @@
+"""health() is the same whatever ran before: it runs the checks it reports, and the views that
+need a choice (a device, a step) keep their problems with their result."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from conftest import ROOT
+
+from hta_lite import TraceAnalysis
+
+
+@pytest.mark.parametrize("folder", ["two_ranks", "gloo_4ranks", "h100_bert_small", "memory_leak"])
+def test_health_before_and_after_every_view(folder):
+    fresh = TraceAnalysis(trace_dir=ROOT / "sample_traces" / folder, cache=False, progress=False)
+    first, first_summary = fresh.health(), fresh.health_summary()
+    used = TraceAnalysis(trace_dir=ROOT / "sample_traces" / folder, cache=False, progress=False)
+    rank = used.ranks[0]
+    used.get_findings()
+    used.critical_path_analysis(rank)
+    for view in ("get_operator_roofline", "get_mfu", "get_memory_timeline", "get_collectives"):
+        try:
+            getattr(used, view)()
+        except Exception:  # noqa: BLE001 -- a view the folder cannot give: not what is tested
+            pass
+    pd.testing.assert_frame_equal(used.health(), first)
+    pd.testing.assert_frame_equal(used.health_summary(), first_summary)
+    pd.testing.assert_frame_equal(fresh.health(), first)  # asking twice changes nothing
+
+
+def test_a_check_is_reported_before_its_view_runs(tmp_path):
+    """Memory totals that disagree (the second allocation says 250 B allocated, 200 B are):
+    health() says so at once, and the same after the timeline is drawn."""
+    from synth import TraceBuilder
+    from test_memory import memory
+
+    b = TraceBuilder().step(1, 0, 100)
+    memory(b, 10, 100, 1, 100)
+    memory(b, 20, 100, 2, 250)
+    b.write(tmp_path / "rank0.json")
+    a = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
+    before = a.health()
+    assert "memory_total_mismatch" in set(before["code"])
+    assert a.health_summary()["problems"].iloc[0] >= 1
+    a.get_memory_timeline()
+    pd.testing.assert_frame_equal(a.health(), before)
