@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 
@@ -267,3 +268,38 @@ def markdown(tables: dict[str, Table] = TABLES) -> str:
                          f" | {c.needed_by} |")  # fmt: skip
         lines.append("")
     return "\n".join(lines)
+
+
+#: the absent value of each dtype, for the columns a reader does not give
+_ABSENT = {"int64": -1, "float64": np.nan, "Int64": pd.NA, "str": ""}
+
+
+def frame(name: str, columns: dict, rows: int) -> pd.DataFrame:
+    """Table ``name`` of ``rows`` rows as a reader gives it: the contract's ``reader`` columns
+    in order, ``columns`` (arrays, or one value for every row) converted to their dtype, the
+    others filled with their absent value (-1, NaN, missing). For readers of formats other
+    than Kineto, which build their tables from arrays."""
+    spec = TABLES[name]
+    out = {}
+    for column in spec.columns:
+        if column.set_by != "reader":
+            continue
+        value = columns.get(column.name)
+        if column.dtype == "category":
+            if value is None:
+                value = pd.Categorical.from_codes(np.full(rows, -1, np.int8), dtype=_NO_TEXT)
+            else:
+                value = pd.Categorical(np.broadcast_to(np.asarray(value, object), (rows,)))
+        elif value is None:
+            absent = _ABSENT[column.dtype]
+            value = (
+                pd.array([absent] * rows, dtype="Int64") if column.dtype == "Int64"
+                else np.full(rows, absent, column.dtype)
+            )  # fmt: skip
+        else:
+            value = np.broadcast_to(np.asarray(value, column.dtype), (rows,)).copy()
+        out[column.name] = value
+    return pd.DataFrame(out)
+
+
+_NO_TEXT = pd.CategoricalDtype(pd.Index([], dtype="str"))

@@ -166,6 +166,24 @@ ITEMS: dict[str, Item] = {
     "event_list_file": Item(
         INFO, "top level is a list of events (legacy export): no header (rank, devices) in the file"
     ),
+    "rank_by_process_order": Item(
+        INFO, "rank taken from the order of the file's processes (one rank per process)"
+    ),
+    "nsys_other_process_rows": Item(
+        INFO, "runtime calls / NVTX ranges of processes without GPU work (left out)"
+    ),
+    "nsys_runtime_rows_skipped": Item(
+        INFO, "runtime rows of other event classes (backtraces: repeated correlation ids; left out)"
+    ),
+    "nsys_string_missing": Item(WARNING, "names whose StringIds entry is missing (name absent)"),
+    "nsys_no_session_start": Item(
+        WARNING, "no session start time: times are from the capture's start, not wall-clock"
+    ),
+    "nsys_time_out_of_range": Item(
+        WARNING, "rows with a negative time or duration, or past 2**62 ns (dropped)"
+    ),
+    "nvtx_range_without_end": Item(WARNING, "NVTX ranges never closed (dropped)"),
+    "nvtx_without_text": Item(INFO, "NVTX ranges without a name"),
     "rank_assigned": Item(
         INFO, "rank assigned by file order (no distributedInfo.rank, no rank in name)"
     ),

@@ -9,8 +9,10 @@ cache and the batch pick a reader here, by the file's suffix and its first bytes
 
 - :mod:`.kineto`: PyTorch profiler (Kineto) JSON, one rank a file or several fused
   (:mod:`.fused`);
+- :mod:`.nsys`: Nsight Systems SQLite exports, a rank per process that ran GPU work;
 - :mod:`.snapshot`: CUDA memory snapshots (``torch.cuda.memory._dump_snapshot`` pickles), read
-  by :class:`hta_lite.MemorySnapshot`, not by the trace loader.
+  by :class:`hta_lite.MemorySnapshot`, not by the trace loader; :mod:`.memory_timeline`: the raw
+  memory timeline ``export_memory_timeline_raw`` writes, read by ``MemoryAnalysis``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from ...errors import TraceError, TraceFormatError
 from .. import gzip_text
 from ..finish import ReadRank
-from . import kineto
+from . import kineto, nsys
 
 
 @dataclass(frozen=True)
@@ -44,14 +46,16 @@ class Reader:
 
 
 #: the trace readers, in the order a file's suffix is matched
-READERS: tuple[Reader, ...] = (Reader("kineto", kineto.SUFFIXES, kineto.looks_like, kineto.read),)
+READERS: tuple[Reader, ...] = (
+    Reader("kineto", kineto.SUFFIXES, kineto.looks_like, kineto.read),
+    Reader("nsys", nsys.SUFFIXES, nsys.looks_like, nsys.read),
+)
 
 #: every suffix a trace folder's files are picked by
 TRACE_SUFFIXES: tuple[str, ...] = tuple(s for r in READERS for s in r.suffixes)
 
 #: first bytes of formats no reader reads yet, and what to say
 _NOT_READ = {
-    b"SQLite format 3\x00": "an SQLite database (an Nsight Systems export?), not a Kineto trace",
     b"PK\x03\x04": "a zip archive, not a trace",
     b"\x80": "a Python pickle (a memory snapshot? open it with hta_lite.MemorySnapshot)",
 }

@@ -1,0 +1,180 @@
+"""The Nsight Systems reader (hta_lite/load/readers/nsys.py) on real exports: every shared
+export loads, its numbers equal an independent computation straight from the SQLite, kernels
+link to their launching calls, NVTX ranges are annotations; constructed exports for what no real
+one has (several processes, no kernels, hostile values)."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import DATA, SHARED
+
+from hta_lite import TraceAnalysis
+from hta_lite.errors import TraceFormatError
+from hta_lite.kineto import COMMUNICATION_KERNEL
+from hta_lite.load import contract, readers
+from hta_lite.load.rank_trace import RankTrace, parse_parts
+
+VENDORED = sorted((DATA / "nsys").glob("*.sqlite.gz"))
+SHARED_EXPORTS = sorted((SHARED / "nsys").glob("*/report.sqlite"))
+
+
+def _gunzipped(source: Path, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / source.name.removesuffix(".gz")
+    with gzip.open(source) as f, open(out, "wb") as g:
+        shutil.copyfileobj(f, g)
+    return out
+
+
+@pytest.fixture(params=VENDORED, ids=lambda p: p.name)
+def export(request, tmp_path) -> Path:
+    return _gunzipped(request.param, tmp_path / "export")
+
+
+def _intervals(con, table: str, where: str = "") -> np.ndarray:
+    try:
+        rows = con.execute(f"SELECT start, end FROM {table} {where}").fetchall()
+    except sqlite3.OperationalError:  # nsys creates tables lazily
+        rows = []
+    return np.array(rows, np.int64).reshape(-1, 2)
+
+
+def _union(iv: np.ndarray) -> int:
+    if not len(iv):
+        return 0
+    iv = iv[np.argsort(iv[:, 0])]
+    ends = np.maximum.accumulate(iv[:, 1])
+    new = np.append(True, iv[1:, 0] > ends[:-1])
+    return int((np.maximum.reduceat(iv[:, 1], np.flatnonzero(new)) - iv[new, 0]).sum())
+
+
+def independent_breakdown(path: Path) -> tuple[float, float, int]:
+    """(idle %, compute %, kernels) straight from the SQLite: busy = union of kernel, copy and
+    set intervals over the span from the first start to the last end; compute = the union of
+    kernels that are not NCCL's."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    names = dict(con.execute("SELECT id, value FROM StringIds").fetchall())
+    kernels = con.execute(
+        "SELECT start, end, demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL"
+    ).fetchall()
+    copies = [_intervals(con, f"CUPTI_ACTIVITY_KIND_{kind}") for kind in ("MEMCPY", "MEMSET")]
+    work = np.vstack([np.array([(s, e) for s, e, _ in kernels], np.int64).reshape(-1, 2), *copies])
+    compute = [(s, e) for s, e, n in kernels if not COMMUNICATION_KERNEL.search(names[n])]
+    compute = np.array(compute, np.int64).reshape(-1, 2)
+    span = int(work[:, 1].max() - work[:, 0].min())
+    busy = _union(work)
+    con.close()
+    return 100 * (span - busy) / span, 100 * _union(compute) / span, len(kernels)
+
+
+@pytest.mark.parametrize("path", SHARED_EXPORTS, ids=lambda p: p.parent.name)
+def test_every_shared_export_gives_the_numbers_of_its_sqlite(path):
+    idle, compute, kernels = independent_breakdown(path)
+    analysis = TraceAnalysis(trace_files={0: path}, cache=False, progress=False)
+    row = analysis.get_temporal_breakdown().iloc[0]
+    assert abs(row["idle_time_pctg"] - idle) < 0.1 and abs(row["compute_time_pctg"] - compute) < 0.1
+    gpu = analysis.trace(0).gpu
+    assert int((gpu["cat"] == "kernel").sum()) == kernels
+    assert (gpu["launch_row"] >= 0).all()  # every kernel, copy and set has its launching call
+
+
+def test_vendored_export_numbers_and_contract(export):
+    idle, compute, kernels = independent_breakdown(export)
+    analysis = TraceAnalysis(trace_dir=export.parent, cache=False, progress=False)
+    assert analysis.ranks == [0]
+    row = analysis.get_temporal_breakdown().iloc[0]
+    assert abs(row["idle_time_pctg"] - idle) < 0.1 and abs(row["compute_time_pctg"] - compute) < 0.1
+    trace = analysis.trace(0)
+    assert int((trace.gpu["cat"] == "kernel").sum()) == kernels
+    assert trace.source_format == "nsys" and trace.meta.devices[0].name.startswith("NVIDIA")
+    for read in readers.read(export):
+        assert [p for n, t in read.tables.items() for p in contract.problems(n, t, "reader")] == []
+    assert [p for n in RankTrace.TABLES for p in contract.problems(n, getattr(trace, n))] == []
+
+
+def test_nvtx_ranges_are_annotations(export):
+    con = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
+    ranges = con.execute(
+        "SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND end >= start"
+    ).fetchone()[0]
+    con.close()
+    cpu = parse_parts(export)[0].cpu
+    annotations = cpu[cpu["cat"] == "user_annotation"]
+    assert len(annotations) == ranges > 0
+    assert annotations["name"].notna().all()
+
+
+def test_runtime_names_lose_their_version_and_backtraces_are_left_out(tmp_path):
+    path = _gunzipped(DATA / "nsys" / "pipit_saxpy_mpi.sqlite.gz", tmp_path)
+    trace = parse_parts(path)[0]
+    runtime = trace.cpu[trace.cpu["cat"].isin(["cuda_runtime", "cuda_driver"])]
+    assert "cudaLaunchKernel" in set(runtime["name"]) and not runtime["name"].str.contains(
+        r"_v\d+$").any()  # fmt: skip
+    assert trace.health["nsys_runtime_rows_skipped"] == 38
+    assert runtime["correlation"].is_unique
+
+
+def _copy_of(tmp_path: Path, name: str = "nvfuser_h200.sqlite.gz") -> Path:
+    return _gunzipped(DATA / "nsys" / name, tmp_path / "built")
+
+
+def test_two_processes_are_two_ranks(tmp_path):
+    """Every kernel, call and range of the file copied under another process id (pid + 1):
+    two ranks in process order, each the original, said in health."""
+    path = _copy_of(tmp_path)
+    con = sqlite3.connect(path)
+    shift = 1 << 24
+    tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    for table in tables:
+        cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+        column = next((c for c in ("globalPid", "globalTid") if c in cols), None)
+        if column is None or not table.startswith(("CUPTI_ACTIVITY_KIND_", "NVTX_EVENTS")):
+            continue
+        shifted = ", ".join(f"{c} + {shift}" if c == column else c for c in cols)
+        con.execute(f"INSERT INTO {table} SELECT {shifted} FROM {table}")
+    con.commit()
+    con.close()
+    analysis = TraceAnalysis(trace_files=None, trace_dir=path.parent, cache=False, progress=False)
+    assert analysis.ranks == [0, 1]
+    one, two = analysis.trace(0), analysis.trace(1)
+    assert len(one.gpu) == len(two.gpu) and len(one.cpu) == len(two.cpu)
+    assert (two.cpu["pid"] == one.cpu["pid"] + 1).all()
+    assert (two.gpu["launch_row"] >= 0).all()
+    assert one.health["rank_by_process_order"] == 1
+
+
+def test_an_export_without_kernels_is_a_clear_error(tmp_path):
+    path = _copy_of(tmp_path)
+    con = sqlite3.connect(path)
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    con.commit()
+    con.close()
+    with pytest.raises(TraceFormatError, match="export without CUDA kernels: record with `nsys"):
+        TraceAnalysis(trace_dir=path.parent, cache=False, progress=False)
+
+
+def test_hostile_values_are_dropped_and_counted(tmp_path):
+    path = _copy_of(tmp_path)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 5 WHERE rowid = 1")
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = 999999999 WHERE rowid = 2")
+    con.execute("UPDATE NVTX_EVENTS SET end = NULL WHERE rowid = 3")
+    con.commit()
+    con.close()
+    trace = parse_parts(path)[0]
+    assert trace.health["nsys_time_out_of_range"] == 1
+    assert trace.health["nsys_string_missing"] == 1
+    assert trace.health["nvtx_range_without_end"] == 1
+
+
+def test_not_a_database_under_an_export_name(tmp_path):
+    path = tmp_path / "report.sqlite"
+    path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 200)
+    with pytest.raises(TraceFormatError, match="report.sqlite"):
+        parse_parts(path)
