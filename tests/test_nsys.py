@@ -178,3 +178,37 @@ def test_not_a_database_under_an_export_name(tmp_path):
     path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 200)
     with pytest.raises(TraceFormatError, match="report.sqlite"):
         parse_parts(path)
+
+
+def test_steps_from_a_repeating_outermost_nvtx_range(tmp_path):
+    """Three ``iteration`` ranges back to back around the captured work (the middle one 10 %
+    longer), each holding a ``forward`` range, on the main thread: three steps (not the nested
+    ranges), each kernel in the step its launch falls in."""
+    path = _copy_of(tmp_path)
+    con = sqlite3.connect(path)
+    first, last, tid = con.execute(
+        "SELECT min(start), max(end), globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+        " GROUP BY globalTid ORDER BY count(*) DESC LIMIT 1"
+    ).fetchone()
+    third = (last - first) // 3 + 1
+    bounds = [(first, first + third), (first + third, first + 2 * third + third // 10),
+              (first + 2 * third + third // 10, last + third)]  # fmt: skip
+    con.execute("DELETE FROM NVTX_EVENTS")  # its own ranges straddle these made-up bounds
+    for start, end in bounds:
+        for name, at, to in (("iteration", start, end), ("forward", start + 10, end - 10)):
+            con.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid)"
+                        " VALUES (?, ?, 59, ?, ?)", (at, to, name, tid))  # fmt: skip
+    con.commit()
+    con.close()
+    trace = parse_parts(path)[0]
+    assert trace.steps["step"].tolist() == [0, 1, 2]
+    assert trace.health["steps_from_nvtx:iteration"] == 1
+    assert (trace.steps["dur"].to_numpy() > 0).all()
+    # the last step is dropped like the profiler's last step (include_last_profiler_step keeps it)
+    assert set(trace.gpu["iteration"]) <= {0, 1}
+
+
+def test_without_repeating_ranges_the_capture_is_one_step(export):
+    trace = parse_parts(export)[0]
+    assert len(trace.steps) == 1 and trace.health["steps_whole_capture"] == 1
+    assert (trace.gpu["iteration"] == 0).all()

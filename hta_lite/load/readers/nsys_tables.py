@@ -126,11 +126,7 @@ def copies(db: Export) -> dict:
         f" {MEMORY_KINDS.get(dst, 'Unknown')})"
         for kind, src, dst in zip(m[:, 7].tolist(), m[:, 8].tolist(), m[:, 9].tolist())
     ], object)  # fmt: skip
-    out = _gpu_base(m[:, :6], "gpu_memcpy", names)
-    dur = out["dur"]
-    out["bytes"] = m[:, 6]
-    out["memory_bw_gbps"] = np.where(dur > 0, m[:, 6] / np.maximum(dur, 1), np.nan)
-    return out
+    return _with_bytes(_gpu_base(m[:, :6], "gpu_memcpy", names), m[:, 6])
 
 
 def sets(db: Export) -> dict:
@@ -138,11 +134,15 @@ def sets(db: Export) -> dict:
             "memKind"]  # fmt: skip
     s = db.ints("CUPTI_ACTIVITY_KIND_MEMSET", cols)
     kinds = [MEMORY_KINDS.get(k, "Device") for k in s[:, 7].tolist()]
-    out = _gpu_base(s[:, :6], "gpu_memset", np.array([f"Memset ({k})" for k in kinds], object))
-    dur = out["dur"]
-    out["bytes"] = s[:, 6]
-    out["memory_bw_gbps"] = np.where(dur > 0, s[:, 6] / np.maximum(dur, 1), np.nan)
-    return out
+    names = np.array([f"Memset ({k})" for k in kinds], object)
+    return _with_bytes(_gpu_base(s[:, :6], "gpu_memset", names), s[:, 6])
+
+
+def _with_bytes(rows: dict, nbytes: np.ndarray) -> dict:
+    """A copy's or set's bytes and bandwidth (GB/s: bytes per ns), as Kineto records them."""
+    dur = rows["dur"]
+    return {**rows, "bytes": nbytes,
+            "memory_bw_gbps": np.where(dur > 0, nbytes / np.maximum(dur, 1), np.nan)}  # fmt: skip
 
 
 def syncs(db: Export) -> dict:

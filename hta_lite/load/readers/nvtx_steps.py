@@ -1,0 +1,74 @@
+"""Steps of a capture without ProfilerSteps, from its NVTX ranges (Nsight Systems exports).
+
+In order: ranges named ``ProfilerStep#N`` (the finishing step finds them); else the outermost
+NVTX range that repeats with a similar length (Megatron's iteration ranges, a training loop's
+``step`` range): among the ranges no other range on their thread encloses, the name seen at least
+twice whose durations after the first vary by at most :data:`MAX_SPREAD` (standard deviation over
+mean) and which together cover at least :data:`MIN_COVER` of the capture, the one covering the most
+time; else the whole capture as one step. Which one was taken
+is said in health (``steps_from_nvtx:<name>``, ``steps_whole_capture``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+
+from ...kineto import STEP_PREFIX
+from ..health_items import note
+
+#: how much a repeating range's durations may vary to be taken for steps (std / mean)
+MAX_SPREAD = 1.0
+#: how much of the capture (first to last event) the steps must cover together
+MIN_COVER = 0.5
+
+
+def steps(cpu: pd.DataFrame, gpu: pd.DataFrame, problems: Counter) -> pd.DataFrame | None:
+    """The ``steps`` table of a rank (columns of the contract), or None where its ranges are
+    named ``ProfilerStep#N`` (the finishing step reads those)."""
+    ranges = cpu[np.asarray(cpu["cat"] == "user_annotation")]
+    names = ranges["name"].astype(object)
+    if names.str.startswith(STEP_PREFIX, na=False).any():
+        return None
+    starts = [t["ts"].to_numpy() for t in (cpu, gpu) if len(t)]
+    ends = [(t["ts"] + t["dur"]).to_numpy() for t in (cpu, gpu) if len(t)]
+    first, last = int(min(s.min() for s in starts)), int(max(e.max() for e in ends))
+    chosen = _repeating_outermost(ranges, MIN_COVER * (last - first))
+    if chosen is not None:
+        name, picked = chosen
+        note(problems, "steps_from_nvtx", 1, name)
+        return pd.DataFrame({"step": np.arange(len(picked), dtype=np.int64),
+                             "ts": picked["ts"].to_numpy(), "dur": picked["dur"].to_numpy(),
+                             "name": pd.array([name] * len(picked), dtype="str")})  # fmt: skip
+    note(problems, "steps_whole_capture", 1)
+    return pd.DataFrame({"step": np.zeros(1, np.int64), "ts": [first], "dur": [last - first],
+                         "name": pd.array(["capture"], dtype="str")})  # fmt: skip
+
+
+def _outermost(ranges: pd.DataFrame) -> pd.DataFrame:
+    """The ranges no earlier range of their thread still holds at their start (ranges that only
+    touch, one ending where the next starts, are both outermost)."""
+    order = ranges.sort_values(["pid", "tid", "ts", "dur"], ascending=[True, True, True, False],
+                               kind="stable")  # fmt: skip
+    end = order["ts"] + order["dur"]
+    thread = order.groupby(["pid", "tid"], sort=False).ngroup()
+    held = end.groupby(thread.to_numpy()).cummax().groupby(thread.to_numpy()).shift(1)
+    return order[(held.isna() | (order["ts"] >= held)).to_numpy()]
+
+
+def _repeating_outermost(ranges: pd.DataFrame, cover: float) -> tuple[str, pd.DataFrame] | None:
+    if ranges.empty:
+        return None
+    outer = _outermost(ranges).assign(name=lambda t: t["name"].astype(object))
+    best, best_total = None, cover
+    for name, group in outer.groupby("name", sort=True):
+        if len(group) < 2:
+            continue
+        rest = group["dur"].to_numpy()[1:].astype(float)  # the first one warms up
+        spread = rest.std() / rest.mean() if len(rest) > 1 and rest.mean() > 0 else 0.0
+        total = int(group["dur"].sum())
+        if spread <= MAX_SPREAD and total >= best_total:
+            best, best_total = (str(name), group.sort_values("ts", kind="stable")), total
+    return best
