@@ -12,7 +12,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
 def test_notebooks_are_stored_without_outputs():
-    assert len(NOTEBOOKS) == 11
+    assert len(NOTEBOOKS) == 12
     for path in NOTEBOOKS:
         cells = json.loads(path.read_text())["cells"]
         assert all(

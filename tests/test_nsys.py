@@ -165,9 +165,11 @@ def test_hostile_values_are_dropped_and_counted(tmp_path):
     con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 5 WHERE rowid = 1")
     con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = 999999999 WHERE rowid = 2")
     con.execute("UPDATE NVTX_EVENTS SET end = NULL WHERE rowid = 3")
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = 'seven' WHERE rowid = 4")
     con.commit()
     con.close()
     trace = parse_parts(path)[0]
+    assert (trace.gpu["stream"] == 0).sum() >= 1  # text in an integer column: cast, as SQLite does
     assert trace.health["nsys_time_out_of_range"] == 1
     assert trace.health["nsys_string_missing"] == 1
     assert trace.health["nvtx_range_without_end"] == 1
@@ -212,3 +214,37 @@ def test_without_repeating_ranges_the_capture_is_one_step(export):
     trace = parse_parts(export)[0]
     assert len(trace.steps) == 1 and trace.health["steps_whole_capture"] == 1
     assert (trace.gpu["iteration"] == 0).all()
+
+
+def test_a_report_gets_the_export_command(tmp_path):
+    (tmp_path / "rank0.nsys-rep").write_bytes(b"\x00" * 64)
+    with pytest.raises(TraceFormatError, match="nsys export --type sqlite -o rank0.sqlite"):
+        TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
+
+
+def test_arrow_and_sqlite3_paths_read_the_same_tables(export, monkeypatch):
+    """The bulk columns are read through ADBC (Arrow) where installed, else Python's sqlite3:
+    the same tables either way."""
+    from hta_lite.load.readers import nsys_tables
+
+    fast = readers.read(export)
+    monkeypatch.setattr(nsys_tables, "_arrow_connection", lambda path: None)
+    slow = readers.read(export)
+    for a, b in zip(fast, slow):
+        for name in a.tables:
+            assert a.tables[name].equals(b.tables[name]), name
+
+
+def test_cli_report_and_critical_path_on_an_export(export, tmp_path, capsys):
+    """Every view runs on an export: the CLI summary, the HTML report (whose critical path
+    walks the capture as its one step), the findings."""
+    from hta_lite.views.cli import main
+
+    assert main(["summarize", str(export.parent), "--no-cache", "--serial"]) == 0
+    assert "Temporal breakdown" in capsys.readouterr().out
+    out = tmp_path / "report.html"
+    assert main(["report", str(export.parent), "--no-cache", "-o", str(out)]) == 0
+    assert out.stat().st_size > 0
+    analysis = TraceAnalysis(trace_dir=export.parent, cache=False, progress=False)
+    cp, ok = analysis.critical_path_analysis(0)
+    assert ok and cp.length_us > 0

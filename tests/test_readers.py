@@ -174,7 +174,7 @@ def test_a_list_without_events_is_refused(tmp_path, text):
 @pytest.mark.parametrize(
     ("head", "said"),
     [
-        (b"SQLite format 3\x00" + bytes(100), "SQLite database"),
+        (b"SQLite format 3\x00" + bytes(100), "Nsight Systems export|SQLite database"),
         (b"PK\x03\x04" + bytes(100), "zip archive"),
         (b"\x80\x04}q\x00.", "pickle"),
     ],
@@ -184,7 +184,7 @@ def test_another_format_under_a_trace_name_is_named(tmp_path, head, said):
         path = tmp_path / name
         path.write_bytes(data)
         with pytest.raises(TraceFormatError, match=said):
-            readers.reader_for(path)
+            readers.read(path)
 
 
 def test_reader_by_content_when_the_suffix_says_nothing(tmp_path):

@@ -49,7 +49,8 @@ class TraceAnalysis(
     Args:
         trace_files: ``{rank: path}`` of single files (the reference's first argument); a
             folder given here is taken as ``trace_dir``.
-        trace_dir: folder with one ``*.json`` / ``*.json.gz`` file per rank.
+        trace_dir: folder with one ``*.json`` / ``*.json.gz`` (Kineto) or ``*.sqlite`` (Nsight
+            Systems export) file per rank (a file may hold several: docs/loading.md).
         include_last_profiler_step: keep the last ProfilerStep (dropped by default, as in the
             reference, because the profiler usually cuts it short).
         parallel, max_workers, on_error, progress, cache, start_method, max_inflate_ratio,

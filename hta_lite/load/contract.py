@@ -286,7 +286,9 @@ def frame(name: str, columns: dict, rows: int) -> pd.DataFrame:
             continue
         value = columns.get(column.name)
         if column.dtype == "category":
-            if value is None:
+            if isinstance(value, pd.Categorical):
+                pass
+            elif value is None:
                 value = pd.Categorical.from_codes(np.full(rows, -1, np.int8), dtype=_NO_TEXT)
             else:
                 value = pd.Categorical(np.broadcast_to(np.asarray(value, object), (rows,)))

@@ -1,8 +1,9 @@
 """Folder of per-rank trace files -> ``{rank: RankTrace}``.
 
-Discovery takes ``*.json`` and ``*.json.gz`` files directly in the folder. A file's rank is
-``distributedInfo.rank``, else a number in the file name, else the smallest unused rank, with a
-warning (:mod:`hta_lite.load.ranks`). Two files with one rank are an error naming both.
+Discovery takes the files of every reader's suffixes (``*.json``, ``*.json.gz``, ``*.sqlite``,
+:mod:`hta_lite.load.readers`) directly in the folder; a file may hold several ranks. A file's
+rank is ``distributedInfo.rank``, else a number in the file name, else the smallest unused rank,
+with a warning (:mod:`hta_lite.load.ranks`). Two files with one rank are an error naming both.
 
 A file that cannot be loaded gives a :class:`~hta_lite.errors.TraceError` naming it, in this
 process or in a worker (errors are rebuilt across processes; a worker that dies is retried alone,
@@ -115,7 +116,9 @@ def discover(trace_dir: str | Path) -> list[Path]:
     if not folder.is_dir():
         if folder.name.endswith(TRACE_SUFFIXES):
             return [folder]  # a single trace file: a folder of one rank
-        raise TraceNotFoundError(folder, "neither a folder nor a *.json / *.json.gz trace file")
+        raise TraceNotFoundError(
+            folder, "neither a folder nor a trace file (*.json / *.json.gz / *.sqlite)"
+        )
     try:
         entries = sorted(folder.iterdir())
     except OSError as exc:
@@ -126,7 +129,7 @@ def discover(trace_dir: str | Path) -> list[Path]:
         if p.name.endswith(TRACE_SUFFIXES) and not p.name.startswith(".") and not p.is_dir()
     ]
     if not files:
-        raise NoTraceFilesError(folder, "no *.json or *.json.gz trace files in folder")
+        raise NoTraceFilesError(folder, "no trace files (*.json, *.json.gz, *.sqlite) in folder")
     return files
 
 

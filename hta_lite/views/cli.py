@@ -44,8 +44,8 @@ def _version() -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hta-lite",
-        description="Analyze a folder of PyTorch profiler (Kineto) traces: one *.json /"
-        " *.json.gz file per rank.",
+        description="Analyze a folder of PyTorch profiler (Kineto) traces or Nsight Systems"
+        " exports: one *.json / *.json.gz / *.sqlite file per rank.",
         epilog="Exit codes: 0 ok, 1 regression found, 2 usage or input error, 3 analysis failure."
         " Docs: docs/cli.md",
     )

@@ -30,9 +30,9 @@ def issue_times(
     loop over the rank's collective calls and ops (a few per step), not over its events."""
     cpu = trace.cpu
     names = cpu["name"].astype("category")
-    issuing = np.asarray(names.cat.categories.str.startswith(C10D_PREFIX), bool)
-    codes = names.cat.codes.to_numpy()
-    op_rows = np.flatnonzero((codes >= 0) & issuing[np.maximum(codes, 0)])
+    # the last slot answers for missing names (code -1), and there is one with no names at all
+    issuing = np.append(np.asarray(names.cat.categories.str.startswith(C10D_PREFIX), bool), False)
+    op_rows = np.flatnonzero(issuing[names.cat.codes.to_numpy()])
     ts = cpu["ts"].to_numpy()
     issued = ts[rows].copy()
     issuer = np.full(len(rows), -1, np.int64)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import MissingDataError, SelectionError
-from ...kineto import STREAM_WAIT_EVENT
+from ...kineto import STEP_PREFIX, STREAM_WAIT_EVENT
 from ...load.rank_trace import RankTrace
 from ...rows import gather
 
@@ -64,6 +64,8 @@ def _bounds(trace: RankTrace, annotation: str, instance_id) -> tuple[int, int]:
         ignore_index=True,
     )  # fmt: skip
     named = named.sort_values("ts", kind="stable", ignore_index=True)
+    if named.empty and STEP_PREFIX.startswith(annotation) and len(trace.steps):
+        named = trace.steps[["ts", "dur"]]  # steps a reader gave (NVTX ranges, the capture)
     if named.empty:
         raise SelectionError(trace.path, f"no event whose name contains {annotation!r}")
     first, last = (instance_id, instance_id) if not isinstance(instance_id, tuple) else instance_id

@@ -37,18 +37,22 @@ class Reader:
         suffixes: file name endings a folder's files are picked by.
         looks_like: whether a file's first bytes (gunzipped) could be this format.
         read: ``read(path) -> [ReadRank, ...]``, one per rank in the file.
+        magic: first bytes that only this format has: a file starting with them is read by
+            this reader whatever its name.
     """
 
     name: str
     suffixes: tuple[str, ...]
     looks_like: Callable[[bytes], bool]
     read: Callable[[Path], list[ReadRank]]
+    magic: bytes | None = None
 
 
 #: the trace readers, in the order a file's suffix is matched
 READERS: tuple[Reader, ...] = (
     Reader("kineto", kineto.SUFFIXES, kineto.looks_like, kineto.read),
-    Reader("nsys", nsys.SUFFIXES, nsys.looks_like, nsys.read),
+    Reader("nsys", nsys.SUFFIXES, nsys.looks_like, nsys.read, nsys.MAGIC),
+    Reader("nsys report", nsys.REPORT_SUFFIXES, lambda head: False, nsys.read_report),
 )
 
 #: every suffix a trace folder's files are picked by
@@ -64,11 +68,15 @@ _GZIP_HEAD_BYTES = 4096  # compressed bytes read to inflate the first 64
 
 
 def reader_for(path: str | Path) -> Reader:
-    """The reader of ``path``: the one of its suffix (a file whose first bytes are a format no
-    reader reads is a :class:`TraceFormatError` saying which), else the first whose
-    ``looks_like`` accepts its first bytes."""
+    """The reader of ``path``: the one whose magic bytes the file starts with, else the one of
+    its suffix (a file whose first bytes are a format no reader reads is a
+    :class:`TraceFormatError` saying which), else the first whose ``looks_like`` accepts its
+    first bytes."""
     path = Path(path)
     head = _head(path)
+    for reader in READERS:
+        if reader.magic and head.startswith(reader.magic):
+            return reader
     for magic, said in _NOT_READ.items():
         if head.startswith(magic):
             raise TraceFormatError(path, said)

@@ -25,6 +25,7 @@ from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from ...errors import TraceFormatError
 from ..contract import frame
@@ -35,6 +36,8 @@ from . import nsys_tables as nt
 from . import nvtx_steps
 
 SUFFIXES = (".sqlite",)
+#: a report as ``nsys profile`` writes it: read after ``nsys export --type sqlite``
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 MAGIC = b"SQLite format 3\x00"
 RECORD_HINT = (
     "record with `nsys profile -t cuda,nvtx --cuda-graph-trace=node ...` and export with"
@@ -46,17 +49,32 @@ def looks_like(head: bytes) -> bool:
     return head.startswith(MAGIC)
 
 
+def read_report(path: Path) -> list[ReadRank]:
+    """A ``.nsys-rep`` report: a clear error that gives the export command."""
+    target = path.name.rsplit(".", 1)[0] + ".sqlite"
+    raise TraceFormatError(
+        path,
+        "an Nsight Systems report: export it first with `nsys export --type sqlite -o"
+        f" {target} {path.name}` and open the .sqlite file (docs/nsight-systems.md)",
+    )
+
+
 def read(path: Path) -> list[ReadRank]:
     try:
         con = sqlite3.connect(f"file:{quote(str(path))}?mode=ro&immutable=1", uri=True)
     except sqlite3.Error as exc:
         raise TraceFormatError(path, f"cannot open as an SQLite database ({exc})") from None
     try:
-        return _read(nt.Export(con), path)
+        db = nt.Export(con, path)
+    except sqlite3.Error as exc:
+        con.close()
+        raise TraceFormatError(path, f"not a readable Nsight Systems export ({exc})") from None
+    try:
+        return _read(db, path)
     except sqlite3.Error as exc:
         raise TraceFormatError(path, f"not a readable Nsight Systems export ({exc})") from None
     finally:
-        con.close()
+        db.close()
 
 
 def _read(db: nt.Export, path: Path) -> list[ReadRank]:
@@ -99,17 +117,19 @@ def _read(db: nt.Export, path: Path) -> list[ReadRank]:
 
 def _concat(parts: list[dict]) -> dict:
     """Row dicts of one table joined; a column a part lacks gets its absent value, a scalar
-    (a part's category) is broadcast to the part's rows."""
+    (a part's category) is broadcast to the part's rows; text stays categorical."""
     out = {}
     for key in sorted({k for p in parts for k in p}):
         pieces = []
         for part in parts:
-            value = part.get(key, _absent(key))
-            if np.ndim(value) == 0:
-                value = np.full(len(part["ts"]), value, object if value is None or isinstance(
-                    value, str) else None)  # fmt: skip
-            pieces.append(np.asarray(value))
-        out[key] = np.concatenate(pieces)
+            n, value = len(part["ts"]), part.get(key, _absent(key))
+            if value is None or isinstance(value, str):
+                value = nt.categorical(np.array([value], object), np.zeros(n, np.int64))
+            elif np.ndim(value) == 0:
+                value = np.full(n, value)
+            pieces.append(value)
+        text = any(isinstance(p, pd.Categorical) for p in pieces)
+        out[key] = union_categoricals(pieces) if text else np.concatenate(pieces)
     return out
 
 

@@ -12,9 +12,15 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections import Counter
+from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from ...rows import combine_codes
 from ..health_items import note
 
 #: CUPTI's copy kinds and memory kinds, as Kineto names copies ("Memcpy HtoD (Pinned -> Device)")
@@ -34,9 +40,12 @@ _VERSION_SUFFIX = re.compile(r"_v\d+$")
 
 
 class Export:
-    """An open export: which tables and columns it has, its strings."""
+    """An open export: which tables and columns it has, its strings. Bulk integer columns are
+    read through Arrow (``adbc_driver_sqlite``: 3x Python's ``sqlite3`` rows) where that reads
+    them, else through ``sqlite3``; every value is cast to an integer in SQL, so a text or real
+    value a hostile file stores in an integer column reads as a number, never a Python error."""
 
-    def __init__(self, con: sqlite3.Connection):
+    def __init__(self, con: sqlite3.Connection, path: Path | None = None):
         self.con = con
         names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         self.columns = {
@@ -45,6 +54,12 @@ class Export:
             if name.replace("_", "").isalnum()
         }
         self._strings: tuple | None = None
+        self._arrow = _arrow_connection(path) if path is not None else None
+
+    def close(self) -> None:
+        if self._arrow is not None:
+            self._arrow.close()
+        self.con.close()
 
     def has(self, table: str) -> bool:
         return table in self.columns
@@ -54,10 +69,35 @@ class Export:
         if not self.has(table):
             return np.zeros((0, len(columns)), np.int64)
         present = self.columns[table]
-        exprs = [f'coalesce("{c}", -1)' if c in present else "-1" for c in columns]
-        sql = f'SELECT {", ".join(exprs)} FROM "{table}"' + (f" WHERE {where}" if where else "")
-        rows = self.con.execute(sql).fetchall()
+        tail = f' FROM "{table}"' + (f" WHERE {where}" if where else "")
+        plain = [f'"{c}"' if c in present else "NULL" for c in columns]
+        fast = self._arrow_ints(f"SELECT {', '.join(plain)}{tail}", len(columns))
+        if fast is not None:
+            return fast
+        cast = [f'CAST(coalesce("{c}", -1) AS INTEGER)' if c in present else "-1" for c in columns]
+        rows = self.con.execute(f"SELECT {', '.join(cast)}{tail}").fetchall()
         return np.array(rows, np.int64).reshape(-1, len(columns))
+
+    def _arrow_ints(self, sql: str, width: int) -> np.ndarray | None:
+        """The columns through Arrow when every one reads as integers (NULL: -1); None for a
+        column of another type (a hostile file's text in an integer column: sqlite3 casts)."""
+        if self._arrow is None:
+            return None
+        try:
+            with self._arrow.cursor() as cursor:
+                cursor.execute(sql)
+                table = cursor.fetch_arrow_table()
+        except Exception:  # noqa: BLE001 - a type it could not infer: sqlite3 reads it
+            return None
+        out = np.empty((table.num_rows, width), np.int64)
+        for i, column in enumerate(table.columns):
+            if pa.types.is_null(column.type):
+                out[:, i] = -1
+            elif pa.types.is_integer(column.type):
+                out[:, i] = pc.fill_null(column, -1).to_numpy()
+            else:
+                return None
+        return out
 
     def texts(self, table: str, column: str, where: str = "") -> list:
         """A text column (None where NULL or absent)."""
@@ -72,8 +112,9 @@ class Export:
         sql = f'SELECT count(*) FROM "{table}"' + (f" WHERE {where}" if where else "")
         return int(self.con.execute(sql).fetchone()[0])
 
-    def strings(self, ids: np.ndarray, problems: Counter) -> np.ndarray:
-        """The ``StringIds`` text of each id (object array; None for an id not there, counted)."""
+    def strings(self, ids: np.ndarray, problems: Counter) -> pd.Categorical:
+        """The ``StringIds`` text of each id (missing for an id not there, counted), each
+        distinct id looked up once."""
         if self._strings is None:
             rows = self.con.execute("SELECT id, value FROM StringIds").fetchall() if self.has(
                 "StringIds") else []  # fmt: skip
@@ -83,12 +124,23 @@ class Export:
             order = np.argsort(keys, kind="stable")
             self._strings = keys[order], values[np.append(order, len(rows))]
         keys, values = self._strings
-        at = np.searchsorted(keys, ids)
-        found = (at < len(keys)) & (keys[np.minimum(at, len(keys) - 1)] == ids) if len(keys) else (
-            np.zeros(len(ids), bool))  # fmt: skip
-        missing = int((~found & (ids >= 0)).sum())
-        note(problems, "nsys_string_missing", missing)
-        return np.where(found, values[np.where(found, at, len(keys))], None)
+        uniq, inverse = np.unique(ids, return_inverse=True)
+        at = np.searchsorted(keys, uniq)
+        found = (at < len(keys)) & (keys[np.minimum(at, len(keys) - 1)] == uniq) if len(keys) else (
+            np.zeros(len(uniq), bool))  # fmt: skip
+        counts = np.bincount(inverse.ravel(), minlength=len(uniq))
+        note(problems, "nsys_string_missing", int(counts[~found & (uniq >= 0)].sum()))
+        return categorical(np.where(found, values[np.where(found, at, len(keys))], None),
+                           inverse.ravel())  # fmt: skip
+
+
+def categorical(texts: np.ndarray, codes: np.ndarray) -> pd.Categorical:
+    """``texts[codes]`` as a categorical (None: missing), from each distinct text once."""
+    cat_codes, categories = pd.factorize(pd.array(texts, dtype="str"), use_na_sentinel=True)
+    return pd.Categorical.from_codes(
+        cat_codes[codes] if len(codes) else np.zeros(0, np.int64),
+        categories=pd.Index(categories, dtype="str"),
+    )
 
 
 def pid_of(global_id: np.ndarray) -> np.ndarray:
@@ -100,9 +152,11 @@ def tid_of(global_tid: np.ndarray) -> np.ndarray:
     return global_tid & 0xFFFFFF
 
 
-def _dims(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
-    return np.array([f"[{a}, {b}, {c}]" for a, b, c in zip(x.tolist(), y.tolist(), z.tolist())],
-                    object)  # fmt: skip
+def _dims(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> pd.Categorical:
+    """``[x, y, z]`` text of each row, each distinct triple written once."""
+    group, first = combine_codes([x, y, z])
+    rows = zip(x[first].tolist(), y[first].tolist(), z[first].tolist())
+    return categorical(np.array([f"[{a}, {b}, {c}]" for a, b, c in rows], object), group)
 
 
 def kernels(db: Export, problems: Counter) -> dict:
@@ -121,11 +175,12 @@ def copies(db: Export) -> dict:
     cols = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes",
             "copyKind", "srcKind", "dstKind"]  # fmt: skip
     m = db.ints("CUPTI_ACTIVITY_KIND_MEMCPY", cols)
-    names = np.array([
+    group, first = combine_codes([m[:, 7], m[:, 8], m[:, 9]])
+    names = categorical(np.array([
         f"Memcpy {COPY_KINDS.get(kind, 'unknown')} ({MEMORY_KINDS.get(src, 'Unknown')} ->"
         f" {MEMORY_KINDS.get(dst, 'Unknown')})"
-        for kind, src, dst in zip(m[:, 7].tolist(), m[:, 8].tolist(), m[:, 9].tolist())
-    ], object)  # fmt: skip
+        for kind, src, dst in m[first][:, 7:10].tolist()
+    ], object), group)  # fmt: skip
     return _with_bytes(_gpu_base(m[:, :6], "gpu_memcpy", names), m[:, 6])
 
 
@@ -133,8 +188,7 @@ def sets(db: Export) -> dict:
     cols = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes",
             "memKind"]  # fmt: skip
     s = db.ints("CUPTI_ACTIVITY_KIND_MEMSET", cols)
-    kinds = [MEMORY_KINDS.get(k, "Device") for k in s[:, 7].tolist()]
-    names = np.array([f"Memset ({k})" for k in kinds], object)
+    names = _by_value(s[:, 7], lambda k: f"Memset ({MEMORY_KINDS.get(k, 'Device')})")
     return _with_bytes(_gpu_base(s[:, :6], "gpu_memset", names), s[:, 6])
 
 
@@ -150,8 +204,14 @@ def syncs(db: Export) -> dict:
             "deprecatedSyncType"]  # fmt: skip
     s = db.ints("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", cols)
     kind = np.where(s[:, 6] > 0, s[:, 6], s[:, 7])  # syncType 0 in some 2025 exports
-    names = np.array([SYNC_TYPES.get(k, "Unknown Sync") for k in kind.tolist()], object)
+    names = _by_value(kind, lambda k: SYNC_TYPES.get(k, "Unknown Sync"))
     return _gpu_base(s[:, :6], "cuda_sync", names)
+
+
+def _by_value(values: np.ndarray, name_of) -> pd.Categorical:
+    """``name_of(value)`` of each row as a categorical, each distinct value named once."""
+    uniq, inverse = np.unique(values, return_inverse=True)
+    return categorical(np.array([name_of(v) for v in uniq.tolist()], object), inverse.ravel())
 
 
 def _gpu_base(rows: np.ndarray, cat: str, names: np.ndarray) -> dict:
@@ -168,10 +228,23 @@ def runtime(db: Export, problems: Counter) -> dict:
     note(problems, "nsys_runtime_rows_skipped", other)
     r = db.ints(table, ["start", "end", "globalTid", "correlationId", "nameId", "eventClass"],
                 f"eventClass IN ({classes})" if db.has(table) else "")  # fmt: skip
-    names = [_VERSION_SUFFIX.sub("", n) if n else n for n in db.strings(r[:, 4], problems)]
-    cats = np.array([RUNTIME_CLASSES[c] for c in r[:, 5].tolist()], object)
-    return {"ts": r[:, 0], "dur": r[:, 1] - r[:, 0], "name": np.array(names, object),
+    names = _renamed(db.strings(r[:, 4], problems))
+    classes = np.array(list(RUNTIME_CLASSES.values()), object)
+    cats = categorical(classes, np.searchsorted(list(RUNTIME_CLASSES), r[:, 5]))
+    return {"ts": r[:, 0], "dur": r[:, 1] - r[:, 0], "name": names,
             "cat": cats, "global_tid": r[:, 2], "correlation": r[:, 3]}  # fmt: skip
+
+
+def _texts(values: np.ndarray) -> pd.Categorical:
+    codes, uniques = pd.factorize(pd.array(values, dtype="str"), use_na_sentinel=True)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype="str"))
+
+
+def _renamed(names: pd.Categorical) -> pd.Categorical:
+    """Runtime call names without nsys' version suffix (two versions of a call become one)."""
+    stripped = np.array([_VERSION_SUFFIX.sub("", n) for n in names.categories], object)
+    return categorical(np.append(stripped, None), np.where(names.codes < 0, len(stripped),
+                                                           names.codes))  # fmt: skip
 
 
 def nvtx(db: Export, problems: Counter) -> tuple[dict, dict]:
@@ -196,12 +269,25 @@ def nvtx(db: Export, problems: Counter) -> tuple[dict, dict]:
     spans = {
         "ts": r[:, 0],
         "dur": r[:, 1] - r[:, 0],
-        "name": text[keep],
+        "name": _texts(text[keep]),
         "cat": "user_annotation",
         "global_tid": r[:, 3],
         "correlation": np.full(len(r), -1),
     }
     marks = kind == NVTX_MARK
     m = n[marks]
-    instants = {"ts": m[:, 0], "name": text[marks], "global_tid": m[:, 3]}
+    instants = {"ts": m[:, 0], "name": _texts(text[marks]), "global_tid": m[:, 3]}
     return spans, instants  # fmt: skip
+
+
+def _arrow_connection(path: Path):
+    """An ADBC connection to the export (read-only, immutable), None where the driver is not
+    installed or cannot open it."""
+    try:
+        import adbc_driver_sqlite.dbapi as dbapi
+    except ImportError:
+        return None
+    try:
+        return dbapi.connect(f"file:{quote(str(path))}?mode=ro&immutable=1")
+    except Exception:  # noqa: BLE001 - sqlite3 reads it then
+        return None
