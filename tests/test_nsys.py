@@ -248,3 +248,68 @@ def test_cli_report_and_critical_path_on_an_export(export, tmp_path, capsys):
     analysis = TraceAnalysis(trace_dir=export.parent, cache=False, progress=False)
     cp, ok = analysis.critical_path_analysis(0)
     assert ok and cp.length_us > 0
+
+
+NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def _job(folder: Path, late_ns: int = 5_000_000, steps: int = 5) -> Path:
+    """Two ranks from the vendored export: NVTX ``iteration`` ranges cut its capture into
+    ``steps`` steps, each ending in an NCCL all_reduce on stream 99; rank 1 launches each
+    all_reduce ``late_ns`` after rank 0, and both finish it together (rank 0 waits)."""
+    for rank in (0, 1):
+        path = _gunzipped(DATA / "nsys" / "nvfuser_h200.sqlite.gz", folder)
+        path = path.rename(folder / f"rank{rank}.sqlite")
+        con = sqlite3.connect(path)
+        tid, pid = con.execute(
+            "SELECT globalTid, globalTid & ~16777215 FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+            " GROUP BY globalTid ORDER BY count(*) DESC LIMIT 1"
+        ).fetchone()
+        first, last = con.execute(
+            "SELECT min(start), max(end) FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+        ).fetchone()
+        name = con.execute("SELECT max(id) + 1 FROM StringIds").fetchone()[0]
+        con.executemany("INSERT INTO StringIds VALUES (?, ?)",
+                        [(name, NCCL_KERNEL), (name + 1, "cudaLaunchKernel_v7000")])  # fmt: skip
+        con.execute("DELETE FROM NVTX_EVENTS")
+        length = (last - first) // steps + 1
+        for k in range(steps):
+            begin = first + k * length
+            con.execute(
+                "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid)"
+                " VALUES (?, ?, 59, 'iteration', ?)",
+                (begin, begin + length, tid),
+            )
+            launch = begin + length // 2 + (late_ns if rank else 0)
+            end = begin + length // 2 + late_ns + 1_000_000  # both ranks end together
+            con.execute(
+                "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass,"
+                " globalTid, correlationId, nameId, returnValue) VALUES (?,?,0,?,?,?,0)",
+                (launch, launch + 5_000, tid, 90_000_000 + k, name + 1),
+            )
+            con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId,"
+                        " streamId, correlationId, globalPid, demangledName, shortName,"
+                        " registersPerThread, gridX, gridY, gridZ, blockX, blockY, blockZ,"
+                        " staticSharedMemory, dynamicSharedMemory, localMemoryPerThread,"
+                        " localMemoryTotal, gridId) VALUES (?,?,0,1,99,?,?,?,?,32,1,1,1,256,1,1,"
+                        "0,0,0,0,0)",
+                        (launch + 10_000, end, 90_000_000 + k, pid, name, name))  # fmt: skip
+        con.commit()
+        con.close()
+    return folder
+
+
+def test_a_constructed_two_rank_job_gives_its_collectives_and_the_late_rank(tmp_path):
+    analysis = TraceAnalysis(trace_dir=_job(tmp_path / "job"), cache=False, progress=False)
+    assert analysis.ranks == [0, 1]
+    assert all(analysis.trace(r).health["steps_from_nvtx:iteration"] == 1 for r in (0, 1))
+    calls = analysis.get_collectives().calls
+    kept = calls[calls["step"] >= 0]  # the last step is left out, as the profiler's last step is
+    assert len(kept) == 8 and set(kept["collective"]) == {"all_reduce"}
+    assert (kept["instance"] >= 0).all() and len(set(kept["instance"])) == 4
+    # rank 0 waits the 5 ms rank 1 is late, at every all_reduce; rank 1 arrives last
+    assert (kept.loc[kept["rank"] == 0, "wait"] == 5_000_000).all()
+    assert kept.loc[kept["rank"] == 1, "arrived_last"].all()
+    report = analysis.get_straggler_report()
+    assert list(report.stragglers) == [1]
+    assert "Rank 1 reaches its collectives 5,000 µs per step after the others" in report.texts[1]

@@ -59,11 +59,12 @@ def test_what_the_whole_text_would_decline_is_declined(text):
 
 RAW_TIMELINE = DATA / "memory_timeline" / "memory_timeline.raw.gz"  # not a Kineto trace
 SNAPSHOTS = DATA / "snapshots"  # CUDA memory snapshots, not Kineto traces
+NSYS = DATA / "nsys"  # Nsight Systems exports, not JSON (tests/test_nsys.py)
 
 
 def _cases() -> dict:
     cases = dict(sample_folders())
-    not_traces = (DATA, RAW_TIMELINE.parent, SNAPSHOTS)
+    not_traces = (DATA, RAW_TIMELINE.parent, SNAPSHOTS, NSYS)
     for folder in sorted(p for p in DATA.glob("**/") if p not in not_traces):
         cases[f"data/{folder.relative_to(DATA)}"] = folder
     cases.update({f"shared/{k}": v for k, v in shared_cases().items()})

@@ -98,11 +98,11 @@ def _read(db: nt.Export, path: Path) -> list[ReadRank]:
     marks["pid"], marks["tid"] = nt.pid_of(mark_tid), nt.tid_of(mark_tid)
     header = _header(db, start)
     processes = sorted(set(gpu_pid.tolist()))
-    if len(processes) > 1:
-        note(problems, "rank_by_process_order", 1)
     parts = []
     for i, pid in enumerate(processes):
         mine = Counter(problems) if i == 0 else Counter()
+        if len(processes) > 1:
+            note(mine, "rank_by_process_order", 1)
         if len(processes) == 1:
             note(mine, "nsys_other_process_rows", int((cpu_pid != pid).sum()))
         tables = _tables(_rows(gpu, gpu_pid == pid), _rows(cpu, cpu_pid == pid),
