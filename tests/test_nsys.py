@@ -15,7 +15,7 @@ import pytest
 from conftest import DATA, SHARED
 
 from hta_lite import TraceAnalysis
-from hta_lite.errors import TraceFormatError
+from hta_lite.errors import SelectionError, TraceFormatError
 from hta_lite.kineto import COMMUNICATION_KERNEL
 from hta_lite.load import contract, readers
 from hta_lite.load.rank_trace import RankTrace, parse_parts
@@ -313,3 +313,15 @@ def test_a_constructed_two_rank_job_gives_its_collectives_and_the_late_rank(tmp_
     report = analysis.get_straggler_report()
     assert list(report.stragglers) == [1]
     assert "Rank 1 reaches its collectives 5,000 µs per step after the others" in report.texts[1]
+
+
+def test_a_named_nvtx_range_is_the_step(tmp_path):
+    """The two-rank job with ``step_range="iteration"`` given (the same steps it finds), and a
+    name no range has: an error naming the export."""
+    folder = _job(tmp_path / "job")
+    named = TraceAnalysis(trace_dir=folder, step_range="iteration", cache=False, progress=False)
+    assert len(named.trace(0).steps) == 5
+    health = named.trace(0).health  # asked for, not found: said as such
+    assert health["steps_named:iteration"] == 1 and "steps_from_nvtx:iteration" not in health
+    with pytest.raises(SelectionError, match="rank0.sqlite: no range named 'Megatron'"):
+        TraceAnalysis(trace_dir=folder, step_range="Megatron", cache=False, progress=False)

@@ -15,7 +15,7 @@ from conftest import ROOT
 from fused_trace import OFFSET, fuse
 
 from hta_lite import LoadOptions, TraceAnalysis
-from hta_lite.errors import TraceFormatError
+from hta_lite.errors import SelectionError, TraceFormatError
 from hta_lite.load import cache, readers
 from hta_lite.load.rank_trace import parse_file, parse_parts
 
@@ -193,3 +193,25 @@ def test_reader_by_content_when_the_suffix_says_nothing(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(TraceFormatError, match="not a format hta_lite reads"):
         readers.reader_for(tmp_path / "notes.txt")
+
+
+def test_a_named_step_range_makes_the_steps(tmp_path):
+    """``step_range``: the ranges of that name are the steps (memory_leak's four ``leak``
+    ranges, one a step; the last left out as the last ProfilerStep is); through the cache and
+    the CLI too; a name no range has is an error naming the file."""
+    leak = ROOT / "sample_traces" / "memory_leak"
+    named = TraceAnalysis(trace_dir=leak, step_range="leak", **QUIET)
+    steps = named.trace(0).steps
+    assert steps["name"].tolist() == ["leak"] * 4 and steps["step"].tolist() == [0, 1, 2, 3]
+    assert named.get_step_breakdown()["step"].tolist() == [0, 1, 2]
+    cached = LoadOptions(step_range="leak", cache=tmp_path / "c", progress=False, parallel=False)
+    TraceAnalysis(trace_dir=leak, options=cached)
+    again = TraceAnalysis(trace_dir=leak, options=cached)
+    assert "_build" in again.trace(0).__dict__ and again.trace(0).steps.equals(steps)
+    plain = TraceAnalysis(trace_dir=leak, options=LoadOptions(cache=tmp_path / "c", progress=False))
+    assert plain.trace(0).steps["name"].str.startswith("ProfilerStep#").all()  # its own entry
+    with pytest.raises(SelectionError, match="rank-0.json.gz: no range named 'nope'"):
+        TraceAnalysis(trace_dir=leak, step_range="nope", **QUIET)
+    from hta_lite.views.cli import main
+
+    assert main(["steps", str(leak), "--no-cache", "--step-range", "leak"]) == 0

@@ -54,7 +54,7 @@ class TraceAnalysis(
         include_last_profiler_step: keep the last ProfilerStep (dropped by default, as in the
             reference, because the profiler usually cuts it short).
         parallel, max_workers, on_error, progress, cache, start_method, max_inflate_ratio,
-            max_text_gb: keyword-only loader options
+            max_text_gb, step_range: keyword-only loader options
             (:class:`hta_lite.LoadOptions`), or ``options=LoadOptions(...)``. With
             ``on_error="skip"`` the files not loaded are in ``skipped_files`` (``{path:
             problem}``) and in :meth:`health`.

@@ -45,13 +45,14 @@ class TraceSet:
         start_method: str | None = None,
         max_inflate_ratio: float | None = None,
         max_text_gb: float | None = None,
+        step_range: str | None = None,
     ):
         if isinstance(trace_files, (str, Path)):  # TraceAnalysis("traces/")
             trace_files, trace_dir = None, trace_files
         self.trace_dir = None if trace_dir is None else str(trace_dir)
         self.options = options or LoadOptions(
             include_last_profiler_step, parallel, max_workers, on_error, progress, cache,
-            start_method, max_inflate_ratio, max_text_gb,
+            start_method, max_inflate_ratio, max_text_gb, step_range,
         )  # fmt: skip
         self.traces, self.skipped_files = load(trace_dir, trace_files, self.options)
         self.graph_sources = (

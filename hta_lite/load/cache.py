@@ -48,6 +48,7 @@ from .cache_folder import (  # noqa: F401 - the cache's interface is one module
     usage,
 )
 from .columns import TEXT
+from .finish import StepRule
 from .gzip_text import open_regular
 from .health_items import record
 from .rank_trace import RankTrace, parse_parts
@@ -77,7 +78,7 @@ def cache_dir(cache: bool | str | Path | None = None) -> Path:
     return Path(base) / "hta_lite"
 
 
-def entry_key(path: Path, include_last_profiler_step: bool) -> str:
+def entry_key(path: Path, include_last_profiler_step) -> str:
     """The cache entry's name for ``path``: its size, time and first and last bytes, hashed; a
     ``TraceReadError`` for a file that cannot be read or is not a regular file (a FIFO named
     like a trace is not opened for reading: that would wait for a writer)."""
@@ -85,7 +86,8 @@ def entry_key(path: Path, include_last_profiler_step: bool) -> str:
         st = os.fstat(f.fileno())
         digest = hashlib.blake2b(digest_size=20)
         digest.update(
-            f"{FORMAT_VERSION}:{include_last_profiler_step}:{st.st_size}:{st.st_mtime_ns}".encode()
+            f"{FORMAT_VERSION}:{StepRule.of(include_last_profiler_step).key}:{st.st_size}"
+            f":{st.st_mtime_ns}".encode()
         )
         digest.update(f.read(_SAMPLE))
         if st.st_size > _SAMPLE:

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..classify import kernel_types
-from ..errors import TraceFormatError
+from ..errors import SelectionError, TraceFormatError
 from ..intervals import count_overlaps_by_group
 from ..kineto import CPU_OP_CATEGORY, GPU_WORK_CATEGORIES, LAUNCH_NAMES, RUNTIME_CATEGORIES
 from .health_items import note
@@ -37,6 +37,27 @@ from .links import (
     nesting,
     profiler_steps,
 )
+
+
+@dataclass(frozen=True)
+class StepRule:
+    """What a step is: ``step_range``, the name of the range that marks one (its occurrences in
+    time order are the steps; None: the reader's steps, else ``ProfilerStep#N``), and whether
+    the last of several is kept (``include_last``; the profiler usually cuts it short)."""
+
+    include_last: bool = False
+    step_range: str | None = None
+
+    @classmethod
+    def of(cls, rule: StepRule | bool) -> StepRule:
+        """A rule, from a rule or the ``include_last_profiler_step`` flag alone."""
+        return rule if isinstance(rule, StepRule) else cls(include_last=bool(rule))
+
+    @property
+    def key(self) -> str:
+        """The rule as the cache's key spells it."""
+        last = str(self.include_last)
+        return last if self.step_range is None else f"{last}:step_range={self.step_range!r}"
 
 
 @dataclass
@@ -64,21 +85,28 @@ class ReadRank:
     source_format: str = "kineto"
 
 
-def finish(read: ReadRank, path: str | Path, include_last_profiler_step: bool = False):
-    """The linked trace of one rank read from ``path``."""
+def finish(read: ReadRank, path: str | Path, include_last_profiler_step: StepRule | bool = False):
+    """The linked trace of one rank read from ``path`` (``include_last_profiler_step``: the
+    :class:`StepRule`, or whether to keep the last step)."""
     from .rank_trace import RankTrace
 
+    rule = StepRule.of(include_last_profiler_step)
     tables, health = read.tables, read.problems
     cpu, gpu = tables["cpu"], tables["gpu"]
     steps = tables.get("steps")
-    if steps is None:
+    if rule.step_range is not None:
+        steps = _named_steps(cpu, rule.step_range, path)
+        for key in [k for k in health if k.startswith(("steps_from_nvtx", "steps_whole"))]:
+            del health[key]  # what the reader found instead: not what the steps are
+        note(health, "steps_named", 1, rule.step_range)
+    elif steps is None:
         try:
             steps = profiler_steps(cpu)
         except TraceFormatError as exc:
             raise TraceFormatError(path, exc.problem) from None
     note(health, "profiler_step_empty", int((steps["dur"] <= 0).sum()))
     cpu, gpu, annotations = _apply_step_window(
-        cpu, gpu, tables["gpu_annotations"], steps, include_last_profiler_step, health
+        cpu, gpu, tables["gpu_annotations"], steps, rule.include_last, health
     )
     _link(cpu, gpu, steps, health)
     gpu["kernel_type"] = kernel_types(gpu["name"])
@@ -100,6 +128,18 @@ def finish(read: ReadRank, path: str | Path, include_last_profiler_step: bool = 
         health=dict(health),
         source_format=read.source_format,
     )
+
+
+def _named_steps(cpu: pd.DataFrame, name: str, path: str | Path) -> pd.DataFrame:
+    """The steps a user named: the CPU ranges called ``name``, in time order, numbered from 0;
+    none is a :class:`SelectionError` naming the file."""
+    rows = cpu[np.asarray(cpu["name"] == name)].sort_values("ts", kind="stable")
+    if rows.empty:
+        raise SelectionError(path, f"no range named {name!r} (the step range asked for)")
+    return pd.DataFrame({
+        "step": np.arange(len(rows), dtype=np.int64), "ts": rows["ts"].to_numpy(),
+        "dur": rows["dur"].to_numpy(), "name": pd.array([name] * len(rows), dtype="str"),
+    })  # fmt: skip
 
 
 def _runtime_rows(cpu: pd.DataFrame) -> np.ndarray:

@@ -182,6 +182,7 @@ ITEMS: dict[str, Item] = {
     "nsys_time_out_of_range": Item(
         WARNING, "rows with a negative time or duration, or past 2**62 ns (dropped)"
     ),
+    "steps_named": Item(INFO, "steps are the ranges named {detail} (step_range)"),
     "steps_from_nvtx": Item(INFO, "steps taken from the repeating outermost NVTX range {detail}"),
     "steps_whole_capture": Item(
         INFO, "no repeating outermost NVTX range: the whole capture is one step"

@@ -20,9 +20,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from ..errors import (
     NoRanksLoadedError,
@@ -33,72 +31,13 @@ from ..errors import (
     TraceParseError,
     TraceReadError,
 )
-from ..settings import positive_limit
 from . import cache, decode, gzip_text, stream
 from .health_items import record
+from .options import ON_ERROR, LoadOptions, OnError  # noqa: F401 - the loader's interface
 from .rank_trace import RankTrace, parse_parts
 from .ranks import assign_ranks, checked_rank, rank_from_filename
 from .readers import TRACE_SUFFIXES
 from .workers import map_in_processes
-
-OnError = Literal["raise", "skip", "warn"]
-ON_ERROR = ("raise", "skip", "warn")
-
-
-@dataclass(frozen=True)
-class LoadOptions:
-    """How trace files are loaded: one set of options for ``TraceAnalysis``, the CLI and
-    :mod:`hta_lite.tools.batch`.
-
-    Args:
-        include_last_profiler_step: keep the last ProfilerStep (dropped by default, as in the
-            reference, because the profiler usually cuts it short).
-        parallel: parse ranks in worker processes when there are several files.
-        max_workers: cap on worker processes (default: the CPU count).
-        on_error: ``"raise"`` (default): the first unreadable file's error; ``"skip"``: keep the
-            good ranks and list the bad files; ``"warn"``: the same, with a warning per file.
-        progress: show a progress bar (default: when there is more than one file).
-        start_method: how worker processes start: ``"fork"``, ``"forkserver"`` or ``"spawn"``;
-            default: fork where it is safe (a process with one thread, not a notebook kernel),
-            else forkserver (see :func:`start_method`).
-        cache: the cache of parsed ranks (:mod:`hta_lite.load.cache`): ``None``
-            (default) lets ``HTA_LITE_CACHE`` decide (on unless ``off``), ``False`` turns it off,
-            ``True`` or a folder turns it on (there).
-        max_inflate_ratio, max_text_gb: a gzip trace that inflates to more than this many
-            times its size, or this many GiB of text, is refused as soon as it does (a gzip
-            bomb); default ``$HTA_LITE_MAX_INFLATE_RATIO`` (200) and ``$HTA_LITE_MAX_TEXT_GB``
-            (32).
-    """
-
-    include_last_profiler_step: bool = False
-    parallel: bool = True
-    max_workers: int | None = None
-    on_error: OnError = "raise"
-    progress: bool | None = None
-    cache: bool | str | Path | None = None
-    start_method: str | None = None
-    max_inflate_ratio: float | None = None
-    max_text_gb: float | None = None
-
-    def __post_init__(self):
-        if self.on_error not in ON_ERROR:
-            raise ValueError(f"on_error must be one of {ON_ERROR}, not {self.on_error!r}")
-        for name in ("max_inflate_ratio", "max_text_gb"):
-            if getattr(self, name) is not None:
-                positive_limit(getattr(self, name), name)
-
-    def check_settings(self) -> None:
-        """A :class:`~hta_lite.errors.SettingError` now, in the caller, for a bad limit in the
-        environment (not a failed file per worker later)."""
-        with gzip_text.inflate_limits(self.max_inflate_ratio, self.max_text_gb):
-            gzip_text.limits()
-        if self.cache_root is not None:
-            cache.max_bytes()
-
-    @property
-    def cache_root(self) -> Path | None:
-        """Folder of the cache, None when the cache is off."""
-        return cache.cache_dir(self.cache) if cache.enabled(self.cache) else None
 
 
 def discover(trace_dir: str | Path) -> list[Path]:
@@ -225,9 +164,7 @@ def _load_job(
 ) -> list[RankTrace] | TraceError:
     path, rank = job
     with gzip_text.inflate_limits(options.max_inflate_ratio, options.max_text_gb):
-        return load_parts(
-            path, rank, options.include_last_profiler_step, options.cache_root, by_address
-        )
+        return load_parts(path, rank, options.steps, options.cache_root, by_address)
 
 
 def parse_many(

@@ -89,9 +89,10 @@ class RankTrace:
         return self.gpu.empty
 
 
-def parse_parts(path: str | Path, include_last_profiler_step: bool = False) -> list[RankTrace]:
+def parse_parts(path: str | Path, include_last_profiler_step=False) -> list[RankTrace]:
     """Every rank of one file: read by its format's reader (:mod:`hta_lite.load.readers`), then
-    linked (:func:`hta_lite.load.finish.finish`); runs inside a worker process."""
+    linked (:func:`hta_lite.load.finish.finish`; ``include_last_profiler_step``: its
+    :class:`~hta_lite.load.finish.StepRule`, or the flag alone); runs inside a worker process."""
     from . import readers
     from .finish import finish
 
@@ -100,7 +101,7 @@ def parse_parts(path: str | Path, include_last_profiler_step: bool = False) -> l
 
 
 def parse_file(
-    path: str | Path, rank: int | None = None, include_last_profiler_step: bool = False
+    path: str | Path, rank: int | None = None, include_last_profiler_step=False
 ) -> RankTrace:
     """The one rank of a file (``rank``: given, not the file's); a file holding several ranks
     is a :class:`TraceFormatError` (read those with :func:`parse_parts`)."""

@@ -111,7 +111,7 @@ def _summarize_job(job: tuple[Path, int | None], options: LoadOptions):
     ``(error, None)``. The stub is the rank trace emptied of its tables (rank assignment needs
     only its rank, path and health); the tables stay in the worker."""
     path, rank = job
-    result = load_file(path, rank, options.include_last_profiler_step, options.cache_root)
+    result = load_file(path, rank, options.steps, options.cache_root)
     if isinstance(result, TraceError):
         return result, None
     return result.stub(), summarize_rank(result)
@@ -123,7 +123,7 @@ def _summarize_series(job: tuple[list[str], int], options: LoadOptions):
     paths, rank = job
     parts = []
     for path in paths:
-        result = load_file(path, rank, options.include_last_profiler_step, options.cache_root)
+        result = load_file(path, rank, options.steps, options.cache_root)
         if isinstance(result, TraceError):
             return result, None
         parts.append(result)

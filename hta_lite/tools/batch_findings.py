@@ -43,7 +43,7 @@ class Reopened(Mapping):
             trace = load_file(
                 path,
                 rank,
-                self.options.include_last_profiler_step,
+                self.options.steps,
                 self.options.cache_root,
                 by_address=True,
             )

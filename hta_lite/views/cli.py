@@ -162,6 +162,13 @@ def _common(cmd: argparse.ArgumentParser) -> None:
         "--include-last-profiler-step", action="store_true", help="keep the last ProfilerStep"
     )
     cmd.add_argument(
+        "--step-range",
+        metavar="NAME",
+        help="the range (NVTX, record_function) that marks a step: its occurrences are the steps"
+        " (default: ProfilerStep#N; in Nsight Systems exports without them, the repeating"
+        " outermost NVTX range)",
+    )
+    cmd.add_argument(
         "--on-error",
         choices=("raise", "skip", "warn"),
         default="raise",
@@ -184,6 +191,7 @@ def load_options(args: argparse.Namespace):
 
     return LoadOptions(
         include_last_profiler_step=args.include_last_profiler_step,
+        step_range=args.step_range,
         parallel=not args.serial,
         on_error=args.on_error,
         cache=False if args.no_cache else None,
