@@ -10,6 +10,7 @@ from conftest import ROOT
 from hta_lite import TraceAnalysis
 
 
+@pytest.mark.filterwarnings("ignore:rank .* is not in the peak table")
 @pytest.mark.parametrize("folder", ["two_ranks", "gloo_4ranks", "h100_bert_small", "memory_leak"])
 def test_health_before_and_after_every_view(folder):
     fresh = TraceAnalysis(trace_dir=ROOT / "sample_traces" / folder, cache=False, progress=False)

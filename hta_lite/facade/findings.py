@@ -94,11 +94,14 @@ class Findings:
             anomalies = _or_none(self.get_step_anomalies)
             peaks = _or_none(self.get_memory_peaks)
             roofline = _or_none(lambda: self.get_operator_roofline(device=device))
-        return ranked.Context(
-            ranked.Replay(parts["segments"], matching.calls, matching.instances),
-            parts["events"], path, matching.calls, matching.instances, self.traces,
-            list(data_load_events) if data_load_events is not None else [DATA_LOADING_PATTERN],
-            report, anomalies, peaks, roofline, self._device_memory,
+        return ranked.Context.of(
+            parts["segments"], parts["events"], path, matching.calls, matching.instances,
+            self.traces,
+            patterns=(
+                list(data_load_events) if data_load_events is not None else [DATA_LOADING_PATTERN]
+            ),
+            stragglers=report, anomalies=anomalies, memory_peaks=peaks, roofline=roofline,
+            capacity=self._device_memory,
         )  # fmt: skip
 
     def get_key_findings(self, *, visualize: bool = False) -> pd.DataFrame:

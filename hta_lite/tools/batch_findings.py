@@ -85,10 +85,9 @@ def folder_findings(
             None, "no ProfilerStep on any rank: the batch's findings replay the profiled steps"
         )
     ranked.refuse_range_profiled(traces)
-    ctx = ranked.Context(
-        ranked.Replay(segments, matching.calls, matching.instances),
-        partials["job_path_events"], path, matching.calls, matching.instances, traces,
-        [DATA_LOADING_PATTERN], report, scored,
+    ctx = ranked.Context.of(
+        segments, partials["job_path_events"], path, matching.calls, matching.instances, traces,
+        patterns=[DATA_LOADING_PATTERN], stragglers=report, anomalies=scored,
     )  # fmt: skip
     table = ranked.findings(ctx)
     table.attrs["note"] = (

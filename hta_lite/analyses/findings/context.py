@@ -63,6 +63,34 @@ class Context:
             )
         )
 
+    @classmethod
+    def of(
+        cls,
+        segments: pd.DataFrame,
+        events: pd.DataFrame,
+        job_path: JobCriticalPath,
+        calls: pd.DataFrame,
+        instances: pd.DataFrame,
+        traces,
+        *,
+        patterns: list[str],
+        stragglers=None,
+        anomalies: pd.DataFrame | None = None,
+        memory_peaks: pd.DataFrame | None = None,
+        roofline: pd.DataFrame | None = None,
+        capacity: Callable[[int, str], float] | None = None,
+    ) -> Context:
+        """The context of the job path's ``segments`` / ``events`` and the matched collectives
+        (``calls``, ``instances``), the views by name: the one place it is built (the facade's
+        ``get_findings`` and the batch's findings)."""
+        extra = {} if capacity is None else {"capacity": capacity}
+        return cls(
+            replay=Replay(segments, calls, instances), events=events, job_path=job_path,
+            calls=calls, instances=instances, traces=traces, patterns=patterns,
+            stragglers=stragglers, anomalies=anomalies, memory_peaks=memory_peaks,
+            roofline=roofline, **extra,
+        )  # fmt: skip
+
     @property
     def segments(self) -> pd.DataFrame:
         return self.replay.segments
