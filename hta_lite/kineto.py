@@ -153,6 +153,14 @@ NOT_COMPUTE_KERNEL = re.compile(
 )
 #: memcpy / memset kinds of the bandwidth series (name prefix -> kind)
 MEMCPY_KINDS = ("Memcpy HtoD", "Memcpy DtoH", "Memcpy DtoD", "Memcpy PtoP", "Memset")
+#: the copies that cross a link (host <-> device, device <-> device), whose roof is the link
+CROSSING_MEMCPY_KINDS = ("Memcpy HtoD", "Memcpy DtoH", "Memcpy PtoP")
+#: categories of copies (current and pre-1.11 spellings)
+MEMCPY_CATEGORIES = ("gpu_memcpy", "Memcpy")
+#: ATen operators' name prefix
+ATEN_PREFIX = "aten::"
+#: the distributed backend whose collectives run on CPU worker threads
+GLOO_BACKEND = "gloo"
 #: CPU-side range c10d records around each collective (``gloo:all_reduce``, ``nccl:all_reduce``)
 CPU_COLLECTIVE = re.compile(r"^(gloo|nccl|ucc|mpi|xccl):")
 

@@ -140,3 +140,17 @@ def test_public_methods_document_what_they_return(name):
     assert long_form, f"{name}: say what it returns (a Returns: section)"
     if len(params) > 2:
         assert "Args:" in doc or all(p in doc for p in params), f"{name}: document its options"
+
+
+#: Kineto words an analysis must take from hta_lite/kineto.py, not spell (``"kernel"`` and
+#: ``"user_annotation"`` are also column names and source labels, so not listed)
+KINETO_LITERALS = re.compile(
+    r"\"(ProfilerStep#|aten::|gpu_memcpy|gpu_memset|cuda_runtime|cuda_driver|cpu_op"
+    r"|python_function|gloo|cuda_sync|gpu_user_annotation)\""
+)
+
+
+@pytest.mark.parametrize("path", ANALYSES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_analyses_take_kineto_words_from_one_place(path):
+    found = KINETO_LITERALS.findall(path.read_text())
+    assert not found, f"{module_name(path)} spells {found}: use the names in hta_lite/kineto.py"

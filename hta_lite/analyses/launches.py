@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ..kineto import COPY_LAUNCH_NAMES, KERNEL_LAUNCH_NAMES, LAUNCH_NAMES
+from ..kineto import ATEN_PREFIX, COPY_LAUNCH_NAMES, KERNEL_LAUNCH_NAMES, LAUNCH_NAMES
 from ..load.rank_trace import RankTrace
 from ..rows import gather, nearest_ancestor
 from .common import select, starts_with, us, wanted
@@ -82,7 +82,7 @@ def aten_op_kernels(trace: RankTrace) -> pd.DataFrame:
     columns = ATEN_COLUMNS
     cpu = trace.cpu
     gpu_rows, cpu_rows = _launched(trace, LAUNCH_NAMES)
-    is_aten = starts_with(cpu["name"], "aten::")
+    is_aten = starts_with(cpu["name"], ATEN_PREFIX)
     op_rows = nearest_ancestor(cpu["parent_row"].to_numpy(), is_aten, cpu_rows)
     keep = op_rows >= 0
     if not keep.any():

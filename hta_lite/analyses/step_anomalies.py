@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SelectionError
+from ..kineto import STEP_PREFIX
 from . import steps as step_analysis
 from . import timers
 
@@ -169,7 +170,7 @@ def _grew_most(scored: pd.DataFrame, traces, metric: str, top: int = 3) -> np.nd
                                         "name": rows["name"].astype(str).to_numpy(),
                                         "dur": rows["dur"].to_numpy()}))  # fmt: skip
         events = pd.concat(frames, ignore_index=True)
-        events = events[~events["name"].str.startswith("ProfilerStep#")]
+        events = events[~events["name"].str.startswith(STEP_PREFIX)]
         sums = events.groupby(["step", "name"])["dur"].sum().unstack(fill_value=0)
         base = sums.loc[typical] if typical in sums.index else 0
         for index, step in zip(odd.index, odd["step"].tolist()):

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ...classify import COMMUNICATION
-from ...kineto import CPU_COLLECTIVE, collective_kind
+from ...kineto import CPU_COLLECTIVE, GLOO_BACKEND, collective_kind
 from ...load.health_items import record
 from ...load.metadata import ProcessGroup
 from ...load.rank_trace import RankTrace
@@ -182,7 +182,7 @@ def _cpu_calls(trace: RankTrace) -> pd.DataFrame:
     in_bytes = nbytes(np.array([n for n, _ in first], np.int64), dtype)
     collective = np.array([collective_kind(n) for n in names], object)
     tid = cpu["tid"].to_numpy()[rows]
-    groups = [g for g in _groups(trace) if "gloo" in g.backend]
+    groups = [g for g in _groups(trace) if GLOO_BACKEND in g.backend]
     workers = np.unique(tid)
     if groups and len(workers) % len(groups) == 0:
         block = np.searchsorted(workers, tid) // (len(workers) // len(groups))

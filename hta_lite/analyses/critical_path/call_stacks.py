@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...kineto import CPU_OP_CATEGORY
+from ...kineto import CPU_ANNOTATION_CATEGORY, CPU_OP_CATEGORY
 from .edge_types import DEPENDENCY, OPERATOR
 
 
@@ -35,7 +35,7 @@ class CallStacks:
         rows = self.window_cpu
         ev = self.ev
         named = ev.name.where(lambda n: word in n)[rows]
-        kinds = ev.cat.isin((CPU_OP_CATEGORY, "user_annotation"))[rows]
+        kinds = ev.cat.isin((CPU_OP_CATEGORY, CPU_ANNOTATION_CATEGORY))[rows]
         tids = np.unique(ev.tid[rows][named & kinds])
         return int(tids[0]) if len(tids) == 1 else None
 

@@ -13,11 +13,16 @@ import weakref
 
 import numpy as np
 
-from ...kineto import CPU_ANNOTATION_CATEGORY, CPU_OP_CATEGORY, STEP_PREFIX
+from ...kineto import (
+    CPU_ANNOTATION_CATEGORY,
+    CPU_OP_CATEGORY,
+    PYTHON_FUNCTION_CATEGORY,
+    STEP_PREFIX,
+)
 from ...load.rank_trace import RankTrace
 from ...rows import nearest_ancestor
 
-PYTHON_CATEGORY = "python_function"
+PYTHON_CATEGORY = PYTHON_FUNCTION_CATEGORY
 #: frames that are not the user's code
 LIBRARY = ("torch/", "site-packages", "dist-packages", "<built-in", "<frozen", "threading.py",
            "runpy.py", "<string>", "contextlib.py", "functools.py")  # fmt: skip

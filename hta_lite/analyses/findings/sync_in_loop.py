@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...kineto import BLOCKING_SYNC_NAMES
+from ...kineto import BLOCKING_SYNC_NAMES, MEMCPY_CATEGORIES
 from ...load.rank_trace import RankTrace
 from ...units import fmt_us
 from ..critical_path.graph import OPERATOR, SYNC
@@ -88,7 +88,7 @@ def loops(trace: RankTrace) -> Loops | None:
     owner_all = np.where(top >= 0, top, np.arange(len(cpu)))
     np.add.at(wait_of, owner_all[syncs], cpu["dur"].to_numpy()[syncs])
     copies = (launch >= 0) & inside[np.maximum(launch, 0)] & np.asarray(
-        gpu["cat"].isin(["gpu_memcpy", "Memcpy"]))  # fmt: skip
+        gpu["cat"].isin(MEMCPY_CATEGORIES))  # fmt: skip
     return Loops(rows, site, step, last, syncs, inside, copies, wait_of[rows])
 
 

@@ -19,7 +19,14 @@ from functools import cached_property
 
 import numpy as np
 
-from ...kineto import CPU_OP_CATEGORY, GPU_WORK_CATEGORIES, GRAPH_LAUNCH_NAMES, memcpy_kind
+from ...kineto import (
+    CPU_OP_CATEGORY,
+    CROSSING_MEMCPY_KINDS,
+    GPU_WORK_CATEGORIES,
+    GRAPH_LAUNCH_NAMES,
+    MEMCPY_CATEGORIES,
+    memcpy_kind,
+)
 from ...load.rank_trace import RankTrace
 from ...rows import ancestors_where, gather, nearest_ancestor
 from ..common import one_of
@@ -93,13 +100,13 @@ class Attribution:
     def is_transfer(self) -> np.ndarray:
         """Per kernel: a copy between host and device or between devices (its roof is the link,
         not the device memory)."""
-        copies = one_of(self.trace.gpu["cat"], ("gpu_memcpy", "Memcpy"))[self.kernels]
+        copies = one_of(self.trace.gpu["cat"], MEMCPY_CATEGORIES)[self.kernels]
         names = self.trace.gpu["name"].array
         codes = names.codes[self.kernels]
         crossing = np.zeros(len(names.categories) + 1, bool)  # the names copies have, once each
         for code in np.unique(codes[copies]).tolist():
             kind = memcpy_kind(str(names.categories[code])) if code >= 0 else None
-            crossing[code] = kind in ("Memcpy HtoD", "Memcpy DtoH", "Memcpy PtoP")
+            crossing[code] = kind in CROSSING_MEMCPY_KINDS
         return copies & crossing[codes]
 
     @cached_property

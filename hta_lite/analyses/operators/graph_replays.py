@@ -31,7 +31,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...kineto import CPU_OP_CATEGORY, GRAPH_LAUNCH_NAMES, MODULE_PREFIX, STEP_PREFIX
+from ...kineto import (
+    CPU_ANNOTATION_CATEGORY,
+    CPU_OP_CATEGORY,
+    GRAPH_LAUNCH_NAMES,
+    MODULE_PREFIX,
+    STEP_PREFIX,
+)
 from ...load.rank_trace import RankTrace
 from ...rows import nearest_ancestor
 from ..common import one_of, starts_with, text_values
@@ -196,7 +202,7 @@ def _copies(trace: RankTrace, replay: Replay, base: int):
     launches = sequence.launch[positions]
     ts, end = source["ts"].to_numpy(), (source["ts"] + source["dur"]).to_numpy()
     parent = source["parent_row"].to_numpy()
-    kept = one_of(source["cat"], (CPU_OP_CATEGORY, "user_annotation")) | starts_with(
+    kept = one_of(source["cat"], (CPU_OP_CATEGORY, CPU_ANNOTATION_CATEGORY)) | starts_with(
         source["name"], MODULE_PREFIX
     )
     kept &= (ts > lo) & (end < hi) & ~starts_with(source["name"], STEP_PREFIX)
