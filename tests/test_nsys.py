@@ -175,6 +175,17 @@ def test_hostile_values_are_dropped_and_counted(tmp_path):
     assert trace.health["nvtx_range_without_end"] == 1
 
 
+def test_an_export_whose_kernels_all_have_unusable_times_is_an_error(tmp_path):
+    path = _copy_of(tmp_path)
+    con = sqlite3.connect(path)
+    for kind in ("KERNEL", "MEMCPY", "MEMSET", "SYNCHRONIZATION"):
+        con.execute(f"UPDATE CUPTI_ACTIVITY_KIND_{kind} SET end = start - 1")
+    con.commit()
+    con.close()
+    with pytest.raises(TraceFormatError, match="no rank in the file"):
+        parse_parts(path)
+
+
 def test_not_a_database_under_an_export_name(tmp_path):
     path = tmp_path / "report.sqlite"
     path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 200)

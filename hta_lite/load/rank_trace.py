@@ -97,7 +97,10 @@ def parse_parts(path: str | Path, include_last_profiler_step=False) -> list[Rank
     from .finish import finish
 
     path = Path(path)
-    return [finish(part, path, include_last_profiler_step) for part in readers.read(path)]
+    parts = readers.read(path)
+    if not parts:  # never a file that silently adds no rank
+        raise TraceFormatError(path, "no rank in the file: no GPU or CPU work with usable times")
+    return [finish(part, path, include_last_profiler_step) for part in parts]
 
 
 def parse_file(
