@@ -225,6 +225,10 @@ del C
 READ_TABLES = tuple(name for name in TABLES if name != "steps")
 
 
+#: how pandas spells a contract dtype: text is ``str`` in pandas 3, ``object`` in pandas 2
+_SPELLINGS = {"str": ("str", "object")}
+
+
 def problems(name: str, df: pd.DataFrame, stage: str = "finish") -> list[str]:
     """What in ``df`` breaks the contract of table ``name`` at ``stage`` (``"reader"``: a
     reader's output, ``"finish"``: a linked trace's): a missing, extra or mistyped column, a
@@ -243,7 +247,7 @@ def problems(name: str, df: pd.DataFrame, stage: str = "finish") -> list[str]:
         if column.name not in df.columns:
             continue
         values = df[column.name]
-        if str(values.dtype) != column.dtype:
+        if str(values.dtype) not in _SPELLINGS.get(column.dtype, (column.dtype,)):
             out.append(f"{name}.{column.name}: dtype {values.dtype}, contract {column.dtype}")
             continue
         if column.required and values.isna().any():

@@ -136,7 +136,7 @@ class Export:
 
 def categorical(texts: np.ndarray, codes: np.ndarray) -> pd.Categorical:
     """``texts[codes]`` as a categorical (None: missing), from each distinct text once."""
-    cat_codes, categories = pd.factorize(pd.array(texts, dtype="str"), use_na_sentinel=True)
+    cat_codes, categories = pd.factorize(pd.Index(texts, dtype=object), use_na_sentinel=True)
     return pd.Categorical.from_codes(
         cat_codes[codes] if len(codes) else np.zeros(0, np.int64),
         categories=pd.Index(categories, dtype="str"),
@@ -236,7 +236,7 @@ def runtime(db: Export, problems: Counter) -> dict:
 
 
 def _texts(values: np.ndarray) -> pd.Categorical:
-    codes, uniques = pd.factorize(pd.array(values, dtype="str"), use_na_sentinel=True)
+    codes, uniques = pd.factorize(pd.Index(values, dtype=object), use_na_sentinel=True)
     return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype="str"))
 
 
