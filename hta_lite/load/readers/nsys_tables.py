@@ -33,15 +33,15 @@ SYNC_TYPES = {1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Con
 #: ``CUPTI_ACTIVITY_KIND_RUNTIME.eventClass``: the calls kept (others, such as backtrace rows,
 #: repeat a call's correlation id)
 RUNTIME_CLASSES = {0: "cuda_runtime", 1: "cuda_driver"}
-#: ``NVTX_EVENTS.eventType``: push/pop and start/end ranges; marks; a domain's creation
-NVTX_RANGES, NVTX_MARK, NVTX_DOMAIN = (59, 60), 34, 75
+#: ``NVTX_EVENTS.eventType``: push/pop and start/end ranges; marks
+NVTX_RANGES, NVTX_MARK = (59, 60), 34
 #: the version suffix nsys gives runtime call names (``cudaLaunchKernel_v7000``)
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
 
 
 class Export:
     """An open export: which tables and columns it has, its strings. Bulk integer columns are
-    read through Arrow (``adbc_driver_sqlite``: 3x Python's ``sqlite3`` rows) where that reads
+    read through Arrow (``adbc_driver_sqlite``: 2.7x Python's ``sqlite3`` rows, measured) where that reads
     them, else through ``sqlite3``; every value is cast to an integer in SQL, so a text or real
     value a hostile file stores in an integer column reads as a number, never a Python error."""
 
