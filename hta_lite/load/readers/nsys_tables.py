@@ -41,9 +41,9 @@ _VERSION_SUFFIX = re.compile(r"_v\d+$")
 
 class Export:
     """An open export: which tables and columns it has, its strings. Bulk integer columns are
-    read through Arrow (``adbc_driver_sqlite``: 2.7x Python's ``sqlite3`` rows, measured) where that reads
-    them, else through ``sqlite3``; every value is cast to an integer in SQL, so a text or real
-    value a hostile file stores in an integer column reads as a number, never a Python error."""
+    read through Arrow (``adbc_driver_sqlite``: 2.7x Python's ``sqlite3`` rows, measured) where
+    that reads them, else through ``sqlite3``, which casts every value to an integer in SQL: a
+    text or real value a hostile file stores in an integer column reads as a number."""
 
     def __init__(self, con: sqlite3.Connection, path: Path | None = None):
         self.con = con
