@@ -30,6 +30,7 @@ from ..analyses import (
     temporal,
     timers,
 )
+from ..analyses.catalog import NOT_IN_BATCH, VIEWS
 from ..analyses.collectives import summaries
 from ..analyses.collectives.calls import collective_calls
 from ..analyses.collectives.matching import match
@@ -178,7 +179,7 @@ def summarize_folder(
         plus ``CROSS_RANK_TABLES``: collectives matched across ranks from the per-rank
         ``collective_calls``, by collective, by rank, and what could not be matched) whose
         ``skipped_files`` lists ``{path: problem}`` of files not loaded with ``on_error="skip"``
-        / ``"warn"``.
+        / ``"warn"``, and ``absent`` the summary's views it does not give, and why.
     """
     options = options or LoadOptions(**option_kwargs)
     options.check_settings()
@@ -268,11 +269,14 @@ def cross_rank(
 
 
 class Summary(dict):
-    """``{table name: DataFrame}`` plus ``skipped_files`` (``{path: problem}``)."""
+    """``{table name: DataFrame}`` plus ``skipped_files`` (``{path: problem}``) and ``absent``
+    (``{view: why}``: the views of :data:`~hta_lite.analyses.catalog.VIEWS` the batch does not
+    give)."""
 
     def __init__(self, skipped_files: dict[str, str]):
         super().__init__()
         self.skipped_files = skipped_files
+        self.absent = {view.key: NOT_IN_BATCH for view in VIEWS if view.batch is None}
 
 
 def run_jobs(work, jobs: list, executor: Any, options: LoadOptions) -> list:

@@ -223,11 +223,12 @@ def summarize(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
+    from ..analyses.catalog import HEADINGS
     from ..analyses.health import problems
     from ..units import distinct_names
     from .findings_cli import finding_lines
     from .report import write_report
-    from .summary import HEADINGS, shown, summary_tables
+    from .summary import shown, summary_tables
 
     if args.format == "parquet" and not args.out_dir:
         raise TraceError(None, "--format parquet writes files: give --out-dir")

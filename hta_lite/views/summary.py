@@ -1,23 +1,24 @@
-"""The summary tables of a trace folder, in the order the CLI prints them and writes them (one
-file each) and the report shows them. A new analysis adds its table here: ``(file stem, heading,
-builder)``; a builder returns the table, or a sentence saying why the traces have none (what to
-record, or that the view does not apply), which the CLI and the report print in its place."""
+"""The builders of the summary tables (:mod:`.catalog` lists them): each returns the table, or a
+sentence saying why the traces have none (what to record, or that the view does not apply), which
+the CLI and the report print in its place."""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from functools import partial
 
 import pandas as pd
 
 from ..analyses import cupti
+from ..analyses.catalog import VIEWS
 from ..errors import MissingDataError
 from ..facade.missing import need, no_gpu_work, why
-from .critical_path_rows import critical_path_rows
+from .critical_path_rows import critical_path_rows  # noqa: F401 - a builder VIEWS names
 from .steps_cli import anomaly_columns, unscored
 
 
-def _top_kernels(analysis) -> pd.DataFrame | str:
+def top_kernels(analysis) -> pd.DataFrame | str:
     _, kernel_df = analysis.get_gpu_kernel_breakdown(visualize=False)
     named = kernel_df[kernel_df["name"] != "others"]
     if named.empty:
@@ -25,7 +26,7 @@ def _top_kernels(analysis) -> pd.DataFrame | str:
     return named.sort_values("sum (us)", ascending=False).head(20).reset_index(drop=True)
 
 
-def _cupti_by_operator(analysis) -> pd.DataFrame | None:
+def cupti_by_operator(analysis) -> pd.DataFrame | None:
     if not any(len(t.kernel_counters) for t in analysis.traces.values()):
         return None  # a rare recording mode: no line when absent
     return cupti.by_operator(analysis.get_cupti_counter_data_with_operators())
@@ -70,7 +71,7 @@ def quietly(build) -> Callable:
     return run
 
 
-def collectives(analysis, by: str) -> pd.DataFrame | str:
+def collectives(analysis, by: str = "collective") -> pd.DataFrame | str:
     """The collective summary, or why there is none."""
     if analysis.get_collectives().calls.empty:
         return "no collective in the traces"
@@ -100,7 +101,7 @@ MEMORY_PEAK_COLUMNS = ["rank", "device", "peak_allocated", "operator", "module",
                        "peak_reserved", "peak_fragmentation"]  # fmt: skip
 
 
-def _leaks(analysis) -> pd.DataFrame | str:
+def leaks(analysis) -> pd.DataFrame | str:
     table = need(analysis.get_memory_leaks())
     return "no allocation made in a step stays unfreed" if table.empty else table
 
@@ -194,6 +195,12 @@ def findings(analysis, snapshot=None) -> pd.DataFrame:
     return table
 
 
+def collective_problems(analysis) -> pd.DataFrame | None:
+    """The collectives not matched across ranks, or partial (None when all matched)."""
+    problems = analysis.get_collectives().problems
+    return None if problems.empty else problems
+
+
 def step_breakdown(analysis) -> pd.DataFrame:
     """The per-step breakdown; where no rank ran GPU work, its steps' host columns only (the GPU
     columns would read 0 and NaN), with a note that says so."""
@@ -209,113 +216,47 @@ def key_findings(analysis) -> pd.DataFrame:
     return analysis.get_key_findings()
 
 
-TABLES: list[tuple[str, str, Callable]] = [
-    ("findings", "Findings: what to fix first, by the step time it would save", quietly(findings)),
-    ("key_findings", "Key findings", key_findings),
-    (
-        "temporal_breakdown",
-        "Temporal breakdown (µs, % of GPU span)",
-        lambda a: a.get_temporal_breakdown(visualize=False),
-    ),
-    (
-        "gpu_idle_by_cause",
-        "GPU idle time by cause, no stream busy (µs, %)",
-        lambda a: a.get_gpu_idle_by_cause(),
-    ),
-    (
-        "comm_comp_overlap",
-        "Communication / computation overlap (%)",
-        lambda a: a.get_comm_comp_overlap(visualize=False),
-    ),
-    (
-        "idle_time_breakdown",
-        "Idle time by cause, per stream (µs)",
-        lambda a: a.get_idle_time_breakdown(visualize=False)[0],
-    ),
-    (
-        "kernel_type_breakdown",
-        "GPU time by kernel type (µs, all ranks)",
-        lambda a: a.get_gpu_kernel_breakdown(visualize=False)[0],
-    ),
-    ("top_kernels", "Top kernels (µs)", _top_kernels),
-    (
-        "step_breakdown",
-        "Per-step breakdown (µs)",
-        step_breakdown,
-    ),
-    (
-        "step_anomalies",
-        "Anomalous steps: why, and the rank that caused each (µs)",
-        quietly(step_anomalies),
-    ),
-    (
-        "operators",
-        "GPU time by operator (µs; launched itself / by the operators it calls)",
-        top_operators,
-    ),
-    (
-        "optimization_targets",
-        "Operators furthest below their roofline, by time (µs)",
-        quietly(optimization_targets),
-    ),
-    ("mfu", "Model FLOPs utilization per step (%)", quietly(mfu_rows)),
-    (
-        "graph_launches",
-        "CUDA / HIP graph launches: GPU time replayed, mapped to operators (µs, %)",
-        graph_launches,
-    ),
-    (
-        "critical_path",
-        "Critical path of the first step of the lowest rank, by what bounds it (µs, %)",
-        critical_path_rows,
-    ),
-    (
-        "job_critical_path",
-        "Job critical path: what bounds the steps, by rank (µs, % of the steps)",
-        quietly(job_critical_path),
-    ),
-    ("memory_peaks", "Memory: peak allocated / reserved per rank and device (bytes)", memory_peaks),
-    (
-        "memory_leaks",
-        "Memory allocated in a step and never freed (bytes; the same each step: a leak)",
-        quietly(_leaks),
-    ),
-    ("collectives", "Collectives (µs, GB/s bus bandwidth)", lambda a: collectives(a, "collective")),
-    (
-        "collectives_by_rank",
-        "Collectives by rank: who arrived last, the wait caused and suffered (µs)",
-        lambda a: collectives(a, "rank"),
-    ),
-    (
-        "collective_problems",
-        "Collectives not matched across ranks, or partial (reason)",
-        lambda a: None if a.get_collectives().problems.empty else a.get_collectives().problems,
-    ),
-    (
-        "cupti_counters",
-        "CUPTI counters by operator (sums over the profiled kernels)",
-        _cupti_by_operator,
-    ),
-]
+def temporal_breakdown(analysis) -> pd.DataFrame:
+    return analysis.get_temporal_breakdown(visualize=False)
+
+
+def gpu_idle_by_cause(analysis) -> pd.DataFrame:
+    return analysis.get_gpu_idle_by_cause()
+
+
+def comm_comp_overlap(analysis) -> pd.DataFrame:
+    return analysis.get_comm_comp_overlap(visualize=False)
+
+
+def idle_time_breakdown(analysis) -> pd.DataFrame:
+    return analysis.get_idle_time_breakdown(visualize=False)[0]
+
+
+def kernel_type_breakdown(analysis) -> pd.DataFrame:
+    return analysis.get_gpu_kernel_breakdown(visualize=False)[0]
+
+
+def collectives_by_rank(analysis) -> pd.DataFrame | str:
+    return collectives(analysis, "rank")
 
 
 def summary_tables(analysis, snapshot=None) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
-    """``({file stem: table}, {file stem: why it is absent})`` for every summary table, then
+    """``({file stem: table}, {file stem: why it is absent})`` for every view, then
     ``health_summary`` and ``health``. A table absent without a reason (``None``) is one that
     rarely applies (CUPTI counters, unmatched collectives): it is simply left out. With
     ``snapshot`` (a :class:`~hta_lite.MemorySnapshot` of the run): its findings among the
-    findings, and its tables (:data:`SNAPSHOT_TABLES`)."""
-    builders = [(key, build) for key, _, build in TABLES]
+    findings, and its tables (:data:`~hta_lite.analyses.catalog.SNAPSHOT_VIEWS`)."""
+    builders = [(view.key, globals()[view.builder]) for view in VIEWS]
     if snapshot is not None:
-        with_snapshot = quietly(lambda a: findings(a, snapshot))
-        builders = [(k, with_snapshot if k == "findings" else b) for k, b in builders]
+        builders = [(k, partial(findings, snapshot=snapshot) if k == "findings" else b)
+                    for k, b in builders]  # fmt: skip
         builders += [
             ("snapshot_summary", lambda a: snapshot.summary()),
-            ("snapshot_oom", quietly(lambda a: snapshot.oom())),
+            ("snapshot_oom", lambda a: snapshot.oom()),
         ]
     tables, absent = {}, {}
     for key, build in builders:
-        table = build(analysis)
+        table = quietly(build)(analysis)
         if isinstance(table, pd.DataFrame) and why(table):  # no rows, and why
             table = why(table)
         if isinstance(table, str):
@@ -348,11 +289,3 @@ def shown(key: str, table):
     out = table[[c for c in SHOWN[key] if c in table.columns]]
     out.attrs = dict(table.attrs)
     return out
-
-
-#: the tables of a memory snapshot given to :func:`summary_tables`
-SNAPSHOT_TABLES = {
-    "snapshot_summary": "CUDA memory snapshot: per device (MemorySnapshot.summary())",
-    "snapshot_oom": "CUDA memory snapshot: out of memory, and the verdict (MemorySnapshot.oom())",
-}
-HEADINGS = {key: heading for key, heading, _ in TABLES} | SNAPSHOT_TABLES
