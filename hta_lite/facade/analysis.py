@@ -80,6 +80,6 @@ class TraceAnalysis(
         """The reference's ``Trace`` object as far as notebooks use it: ``t.get_trace(rank)``
         (all events of a rank in one frame, names decoded), ``t.get_all_traces()``,
         ``t.get_ranks()``, ``t.get_iterations()``, ``t.decode_symbol_ids()``."""
-        if "_hta_trace" not in self.__dict__:
-            self._hta_trace = HtaTrace(self)
-        return self._hta_trace
+        if self.memo.hta_trace is None:
+            self.memo.hta_trace = HtaTrace(self)
+        return self.memo.hta_trace

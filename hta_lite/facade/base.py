@@ -11,6 +11,7 @@ from ..analyses import health
 from ..errors import RankNotFoundError
 from ..load.loader import LoadOptions, OnError, load, load_graph_sources
 from ..load.rank_trace import RankTrace
+from .memo import Memo
 
 
 class _LazyPlots:
@@ -58,6 +59,7 @@ class TraceSet:
         self.graph_sources = (
             [] if graph_capture is None else load_graph_sources(graph_capture, self.options)
         )
+        self.memo = Memo()  # results shared between views (facade/memo.py)
 
     @property
     def ranks(self) -> list[int]:

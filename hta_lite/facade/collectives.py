@@ -29,9 +29,9 @@ class Collectives:
             busbw GB/s) and ``problems`` (unmatched, partial or disagreeing calls, with the
             reason). Nothing unmatched is dropped or raised: it is in ``problems``.
         """
-        if "_collectives" not in self.__dict__:
-            self._collectives = match_traces(self.traces)
-            problems = self._collectives.problems
+        if self.memo.collectives is None:
+            self.memo.collectives = match_traces(self.traces)
+            problems = self.memo.collectives.problems
             for row in problems[problems["reason"] == "metadata disagree"].itertuples():
                 for rank in (int(r) for r in row.ranks.split(",") if r):
                     record(self._found(rank), "collective_metadata_disagrees",
@@ -39,9 +39,9 @@ class Collectives:
             for row in problems[problems["reason"] == "clock offset"].itertuples():
                 offset = row.detail.split("about ", 1)[1].split(" the others", 1)[0]
                 record(self._found(int(row.ranks)), "clock_offset", row.calls, offset)
-            for rank, found in self._collectives.rank_problems.items():
+            for rank, found in self.memo.collectives.rank_problems.items():
                 self._found(rank).update(found)
-        return self._collectives
+        return self.memo.collectives
 
     def get_collective_summary(
         self, by: Literal["collective", "rank"] = "collective", *, visualize: bool = False

@@ -66,7 +66,7 @@ class Findings:
             device,
             _file_key(snapshot.path) if snapshot is not None else None,
         )
-        cache = self.__dict__.setdefault("_findings", {})  # the summary and report both ask
+        cache = self.memo.findings  # the summary and report both ask
         if key not in cache:
             ctx = self._findings_context(data_load_events, device)
             if snapshot is not None:

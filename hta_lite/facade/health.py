@@ -19,9 +19,9 @@ class Health:
     """Health methods of :class:`hta_lite.TraceAnalysis`."""
 
     def _found(self, rank: int) -> Counter:
-        """What the checks found in a rank's data (health codes -> counts): the one memo of
-        analysis problems, written by the views that run the checks."""
-        return self.__dict__.setdefault("_view_problems", {}).setdefault(rank, Counter())
+        """What the checks found in a rank's data (health codes -> counts; ``memo.problems``),
+        written by the views that run the checks."""
+        return self.memo.problems.setdefault(rank, Counter())
 
     def _run_checks(self) -> dict[int, Counter]:
         """Run the checks (collectives matched across ranks, operators' shapes and graph
@@ -33,7 +33,7 @@ class Health:
             except MissingDataError:
                 pass
             self._memory_of(rank)
-        return {r: c for r, c in self.__dict__.get("_view_problems", {}).items() if c}
+        return {r: c for r, c in self.memo.problems.items() if c}
 
     def health(self) -> pd.DataFrame:
         """What the loader read, skipped, clamped or excluded, and what the checks of the

@@ -87,7 +87,7 @@ class JobPaths:
             tuple(steps) if steps is not None else None,
             whole,
         )
-        cache = self.__dict__.setdefault("_job_path_parts", {})
+        cache = self.memo.job_path_parts
         if key not in cache:
             parts = self._segments_per_rank(data_load_events, steps, whole)
             cache[key] = {

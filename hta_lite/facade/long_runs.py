@@ -127,7 +127,7 @@ class LongRuns:
         """The scored steps, computed once per set of arguments (the traces do not change)."""
         threshold = positive_limit(threshold, "threshold")
         key = (metric, threshold, baseline, window, None if ranks is None else tuple(ranks))
-        cache = self.__dict__.setdefault("_scored_cache", {})
+        cache = self.memo.scored_steps
         if key not in cache:
             cache[key] = self._score_steps(*key)
         return cache[key].copy()

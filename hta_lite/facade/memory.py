@@ -43,7 +43,7 @@ class Memory:
 
     def _memory_of(self, rank: int) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The rank's memory events and timeline, built once (bad totals: :meth:`health`)."""
-        cache = self.__dict__.setdefault("_memory_cache", {})
+        cache = self.memo.memory
         if rank not in cache:
             trace = self.trace(rank)
             events = memory_events(trace)

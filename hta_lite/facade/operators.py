@@ -40,7 +40,7 @@ class Operators:
     plugin's operator view and TraceLens' perf model, on hta_lite's tables)."""
 
     def _operators(self, ranks: Iterable[int] | None) -> list[ops.RankOperators]:
-        cache = self.__dict__.setdefault("_operator_cache", {})
+        cache = self.memo.operators
         out = []
         for trace in select(self.traces, ranks):
             if trace.rank not in cache:
@@ -59,7 +59,7 @@ class Operators:
         """The roofline table, computed once per (ranks, device)."""
         rank_ops = self._operators(ranks)
         key = (tuple(r.rank for r in rank_ops), device if isinstance(device, str) else id(device))
-        cache = self.__dict__.setdefault("_roofline_cache", {})
+        cache = self.memo.roofline
         if key not in cache:
             devices = ops.devices_of([r.attribution.trace for r in rank_ops], device)
             cache[key] = table = ops.roofline_table(rank_ops, devices)
