@@ -115,6 +115,15 @@ MEMORY_CATEGORIES = (
 #: its actions, by index
 MEMORY_ACTIONS = {1: "PREEXISTING", 2: "CREATE", 3: "INCREMENT_VERSION", 4: "DESTROY"}
 
+# ---- CUDA memory snapshots (torch.cuda.memory._dump_snapshot) -------------------------------
+SNAPSHOT_ACTIVE = "active_allocated"
+#: in use until a stream's work finishes: PyTorch writes ``active_pending_free`` (its Python
+#: docs say ``active_awaiting_free``; both are read)
+SNAPSHOT_PENDING = ("active_pending_free", "active_awaiting_free")
+#: the trace actions that change memory: a trace without one records nothing but the dump
+SNAPSHOT_TRACED_ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc",
+                           "segment_free", "segment_map", "segment_unmap", "oom")  # fmt: skip
+
 # ---- ProfilerStep ------------------------------------------------------------------------------
 STEP_PREFIX = "ProfilerStep#"
 STEP_PATTERN = re.compile(r"^ProfilerStep#(\d+)$")

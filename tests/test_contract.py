@@ -11,8 +11,11 @@ from conftest import DATA, ROOT, sample_folders
 from fused_trace import fuse
 
 from hta_lite import LoadOptions, MemorySnapshot, TraceAnalysis
+from hta_lite.errors import SnapshotError, TraceFormatError
 from hta_lite.load import contract, readers
+from hta_lite.load.finish import finish, finish_snapshot
 from hta_lite.load.rank_trace import RankTrace, parse_parts
+from hta_lite.load.readers import snapshot as snapshot_reader
 
 SAMPLE_FILES = sorted(
     p for folder in sample_folders().values() for p in folder.rglob("*.json*")
@@ -37,6 +40,29 @@ def _broken(path: Path) -> list[str]:
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_kineto_reader_holds_to_the_contract(path):
     assert _broken(path) == []
+
+
+def test_counter_columns_are_the_contract_s_open_columns():
+    path = DATA / "cupti_profiler" / "benchmark_result_924719_1679055439_trace.json.gz"
+    assert _broken(path) == []
+    counters = parse_parts(path)[0].kernel_counters
+    named = set(contract.TABLES["kernel_counters"].column_names())
+    assert len(set(counters.columns) - named) == 9  # one float64 column per counter
+    assert contract.problems("kernel_counters", counters.assign(x="text")) == [
+        "kernel_counters: columns not in the contract ['x']"
+    ]
+
+
+def test_the_finishing_step_refuses_a_reader_that_breaks_the_contract(tmp_path):
+    path = ROOT / "sample_traces" / "two_ranks" / "sampled_rank-0.json.gz"
+    read = readers.read(path)[0]
+    read.tables["gpu"]["stream"] = read.tables["gpu"]["stream"].astype("float64")
+    with pytest.raises(TraceFormatError, match=r"sampled_rank-0.*gpu.stream: dtype float64"):
+        finish(read, path)
+    snapshot = snapshot_reader.read(DATA / "snapshots" / "medium_128_training.pickle.gz")
+    snapshot.blocks = snapshot.blocks.drop(columns="site")
+    with pytest.raises(SnapshotError, match=r"x.pickle: .*blocks: missing columns \['site'\]"):
+        finish_snapshot(snapshot, tmp_path / "x.pickle")
 
 
 def test_fused_and_legacy_files_hold_to_the_contract(tmp_path):

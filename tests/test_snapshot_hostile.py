@@ -11,10 +11,10 @@ import pytest
 from snapshot_corpus import crafted
 
 from hta_lite import MemorySnapshot
-from hta_lite.analyses.memory_snapshot.tables import tables
 from hta_lite.errors import SnapshotError
 from hta_lite.load.plain_pickle import PlainData
 from hta_lite.load.readers import snapshot as reader
+from hta_lite.load.readers.snapshot_tables import tables
 
 CRAFTED = crafted()
 READ = {  # the inputs that are plain data, and what is read of them

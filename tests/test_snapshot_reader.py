@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hta_lite.analyses.memory_snapshot.tables import tables
 from hta_lite.load.readers import snapshot as reader
+from hta_lite.load.readers.snapshot_tables import tables
 
 DATA = Path(__file__).parent / "data" / "snapshots"
 SHARED = Path(__file__).parent.parent.parent / "shared" / "snapshots"

@@ -13,11 +13,11 @@ import pandas as pd
 from ..analyses.memory_snapshot import compare as cmp
 from ..analyses.memory_snapshot import oom as oom_
 from ..analyses.memory_snapshot import timeline as tl
-from ..analyses.memory_snapshot.sites import stack_text
 from ..analyses.memory_snapshot.summary import summary as summarize
-from ..analyses.memory_snapshot.tables import tables
-from ..errors import MissingDataError, SelectionError, SnapshotError
-from ..load.readers.snapshot import read_snapshot_columns
+from ..errors import MissingDataError, SelectionError
+from ..load.finish import finish_snapshot
+from ..load.readers.snapshot import read as read_snapshot
+from ..load.readers.snapshot_sites import stack_text
 from .missing import table_view
 
 
@@ -58,13 +58,8 @@ class MemorySnapshot:
 
     def __init__(self, path: str | Path):
         self.path = str(path)
-        data, columns = read_snapshot_columns(path)
-        settings = data.get("allocator_settings")
-        self.allocator_settings = settings if isinstance(settings, dict) else {}
-        try:
-            self._tables = tables(data, columns)
-        except SnapshotError as exc:
-            raise SnapshotError(path, exc.problem) from None
+        self._tables = finish_snapshot(read_snapshot(path), path)
+        self.allocator_settings = self._tables.allocator_settings
 
     @property
     def traced(self) -> bool:
@@ -101,7 +96,7 @@ class MemorySnapshot:
 
     def segments(self) -> pd.DataFrame:
         """The segment map: one row per segment (columns in
-        :mod:`hta_lite.analyses.memory_snapshot.tables`)."""
+        :mod:`hta_lite.load.readers.snapshot_tables`)."""
         return self._tables.segments.copy()
 
     def blocks(self, stack: bool = False) -> pd.DataFrame:

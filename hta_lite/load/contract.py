@@ -42,6 +42,8 @@ class Table:
     name: str
     meaning: str
     columns: tuple[Column, ...]
+    #: columns beyond ``columns``, by dtype, and what they are (e.g. one per CUPTI counter)
+    more: tuple[str, str] | None = None
 
     def column_names(self, set_by: str | None = None) -> list[str]:
         return [c.name for c in self.columns if set_by is None or c.set_by == set_by]
@@ -172,13 +174,13 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         C("name", "category", "", "kernel name", "CUPTI counters", required=True),
         C("pid", "int64", "", "process", "CUPTI counters"),
         C("tid", "int64", "", "thread", "CUPTI counters"),
-    )),
+    ), more=("float64", "one column per counter, named as CUPTI names it")),
 )}  # fmt: skip
 del C
 
 C = Column
 #: the tables of a CUDA memory snapshot (:mod:`hta_lite.load.readers.snapshot`; built by
-#: :mod:`hta_lite.analyses.memory_snapshot.tables`), read by :class:`hta_lite.MemorySnapshot`
+#: :mod:`hta_lite.load.readers.snapshot_tables`), read by :class:`hta_lite.MemorySnapshot`
 SNAPSHOT_TABLES: dict[str, Table] = {t.name: t for t in (
     Table("segments", "the allocator's segments at the dump", (
         C("device", "int64", "", "GPU index", "all", required=True),
@@ -229,16 +231,20 @@ READ_TABLES = tuple(name for name in TABLES if name != "steps")
 _SPELLINGS = {"str": ("str", "object")}
 
 
-def problems(name: str, df: pd.DataFrame, stage: str = "finish") -> list[str]:
+def problems(name: str, df: pd.DataFrame, stage: str = "finish", values: bool = True) -> list[str]:
     """What in ``df`` breaks the contract of table ``name`` at ``stage`` (``"reader"``: a
-    reader's output, ``"finish"``: a linked trace's): a missing, extra or mistyped column, a
-    required column with absent values, a negative time or duration. Empty when it holds."""
+    reader's output, ``"finish"``: a linked trace's): a missing, extra or mistyped column, and
+    with ``values`` a required column with absent values, a negative time or duration. Empty
+    when it holds."""
     spec = TABLES[name] if name in TABLES else SNAPSHOT_TABLES[name]
     expected = [c for c in spec.columns if stage == "finish" or c.set_by == "reader"]
     out = []
     names = [c.name for c in expected]
     missing = [n for n in names if n not in df.columns]
     extra = [n for n in df.columns if n not in names]
+    dtypes = dict(zip(df.columns, map(str, df.dtypes)))
+    if spec.more is not None:
+        extra = [n for n in extra if dtypes[n] != spec.more[0]]
     if missing:
         out.append(f"{name}: missing columns {missing}")
     if extra:
@@ -246,13 +252,17 @@ def problems(name: str, df: pd.DataFrame, stage: str = "finish") -> list[str]:
     for column in expected:
         if column.name not in df.columns:
             continue
-        values = df[column.name]
-        if str(values.dtype) not in _SPELLINGS.get(column.dtype, (column.dtype,)):
-            out.append(f"{name}.{column.name}: dtype {values.dtype}, contract {column.dtype}")
+        dtype = dtypes[column.name]
+        if dtype not in _SPELLINGS.get(column.dtype, (column.dtype,)):
+            out.append(f"{name}.{column.name}: dtype {dtype}, contract {column.dtype}")
             continue
-        if column.required and values.isna().any():
-            out.append(f"{name}.{column.name}: required, {int(values.isna().sum())} absent")
-        if column.name in ("ts", "dur") and len(values) and int(values.min()) < 0:
+        if not values:
+            continue
+        column_values = df[column.name]
+        if column.required and column_values.isna().any():
+            absent = int(column_values.isna().sum())
+            out.append(f"{name}.{column.name}: required, {absent} absent")
+        if column.name in ("ts", "dur") and len(column_values) and int(column_values.min()) < 0:
             out.append(f"{name}.{column.name}: negative values")
     return out
 
@@ -270,6 +280,8 @@ def markdown(tables: dict[str, Table] = TABLES) -> str:
             required = " (required)" if c.required else ""
             lines.append(f"| `{c.name}` | {c.dtype} | {c.unit} | {c.set_by} | {c.meaning}{required}"
                          f" | {c.needed_by} |")  # fmt: skip
+        if table.more is not None:
+            lines.append(f"| (more) | {table.more[0]} | | reader | {table.more[1]} | |")
         lines.append("")
     return "\n".join(lines)
 

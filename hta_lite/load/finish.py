@@ -1,9 +1,12 @@
 """The finishing step every reader's output goes through: one rank's tables as read ->
-a linked :class:`~hta_lite.load.rank_trace.RankTrace`.
+a linked :class:`~hta_lite.load.rank_trace.RankTrace`; a memory snapshot's tables -> the tables
+:class:`hta_lite.MemorySnapshot` reads (:func:`finish_snapshot`).
 
-A reader (:mod:`hta_lite.load.readers`) gives a :class:`ReadRank` per rank its file holds:
-the tables of the contract (:mod:`hta_lite.load.contract`) before linking, the file's metadata
-and what it counted. :func:`finish` then, the same for every format:
+Both first check the reader's tables against the contract (:mod:`hta_lite.load.contract`:
+every column there, none else, each of its dtype): a reader that breaks it is an error naming
+the file, never tables an analysis misreads. A trace reader (:mod:`hta_lite.load.readers`)
+gives a :class:`ReadRank` per rank its file holds: the tables before linking, the file's
+metadata and what it counted. :func:`finish` then, the same for every format:
 
 - finds the steps (the reader's ``steps`` table when it gives one, else the ``ProfilerStep#``
   ranges of the CPU table);
@@ -24,9 +27,10 @@ import numpy as np
 import pandas as pd
 
 from ..classify import kernel_types
-from ..errors import SelectionError, TraceFormatError
+from ..errors import SelectionError, SnapshotError, TraceError, TraceFormatError
 from ..intervals import count_overlaps_by_group
 from ..kineto import CPU_OP_CATEGORY, GPU_WORK_CATEGORIES, LAUNCH_NAMES, RUNTIME_CATEGORIES
+from . import contract
 from .health_items import note
 from .links import (
     first_row_by_key,
@@ -92,6 +96,7 @@ def finish(read: ReadRank, path: str | Path, include_last_profiler_step: StepRul
 
     rule = StepRule.of(include_last_profiler_step)
     tables, health = read.tables, read.problems
+    checked(tables, path, TraceFormatError, "reader")
     cpu, gpu = tables["cpu"], tables["gpu"]
     steps = tables.get("steps")
     if rule.step_range is not None:
@@ -128,6 +133,23 @@ def finish(read: ReadRank, path: str | Path, include_last_profiler_step: StepRul
         health=dict(health),
         source_format=read.source_format,
     )
+
+
+def finish_snapshot(read, path: str | Path):
+    """A memory snapshot's tables (``SnapshotTables`` of :mod:`.readers.snapshot`) checked
+    against the contract's :data:`~hta_lite.load.contract.SNAPSHOT_TABLES`."""
+    tables = {name: getattr(read, name) for name in contract.SNAPSHOT_TABLES}
+    checked(tables, path, SnapshotError, "finish")
+    return read
+
+
+def checked(tables: dict[str, pd.DataFrame], path, error: type[TraceError], stage: str) -> None:
+    """Raise ``error`` naming the file where a table breaks the contract's columns or dtypes
+    (a reader's defect: the analyses would misread the table). Names and dtypes only: the
+    values are checked by the tests on every reader (tests/test_contract.py)."""
+    broken = [p for name, df in tables.items() for p in contract.problems(name, df, stage, False)]
+    if broken:
+        raise error(path, "the reader's tables break the table contract: " + "; ".join(broken))
 
 
 def _named_steps(cpu: pd.DataFrame, name: str, path: str | Path) -> pd.DataFrame:

@@ -82,10 +82,10 @@ def check(data: bytes, fast) -> tuple[str | None, bool]:
     """(problem or None, whether the C reader took the input)."""
     import pandas as pd
 
-    from hta_lite.analyses.memory_snapshot.tables import tables
     from hta_lite.errors import SnapshotError
     from hta_lite.load.plain_pickle import PlainData
     from hta_lite.load.readers import snapshot as reader
+    from hta_lite.load.readers.snapshot_tables import tables
 
     out = fast.read(data)
     taken = out is not None and reader._is_snapshot(out[0]) and reader._rows_in_traces(*out)

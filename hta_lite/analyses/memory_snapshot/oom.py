@@ -27,7 +27,8 @@ import bisect
 import numpy as np
 import pandas as pd
 
-from .segment_table import ACTIVE, PENDING
+from ...kineto import SNAPSHOT_ACTIVE as ACTIVE
+from ...kineto import SNAPSHOT_PENDING as PENDING
 
 DEFAULT_POOL = "(0, 0)"
 FITS, SHORTAGE = "fits in a cached block", "real shortage"

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from ...errors import SelectionError
-from .segment_table import ACTIVE, PENDING
-from .tables import INT64
+from ...kineto import SNAPSHOT_ACTIVE as ACTIVE
+from ...kineto import SNAPSHOT_PENDING as PENDING
 
 BYTES = ["reserved_bytes", "allocated_bytes", "active_blocks_bytes", "free_internal_bytes",
          "free_external_bytes", "awaiting_free_bytes", "largest_free_block_bytes"]  # fmt: skip
@@ -60,7 +60,7 @@ def summary(segments: pd.DataFrame, blocks: pd.DataFrame, by: str = "device") ->
     out = per_segment.join(by_blocks, how="outer").reset_index()
     out[["blocks", "segments"]] = out[["blocks", "segments"]].fillna(0).astype(np.int64)
     exact = {c: [int(v) if v == v else 0 for v in out[c]] for c in BYTES}  # NaN -> 0
-    fits = all(INT64[0] <= v <= INT64[1] for values in exact.values() for v in values)
+    fits = all(-(2**63) <= v <= 2**63 - 1 for values in exact.values() for v in values)
     for column, values in exact.items():  # int64, or Python integers in every byte column
         out[column] = np.array(values, dtype=np.int64 if fits else object)
     external = np.array(out["free_external_bytes"], dtype=object)

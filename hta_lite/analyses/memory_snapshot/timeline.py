@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .segment_table import ACTIVE, PENDING
+from ...kineto import SNAPSHOT_ACTIVE as ACTIVE
+from ...kineto import SNAPSHOT_PENDING as PENDING
 
 GROWS = {"alloc": 1, "free_completed": -1}
 RESERVES = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_unmap": -1}

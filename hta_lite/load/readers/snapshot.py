@@ -22,6 +22,7 @@ import numpy as np
 from ...errors import SnapshotError, TraceReadError
 from .. import gzip_text
 from ..plain_pickle import PlainData
+from .snapshot_tables import SnapshotTables, tables
 
 try:  # the optional C reader (setup.py); without it the restricted unpickler reads every file
     from .. import _snapshot_pickle
@@ -29,6 +30,19 @@ except ImportError:  # pragma: no cover - depends on the build
     _snapshot_pickle = None
 if os.environ.get("HTA_LITE_NO_C"):  # as for the trace decoder: rule the C readers out
     _snapshot_pickle = None
+
+
+def read(path: str | Path) -> SnapshotTables:
+    """The tables of the snapshot at ``path`` (:mod:`.snapshot_tables`), before the finishing
+    step (:func:`hta_lite.load.finish.finish_snapshot`)."""
+    data, columns = read_snapshot_columns(path)
+    try:
+        out = tables(data, columns)
+    except SnapshotError as exc:
+        raise SnapshotError(path, exc.problem) from None
+    settings = data.get("allocator_settings")
+    out.allocator_settings = settings if isinstance(settings, dict) else {}
+    return out
 
 
 def read_snapshot(path: str | Path) -> dict:

@@ -6,12 +6,12 @@
   private pools), ``is_expandable``, ``blocks``, ``site`` (where the segment was allocated).
 - ``blocks``: ``device``, ``segment`` (row of ``segments``), ``address``, ``size``,
   ``requested_size`` (bytes), ``state`` (``active_allocated``, ``active_pending_free``,
-  ``inactive``), ``stream``, ``pool``, ``site`` (:mod:`.sites`). Older layouts (addresses
-  implied by order, requested bytes from the history): :mod:`.segment_table`.
+  ``inactive``), ``stream``, ``pool``, ``site`` (:mod:`.snapshot_sites`). Older layouts (addresses
+  implied by order, requested bytes from the history): :mod:`.snapshot_segments`.
 - ``entries``: the ring buffer of each device in order: ``device``, ``index``, ``action``,
   ``addr``, ``size`` (bytes), ``stream``, ``time_us`` (-1 where the entry has none: PyTorch 2.0),
   ``device_free`` (bytes CUDA had free, on ``oom`` entries; -1 elsewhere).
-- ``layout``: which PyTorch wrote the segments (:mod:`.segment_table`); ``traced``: whether the
+- ``layout``: which PyTorch wrote the segments (:mod:`.snapshot_segments`); ``traced``: whether the
   entries record the allocator's actions (a dump without ``_record_memory_history``, or holding
   only its own ``snapshot`` entry, has none: the state at the dump is all there is).
 
@@ -33,14 +33,12 @@ import numpy as np
 import pandas as pd
 
 from ...errors import SnapshotError
-from .segment_table import frame as _frame
-from .segment_table import segment_tables
-from .sites import Sites
+from ...kineto import SNAPSHOT_TRACED_ACTIONS as TRACED_ACTIONS
+from .snapshot_segments import frame as _frame
+from .snapshot_segments import segment_tables
+from .snapshot_sites import Sites
 
 INT64 = (-(2**63), 2**63 - 1)
-#: the actions that change memory: a trace without one records nothing but the dump
-TRACED_ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
-                  "segment_map", "segment_unmap", "oom")  # fmt: skip
 #: the largest size of a block, segment or allocation read (16 TiB: 50x the largest GPU's memory)
 SIZE_LIMIT = 2**44
 #: trace entries' times are µs since the epoch, below 2**53 (285 years): differences never wrap
@@ -57,6 +55,7 @@ class SnapshotTables:
     sites: Sites
     problems: Counter = field(default_factory=Counter)
     layout: str = ""
+    allocator_settings: dict = field(default_factory=dict)  # the allocator's, as recorded
 
     @property
     def traced(self) -> bool:

@@ -24,13 +24,11 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from .sites import Sites
+from ...kineto import SNAPSHOT_ACTIVE as ACTIVE
+from ...kineto import SNAPSHOT_PENDING as PENDING
+from .snapshot_sites import Sites
 
 SEGMENT_INTS = ("address", "total_size", "allocated_size", "active_size", "requested_size")
-ACTIVE = "active_allocated"
-#: in use until a stream's work finishes: PyTorch writes ``active_pending_free`` (its Python
-#: docs say ``active_awaiting_free``; both are read)
-PENDING = ("active_pending_free", "active_awaiting_free")
 #: the layouts :func:`layout` names
 CURRENT, HISTORY, SIZES_ONLY = (
     "PyTorch 2.1+ (blocks with address, requested size and frames)",
@@ -85,13 +83,13 @@ def segment_tables(raw: list, sites: Sites, problems: Counter):
         )  # fmt: skip
     names = ["device", *SEGMENT_INTS, "stream", "segment_type", "pool", "is_expandable", "blocks",
              "site"]  # fmt: skip
-    segments = frame(seg_rows, names, ints=[*SEGMENT_INTS])
+    segments = frame(seg_rows, names, ints=["device", *SEGMENT_INTS, "stream", "blocks"])
     blocks = frame(
         block_rows,
         ["device", "segment", "address", "size", "requested_size", "state", "stream", "pool"],
         ints=["device", "segment", "address", "size", "requested_size", "stream"],
     )
-    blocks["site"] = [sites.site(f) for f in block_frames]
+    blocks["site"] = pd.Series([sites.site(f) for f in block_frames], dtype="str")
     shown = max(layouts, key=lambda k: layouts[k]) if layouts else ""
     return segments, blocks, block_frames, shown
 
