@@ -1,7 +1,8 @@
 """Every trace's tables are identical to what the loader made before the performance round:
 ``data/table_digests.json`` holds their digests (columns, dtypes, categories, values) as commit
 bfce178 made them, for the repository's traces and the shared ones (regenerated when ``cpu`` gained
-``launched_kernel``: every table without it equal to the pinned one, checked). A loader change
+``launched_kernel``, and when it gained ``forward_row``, linked at load instead of by the operator
+view: every table without them equal to the pinned one, checked). A loader change
 that alters any table fails here; a deliberate one regenerates the file and says why in its
 commit."""
 

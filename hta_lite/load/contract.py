@@ -121,6 +121,9 @@ TABLES: dict[str, Table] = {t.name: t for t in (
           "call stacks, operators", set_by="finish"),
         C("op_row", "int64", "row", "the cpu_op enclosing a runtime call", "operators",
           set_by="finish"),
+        C("forward_row", "int64", "row", "a backward operator's forward operator (fwdbwd flows,"
+          " else the autograd sequence number)", "operators (shapes, FLOPs, modules)",
+          set_by="finish"),
     )),
     Table("gpu_annotations", "user ranges as the GPU ran them (gpu_user_annotation)", (
         *_EVENT,

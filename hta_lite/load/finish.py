@@ -11,8 +11,8 @@ metadata and what it counted. :func:`finish` then, the same for every format:
 - finds the steps (the reader's ``steps`` table when it gives one, else the ``ProfilerStep#``
   ranges of the CPU table);
 - keeps the profiled iterations (the step window, as the reference does);
-- links rows: each CPU row's iteration, depth, parent and enclosing operator; each GPU row's
-  launching call and iteration;
+- links rows: each CPU row's iteration, depth, parent and enclosing operator, and a backward
+  operator's forward one; each GPU row's launching call and iteration;
 - names each kernel's type.
 """
 
@@ -31,6 +31,7 @@ from ..errors import SelectionError, SnapshotError, TraceError, TraceFormatError
 from ..intervals import count_overlaps_by_group
 from ..kineto import CPU_OP_CATEGORY, GPU_WORK_CATEGORIES, LAUNCH_NAMES, RUNTIME_CATEGORIES
 from . import contract
+from .forward_links import forward_rows
 from .health_items import note
 from .links import (
     first_row_by_key,
@@ -114,6 +115,7 @@ def finish(read: ReadRank, path: str | Path, include_last_profiler_step: StepRul
         cpu, gpu, tables["gpu_annotations"], steps, rule.include_last, health
     )
     _link(cpu, gpu, steps, health)
+    cpu["forward_row"] = forward_rows(cpu, tables["flows"])
     gpu["kernel_type"] = kernel_types(gpu["name"])
     annotations["iteration"] = iteration_of(annotations["ts"].to_numpy(), steps)
     return RankTrace(

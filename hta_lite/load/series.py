@@ -33,7 +33,7 @@ from .rank_trace import RankTrace
 WINDOW_TABLES = ("cpu", "gpu", "gpu_annotations", "steps")
 #: per table, its columns that hold a row of another (or the same) table
 ROW_REFERENCES = {
-    "cpu": {"parent_row": "cpu", "op_row": "cpu"},
+    "cpu": {"parent_row": "cpu", "op_row": "cpu", "forward_row": "cpu"},
     "gpu": {"launch_row": "cpu"},
 }
 IDS = {

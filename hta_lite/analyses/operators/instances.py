@@ -48,7 +48,7 @@ from ...rows import combine_codes, nearest_ancestor
 from ..common import text_array, text_column, text_values, us
 from .attribution import Attribution
 from .flops import is_modelled, model
-from .shapes import forward_op, module_paths, parse
+from .shapes import module_paths, parse
 from .work import INVALID_KIND, Inputs, Work
 
 INPUT_COLUMNS = ("input_dims", "input_types", "concrete_inputs")
@@ -145,7 +145,7 @@ def _inputs(trace: RankTrace, attr: Attribution, ops: np.ndarray) -> dict:
     """The columns of the shapes (own, or the forward operator's for a linked backward one) and
     module paths of the operators at ``cpu`` rows ``ops``."""
     cpu = trace.cpu
-    forward = forward_op(trace, attr.is_op, attr.op_depth)[ops]
+    forward = cpu["forward_row"].to_numpy()[ops]
     described_by = np.where(forward >= 0, forward, ops)
     out = {column: LazyText(cpu[column], described_by) for column in INPUT_COLUMNS}
     out["shapes_from"] = LazyText(SHAPES_FROM, _shapes_from(trace, ops, forward))
