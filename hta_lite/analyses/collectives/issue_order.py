@@ -15,7 +15,6 @@ buckets apart), else one of the same collective. A range without such an op keep
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ...kineto import C10D_PREFIX, collective_kind
 from ...load.rank_trace import RankTrace
@@ -41,29 +40,21 @@ def issue_times(
     op_rows = op_rows[np.argsort(ts[op_rows], kind="stable")]
     dims = cpu["input_dims"].astype(object).to_numpy()
     types = cpu["input_types"].astype(object).to_numpy()
-    ops = pd.DataFrame(
-        {
-            "row": op_rows,
-            "ts": ts[op_rows],
-            "kind": [collective_kind(str(n)) for n in cpu["name"].to_numpy()[op_rows]],
-            "numels": [_numels(dims[r], types[r]) for r in op_rows],
-        }
-    )
-    taken = np.zeros(len(ops), bool)
+    op_ts = ts[op_rows]
+    op_names = names.to_numpy()[op_rows]
+    op_kind = np.array([collective_kind(str(n)) for n in op_names], dtype=object)
+    op_numels = [_numels(dims[r], types[r]) for r in op_rows]
+    taken = np.zeros(len(op_rows), bool)
     for i in np.argsort(ts[rows], kind="stable"):
         own = _numels(dims[rows[i]], types[rows[i]])
-        candidates = np.flatnonzero(
-            ~taken
-            & (ops["kind"].to_numpy() == collective[i])
-            & (ops["ts"].to_numpy() <= ts[rows[i]])
-        )
+        candidates = np.flatnonzero(~taken & (op_kind == collective[i]) & (op_ts <= ts[rows[i]]))
         if not len(candidates):
             continue
-        sized = [c for c in candidates if own and own[0] in ops["numels"].iat[c]]
+        sized = [c for c in candidates if own and own[0] in op_numels[c]]
         chosen = sized[0] if sized else candidates[0]
         taken[chosen] = True
-        issued[i] = ops["ts"].iat[chosen]
-        issuer[i] = ops["row"].iat[chosen]
+        issued[i] = op_ts[chosen]
+        issuer[i] = op_rows[chosen]
     return issued, issuer
 
 
