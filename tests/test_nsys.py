@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import DATA, SHARED
 
@@ -19,6 +20,7 @@ from hta_lite.errors import SelectionError, TraceFormatError
 from hta_lite.kineto import COMMUNICATION_KERNEL
 from hta_lite.load import contract, readers
 from hta_lite.load.rank_trace import RankTrace, parse_parts
+from hta_lite.tools.batch import summarize_folder
 
 VENDORED = sorted((DATA / "nsys").glob("*.sqlite.gz"))
 SHARED_EXPORTS = sorted((SHARED / "nsys").glob("*/report.sqlite"))
@@ -147,6 +149,9 @@ def test_two_processes_are_two_ranks(tmp_path):
     assert (two.cpu["pid"] == one.cpu["pid"] + 1).all()
     assert (two.gpu["launch_row"] >= 0).all()
     assert one.health["rank_by_process_order"] == 1
+    batch = summarize_folder(path.parent, executor="serial", cache=tmp_path / "cache")
+    pd.testing.assert_frame_equal(batch["temporal_breakdown"], analysis.get_temporal_breakdown())
+    assert len(batch["kernel_type_breakdown"].groupby("rank")) == 2
 
 
 def test_an_export_without_kernels_is_a_clear_error(tmp_path):

@@ -143,12 +143,23 @@ def test_fused_file_through_the_cache(tmp_path):
     pd.testing.assert_frame_equal(rebuilt.get_temporal_breakdown(), first.get_temporal_breakdown())
 
 
-def test_the_batch_names_a_fused_file(tmp_path):
+@pytest.mark.parametrize("executor", ["serial", "process"])
+def test_the_batch_reads_every_rank_of_a_fused_file(tmp_path, executor):
+    """summarize_folder on one fused file of 4 ranks gives the tables of the 4 files: the
+    per-rank tables, the collectives matched across ranks and the findings (ranks reopened
+    from the cache by their place in the file)."""
     from hta_lite.tools.batch import summarize_folder
 
-    folder = _fused(tmp_path, TWO, "sampled_rank-{}.json.gz", 2)
-    with pytest.raises(TraceFormatError, match="holds 2 ranks .*open the folder with"):
-        summarize_folder(folder, executor="serial", cache=False)
+    fused = _fused(tmp_path, GLOO, "rank-{}.json.gz", 4)
+    one = summarize_folder(fused, executor=executor, cache=tmp_path / "c1")
+    four = summarize_folder(GLOO, executor=executor, cache=tmp_path / "c4")
+    for name in ("temporal_breakdown", "step_breakdown", "idle_time_breakdown",
+                 "collectives_by_rank", "rank_lateness"):  # fmt: skip
+        pd.testing.assert_frame_equal(one[name], four[name], check_exact=False, obj=name)
+    assert sorted(one["temporal_breakdown"]["rank"]) == [0, 1, 2, 3]
+    kinds = ["kind", "rank", "saving_ms_per_step"]
+    pd.testing.assert_frame_equal(one["findings"][kinds], four["findings"][kinds])
+    assert len(one["findings"]) > 0
 
 
 def test_legacy_list_of_events_is_read(tmp_path):

@@ -184,6 +184,7 @@ def _load_part(root: Path, key: str, path: Path, include_last: bool, part: int):
         events_read=meta.events_read,
         health=meta.health,
         source_format=meta.source_format,
+        part=part,
     )
     return trace, meta.parts
 

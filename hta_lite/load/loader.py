@@ -112,24 +112,27 @@ def load_parts(
         )
 
 
-def load_file(
+def load_part(
     path: str | Path,
+    part: int = 0,
     rank: int | None = None,
     include_last_profiler_step: bool = False,
     cache_root: Path | None = None,
     by_address: bool = False,
 ) -> RankTrace | TraceError:
-    """The one rank of a file, as :func:`load_parts` (the batch reads one rank a file); a file
-    holding several ranks is a :class:`TraceFormatError` saying to open it with
-    ``TraceAnalysis``."""
-    traces = load_parts(path, rank, include_last_profiler_step, cache_root, by_address)
-    if isinstance(traces, TraceError) or len(traces) == 1:
-        return traces if isinstance(traces, TraceError) else traces[0]
-    return TraceFormatError(
-        path,
-        f"holds {len(traces)} ranks (a fused trace); the batch reads one rank a file: open the"
-        " folder with TraceAnalysis",
-    )
+    """Rank ``part`` of a file (its ``RankTrace.part``; 0 for a file of one rank), as
+    :func:`load_parts`, given ``rank`` when not None (the batch reopens the ranks it assigned)."""
+    traces = load_parts(path, None, include_last_profiler_step, cache_root, by_address)
+    if isinstance(traces, TraceError):
+        return traces
+    if not 0 <= part < len(traces):
+        return TraceFormatError(
+            path, f"holds {len(traces)} rank(s), not {part + 1}: changed since it was read"
+        )
+    trace = traces[part]
+    if rank is not None:
+        trace.rank = rank
+    return trace
 
 
 def _load_parts(path, include_last_profiler_step, cache_root, by_address) -> list[RankTrace]:

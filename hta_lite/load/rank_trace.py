@@ -38,6 +38,7 @@ class RankTrace:
     events_read: dict[str, int]
     health: dict[str, int] = field(default_factory=dict)
     source_format: str = "kineto"  # the reader's format (:mod:`hta_lite.load.readers`)
+    part: int = 0  # which rank of its file this is (a fused trace or an export holds several)
 
     #: the tables (DataFrame fields), as stored in the cache
     TABLES = (
@@ -100,7 +101,10 @@ def parse_parts(path: str | Path, include_last_profiler_step=False) -> list[Rank
     parts = readers.read(path)
     if not parts:  # never a file that silently adds no rank
         raise TraceFormatError(path, "no rank in the file: no GPU or CPU work with usable times")
-    return [finish(part, path, include_last_profiler_step) for part in parts]
+    traces = [finish(part, path, include_last_profiler_step) for part in parts]
+    for i, trace in enumerate(traces):
+        trace.part = i
+    return traces
 
 
 def parse_file(

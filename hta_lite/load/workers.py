@@ -64,10 +64,18 @@ def _alone(work: Callable, job: tuple, method: str | None):
         return future.result()
     except BrokenProcessPool:
         return TraceReadError(
-            job[0],
+            job_file(job),
             "the worker process parsing this file died (out of memory, or a crash: try"
             " parallel=False to see the error in this process)",
         )
+
+
+def job_file(job):
+    """The file a job reads: ``(path, ...)``, or the first of ``([(path, part), ...], ...)``."""
+    first = job
+    while isinstance(first, (list, tuple)):
+        first = first[0]
+    return first
 
 
 @contextmanager

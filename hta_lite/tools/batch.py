@@ -39,10 +39,10 @@ from ..analyses.health import health_summary
 from ..analyses.step_periodicity import periodicity
 from ..errors import MissingDataError, TraceError, TraceReadError
 from ..load import cache
-from ..load.loader import LoadOptions, collect, discover, load_file
+from ..load.loader import LoadOptions, collect, discover, load_part, load_parts
 from ..load.ranks import assign_ranks
 from ..load.series import join_windows
-from ..load.workers import map_in_processes
+from ..load.workers import job_file, map_in_processes
 from ..missing_data import missing
 from .batch_findings import Reopened, folder_findings
 
@@ -107,24 +107,24 @@ def _scored_steps(one: dict) -> pd.DataFrame:
     return step_anomalies.anomalies(components, None, one)
 
 
-def _summarize_job(job: tuple[Path, int | None], options: LoadOptions):
-    """Load + summarize one file where it is loaded; returns ``(stub, tables)`` or
-    ``(error, None)``. The stub is the rank trace emptied of its tables (rank assignment needs
-    only its rank, path and health); the tables stay in the worker."""
-    path, rank = job
-    result = load_file(path, rank, options.steps, options.cache_root)
+def _summarize_job(job: tuple[Path], options: LoadOptions):
+    """Load + summarize every rank of one file where it is loaded (one, or several: a fused
+    trace, an Nsight Systems export of several processes); returns ``([stub, ...], [tables,
+    ...])`` or ``(error, None)``. A stub is the rank trace emptied of its tables (rank
+    assignment needs only its rank, path, part and health); the tables stay in the worker."""
+    result = load_parts(job[0], None, options.steps, options.cache_root)
     if isinstance(result, TraceError):
         return result, None
-    return result.stub(), summarize_rank(result)
+    return [t.stub() for t in result], [summarize_rank(t) for t in result]
 
 
-def _summarize_series(job: tuple[list[str], int], options: LoadOptions):
-    """Load the files (profiled windows) of one rank, join them into one series and summarize
-    it: ``(stub, tables)`` or ``(error, None)``, as :func:`_summarize_job`."""
-    paths, rank = job
+def _summarize_series(job: tuple[list[tuple[str, int]], int], options: LoadOptions):
+    """Load the (file, part) places of one rank (its profiled windows), join them into one
+    series and summarize it: ``(stub, tables)`` or ``(error, None)``."""
+    places, rank = job
     parts = []
-    for path in paths:
-        result = load_file(path, rank, options.steps, options.cache_root)
+    for path, part in places:
+        result = load_part(path, part, rank, options.steps, options.cache_root)
         if isinstance(result, TraceError):
             return result, None
         parts.append(result)
@@ -140,7 +140,9 @@ def _join_series(ranked: dict, by_path: dict, executor: Any, options: LoadOption
     summarized again as one series where it is loaded (from the cache when it is on) and its
     tables replace the per-file ones in ``by_path``. A series that cannot be joined raises."""
     series = [
-        ([stub.path for stub in parts], rank) for rank, parts in ranked.items() if len(parts) > 1
+        ([(stub.path, stub.part) for stub in parts], rank)
+        for rank, parts in ranked.items()
+        if len(parts) > 1
     ]
     joined = run_jobs(
         functools.partial(_summarize_series, options=options), series, executor, options
@@ -149,7 +151,7 @@ def _join_series(ranked: dict, by_path: dict, executor: Any, options: LoadOption
     for (_, rank), (stub, tables) in zip(series, joined):
         if isinstance(stub, TraceError):
             raise stub
-        by_path[stub.path] = tables
+        by_path[stub.path, stub.part] = tables
         out[rank] = stub
     return out
 
@@ -183,22 +185,27 @@ def summarize_folder(
     """
     options = options or LoadOptions(**option_kwargs)
     options.check_settings()
-    jobs = [(p, None) for p in discover(trace_dir)]
+    jobs = [(path,) for path in discover(trace_dir)]
     results = run_jobs(functools.partial(_summarize_job, options=options), jobs, executor, options)
     if options.cache_root is not None:
         cache.evict(options.cache_root)
     loaded, skipped = collect(
-        [p for p, _ in jobs], [stub for stub, _ in results], options.on_error, where=trace_dir
-    )
-    by_path = {stub.path: tables for stub, tables in results if tables is not None}
+        [path for path, in jobs], [stubs for stubs, _ in results], options.on_error,
+        where=trace_dir,
+    )  # fmt: skip
+    by_path = {
+        (stub.path, stub.part): tables
+        for stubs, per_rank in results if per_rank is not None
+        for stub, tables in zip(stubs, per_rank)
+    }  # fmt: skip
     assigned = assign_ranks(loaded, lambda msg: None, join=list)
-    files = {rank: [stub.path for stub in parts] for rank, parts in assigned.items()}
+    files = {rank: [(stub.path, stub.part) for stub in parts] for rank, parts in assigned.items()}
     ranked = _join_series(assigned, by_path, executor, options)
     out = Summary(skipped_files=skipped)
     for name in SUMMARY_TABLES:
         parts = []
         for rank, stub in ranked.items():
-            table = by_path[stub.path][name]
+            table = by_path[stub.path, stub.part][name]
             if "rank" in table.columns:
                 table = table.assign(rank=rank)
             parts.append(table)
@@ -285,7 +292,8 @@ def run_jobs(work, jobs: list, executor: Any, options: LoadOptions) -> list:
         return [work(job) for job in jobs]
     if executor == "process":
         workers = min(len(jobs), options.max_workers or os.cpu_count() or 1)
-        return list(map_in_processes(work, jobs, workers, options.start_method))
+        results = map_in_processes(work, jobs, workers, options.start_method)
+        return [(r, None) if isinstance(r, TraceError) else r for r in results]  # a worker died
     client = _dask_client(executor)
     results = [_dask_result(f) for f in client.map(work, jobs, pure=False)]
     for k, job in enumerate(jobs):  # lost with a worker: run alone, so only the culprit fails
@@ -306,9 +314,8 @@ def _dask_result(future):
 
 
 def _lost(job, exc: BaseException) -> TraceReadError:
-    files = job[0] if isinstance(job[0], list) else [job[0]]
     return TraceReadError(
-        files[0],
+        job_file(job),
         f"the Dask worker summarizing this file died ({type(exc).__name__}: out of memory, or a"
         " crash: try executor='serial' to see the error in this process)",
     )

@@ -21,7 +21,7 @@ from ..analyses.collectives.matching import Matching
 from ..analyses.job_path import JobCriticalPath
 from ..errors import MissingDataError, TraceError
 from ..kineto import DATA_LOADING_PATTERN
-from ..load.loader import LoadOptions, load_file
+from ..load.loader import LoadOptions, load_part
 from ..load.rank_trace import RankTrace
 from ..load.series import join_windows
 
@@ -34,18 +34,14 @@ class Reopened(Mapping):
     is read (its tables read as they are used) and not kept: a kind that reads every rank holds
     one at a time (holding them all cost 8 MB a rank of a real-size trace)."""
 
-    def __init__(self, files: dict[int, list[str]], options: LoadOptions):
-        self.files, self.options = files, options
+    def __init__(self, files: dict[int, list[tuple[str, int]]], options: LoadOptions):
+        self.files, self.options = files, options  # {rank: [(path, part), ...]}
 
     def __getitem__(self, rank: int) -> RankTrace:
         parts = []
-        for path in self.files[rank]:
-            trace = load_file(
-                path,
-                rank,
-                self.options.steps,
-                self.options.cache_root,
-                by_address=True,
+        for path, part in self.files[rank]:
+            trace = load_part(
+                path, part, rank, self.options.steps, self.options.cache_root, by_address=True
             )
             if isinstance(trace, TraceError):
                 raise trace
