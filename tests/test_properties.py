@@ -536,7 +536,7 @@ def test_forward_links_through_flows_match_a_merge(ops, flows):
     """Backward -> forward operator links through ``fwdbwd`` flows (several operators and several
     flow ends at one place, ties on depth, ids reached twice) are what joining the tables with
     pandas gives."""
-    from hta_lite.analyses.operators.shapes import _by_flows
+    from hta_lite.load.forward_links import _by_flows
 
     cpu = pd.DataFrame(
         {"tid": [o[0] for o in ops], "ts": [o[1] for o in ops],
