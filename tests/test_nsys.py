@@ -341,3 +341,65 @@ def test_a_named_nvtx_range_is_the_step(tmp_path):
     assert health["steps_named:iteration"] == 1 and "steps_from_nvtx:iteration" not in health
     with pytest.raises(SelectionError, match="rank0.sqlite: no range named 'Megatron'"):
         TraceAnalysis(trace_dir=folder, step_range="Megatron", cache=False, progress=False)
+
+
+def _with_operator_ranges(tmp_path: Path) -> tuple[Path, int, int]:
+    """nvfuser_h200 with an ``emit_nvtx(record_shapes=True)`` range around each kernel launch:
+    ``aten::mm, seq = k, op_id = k, sizes = [[64, 128], [128, 32]]``; plus a plain range and an
+    ``aten::empty`` without shapes. Returns the export, its kernels and their GPU time (ns)."""
+    path = _copy_of(tmp_path)
+    con = sqlite3.connect(path)
+    launches = con.execute(
+        "SELECT r.start, r.end, r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN"
+        " CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId AND"
+        " (k.globalPid >> 24) = (r.globalTid >> 24) WHERE r.eventClass IN (0, 1)"
+    ).fetchall()
+    kernels, gpu_ns = con.execute(
+        "SELECT count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL"
+    ).fetchone()
+    rows = [
+        (start - 50, end + 50, f"aten::mm, seq = {k}, op_id = {k + 1},"
+         " sizes = [[64, 128], [128, 32]]", tid)
+        for k, (start, end, tid) in enumerate(launches)
+    ]  # fmt: skip
+    first, _, tid = launches[0]
+    rows += [
+        (first - 900, first - 800, "aten::empty", tid),
+        (first - 700, first - 600, "my_region", tid),
+    ]
+    con.executemany(
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) VALUES (?, ?, 59, ?, ?)",
+        rows,
+    )
+    con.commit()
+    con.close()
+    return path, kernels, gpu_ns
+
+
+def test_emit_nvtx_ranges_are_operators_with_their_shapes(tmp_path):
+    """Every kernel is launched inside an emit_nvtx range: the operator view gives aten::mm all
+    the GPU time, its calls, sequence numbers and shapes; a range without them stays an
+    annotation, a bare aten:: one is an operator."""
+    path, kernels, gpu_ns = _with_operator_ranges(tmp_path)
+    trace = parse_parts(path)[0]
+    ops = trace.cpu[trace.cpu["cat"] == "cpu_op"]
+    assert set(ops["name"]) == {"aten::mm", "aten::empty"}
+    mm = ops[ops["name"] == "aten::mm"]
+    assert len(mm) == kernels and (mm["input_dims"] == "[[64, 128], [128, 32]]").all()
+    assert sorted(mm["sequence_number"]) == list(range(kernels))
+    assert "my_region" in set(trace.cpu.loc[trace.cpu["cat"] == "user_annotation", "name"])
+    analysis = TraceAnalysis(trace_dir=path.parent, cache=False, progress=False)
+    summary = analysis.get_operator_summary().set_index("name")
+    assert summary.loc["aten::mm", "calls"] == kernels
+    assert summary.loc["aten::mm", "device_self_sum(us)"] == pytest.approx(gpu_ns / 1e3)
+    by_shape = analysis.get_operator_summary(by="shape").set_index("name")
+    assert by_shape.loc["aten::mm", "input_dims"] == "[[64, 128], [128, 32]]"
+    # emit_nvtx writes no input types: FLOPs unknown, and the roofline says what to record
+    assert analysis.get_operator_instances()["flops"].isna().all()
+    assert "not their input types" in analysis.get_operator_roofline().attrs["why"]
+
+
+def test_an_export_without_operator_ranges_says_what_to_record(tmp_path):
+    analysis = TraceAnalysis(trace_dir=_copy_of(tmp_path).parent, cache=False, progress=False)
+    why = analysis.get_operator_roofline().attrs["why"]
+    assert "no operator ranges: run the steps under torch.autograd.profiler.emit_nvtx" in why

@@ -11,6 +11,7 @@ import pandas as pd
 from ..analyses import operators as ops
 from ..analyses.common import select
 from ..errors import MissingDataError
+from ..kineto import CPU_OP_CATEGORY
 from ..load.health_items import record
 from .base import plots
 from .missing import empty_says, missing, need, no_gpu_work, table_view
@@ -33,6 +34,24 @@ SUMMARY_COLUMNS = {
     "module": ["module", "depth", "calls", "host_total(us)", "device_self_sum(us)",
                "device_total_sum(us)", "device_total(us)", "device_total_pctg"],
 }  # fmt: skip
+
+
+def nsys_operator_hint(traces) -> str | None:
+    """What to record for the operator models, where a selected trace is an Nsight Systems
+    export (None for Kineto traces): operator ranges, or the input types they lack."""
+    exports = [t for t in traces if t.source_format == "nsys"]
+    if not exports:
+        return None
+    if not any((t.cpu["cat"] == CPU_OP_CATEGORY).any() for t in exports):
+        return (
+            "the Nsight Systems export has no operator ranges: run the steps under"
+            " torch.autograd.profiler.emit_nvtx(record_shapes=True) (docs/nsight-systems.md)"
+        )
+    return (
+        "emit_nvtx records operators' shapes but not their input types, which the FLOP models"
+        " need: time by operator and shape is there; for the roofline and MFU record a step"
+        " with torch.profiler (record_shapes=True)"
+    )
 
 
 class Operators:
@@ -172,7 +191,8 @@ class Operators:
         if table.empty:
             raise MissingDataError(
                 None,
-                "no operator with a FLOP model ran GPU work (shapes need record_shapes=True;"
+                nsys_operator_hint(select(self.traces, ranks))
+                or "no operator with a FLOP model ran GPU work (shapes need record_shapes=True;"
                 " the modelled operators are listed in docs/analyses/operators.md)",
             )
         if visualize:

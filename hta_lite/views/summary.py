@@ -14,6 +14,7 @@ from ..analyses import cupti
 from ..analyses.catalog import VIEWS
 from ..errors import MissingDataError
 from ..facade.missing import need, no_gpu_work, why
+from ..facade.operators import nsys_operator_hint
 from .critical_path_rows import critical_path_rows  # noqa: F401 - a builder VIEWS names
 from .steps_cli import anomaly_columns, unscored
 
@@ -36,7 +37,8 @@ def top_operators(analysis) -> pd.DataFrame | str:
     """The 20 operators with most GPU time of their own, and the graph / no-operator rows."""
     table = analysis.get_operator_summary()
     if not (table["calls"] > 0).any():
-        return "no operator launched GPU work"
+        hint = nsys_operator_hint(analysis.traces.values())
+        return "no operator launched GPU work" + (f" ({hint})" if hint else "")
     if not (table["device_self_sum(us)"] > 0).any():
         return "no GPU events (CPU-only traces): no operator has GPU time"
     unowned = table["name"].str.startswith("[")

@@ -136,7 +136,7 @@ def _concat(parts: list[dict]) -> dict:
 def _absent(key: str):
     if key == "memory_bw_gbps":
         return np.nan
-    return None if key in ("name", "cat", "grid", "block") else -1
+    return None if key in ("name", "cat", "grid", "block", "input_dims") else -1
 
 
 def _in_range(table: dict, problems: Counter) -> dict:

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from ...rows import combine_codes
 from ..health_items import note
+from .nvtx_ops import operator_columns
 
 #: CUPTI's copy kinds and memory kinds, as Kineto names copies ("Memcpy HtoD (Pinned -> Device)")
 COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
@@ -248,7 +249,8 @@ def _renamed(names: pd.Categorical) -> pd.Categorical:
 
 
 def nvtx(db: Export, problems: Counter) -> tuple[dict, dict]:
-    """NVTX ranges as ``user_annotation`` rows and marks as instants; an unterminated range is
+    """NVTX ranges as ``user_annotation`` rows (``cpu_op`` rows with their shapes where
+    ``emit_nvtx`` wrote them: :mod:`.nvtx_ops`) and marks as instants; an unterminated range is
     left out and counted."""
     table = "NVTX_EVENTS"
     cols = ["start", "end", "eventType", "globalTid", "textId", "domainId"]
@@ -269,8 +271,7 @@ def nvtx(db: Export, problems: Counter) -> tuple[dict, dict]:
     spans = {
         "ts": r[:, 0],
         "dur": r[:, 1] - r[:, 0],
-        "name": _texts(text[keep]),
-        "cat": "user_annotation",
+        **operator_columns(_texts(text[keep])),  # emit_nvtx's operators, else annotations
         "global_tid": r[:, 3],
         "correlation": np.full(len(r), -1),
     }
