@@ -6,8 +6,11 @@ one has (several processes, no kernels, hostile values)."""
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 import sqlite3
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -232,9 +235,64 @@ def test_without_repeating_ranges_the_capture_is_one_step(export):
     assert (trace.gpu["iteration"] == 0).all()
 
 
-def test_a_report_gets_the_export_command(tmp_path):
+def test_a_report_without_nsys_on_path_gets_the_export_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     (tmp_path / "rank0.nsys-rep").write_bytes(b"\x00" * 64)
-    with pytest.raises(TraceFormatError, match="nsys export --type sqlite -o rank0.sqlite"):
+    with pytest.raises(
+        TraceFormatError,
+        match="not on PATH: export it with `nsys export --type"
+        " sqlite --force-overwrite true --output rank0.sqlite rank0.nsys-rep`",
+    ):
+        TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
+
+
+def _fake_nsys(tmp_path: Path, monkeypatch, source: Path | None) -> Path:
+    """An ``nsys`` on PATH that "exports" by copying ``source`` to its ``--output`` (None: fails
+    as nsys does on a broken report); each call is logged to the returned file."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "nsys_calls.log"
+    bin_dir.mkdir()
+    script = bin_dir / "nsys"
+    script.write_text(
+        f"#!{sys.executable}\nimport shutil, sys\n"
+        f"open({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+        + (f"shutil.copy({str(source)!r}, sys.argv[sys.argv.index('--output') + 1])\n"
+           if source else "sys.exit('Failed to open the report: corrupted file')\n")
+    )  # fmt: skip
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def test_a_report_is_exported_with_nsys_once_into_the_cache(tmp_path, monkeypatch):
+    """With nsys on PATH a report reads as its export: the same tables, the export's temporary
+    folder removed, and with the cache on nsys runs once."""
+    export = _copy_of(tmp_path)
+    log = _fake_nsys(tmp_path, monkeypatch, export)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "rank0.nsys-rep").write_bytes(b"report")
+    before = set(Path(tempfile.gettempdir()).glob("hta_lite_nsys_*"))
+    options = dict(cache=tmp_path / "cache", progress=False, parallel=False)
+    first = TraceAnalysis(trace_dir=reports, **options)
+    again = TraceAnalysis(trace_dir=reports, **options)
+    direct = TraceAnalysis(trace_dir=export.parent, cache=False, progress=False)
+    pd.testing.assert_frame_equal(first.get_temporal_breakdown(), direct.get_temporal_breakdown())
+    pd.testing.assert_frame_equal(again.get_temporal_breakdown(), direct.get_temporal_breakdown())
+    assert len(log.read_text().splitlines()) == 1  # the second load came from the cache
+    assert "export --type sqlite" in log.read_text()
+    assert first.trace(0).health["nsys_report_exported"] == 1
+    assert set(Path(tempfile.gettempdir()).glob("hta_lite_nsys_*")) == before
+    assert sorted(p.name for p in reports.iterdir()) == ["rank0.nsys-rep"]
+
+
+def test_a_failed_export_is_a_clear_error(tmp_path, monkeypatch):
+    _fake_nsys(tmp_path, monkeypatch, None)
+    (tmp_path / "r.nsys-rep").write_bytes(b"broken")
+    with pytest.raises(
+        TraceFormatError,
+        match=r"r.nsys-rep: `nsys export` failed \(Failed to"
+        r" open the report: corrupted file\): run `nsys export",
+    ):
         TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
 
 

@@ -10,6 +10,7 @@ cache and the batch pick a reader here, by the file's suffix and its first bytes
 - :mod:`.kineto`: PyTorch profiler (Kineto) JSON, one rank a file or several fused
   (:mod:`.fused`);
 - :mod:`.nsys`: Nsight Systems SQLite exports, a rank per process that ran GPU work;
+  :mod:`.nsys_report`: their reports, exported with ``nsys`` when it is on PATH;
 - :mod:`.snapshot`: CUDA memory snapshots (``torch.cuda.memory._dump_snapshot`` pickles), read
   by :class:`hta_lite.MemorySnapshot`, not by the trace loader; :mod:`.memory_timeline`: the raw
   memory timeline ``export_memory_timeline_raw`` writes, read by ``MemoryAnalysis``.
@@ -25,7 +26,7 @@ from pathlib import Path
 from ...errors import TraceError, TraceFormatError
 from .. import gzip_text
 from ..finish import ReadRank
-from . import kineto, nsys
+from . import kineto, nsys, nsys_report
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Reader:
 READERS: tuple[Reader, ...] = (
     Reader("kineto", kineto.SUFFIXES, kineto.looks_like, kineto.read),
     Reader("nsys", nsys.SUFFIXES, nsys.looks_like, nsys.read, nsys.MAGIC),
-    Reader("nsys report", nsys.REPORT_SUFFIXES, lambda head: False, nsys.read_report),
+    Reader("nsys report", nsys.REPORT_SUFFIXES, lambda head: False, nsys_report.read),
 )
 
 #: every suffix a trace folder's files are picked by

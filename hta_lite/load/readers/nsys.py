@@ -49,16 +49,6 @@ def looks_like(head: bytes) -> bool:
     return head.startswith(MAGIC)
 
 
-def read_report(path: Path) -> list[ReadRank]:
-    """A ``.nsys-rep`` report: a clear error that gives the export command."""
-    target = path.name.rsplit(".", 1)[0] + ".sqlite"
-    raise TraceFormatError(
-        path,
-        "an Nsight Systems report: export it first with `nsys export --type sqlite -o"
-        f" {target} {path.name}` and open the .sqlite file (docs/nsight-systems.md)",
-    )
-
-
 def read(path: Path) -> list[ReadRank]:
     try:
         con = sqlite3.connect(f"file:{quote(str(path))}?mode=ro&immutable=1", uri=True)
