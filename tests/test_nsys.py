@@ -327,11 +327,20 @@ def test_cli_report_and_critical_path_on_an_export(export, tmp_path, capsys):
 NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 
 
-def _job(folder: Path, late_ns: int = 5_000_000, steps: int = 5) -> Path:
-    """Two ranks from the vendored export: NVTX ``iteration`` ranges cut its capture into
-    ``steps`` steps, each ending in an NCCL all_reduce on stream 99; rank 1 launches each
-    all_reduce ``late_ns`` after rank 0, and both finish it together (rank 0 waits)."""
-    for rank in (0, 1):
+def _job(
+    folder: Path,
+    late_ns: int = 5_000_000,
+    steps: int = 5,
+    ranks: int = 2,
+    late_rank: int = 1,
+    shift_ns: int = 0,
+) -> Path:
+    """``ranks`` ranks from the vendored export: NVTX ``iteration`` ranges cut its capture into
+    ``steps`` steps, each ending in an NCCL all_reduce on stream 99; ``late_rank`` launches each
+    all_reduce ``late_ns`` after the others, and all finish it together (the others wait). Rank
+    r's session starts ``r * shift_ns`` later (``TARGET_INFO_SESSION_START_TIME``), its times
+    written that much earlier: the same moments in wall-clock time."""
+    for rank in range(ranks):
         path = _gunzipped(DATA / "nsys" / "nvfuser_h200.sqlite.gz", folder)
         path = path.rename(folder / f"rank{rank}.sqlite")
         con = sqlite3.connect(path)
@@ -354,7 +363,7 @@ def _job(folder: Path, late_ns: int = 5_000_000, steps: int = 5) -> Path:
                 " VALUES (?, ?, 59, 'iteration', ?)",
                 (begin, begin + length, tid),
             )
-            launch = begin + length // 2 + (late_ns if rank else 0)
+            launch = begin + length // 2 + (late_ns if rank == late_rank else 0)
             end = begin + length // 2 + late_ns + 1_000_000  # both ranks end together
             con.execute(
                 "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass,"
@@ -368,6 +377,15 @@ def _job(folder: Path, late_ns: int = 5_000_000, steps: int = 5) -> Path:
                         " localMemoryTotal, gridId) VALUES (?,?,0,1,99,?,?,?,?,32,1,1,1,256,1,1,"
                         "0,0,0,0,0)",
                         (launch + 10_000, end, 90_000_000 + k, pid, name, name))  # fmt: skip
+        shift = rank * shift_ns
+        con.execute("UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + ?",
+                    (shift,))  # fmt: skip
+        for (table,) in con.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'"
+        ).fetchall():
+            columns = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+            if {"start", "end"} <= columns:
+                con.execute(f"UPDATE {table} SET start = start - ?, end = end - ?", (shift, shift))
         con.commit()
         con.close()
     return folder
@@ -387,6 +405,29 @@ def test_a_constructed_two_rank_job_gives_its_collectives_and_the_late_rank(tmp_
     report = analysis.get_straggler_report()
     assert list(report.stragglers) == [1]
     assert "Rank 1 reaches its collectives 5,000 µs per step after the others" in report.texts[1]
+
+
+def test_a_constructed_four_rank_job_with_different_session_starts(tmp_path):
+    """Four ranks whose sessions started 100 ms apart (their exports' times as many ns
+    earlier), rank 2 launching each all_reduce 5 ms late: placed in wall-clock time, rank 2 is
+    the one late rank (5 ms, not 100 ms multiples), the others wait 5 ms, the job critical path
+    moves to it at each step, the straggler finding saves the 5 ms, and the batch agrees."""
+    folder = _job(tmp_path / "job", ranks=4, late_rank=2, shift_ns=100_000_000)
+    analysis = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+    assert analysis.ranks == [0, 1, 2, 3]
+    calls = analysis.get_collectives().calls
+    kept = calls[calls["step"] >= 0]
+    assert len(kept) == 16 and len(set(kept["instance"])) == 4
+    assert kept.loc[kept["rank"] == 2, "arrived_last"].all()
+    assert (kept.loc[kept["rank"] != 2, "wait"] == 5_000_000).all()
+    report = analysis.get_straggler_report()
+    assert list(report.stragglers) == [2]
+    hops = analysis.get_job_critical_path().hops()  # the path moves to rank 2 at each step
+    assert len(hops) == 4 and (hops["from_rank"] == 2).all() and (hops["wait_us"] == 5000).all()
+    top = analysis.get_findings().iloc[0]
+    assert (top["kind"], top["rank"], top["saving_ms_per_step"]) == ("straggler", 2, 5.0)
+    batch = summarize_folder(folder, executor="serial", cache=tmp_path / "cache")
+    pd.testing.assert_frame_equal(batch["rank_lateness"], report.ranks)
 
 
 def test_a_named_nvtx_range_is_the_step(tmp_path):
