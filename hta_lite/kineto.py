@@ -263,6 +263,25 @@ def kernel_dtype(name: str) -> str:
     return next((t for t in COLLECTIVE_DTYPE_BYTES if base.endswith("_" + t)), "")
 
 
+#: NCCL's algorithms and protocols as its kernel names spell them (``ncclKernel_AllReduce_RING_LL_
+#: Sum_float``, ``ncclDevKernel_AllReduce_Sum_f32_TREE_LL128``); longest first, so that
+#: ``NVLS_TREE`` is not read as ``NVLS``
+NCCL_ALGORITHMS = ("COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS_TREE", "NVLS", "RING", "TREE", "PAT")
+NCCL_PROTOCOLS = ("LL128", "LL", "SIMPLE")
+_ALGORITHM_PROTOCOL = re.compile(
+    rf"_({'|'.join(NCCL_ALGORITHMS)})_({'|'.join(NCCL_PROTOCOLS)})(?:_|$)"
+)
+
+
+def kernel_algorithm(name: str) -> tuple[str, str]:
+    """``(algorithm, protocol)`` an NCCL kernel is named after (``("RING", "LL")``); ``("", "")``
+    when its name says none (``ncclDevKernel_Generic``, ``ncclDevKernel_SendRecv``, RCCL's, a
+    kernel that is not NCCL's). The protocol is the one compiled into the kernel: NCCL may run
+    another through it (the tuned one is not in the trace)."""
+    match = _ALGORITHM_PROTOCOL.search(name.split("(", 1)[0])
+    return (match.group(1), match.group(2)) if match else ("", "")
+
+
 def memcpy_kind(name: str) -> str:
     """``Memcpy HtoD`` ... from a copy's event name (``Memset`` for every memset,
     ``Memcpy Unknown`` when the direction is not written)."""

@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import SAMPLES, SHARED_TRACES, needs_shared
+from conftest import DATA, SAMPLES, SHARED_TRACES, needs_shared
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
+from hta_lite.kineto import kernel_algorithm
 
 WORLD = 16
 
@@ -140,3 +141,30 @@ def test_b200_one_rank_of_eight_is_partial():
     assert analysis.get_collective_summary()["partial"].all()
     findings = analysis.get_key_findings().set_index("kind")
     assert "1 of the job's 8 ranks" in findings.at["partial_job", "finding"]
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+         ("RING", "LL")),
+        ("ncclDevKernel_AllReduce_Sum_bf16_TREE_LL128(ncclDevComm*, unsigned long, ncclWork*)",
+         ("TREE", "LL128")),
+        ("ncclDevKernel_AllGather_NVLS_TREE_SIMPLE", ("NVLS_TREE", "SIMPLE")),
+        ("ncclDevKernel_ReduceScatter_Sum_f32_COLLNET_DIRECT_SIMPLE", ("COLLNET_DIRECT", "SIMPLE")),
+        ("ncclDevKernel_AllGather_RING_LL", ("RING", "LL")),
+        ("ncclDevKernel_Generic", ("", "")),
+        ("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)", ("", "")),
+        ("void at::native::vectorized_elementwise_kernel<4, RING_LL>", ("", "")),
+    ],
+)  # fmt: skip
+def test_algorithm_and_protocol_from_the_kernel_name(name, expected):
+    assert kernel_algorithm(name) == expected
+
+
+def test_calls_carry_the_algorithm_and_protocol(tmp_path):
+    folder = DATA / "nccl_parser_config"
+    calls = TraceAnalysis(trace_dir=folder, parallel=False, cache=False).get_collectives().calls
+    by_collective = calls.groupby("collective")[["algorithm", "protocol"]].first()
+    assert by_collective.loc["all_reduce"].tolist() == ["RING", "LL"]
+    assert by_collective.loc["broadcast"].tolist() == ["RING", "LL"]

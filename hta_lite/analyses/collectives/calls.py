@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ...classify import COMMUNICATION
-from ...kineto import CPU_COLLECTIVE, GLOO_BACKEND, collective_kind
+from ...kineto import CPU_COLLECTIVE, GLOO_BACKEND, collective_kind, kernel_algorithm
 from ...load.health_items import record
 from ...load.metadata import ProcessGroup
 from ...load.rank_trace import RankTrace
@@ -46,7 +46,7 @@ CALL_COLUMNS = [
     "rank", "step", "pg", "pg_desc", "members", "group_size", "world_size", "collective", "peer",
     "name",
     "dtype", "in_bytes", "out_bytes", "ts", "end", "dur", "issued", "stream", "tid", "source",
-    "pg_source", "size_source", "dtype_source", "group_size_source",
+    "pg_source", "size_source", "dtype_source", "group_size_source", "algorithm", "protocol",
 ]  # fmt: skip
 UNKNOWN_GROUP = "?"
 POINT_TO_POINT = ("send", "recv")
@@ -69,7 +69,9 @@ def collective_calls(trace: RankTrace) -> pd.DataFrame:
     op that enqueued the range, :mod:`.issue_order`), ``stream`` (-1 for CPU calls), ``tid``,
     ``source`` (``gpu`` / ``cpu``), ``step`` (ProfilerStep, -1 outside), ``size_source`` /
     ``dtype_source`` / ``group_size_source`` (where each came from, :mod:`.metadata`; ``""``
-    not recorded). ``attrs["problems"]``: the recorded values that could not be used
+    not recorded), ``algorithm`` / ``protocol`` (``RING`` / ``LL``: what the NCCL kernel is
+    named after, :func:`~hta_lite.kineto.kernel_algorithm`; ``""`` when it says none, and on CPU
+    ranks). ``attrs["problems"]``: the recorded values that could not be used
     (health codes, :mod:`hta_lite.load.health_items`: ``collective_metadata_invalid``)."""
     gpu = trace.gpu
     problems: Counter = Counter()
@@ -106,6 +108,8 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray, problems: Counter) -> pd.Data
     p2p = np.isin(collective, POINT_TO_POINT)
     peer = np.full(len(rows), -1, np.int64)
     peer[p2p] = peers(trace.cpu, meta["c10d_row"][p2p], meta["members"][p2p])
+    names = text(gpu["name"], rows)
+    named_after = dict(zip(set(names), map(kernel_algorithm, set(names))))  # once per name
     ts = gpu["ts"].to_numpy()[rows]
     dur = gpu["dur"].to_numpy()[rows]
     return pd.DataFrame(
@@ -119,7 +123,7 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray, problems: Counter) -> pd.Data
             "world_size": _world_size(trace),
             "collective": collective,
             "peer": peer,
-            "name": text(gpu["name"], rows),
+            "name": names,
             "dtype": meta["dtype"],
             "in_bytes": in_bytes,
             "out_bytes": out_bytes,
@@ -134,6 +138,8 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray, problems: Counter) -> pd.Data
             "size_source": meta["size_source"],
             "dtype_source": meta["dtype_source"],
             "group_size_source": meta["group_size_source"],
+            "algorithm": [named_after[n][0] for n in names],
+            "protocol": [named_after[n][1] for n in names],
         },
         columns=CALL_COLUMNS,
     )
@@ -237,6 +243,8 @@ def _cpu_calls(trace: RankTrace) -> pd.DataFrame:
             "size_source": np.where(in_bytes >= 0, "gloo range", ""),
             "dtype_source": np.where(dtype != "", "gloo range", ""),
             "group_size_source": np.where(group_size > 0, "pg_config", ""),
+            "algorithm": "",
+            "protocol": "",
         },
         columns=CALL_COLUMNS,
     )
