@@ -1,6 +1,6 @@
-"""The builders of the summary tables (:mod:`.catalog` lists them): each returns the table, or a
-sentence saying why the traces have none (what to record, or that the view does not apply), which
-the CLI and the report print in its place."""
+"""The builders of the summary tables (:mod:`hta_lite.analyses.catalog` lists them): each returns
+the table, or a sentence saying why the traces have none (what to record, or that the view does
+not apply), which the CLI and the report print in its place."""
 
 from __future__ import annotations
 
