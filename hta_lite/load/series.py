@@ -124,7 +124,7 @@ def _concat(name: str, traces: list[RankTrace], id_base: np.ndarray) -> pd.DataF
     for column in categorical:
         pieces = [f[column] if column in f.columns else None for f in frames]
         table[column] = _categorical_concat(pieces, lengths)
-    return _with_window(table[columns], name, window)
+    return _with_window(table[columns].copy(deep=False), name, window)  # a frame of its own
 
 
 def _with_window(table: pd.DataFrame, name: str, window: np.ndarray) -> pd.DataFrame:
