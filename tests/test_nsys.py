@@ -487,6 +487,7 @@ def test_emit_nvtx_ranges_are_operators_with_their_shapes(tmp_path):
     assert len(mm) == kernels and (mm["input_dims"] == "[[64, 128], [128, 32]]").all()
     assert sorted(mm["sequence_number"]) == list(range(kernels))
     assert "my_region" in set(trace.cpu.loc[trace.cpu["cat"] == "user_annotation", "name"])
+    assert trace.health["nvtx_operator_ranges"] == kernels + 1  # and aten::empty
     analysis = TraceAnalysis(trace_dir=path.parent, cache=False, progress=False)
     summary = analysis.get_operator_summary().set_index("name")
     assert summary.loc["aten::mm", "calls"] == kernels

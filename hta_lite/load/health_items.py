@@ -187,6 +187,7 @@ ITEMS: dict[str, Item] = {
     "steps_whole_capture": Item(
         INFO, "no repeating outermost NVTX range: the whole capture is one step"
     ),
+    "nvtx_operator_ranges": Item(INFO, "NVTX ranges read as operators (emit_nvtx)"),
     "nsys_report_exported": Item(INFO, "Nsight Systems report exported to SQLite with `nsys`"),
     "nvtx_range_without_end": Item(WARNING, "NVTX ranges never closed (dropped)"),
     "nvtx_without_text": Item(INFO, "NVTX ranges without a name"),

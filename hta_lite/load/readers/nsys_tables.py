@@ -20,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...kineto import CPU_OP_CATEGORY
 from ...rows import combine_codes
 from ..health_items import note
 from .nvtx_ops import operator_columns
@@ -275,6 +276,7 @@ def nvtx(db: Export, problems: Counter) -> tuple[dict, dict]:
         "global_tid": r[:, 3],
         "correlation": np.full(len(r), -1),
     }
+    note(problems, "nvtx_operator_ranges", int((spans["cat"] == CPU_OP_CATEGORY).sum()))
     marks = kind == NVTX_MARK
     m = n[marks]
     instants = {"ts": m[:, 0], "name": _texts(text[marks]), "global_tid": m[:, 3]}
