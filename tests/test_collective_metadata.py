@@ -162,7 +162,7 @@ def test_algorithm_and_protocol_from_the_kernel_name(name, expected):
     assert kernel_algorithm(name) == expected
 
 
-def test_calls_carry_the_algorithm_and_protocol(tmp_path):
+def test_calls_carry_the_algorithm_and_protocol():
     folder = DATA / "nccl_parser_config"
     calls = TraceAnalysis(trace_dir=folder, parallel=False, cache=False).get_collectives().calls
     by_collective = calls.groupby("collective")[["algorithm", "protocol"]].first()

@@ -109,7 +109,7 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray, problems: Counter) -> pd.Data
     peer = np.full(len(rows), -1, np.int64)
     peer[p2p] = peers(trace.cpu, meta["c10d_row"][p2p], meta["members"][p2p])
     names = text(gpu["name"], rows)
-    named_after = dict(zip(set(names), map(kernel_algorithm, set(names))))  # once per name
+    named_after = {n: kernel_algorithm(n) for n in set(names)}  # once per name
     ts = gpu["ts"].to_numpy()[rows]
     dur = gpu["dur"].to_numpy()[rows]
     return pd.DataFrame(

@@ -18,7 +18,8 @@ BY = ("site", "state", "segment")
 
 
 def compare(a, b, by: str = "site") -> pd.DataFrame:
-    """``a``, ``b``: the :class:`.tables.SnapshotTables` of the two snapshots."""
+    """``a``, ``b``: the tables of the two snapshots
+    (:class:`hta_lite.load.readers.snapshot_tables.SnapshotTables`)."""
     if by not in BY:
         raise SelectionError(None, f"by must be one of {list(BY)}, not {by!r}")
     if by == "segment":

@@ -58,8 +58,9 @@ def final_state(segments: pd.DataFrame, blocks: pd.DataFrame, device: int) -> tu
 
 
 def replay(entries: pd.DataFrame, segments: pd.DataFrame, blocks: pd.DataFrame) -> Replay:
-    """Per entry (each device's rows together, in order, as :mod:`.tables` gives them): the
-    active and reserved bytes after it."""
+    """Per entry (each device's rows together, in order, as
+    :mod:`hta_lite.load.readers.snapshot_tables` gives them): the active and reserved bytes
+    after it."""
     device = entries["device"].to_numpy()
     size = entries["size"].to_numpy()
     grows, reserves = _signs(entries["action"], GROWS), _signs(entries["action"], RESERVES)

@@ -269,14 +269,18 @@ def nvtx(db: Export, problems: Counter) -> tuple[dict, dict]:
         problems, "nvtx_without_text", int((keep & np.array([t is None for t in text], bool)).sum())
     )
     r = n[keep]
+    ops = operator_columns(_texts(text[keep]))  # emit_nvtx's operators, else annotations
+    note(problems, "nvtx_operator_ranges", int((ops["cat"] == CPU_OP_CATEGORY).sum()))
     spans = {
         "ts": r[:, 0],
         "dur": r[:, 1] - r[:, 0],
-        **operator_columns(_texts(text[keep])),  # emit_nvtx's operators, else annotations
+        "name": _texts(ops["name"]),
+        "cat": _texts(ops["cat"]),
+        "sequence_number": ops["sequence_number"],
+        "input_dims": _texts(ops["input_dims"]),
         "global_tid": r[:, 3],
         "correlation": np.full(len(r), -1),
     }
-    note(problems, "nvtx_operator_ranges", int((spans["cat"] == CPU_OP_CATEGORY).sum()))
     marks = kind == NVTX_MARK
     m = n[marks]
     instants = {"ts": m[:, 0], "name": _texts(text[marks]), "global_tid": m[:, 3]}

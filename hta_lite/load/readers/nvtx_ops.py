@@ -28,8 +28,8 @@ _TEXT = re.compile(
 
 def operator_columns(names: pd.Categorical) -> dict:
     """For NVTX range texts (categorical): ``name`` (the operator's, or the text), ``cat``
-    (``cpu_op`` / ``user_annotation``), ``sequence_number`` (-1) and ``input_dims`` (absent
-    without sizes), each worked out once per distinct text."""
+    (``cpu_op`` / ``user_annotation``), ``input_dims`` (None without sizes), as object arrays,
+    and ``sequence_number`` (-1), each worked out once per distinct text."""
     texts = [str(t) for t in names.categories]
     parsed = [_parse(t) for t in texts]
     codes = np.asarray(names.codes)
@@ -39,10 +39,10 @@ def operator_columns(names: pd.Categorical) -> dict:
         return np.array([*values, absent], dtype=dtype)[at]
 
     return {
-        "name": _categorical(column([p[0] for p in parsed], None)),
-        "cat": _categorical(column([p[1] for p in parsed], CPU_ANNOTATION_CATEGORY)),
+        "name": column([p[0] for p in parsed], None),
+        "cat": column([p[1] for p in parsed], CPU_ANNOTATION_CATEGORY),
         "sequence_number": column([p[2] for p in parsed], -1, np.int64),
-        "input_dims": _categorical(column([p[3] for p in parsed], None)),
+        "input_dims": column([p[3] for p in parsed], None),
     }
 
 
@@ -58,8 +58,3 @@ def _parse(text: str) -> tuple[str, str, int, str | None]:
     if not is_op:
         return text, CPU_ANNOTATION_CATEGORY, -1, None
     return name, CPU_OP_CATEGORY, int(seq) if seq is not None else -1, sizes
-
-
-def _categorical(values: np.ndarray) -> pd.Categorical:
-    codes, uniques = pd.factorize(pd.Index(values, dtype=object), use_na_sentinel=True)
-    return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype="str"))

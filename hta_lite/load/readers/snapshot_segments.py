@@ -40,7 +40,7 @@ _MISMATCH = "segment whose {} is not its blocks' sum (the blocks are used)"
 
 def segment_tables(raw: list, sites: Sites, problems: Counter):
     """``(segments, blocks, block_frames, layout)`` of a snapshot's ``segments`` list (columns
-    in :mod:`.tables`; ``layout``: one of the names above, "" without a block)."""
+    in :mod:`.snapshot_tables`; ``layout``: one of the names above, "" without a block)."""
     seg_rows, block_rows, block_frames = [], [], []
     layouts = Counter()
     for seg in raw:
