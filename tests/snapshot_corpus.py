@@ -122,6 +122,16 @@ def crafted() -> dict[str, bytes]:
             + b"ua0"  # one more frame in memo 4
             + b"e"
         ),  # fmt: skip
+        # an entry whose action is set twice (the last wins): the first is an action no row has
+        "action_set_twice": _snapshot(
+            b"]("
+            + b"]("
+            + _entry("alloc", 1, 8).replace(
+                _u("action"), _u("action") + _u("al<oc") + _u("action"), 1
+            )
+            + b"e"
+            + b"e"
+        ),  # fmt: skip
         "frame_ending_after_an_opcode": b"\x80\x04\x95"
         + struct.pack("<Q", 2)
         + b"]J"

@@ -21,6 +21,7 @@ READ = {  # the inputs that are plain data, and what is read of them
     "segment_type_nested_100000",
     "entry_of_a_discarded_list",
     "frames_list_appended_after_use",
+    "action_set_twice",
     "frame_ending_after_an_opcode",  # a list, not a snapshot: refused after reading
 }
 REFUSED_BY_SIZE = {"size_past_16_tib"}

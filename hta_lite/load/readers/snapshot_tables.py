@@ -145,8 +145,10 @@ def _entries_of_columns(traces, columns: dict) -> tuple[pd.DataFrame, np.ndarray
     order = np.lexsort((position, device))
     if (np.diff(order) == 1).all():
         order = slice(None)  # already in place: no copies
-    codes = np.frombuffer(columns["action"], np.int32)[order]
-    actions = columns["actions"]
+    # the categories in order of first use, as the unpickler's path gives them (the C reader
+    # interns the actions of lists that are not a device's trace too)
+    codes, used = pd.factorize(np.frombuffer(columns["action"], np.int32)[order])
+    actions = [columns["actions"][k] for k in used.tolist()]
     ints = {k: np.frombuffer(columns[k], np.int64)[order] for k in (*_INT_FIELDS, "device_free")}
     oom = actions.index("oom") if "oom" in actions else -1
     device_free = np.where(codes == oom, ints["device_free"], -1)
