@@ -68,6 +68,7 @@ def crafted() -> dict[str, bytes]:
         + _u("segment_type") + nested_type + b"ua"
     )  # fmt: skip
     frame = _u("filename") + _u("model.py")
+    trace = snap["device_traces"][0]
     return {
         "build_on_dict": b"\x80\x04}}b.",
         "append_on_dict": b"\x80\x04}Na.",
@@ -121,6 +122,13 @@ def crafted() -> dict[str, bytes]:
             + _u("late.py")
             + b"ua0"  # one more frame in memo 4
             + b"e"
+        ),  # fmt: skip
+        # a device without entries before one with (a machine whose first GPU allocated nothing)
+        "empty_device_first": pickle.dumps(dict(snap, device_traces=[[], trace]), protocol=4),
+        # two devices whose actions differ and come in another order than sorted
+        "devices_of_other_actions": pickle.dumps(
+            dict(snap, device_traces=[[dict(e, action="free_completed") for e in trace], trace]),
+            protocol=4,
         ),  # fmt: skip
         # an entry whose action is set twice (the last wins): the first is an action no row has
         "action_set_twice": _snapshot(

@@ -22,6 +22,8 @@ READ = {  # the inputs that are plain data, and what is read of them
     "entry_of_a_discarded_list",
     "frames_list_appended_after_use",
     "action_set_twice",
+    "empty_device_first",
+    "devices_of_other_actions",
     "frame_ending_after_an_opcode",  # a list, not a snapshot: refused after reading
 }
 REFUSED_BY_SIZE = {"size_past_16_tib"}

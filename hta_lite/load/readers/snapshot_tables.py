@@ -125,9 +125,13 @@ def _entries(traces: list, problems: Counter):
     if not parts:
         ints = [n for n in names if n != "action"]
         return _frame([], names, ints=ints).assign(action=pd.Categorical([])), frames
-    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    if not isinstance(out["action"].dtype, pd.CategoricalDtype):  # devices of other actions
-        out["action"] = pd.Categorical(out["action"].astype(object))
+    if len(parts) == 1 and isinstance(parts[0]["action"].dtype, pd.CategoricalDtype):
+        return parts[0][names], frames
+    # devices of other actions, or of none: the categories in order of first use, as the C
+    # reader's columns give them
+    out = pd.concat(parts, ignore_index=True)
+    codes, used = pd.factorize(out["action"].astype(object).to_numpy())
+    out["action"] = pd.Categorical.from_codes(codes, categories=list(used))
     return out[names], frames
 
 
