@@ -26,10 +26,10 @@ import numpy as np
 from ...kineto import BLOCKING_SYNC_NAMES
 from ...load.rank_trace import RankTrace
 from ..critical_path.events import Events
-from ..critical_path.graph import DEPENDENCY, KERNEL_KERNEL_DELAY, LAUNCH_DELAY, SYNC, Graph
+from ..critical_path.graph import DEPENDENCY, KERNEL_KERNEL_DELAY, LAUNCH_DELAY, SYNC, Graph, build
 from ..critical_path.path import longest_distances, path_to
 from ..critical_path.window import event_index
-from ..job_path.segments import StepPaths, step_bounds, whole_trace
+from ..job_path.segments import between, step_bounds, whole_trace
 
 #: ``change(graph, events) -> (weight, keep)``: new weights (ns) and the edges kept (None: all)
 Change = Callable[[Graph, Events], tuple[np.ndarray, np.ndarray | None]]
@@ -42,29 +42,27 @@ class RankGraphs:
         self.trace = trace
         self.events = Events.of(trace)
         index = event_index(trace)
-        self.steps = {
-            number: StepPaths(trace, self.events, index, start, end, patterns)
+        self.steps = {  # the graph only: the longest paths are the replay's own (with_order_edges)
+            number: build(trace, self.events, between(trace, start, end), index, patterns)
             for number, start, end in (step_bounds(trace) or [whole_trace(trace)])
         }
-
         self._base: dict[int, tuple[Graph, int, np.ndarray]] = {}
 
     def savings(self, change: Change) -> dict[int, float]:
         """ns each step's critical path gets shorter under ``change``."""
         out = {}
-        for number, local in self.steps.items():
-            if local.empty:
+        for number, graph in self.steps.items():
+            if not len(graph.node_ts) or not len(graph.src):
                 out[number] = 0.0
                 continue
-            ordered, length, path = self._base_of(number, local)
+            ordered, length, path = self._base_of(number, graph)
             weight, keep = change(ordered, self.events)
-            out[number] = self._saving(local, ordered, length, path, weight, keep)
+            out[number] = _saving(ordered, length, path, weight, keep)
         return out
 
-    def _base_of(self, number: int, local: StepPaths) -> tuple[Graph, int, np.ndarray]:
+    def _base_of(self, number: int, g: Graph) -> tuple[Graph, int, np.ndarray]:
         """The step's graph with the added edges, its longest path's length and edges."""
         if number not in self._base:
-            g = local.graph
             ordered = with_order_edges(g, self.events)
             dist, best, _ = longest_distances(len(g.node_ts), ordered, Counter())
             end = int(np.argmax(dist))
@@ -72,18 +70,20 @@ class RankGraphs:
             self._base[number] = (ordered, int(dist.max()), path)
         return self._base[number]
 
-    def _saving(self, local: StepPaths, ordered: Graph, length: int, path, weight, keep) -> float:
-        g = local.graph
-        weight = np.minimum(weight, ordered.weight)
-        keep = np.ones(len(ordered.src), bool) if keep is None else keep
-        if not ((weight[path] < ordered.weight[path]).any() or not keep[path].all()):
-            return 0.0
-        smaller = replace(
-            ordered, src=ordered.src[keep], dst=ordered.dst[keep], kind=ordered.kind[keep],
-            weight=weight[keep], event=ordered.event[keep], health=Counter(),
-        )  # fmt: skip
-        dist, _, _ = longest_distances(len(g.node_ts), smaller, Counter())
-        return float(max(length - int(dist.max()), 0))
+
+def _saving(ordered: Graph, length: int, path, weight, keep) -> float:
+    """ns the longest path of ``ordered`` (``length`` ns along ``path``) gets shorter with the
+    new weights and the edges kept."""
+    weight = np.minimum(weight, ordered.weight)
+    keep = np.ones(len(ordered.src), bool) if keep is None else keep
+    if not ((weight[path] < ordered.weight[path]).any() or not keep[path].all()):
+        return 0.0
+    smaller = replace(
+        ordered, src=ordered.src[keep], dst=ordered.dst[keep], kind=ordered.kind[keep],
+        weight=weight[keep], event=ordered.event[keep], health=Counter(),
+    )  # fmt: skip
+    dist, _, _ = longest_distances(len(ordered.node_ts), smaller, Counter())
+    return float(max(length - int(dist.max()), 0))
 
 
 def with_order_edges(graph: Graph, events: Events) -> Graph:
