@@ -9,6 +9,7 @@ import gzip
 import os
 import shutil
 import sqlite3
+import struct
 import sys
 import tempfile
 from pathlib import Path
@@ -240,8 +241,8 @@ def test_a_report_without_nsys_on_path_gets_the_export_command(tmp_path, monkeyp
     (tmp_path / "rank0.nsys-rep").write_bytes(b"\x00" * 64)
     with pytest.raises(
         TraceFormatError,
-        match="not on PATH: export it with `nsys export --type"
-        " sqlite --force-overwrite true --output rank0.sqlite rank0.nsys-rep`",
+        match="not on PATH: export it with `nsys export --type sqlite --include-blobs true"
+        " --force-overwrite true --output rank0.sqlite rank0.nsys-rep`",
     ):
         TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
 
@@ -279,7 +280,7 @@ def test_a_report_is_exported_with_nsys_once_into_the_cache(tmp_path, monkeypatc
     pd.testing.assert_frame_equal(first.get_temporal_breakdown(), direct.get_temporal_breakdown())
     pd.testing.assert_frame_equal(again.get_temporal_breakdown(), direct.get_temporal_breakdown())
     assert len(log.read_text().splitlines()) == 1  # the second load came from the cache
-    assert "export --type sqlite" in log.read_text()
+    assert "export --type sqlite --include-blobs true" in log.read_text()
     assert first.trace(0).health["nsys_report_exported"] == 1
     assert set(Path(tempfile.gettempdir()).glob("hta_lite_nsys_*")) == before
     assert sorted(p.name for p in reports.iterdir()) == ["rank0.nsys-rep"]
@@ -334,12 +335,15 @@ def _job(
     ranks: int = 2,
     late_rank: int = 1,
     shift_ns: int = 0,
+    payloads: bool = False,
 ) -> Path:
     """``ranks`` ranks from the vendored export: NVTX ``iteration`` ranges cut its capture into
     ``steps`` steps, each ending in an NCCL all_reduce on stream 99; ``late_rank`` launches each
     all_reduce ``late_ns`` after the others, and all finish it together (the others wait). Rank
     r's session starts ``r * shift_ns`` later (``TARGET_INFO_SESSION_START_TIME``), its times
-    written that much earlier: the same moments in wall-clock time."""
+    written that much earlier: the same moments in wall-clock time. ``payloads``: NCCL's NVTX
+    ranges around each launch and the communicator's creation, with their payloads and schemas
+    as ``nsys export --include-blobs=true`` writes them (:func:`_add_payload_schemas`)."""
     for rank in range(ranks):
         path = _gunzipped(DATA / "nsys" / "nvfuser_h200.sqlite.gz", folder)
         path = path.rename(folder / f"rank{rank}.sqlite")
@@ -355,6 +359,10 @@ def _job(
         con.executemany("INSERT INTO StringIds VALUES (?, ?)",
                         [(name, NCCL_KERNEL), (name + 1, "cudaLaunchKernel_v7000")])  # fmt: skip
         con.execute("DELETE FROM NVTX_EVENTS")
+        if payloads:
+            _add_payload_schemas(con)
+            init = _blob(101, struct.pack("<Qiii", COMM, ranks, rank, 0) + bytes(4))
+            con.execute(*_nccl_range("ncclCommInitRank", first - 10_000, first - 5_000, tid, init))
         length = (last - first) // steps + 1
         for k in range(steps):
             begin = first + k * length
@@ -365,6 +373,10 @@ def _job(
             )
             launch = begin + length // 2 + (late_ns if rank == late_rank else 0)
             end = begin + length // 2 + late_ns + 1_000_000  # both ranks end together
+            if payloads:
+                blob = _blob(100, struct.pack("<QQi", COMM, MESSAGE, 0) + bytes(4))
+                around = (launch - 2_000, launch + 8_000)
+                con.execute(*_nccl_range("ncclAllReduce", *around, tid, blob))
             con.execute(
                 "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass,"
                 " globalTid, correlationId, nameId, returnValue) VALUES (?,?,0,?,?,?,0)",
@@ -389,6 +401,90 @@ def _job(
         con.commit()
         con.close()
     return folder
+
+
+COMM, MESSAGE = 0x9E3779B97F4A7C15, 4 << 20  # a communicator hash (past int64), 4 MiB
+
+
+def _add_payload_schemas(con: sqlite3.Connection) -> None:
+    """NCCL's all_reduce and comm-init payload schemas (nccl src/include/nvtx_payload_schemas.h)
+    in the tables of nsys 2026's export (columns as its schema dump declares them); the first
+    entry's offset NULL, as exports write it, and the comm-init's ranks left to alignment."""
+    con.execute("CREATE TABLE NVTX_PAYLOAD_SCHEMAS (domainId INTEGER, schemaId INTEGER, name TEXT,"
+                " type INTEGER, flags INTEGER, numEntries INTEGER, payloadSize INTEGER,"
+                " alignTo INTEGER)")  # fmt: skip
+    con.execute("CREATE TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES (domainId INTEGER NOT NULL, schemaId"
+                " INTEGER NOT NULL, idx INTEGER NOT NULL, flags INTEGER, type INTEGER, name TEXT,"
+                " description TEXT, arrayOrUnionDetail INTEGER, offset INTEGER)")  # fmt: skip
+    con.executemany("INSERT INTO NVTX_PAYLOAD_SCHEMAS VALUES (1, ?, ?, 1, 0, ?, 24, 0)",
+                    [(100, "AllReduce", 3), (101, "CommInitRank", 4)])  # fmt: skip
+    redop = (1 << 24) + 3  # NCCL's reduction-op enum schema: not an integer type, not read
+    con.executemany(
+        "INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES (1, ?, ?, 0, ?, ?, NULL, 0, ?)",
+        [(100, 0, 18, "NCCL communicator ID", None), (100, 1, 22, "Message size [bytes]", 8),
+         (100, 2, redop, "Reduction operation", 16), (101, 0, 18, "NCCL communicator ID", None),
+         (101, 1, 5, "No. of ranks", None), (101, 2, 5, "Rank", 12),
+         (101, 3, 5, "CUDA device", 16)],
+    )  # fmt: skip
+
+
+def _blob(schema: int, payload: bytes) -> bytes:
+    """NVTX_EVENTS.binaryData: the 32-byte header (domain, schema, payload size, total), then
+    the payload."""
+    return struct.pack("<IIIIQQ", 1, 0, schema, 0, len(payload), 32 + len(payload)) + payload
+
+
+def _nccl_range(name: str, start: int, end: int, tid: int, blob: bytes) -> tuple:
+    return (
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId, binaryData)"
+        " VALUES (?, ?, 59, ?, ?, 1, ?)",
+        (start, end, name, tid, blob),
+    )
+
+
+def test_nccl_payloads_give_the_calls_sizes_and_communicator(tmp_path):
+    """Each all_reduce's size (4 MiB, from its NVTX payload: bytes, no dtype), its
+    communicator (the same hash on both ranks: the process group the calls are matched in) and
+    the communicator's size from its creation's payload."""
+    folder = _job(tmp_path / "job", payloads=True)
+    analysis = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+    calls = analysis.get_collectives().calls
+    kept = calls[calls["step"] >= 0]
+    assert len(kept) == 8 and (kept["in_bytes"] == MESSAGE).all()
+    assert (kept["out_bytes"] == MESSAGE).all() and (kept["size_source"] == "nccl payload").all()
+    assert set(kept["pg"]) == {f"NCCL comm {COMM:#018x}"}
+    assert (kept["group_size"] == 2).all() and (kept["group_size_source"] == "nccl payload").all()
+    assert len(set(kept["instance"])) == 4  # matched in that communicator
+    instances = analysis.get_collectives().instances
+    assert instances["busbw_gbps"].notna().any()
+
+
+def test_nccl_payloads_without_their_schemas_or_cut_short_are_said(tmp_path):
+    folder = _job(tmp_path / "job", payloads=True)
+    for rank, change in ((0, "DROP TABLE NVTX_PAYLOAD_SCHEMAS"),
+                         (1, "UPDATE NVTX_EVENTS SET binaryData = substr(binaryData, 1, 40)"
+                             " WHERE text = 'ncclAllReduce'")):  # fmt: skip
+        with sqlite3.connect(folder / f"rank{rank}.sqlite") as con:
+            con.execute(change)
+    analysis = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+    assert analysis.trace(0).health["nccl_payloads_absent"] == 1
+    assert analysis.trace(1).health["nccl_payload_unreadable"] == 5
+    calls = analysis.get_collectives().calls
+    assert (calls["in_bytes"] == -1).all() and (calls["size_source"] == "").all()
+
+
+def test_a_reduce_scatter_payload_is_its_output():
+    from hta_lite.analyses.collectives.calls import _payload_sizes
+
+    meta = {"collective": np.array(["reduce_scatter", "all_gather", "reduce_scatter", "gather"]),
+            "payload_bytes": np.array([100, 100, 2**61, 100]),
+            "group_size": np.array([4, 4, 8, 4]),
+            "size_source": np.full(4, "", object)}  # fmt: skip
+    unknown = np.full(4, -1)
+    in_bytes, out_bytes, source = _payload_sizes(meta, unknown, unknown)
+    assert in_bytes.tolist() == [400, 100, -1, -1]  # 2**61 x 8 would wrap int64: unknown
+    assert out_bytes.tolist() == [100, -1, 2**61, -1]  # all_gather's: from the group size later
+    assert source.tolist() == ["nccl payload"] * 3 + [""]
 
 
 def test_a_constructed_two_rank_job_gives_its_collectives_and_the_late_rank(tmp_path):

@@ -113,6 +113,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         C("launched_kernel", "category", "", "kernel a graph capture launched",
           "graph replays"),
         *_COLLECTIVE,
+        C("msg_bytes", "int64", "bytes", "message size of an NCCL call's NVTX payload (Nsight"
+          " Systems: a reduce_scatter's output, other collectives' input)", "collectives"),
         C("iteration", "int64", "", "step it falls in (-1: outside)", "per-step views",
           set_by="finish"),
         C("depth", "int64", "", "nesting depth on its thread (0: outermost)", "call stacks",

@@ -188,6 +188,14 @@ ITEMS: dict[str, Item] = {
         INFO, "no repeating outermost NVTX range: the whole capture is one step"
     ),
     "nvtx_operator_ranges": Item(INFO, "NVTX ranges read as operators (emit_nvtx)"),
+    "nccl_payloads_absent": Item(
+        INFO,
+        "NVTX payloads without their schemas (export with --include-blobs=true):"
+        " collective sizes and communicators unknown",
+    ),
+    "nccl_payload_unreadable": Item(
+        WARNING, "NCCL NVTX payloads or schema entries that cannot be read (skipped)"
+    ),
     "nsys_report_exported": Item(INFO, "Nsight Systems report exported to SQLite with `nsys`"),
     "nvtx_range_without_end": Item(WARNING, "NVTX ranges never closed (dropped)"),
     "nvtx_without_text": Item(INFO, "NVTX ranges without a name"),

@@ -186,6 +186,7 @@ def _complete_events(events: Events, health: Counter, by_phase: Counter) -> dict
             cols.update(_op_inputs(fam_args, health))
             cols["launched_kernel"] = _sparse_text(fam_args, "launched_kernel")
             cols.update(_collective_args(fam_args, health))
+            cols["msg_bytes"] = np.full(len(idx), -1, np.int64)  # Nsight Systems only
         out[family] = pd.DataFrame(cols, copy=False)
     return out
 

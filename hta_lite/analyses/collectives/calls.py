@@ -100,6 +100,7 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray, problems: Counter) -> pd.Data
         too_large = int((typed & (n >= 0) & (b < 0)).sum())  # bytes past int64: unknown
         if too_large:
             record(problems, "collective_metadata_invalid", too_large, f"{field} msg nelems")
+    in_bytes, out_bytes, size_source = _payload_sizes(meta, in_bytes, out_bytes)
     derived = out_bytes_from_input(collective, in_bytes, group_size)
     out_bytes = np.where(out_bytes >= 0, out_bytes, derived)
     pg = meta["pg_name"]
@@ -135,7 +136,7 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray, problems: Counter) -> pd.Data
             "tid": gpu["tid"].to_numpy()[rows],
             "source": "gpu",
             "pg_source": np.where(named, "metadata", "stream"),
-            "size_source": meta["size_source"],
+            "size_source": size_source,
             "dtype_source": meta["dtype_source"],
             "group_size_source": meta["group_size_source"],
             "algorithm": [named_after[n][0] for n in names],
@@ -143,6 +144,27 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray, problems: Counter) -> pd.Data
         },
         columns=CALL_COLUMNS,
     )
+
+
+#: the collectives whose NCCL payload size is known to be the input (reduce_scatter: the output)
+SIZED_BY_PAYLOAD = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "send",
+                    "recv")  # fmt: skip
+
+
+def _payload_sizes(meta: dict, in_bytes: np.ndarray, out_bytes: np.ndarray) -> tuple:
+    """Sizes from NCCL's NVTX payload (bytes, no dtype) where nothing else gave one: a
+    reduce_scatter's output (its input that x the group size), every other collective's input;
+    ``size_source`` ``nccl payload`` there."""
+    collective, payload = meta["collective"], meta["payload_bytes"]
+    sized = (in_bytes < 0) & (out_bytes < 0) & (payload >= 0)
+    sized &= np.isin(collective, SIZED_BY_PAYLOAD)
+    scattered = collective == "reduce_scatter"
+    group = meta["group_size"]
+    fits = (group > 0) & (payload <= (2**62) // np.maximum(group, 1))  # no int64 wrap
+    whole = np.where(fits, payload * np.where(fits, group, 1), -1)
+    in_bytes = np.where(sized, np.where(scattered, whole, payload), in_bytes)
+    out_bytes = np.where(sized & scattered, payload, out_bytes)
+    return in_bytes, out_bytes, np.where(sized, "nccl payload", meta["size_source"])
 
 
 def out_bytes_from_input(

@@ -17,9 +17,14 @@ field is taken from the first place that has it, and the place is kept (``*_sour
   and is named ``..._int8_t`` whatever it moves.
 - **group size** (``group_size_source``): ``Group size`` (``kernel`` / ``record_param_comms``);
   else the recorded ``Process Group Ranks`` (``group ranks``); else the group's ``pg_size`` in
-  ``distributedInfo.pg_config`` (``pg_config``); else the ratio of an all_gather's output to its
-  input, or a reduce_scatter's input to its output, when both are known (``sizes``); else
+  ``distributedInfo.pg_config`` (``pg_config``); else the communicator's size in NCCL's NVTX
+  payload (``nccl payload``, Nsight Systems exports); else the ratio of an all_gather's output
+  to its input, or a reduce_scatter's input to its output, when both are known (``sizes``); else
   unknown (-1: bus bandwidth unknown, never computed for a guessed size).
+
+On an Nsight Systems export, NCCL's NVTX range around the launch gives the message size in bytes
+(``payload_bytes``: :mod:`hta_lite.load.readers.nvtx_payloads`) and the communicator, the process
+group's name where no other place names one.
 
 ``""`` is the source of a field no place holds.
 """
@@ -155,6 +160,9 @@ def gpu_metadata(
     launcher = np.where(param >= 0, param, gather(cpu["op_row"].to_numpy(), launch, -1))
     own = gpu["collective_name"].notna().to_numpy()[rows]
     has_param = param >= 0
+    # NCCL's own NVTX range around the launch with its payload (Nsight Systems exports)
+    msg_bytes = cpu["msg_bytes"].to_numpy() if "msg_bytes" in cpu else np.full(len(cpu), -1)
+    payload = nearest_ancestor(parent, msg_bytes >= 0, launch)
 
     def recorded(column: str) -> tuple[np.ndarray, np.ndarray]:  # kernel's args, its op's
         return text(gpu[column], rows), text(cpu[column], param)
@@ -236,6 +244,7 @@ def gpu_metadata(
     ranks_k, ranks_p = recorded("pg_ranks")
     names_k, names_p = recorded("pg_name")
     pg_name = np.where(own, names_k, names_p)
+    pg_name = np.where(pg_name != "", pg_name, text(cpu["pg_name"], payload))  # communicator
     member_text = members(np.where(own, ranks_k, ranks_p), problems)
     counted = np.array([m.count(",") + 1 if m else -1 for m in member_text], np.int64)
     configured = np.array([pg_sizes.get(p, -1) if p else -1 for p in pg_name], np.int64)
@@ -246,6 +255,11 @@ def gpu_metadata(
             (size_p, has_param & (size_p > 0), PARAM_COMMS_NAME),
             (counted, counted > 0, "group ranks"),
             (configured, configured > 0, "pg_config"),
+            (
+                gather(cpu["group_size"].to_numpy(), payload, -1),
+                gather(cpu["group_size"].to_numpy(), payload, -1) > 0,
+                "nccl payload",
+            ),
             (ratio, ratio > 0, "sizes"),
         ],
         -1,
@@ -263,6 +277,7 @@ def gpu_metadata(
         "dtype_source": dtype_source,
         "group_size_source": group_size_source,
         "c10d_row": c10d,
+        "payload_bytes": gather(msg_bytes, payload, -1),
     }
 
 

@@ -41,7 +41,7 @@ REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 MAGIC = b"SQLite format 3\x00"
 RECORD_HINT = (
     "record with `nsys profile -t cuda,nvtx --cuda-graph-trace=node ...` and export with"
-    " `nsys export --type sqlite` (docs/nsight-systems.md)"
+    " `nsys export --type sqlite --include-blobs=true` (docs/nsight-systems.md)"
 )
 
 
@@ -126,7 +126,7 @@ def _concat(parts: list[dict]) -> dict:
 def _absent(key: str):
     if key == "memory_bw_gbps":
         return np.nan
-    return None if key in ("name", "cat", "grid", "block", "input_dims") else -1
+    return None if key in ("name", "cat", "grid", "block", "input_dims", "pg_name") else -1
 
 
 def _in_range(table: dict, problems: Counter) -> dict:

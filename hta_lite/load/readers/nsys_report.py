@@ -23,10 +23,11 @@ from . import nsys
 EXPORT_TIMEOUT_S = 1800
 
 
-def export_command(path: Path, target: str | Path) -> list[str]:
-    """The ``nsys export`` command that writes ``path``'s SQLite export to ``target``."""
-    return ["nsys", "export", "--type", "sqlite", "--force-overwrite", "true", "--output",
-            str(target), str(path)]  # fmt: skip
+def export_command(path: Path, target: str | Path, blobs: bool = True) -> list[str]:
+    """The ``nsys export`` command that writes ``path``'s SQLite export to ``target``, with the
+    NVTX payloads (NCCL's message sizes: ``--include-blobs``, which nsys before 2023 lacks)."""
+    return ["nsys", "export", "--type", "sqlite", *(["--include-blobs", "true"] if blobs else []),
+            "--force-overwrite", "true", "--output", str(target), str(path)]  # fmt: skip
 
 
 def read(path: Path) -> list[ReadRank]:
@@ -42,13 +43,16 @@ def read(path: Path) -> list[ReadRank]:
     folder = Path(tempfile.mkdtemp(prefix="hta_lite_nsys_"))
     try:
         target = folder / "export.sqlite"
-        command = [program, *export_command(path, target)[1:]]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True,
-                                  timeout=EXPORT_TIMEOUT_S, check=False)  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            problem = f"`nsys export` did not finish ({exc}): run `{shown}`"
-            raise TraceFormatError(path, problem) from None
+        for blobs in (True, False):  # an nsys without --include-blobs: the export without
+            command = [program, *export_command(path, target, blobs)[1:]]
+            try:
+                done = subprocess.run(command, capture_output=True, text=True,
+                                      timeout=EXPORT_TIMEOUT_S, check=False)  # fmt: skip
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                problem = f"`nsys export` did not finish ({exc}): run `{shown}`"
+                raise TraceFormatError(path, problem) from None
+            if done.returncode == 0 and target.is_file():
+                break
         if done.returncode != 0 or not target.is_file():
             said = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
             raise TraceFormatError(

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from ...kineto import CPU_OP_CATEGORY
 from ...rows import combine_codes
 from ..health_items import note
+from . import nvtx_payloads
 from .nvtx_ops import operator_columns
 
 #: CUPTI's copy kinds and memory kinds, as Kineto names copies ("Memcpy HtoD (Pinned -> Device)")
@@ -70,7 +71,7 @@ class Export:
         """int64 array (rows, columns) of ``table``; a column it lacks, or NULL, is -1."""
         if not self.has(table):
             return np.zeros((0, len(columns)), np.int64)
-        present = self.columns[table]
+        present = self.columns[table] | {"rowid"}
         tail = f' FROM "{table}"' + (f" WHERE {where}" if where else "")
         plain = [f'"{c}"' if c in present else "NULL" for c in columns]
         fast = self._arrow_ints(f"SELECT {', '.join(plain)}{tail}", len(columns))
@@ -254,7 +255,7 @@ def nvtx(db: Export, problems: Counter) -> tuple[dict, dict]:
     ``emit_nvtx`` wrote them: :mod:`.nvtx_ops`) and marks as instants; an unterminated range is
     left out and counted."""
     table = "NVTX_EVENTS"
-    cols = ["start", "end", "eventType", "globalTid", "textId", "domainId"]
+    cols = ["start", "end", "eventType", "globalTid", "textId", "domainId", "rowid"]
     n = db.ints(table, cols)
     texts = np.array(db.texts(table, "text"), object) if len(n) else np.zeros(0, object)
     named = db.strings(n[:, 4], Counter())  # textId: absent where text is given
@@ -281,6 +282,9 @@ def nvtx(db: Export, problems: Counter) -> tuple[dict, dict]:
         "global_tid": r[:, 3],
         "correlation": np.full(len(r), -1),
     }
+    payloads = nvtx_payloads.read(db, r[:, 6], problems)  # NCCL's: sizes and communicators
+    spans["msg_bytes"], spans["group_size"] = payloads["msg_bytes"], payloads["nranks"]
+    spans["pg_name"] = _texts(payloads["comm"])
     marks = kind == NVTX_MARK
     m = n[marks]
     instants = {"ts": m[:, 0], "name": _texts(text[marks]), "global_tid": m[:, 3]}

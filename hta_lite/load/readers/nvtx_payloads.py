@@ -1,0 +1,140 @@
+"""NCCL's NVTX payloads in an Nsight Systems export: each call's communicator and message size.
+
+NCCL (2.19 and later) pushes an NVTX range around each API call (``ncclAllReduce``, ...,
+``ncclCommInitRank``) with a binary payload that a schema declares (NCCL's
+``src/include/nvtx_payload_schemas.h``): ``NCCL communicator ID`` (uint64, the communicator's
+hash: the same on every rank of it), ``Message size [bytes]`` (count x type size of the call: a
+reduce_scatter's output, every other collective's input; ``Bytes`` in older NCCL's send / recv)
+and, at a communicator's creation, ``No. of ranks`` and ``Rank``. ``nsys export --type sqlite
+--include-blobs=true`` writes each payload in ``NVTX_EVENTS.binaryData`` (a 32-byte header: domain
+id, schema id, payload size; then the payload) and the schemas in ``NVTX_PAYLOAD_SCHEMAS``
+(``payloadSize``) and ``NVTX_PAYLOAD_SCHEMA_ENTRIES`` (``name``, ``type``, ``offset`` of each
+entry; NULL offsets laid out by natural alignment). An export without them has no sizes or
+communicators for its calls (health: ``nccl_payloads_absent``).
+
+Hostile input: a blob shorter than its header or its schema's payload, an entry past the payload
+or of a type that is not an integer, a schema declared twice: skipped and counted
+(``nccl_payload_unreadable``); nothing read from a blob sizes an allocation.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import Counter
+
+import numpy as np
+
+from ..health_items import note
+from ..tables import BYTES_LIMIT
+
+HEADER = 32
+#: NVTX payload entry types that are integers: size in bytes and signedness
+#: (nvToolsExtPayload.h: CHAR 1 ... ULONGLONG 10, INT8 11 ... UINT64 18, SIZE 22, ADDRESS 23)
+INT_TYPES = {
+    1: (1, True), 2: (1, False), 3: (2, True), 4: (2, False), 5: (4, True), 6: (4, False),
+    7: (8, True), 8: (8, False), 9: (8, True), 10: (8, False), 11: (1, True), 12: (1, False),
+    13: (2, True), 14: (2, False), 15: (4, True), 16: (4, False), 17: (8, True), 18: (8, False),
+    22: (8, False), 23: (8, False),
+}  # fmt: skip
+FIELDS = {  # entry name -> what it is
+    "NCCL communicator ID": "comm",
+    "Message size [bytes]": "bytes",
+    "Bytes": "bytes",
+    "No. of ranks": "nranks",
+}
+MAX_RANKS = 1 << 24
+
+
+def read(db, rowids: np.ndarray, problems: Counter) -> dict[str, np.ndarray]:
+    """For the NVTX_EVENTS rows ``rowids``: ``msg_bytes`` (int64, -1 unknown), ``comm`` (the
+    communicator, ``"NCCL comm 0x..."`` text or None) and ``nranks`` (its size from any of its
+    ranges that records it, -1 unknown)."""
+    n = len(rowids)
+    out = {"msg_bytes": np.full(n, -1, np.int64), "comm": np.full(n, None, object),
+           "nranks": np.full(n, -1, np.int64)}  # fmt: skip
+    if not db.has("NVTX_EVENTS") or "binaryData" not in db.columns["NVTX_EVENTS"]:
+        return out
+    blobs = db.con.execute(
+        "SELECT rowid, binaryData FROM NVTX_EVENTS WHERE binaryData IS NOT NULL"
+    ).fetchall()
+    if not blobs:
+        return out
+    schemas = _schemas(db, problems)
+    if not schemas:
+        note(problems, "nccl_payloads_absent", 1)
+        return out
+    at = {r: i for i, r in enumerate(rowids.tolist())}
+    size_of: dict[str, int] = {}
+    for rowid, blob in blobs:
+        i = at.get(rowid)
+        if i is None:
+            continue
+        fields = _decode(blob, schemas)
+        if fields is None:
+            note(problems, "nccl_payload_unreadable", 1)
+            continue
+        size = fields.get("bytes", -1)
+        if 0 <= size <= BYTES_LIMIT:
+            out["msg_bytes"][i] = size
+        elif size > BYTES_LIMIT:
+            note(problems, "nccl_payload_unreadable", 1)  # past 16 TiB: not a message size
+        if "comm" in fields:
+            out["comm"][i] = f"NCCL comm {fields['comm']:#018x}"
+            if 0 < fields.get("nranks", 0) <= MAX_RANKS:
+                size_of[out["comm"][i]] = fields["nranks"]
+    known = np.array([size_of.get(c, -1) for c in out["comm"]], np.int64) if n else out["nranks"]
+    out["nranks"] = known
+    return out
+
+
+def _schemas(db, problems: Counter) -> dict[int, tuple[int, list]]:
+    """schema id -> (payload size, [(field, offset, size, signed), ...]) of the fields read."""
+    if not (db.has("NVTX_PAYLOAD_SCHEMAS") and db.has("NVTX_PAYLOAD_SCHEMA_ENTRIES")):
+        return {}
+    sizes = {}
+    for schema, size in db.con.execute("SELECT schemaId, payloadSize FROM NVTX_PAYLOAD_SCHEMAS"):
+        if isinstance(schema, int) and isinstance(size, int) and 0 <= size <= 1 << 20:
+            if sizes.setdefault(schema, size) != size:
+                note(problems, "nccl_payload_unreadable", 1)  # two sizes for one schema
+    entries: dict[int, list] = {}
+    rows = db.con.execute(
+        'SELECT schemaId, idx, name, type, "offset" FROM NVTX_PAYLOAD_SCHEMA_ENTRIES'
+        " ORDER BY schemaId, idx"
+    ).fetchall()
+    for schema, _, name, kind, offset in rows:
+        entries.setdefault(schema, []).append((name, kind, offset))
+    out = {}
+    for schema, size in sizes.items():
+        fields, end = [], 0
+        for position, (name, kind, offset) in enumerate(entries.get(schema, [])):
+            width, signed = INT_TYPES.get(kind, (8, False))
+            if not isinstance(offset, int) or (offset <= 0 and position > 0):
+                offset = -(-end // width) * width  # natural alignment after the previous entry
+            end = offset + width
+            if FIELDS.get(name) and kind in INT_TYPES and 0 <= offset and end <= size:
+                fields.append((FIELDS[name], offset, width, signed))
+            elif FIELDS.get(name):
+                note(problems, "nccl_payload_unreadable", 1)
+        out[schema] = (size, fields)
+    return out
+
+
+def _decode(blob, schemas: dict) -> dict | None:
+    """The fields of one payload, None when it cannot be read."""
+    if isinstance(blob, str):  # a text column read as text: hex, as some tools write it
+        try:
+            blob = bytes.fromhex(blob)
+        except ValueError:
+            return None
+    if not isinstance(blob, bytes) or len(blob) < HEADER:
+        return None
+    (schema,) = struct.unpack_from("<Q", blob, 8)
+    if schema not in schemas:
+        return None
+    size, fields = schemas[schema]
+    if len(blob) < HEADER + size:
+        return None
+    return {
+        name: int.from_bytes(blob[HEADER + at : HEADER + at + width], "little", signed=signed)
+        for name, at, width, signed in fields
+    }
