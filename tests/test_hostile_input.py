@@ -209,9 +209,9 @@ def test_a_corrupt_cached_file_is_rebuilt_and_counted(tmp_path, name):
         doc = json.loads(bytes(data))
         doc["health"] = {}
         data = bytearray(json.dumps(doc).encode())
-    else:  # 8 bytes overwritten in the middle (idle time 1.4e12 µs, 100 % idle, before)
-        middle = len(data) // 2
-        data[middle : middle + 8] = b"\xff" * 8
+    else:  # 8 bytes flipped in the middle (idle time 1.4e12 µs, 100 % idle, before); flipped,
+        middle = len(data) // 2  # not set to 0xff: a column of -1 is 0xff bytes already
+        data[middle : middle + 8] = bytes(b ^ 0xFF for b in data[middle : middle + 8])
     target.write_bytes(bytes(data))
     again = TraceAnalysis(trace_dir=folder, cache=cache, parallel=False)
     assert again.get_temporal_breakdown(False)["idle_time(us)"].iloc[0] == idle == 321378.0
