@@ -129,7 +129,7 @@ def _entries(traces: list, problems: Counter):
         return parts[0][names], frames
     # devices of other actions, or of none: the categories in order of first use, as the C
     # reader's columns give them
-    out = pd.concat(parts, ignore_index=True)
+    out = pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
     codes, used = pd.factorize(out["action"].astype(object).to_numpy())
     out["action"] = pd.Categorical.from_codes(codes, categories=list(used))
     return out[names], frames
