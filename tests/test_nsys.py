@@ -459,6 +459,21 @@ def test_nccl_payloads_give_the_calls_sizes_and_communicator(tmp_path):
     assert instances["busbw_gbps"].notna().any()
 
 
+def test_a_schema_id_another_domain_reuses_is_not_nccls(tmp_path):
+    """Schema ids are per NVTX domain: another library's schema 100 (a size at offset 0) beside
+    NCCL's leaves NCCL's payloads read by NCCL's layout."""
+    folder = _job(tmp_path / "job", payloads=True)
+    for rank in (0, 1):
+        with sqlite3.connect(folder / f"rank{rank}.sqlite") as con:
+            con.execute("INSERT INTO NVTX_PAYLOAD_SCHEMAS VALUES (2, 100, 'Other', 1, 0, 1, 8, 0)")
+            con.execute("INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES"
+                        " (2, 100, 0, 0, 22, 'Message size [bytes]', NULL, 0, NULL)")  # fmt: skip
+    analysis = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+    calls = analysis.get_collectives().calls
+    assert (calls.loc[calls["step"] >= 0, "in_bytes"] == MESSAGE).all()
+    assert "nccl_payload_unreadable" not in analysis.trace(0).health
+
+
 def test_nccl_payloads_without_their_schemas_or_cut_short_are_said(tmp_path):
     folder = _job(tmp_path / "job", payloads=True)
     for rank, change in ((0, "DROP TABLE NVTX_PAYLOAD_SCHEMAS"),

@@ -249,17 +249,14 @@ def gpu_metadata(
     counted = np.array([m.count(",") + 1 if m else -1 for m in member_text], np.int64)
     configured = np.array([pg_sizes.get(p, -1) if p else -1 for p in pg_name], np.int64)
     ratio = _size_ratio(collective, in_nelems, out_nelems)
+    communicator = gather(cpu["group_size"].to_numpy(), payload, -1)  # its size, NCCL's payload
     group_size, group_size_source = _pick(
         [
             (size_k, own & (size_k > 0), "kernel"),
             (size_p, has_param & (size_p > 0), PARAM_COMMS_NAME),
             (counted, counted > 0, "group ranks"),
             (configured, configured > 0, "pg_config"),
-            (
-                gather(cpu["group_size"].to_numpy(), payload, -1),
-                gather(cpu["group_size"].to_numpy(), payload, -1) > 0,
-                "nccl payload",
-            ),
+            (communicator, communicator > 0, "nccl payload"),
             (ratio, ratio > 0, "sizes"),
         ],
         -1,

@@ -282,7 +282,7 @@ def nvtx(db: Export, problems: Counter) -> tuple[dict, dict]:
         "global_tid": r[:, 3],
         "correlation": np.full(len(r), -1),
     }
-    payloads = nvtx_payloads.read(db, r[:, 6], problems)  # NCCL's: sizes and communicators
+    payloads = nvtx_payloads.read(db, r[:, 6], r[:, 5], problems)  # NCCL's: sizes and communicators
     spans["msg_bytes"], spans["group_size"] = payloads["msg_bytes"], payloads["nranks"]
     spans["pg_name"] = _texts(payloads["comm"])
     marks = kind == NVTX_MARK

@@ -45,10 +45,10 @@ FIELDS = {  # entry name -> what it is
 MAX_RANKS = 1 << 24
 
 
-def read(db, rowids: np.ndarray, problems: Counter) -> dict[str, np.ndarray]:
-    """For the NVTX_EVENTS rows ``rowids``: ``msg_bytes`` (int64, -1 unknown), ``comm`` (the
-    communicator, ``"NCCL comm 0x..."`` text or None) and ``nranks`` (its size from any of its
-    ranges that records it, -1 unknown)."""
+def read(db, rowids: np.ndarray, domains: np.ndarray, problems: Counter) -> dict[str, np.ndarray]:
+    """For the NVTX_EVENTS rows ``rowids`` (of NVTX domains ``domains``): ``msg_bytes`` (int64,
+    -1 unknown), ``comm`` (the communicator, ``"NCCL comm 0x..."`` text or None) and ``nranks``
+    (its size from any of its ranges that records it, -1 unknown)."""
     n = len(rowids)
     out = {"msg_bytes": np.full(n, -1, np.int64), "comm": np.full(n, None, object),
            "nranks": np.full(n, -1, np.int64)}  # fmt: skip
@@ -64,12 +64,13 @@ def read(db, rowids: np.ndarray, problems: Counter) -> dict[str, np.ndarray]:
         note(problems, "nccl_payloads_absent", 1)
         return out
     at = {r: i for i, r in enumerate(rowids.tolist())}
+    domain_of = domains.tolist()
     size_of: dict[str, int] = {}
     for rowid, blob in blobs:
         i = at.get(rowid)
         if i is None:
             continue
-        fields = _decode(blob, schemas)
+        fields = _decode(blob, domain_of[i], schemas)
         if fields is None:
             note(problems, "nccl_payload_unreadable", 1)
             continue
@@ -87,22 +88,25 @@ def read(db, rowids: np.ndarray, problems: Counter) -> dict[str, np.ndarray]:
     return out
 
 
-def _schemas(db, problems: Counter) -> dict[int, tuple[int, list]]:
-    """schema id -> (payload size, [(field, offset, size, signed), ...]) of the fields read."""
+def _schemas(db, problems: Counter) -> dict[tuple, tuple[int, list]]:
+    """(domain id, schema id) -> (payload size, [(field, offset, size, signed), ...]) of the
+    fields read. Schema ids are per domain: another library's static schema may reuse NCCL's."""
     if not (db.has("NVTX_PAYLOAD_SCHEMAS") and db.has("NVTX_PAYLOAD_SCHEMA_ENTRIES")):
         return {}
     sizes = {}
-    for schema, size in db.con.execute("SELECT schemaId, payloadSize FROM NVTX_PAYLOAD_SCHEMAS"):
+    for domain, schema, size in db.con.execute(
+        "SELECT domainId, schemaId, payloadSize FROM NVTX_PAYLOAD_SCHEMAS"
+    ):
         if isinstance(schema, int) and isinstance(size, int) and 0 <= size <= 1 << 20:
-            if sizes.setdefault(schema, size) != size:
+            if sizes.setdefault((domain, schema), size) != size:
                 note(problems, "nccl_payload_unreadable", 1)  # two sizes for one schema
-    entries: dict[int, list] = {}
+    entries: dict[tuple, list] = {}
     rows = db.con.execute(
-        'SELECT schemaId, idx, name, type, "offset" FROM NVTX_PAYLOAD_SCHEMA_ENTRIES'
-        " ORDER BY schemaId, idx"
+        'SELECT domainId, schemaId, idx, name, type, "offset" FROM NVTX_PAYLOAD_SCHEMA_ENTRIES'
+        " ORDER BY domainId, schemaId, idx"
     ).fetchall()
-    for schema, _, name, kind, offset in rows:
-        entries.setdefault(schema, []).append((name, kind, offset))
+    for domain, schema, _, name, kind, offset in rows:
+        entries.setdefault((domain, schema), []).append((name, kind, offset))
     out = {}
     for schema, size in sizes.items():
         fields, end = [], 0
@@ -119,8 +123,8 @@ def _schemas(db, problems: Counter) -> dict[int, tuple[int, list]]:
     return out
 
 
-def _decode(blob, schemas: dict) -> dict | None:
-    """The fields of one payload, None when it cannot be read."""
+def _decode(blob, domain: int, schemas: dict) -> dict | None:
+    """The fields of one payload of NVTX domain ``domain``, None when it cannot be read."""
     if isinstance(blob, str):  # a text column read as text: hex, as some tools write it
         try:
             blob = bytes.fromhex(blob)
@@ -129,9 +133,9 @@ def _decode(blob, schemas: dict) -> dict | None:
     if not isinstance(blob, bytes) or len(blob) < HEADER:
         return None
     (schema,) = struct.unpack_from("<Q", blob, 8)
-    if schema not in schemas:
+    if (domain, schema) not in schemas:
         return None
-    size, fields = schemas[schema]
+    size, fields = schemas[domain, schema]
     if len(blob) < HEADER + size:
         return None
     return {
