@@ -457,6 +457,7 @@ def test_nccl_payloads_give_the_calls_sizes_and_communicator(tmp_path):
     assert len(set(kept["instance"])) == 4  # matched in that communicator
     instances = analysis.get_collectives().instances
     assert instances["busbw_gbps"].notna().any()
+    assert "nccl_payloads_absent" not in analysis.trace(0).health
 
 
 def test_a_schema_id_another_domain_reuses_is_not_nccls(tmp_path):
@@ -506,6 +507,8 @@ def test_a_constructed_two_rank_job_gives_its_collectives_and_the_late_rank(tmp_
     analysis = TraceAnalysis(trace_dir=_job(tmp_path / "job"), cache=False, progress=False)
     assert analysis.ranks == [0, 1]
     assert all(analysis.trace(r).health["steps_from_nvtx:iteration"] == 1 for r in (0, 1))
+    # NCCL kernels, no NCCL payloads: the calls' sizes are unknown, said once per file
+    assert all(analysis.trace(r).health["nccl_payloads_absent"] == 1 for r in (0, 1))
     calls = analysis.get_collectives().calls
     kept = calls[calls["step"] >= 0]  # the last step is left out, as the profiler's last step is
     assert len(kept) == 8 and set(kept["collective"]) == {"all_reduce"}

@@ -190,8 +190,8 @@ ITEMS: dict[str, Item] = {
     "nvtx_operator_ranges": Item(INFO, "NVTX ranges read as operators (emit_nvtx)"),
     "nccl_payloads_absent": Item(
         INFO,
-        "NVTX payloads without their schemas (export with --include-blobs=true):"
-        " collective sizes and communicators unknown",
+        "NCCL kernels without NCCL's NVTX payloads (NCCL 2.19+, exported with"
+        " --include-blobs=true): collective sizes and communicators unknown",
     ),
     "nccl_payload_unreadable": Item(
         WARNING, "NCCL NVTX payloads or schema entries that cannot be read (skipped)"

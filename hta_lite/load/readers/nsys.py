@@ -76,6 +76,9 @@ def _read(db: nt.Export, path: Path) -> list[ReadRank]:
     gpu = _concat([nt.kernels(db, problems), nt.copies(db), nt.sets(db), nt.syncs(db)])
     spans, marks = nt.nvtx(db, problems)
     cpu = _concat([nt.runtime(db, problems), spans])
+    nccl = any(str(n).startswith("nccl") for n in gpu["name"].categories)
+    if nccl and not (cpu["msg_bytes"] >= 0).any():  # said once: the calls' sizes are unknown
+        note(problems, "nccl_payloads_absent", 1)
     start = _session_start(db, problems)
     for table in (gpu, cpu, marks):
         table["ts"] = table["ts"] + start

@@ -9,8 +9,8 @@ and, at a communicator's creation, ``No. of ranks`` and ``Rank``. ``nsys export 
 --include-blobs=true`` writes each payload in ``NVTX_EVENTS.binaryData`` (a 32-byte header: domain
 id, schema id, payload size; then the payload) and the schemas in ``NVTX_PAYLOAD_SCHEMAS``
 (``payloadSize``) and ``NVTX_PAYLOAD_SCHEMA_ENTRIES`` (``name``, ``type``, ``offset`` of each
-entry; NULL offsets laid out by natural alignment). An export without them has no sizes or
-communicators for its calls (health: ``nccl_payloads_absent``).
+entry; NULL offsets laid out by natural alignment). An export of NCCL kernels without them has no
+sizes or communicators for its calls (health: ``nccl_payloads_absent``, said by the reader).
 
 Hostile input: a blob shorter than its header or its schema's payload, an entry past the payload
 or of a type that is not an integer, a schema declared twice: skipped and counted
@@ -60,8 +60,7 @@ def read(db, rowids: np.ndarray, domains: np.ndarray, problems: Counter) -> dict
     if not blobs:
         return out
     schemas = _schemas(db, problems)
-    if not schemas:
-        note(problems, "nccl_payloads_absent", 1)
+    if not schemas:  # the reader says once that the sizes are unknown (nccl_payloads_absent)
         return out
     at = {r: i for i, r in enumerate(rowids.tolist())}
     domain_of = domains.tolist()
