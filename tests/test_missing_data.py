@@ -165,12 +165,13 @@ def test_overview_names_the_gpu_the_mfu_line_infers(tmp_path):
 
 
 #: folders unlike the pages' own: CPU-only with several ranks, no ProfilerStep, ROCm without
-#: memory events
-OTHER_FOLDERS = ["gloo_4ranks", "sglang_decode", "amd_mi250"]
+#: memory events, one rank that is not rank 0 (made from two_ranks' rank 1)
+OTHER_FOLDERS = ["gloo_4ranks", "sglang_decode", "amd_mi250", "rank_1_alone"]
 
 
 @pytest.mark.parametrize("folder", OTHER_FOLDERS)
 def test_docs_examples_run_to_the_end_on_other_folders(folder, tmp_path):
+    import shutil
     import subprocess
     import sys
 
@@ -180,6 +181,11 @@ def test_docs_examples_run_to_the_end_on_other_folders(folder, tmp_path):
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "data").symlink_to(ROOT / "tests" / "data")
     target = repr(f"sample_traces/{folder}")
+    if folder == "rank_1_alone":
+        alone = tmp_path / "rank_1_alone"
+        alone.mkdir()
+        shutil.copy(ROOT / "sample_traces" / "two_ranks" / "sampled_rank-1.json.gz", alone)
+        target = repr(str(alone))
     for page in _pages_with_examples():
         script = re.sub(r"[\"']sample_traces/[\w/]+[\"']", target, examples(page)[0])
         path = tmp_path / f"{page.stem}.py"
