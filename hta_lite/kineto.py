@@ -249,6 +249,13 @@ TORCH_DTYPE = {
     **dict.fromkeys(("Float8_e4m3fnuz", "c10::Float8_e4m3fnuz"), "float8_e4m3fnuz"),
     **dict.fromkeys(("Float8_e5m2fnuz", "c10::Float8_e5m2fnuz"), "float8_e5m2fnuz"),
 }  # fmt: skip
+#: the element types of NCCL 2.19+ kernel names (``ncclDevKernel_AllReduce_Sum_f32_RING_LL``)
+NCCL_SHORT_DTYPES = {
+    "i8": "int8", "u8": "uint8", "i32": "int32", "u32": "uint32", "i64": "int64", "u64": "uint64",
+    "f16": "float16", "f32": "float32", "f64": "float64", "bf16": "bfloat16",
+    "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
+}  # fmt: skip
+TORCH_DTYPE.update(NCCL_SHORT_DTYPES)
 
 
 def torch_dtype(name: str) -> str:
@@ -258,9 +265,12 @@ def torch_dtype(name: str) -> str:
 
 def kernel_dtype(name: str) -> str:
     """The element type an NCCL / RCCL kernel name ends with (``ncclKernel_AllReduce_RING_LL_Sum_
-    float(...)`` -> ``float``); ``""`` when it names none (``ncclDevKernel_AllGather_RING_LL``)."""
-    base = name.split("(", 1)[0]
-    return next((t for t in COLLECTIVE_DTYPE_BYTES if base.endswith("_" + t)), "")
+    float(...)`` -> ``float``), or names before its algorithm and protocol (NCCL 2.19+:
+    ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` -> ``f32``); ``""`` when it names none
+    (``ncclDevKernel_AllGather_RING_LL``)."""
+    base = _ALGORITHM_PROTOCOL_END.sub("", name.split("(", 1)[0])
+    types = (*COLLECTIVE_DTYPE_BYTES, *NCCL_SHORT_DTYPES)
+    return next((t for t in types if base.endswith("_" + t)), "")
 
 
 #: NCCL's algorithms and protocols as its kernel names spell them (``ncclKernel_AllReduce_RING_LL_
@@ -270,6 +280,9 @@ NCCL_ALGORITHMS = ("COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS_TREE", "NVLS", "RING
 NCCL_PROTOCOLS = ("LL128", "LL", "SIMPLE")
 _ALGORITHM_PROTOCOL = re.compile(
     rf"_({'|'.join(NCCL_ALGORITHMS)})_({'|'.join(NCCL_PROTOCOLS)})(?:_|$)"
+)
+_ALGORITHM_PROTOCOL_END = re.compile(
+    rf"_({'|'.join(NCCL_ALGORITHMS)})_({'|'.join(NCCL_PROTOCOLS)})$"
 )
 
 

@@ -10,7 +10,7 @@ from conftest import DATA, SAMPLES, SHARED_TRACES, needs_shared
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
-from hta_lite.kineto import kernel_algorithm
+from hta_lite.kineto import kernel_algorithm, kernel_dtype, torch_dtype
 
 WORLD = 16
 
@@ -160,6 +160,24 @@ def test_b200_one_rank_of_eight_is_partial():
 )  # fmt: skip
 def test_algorithm_and_protocol_from_the_kernel_name(name, expected):
     assert kernel_algorithm(name) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+         "float32"),
+        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+         "float32"),
+        ("ncclDevKernel_ReduceScatter_Sum_bf16_NVLS_TREE_SIMPLE", "bfloat16"),
+        ("ncclDevKernel_AllReduce_Sum_f8e4m3_RING_LL128", "float8_e4m3fn"),
+        ("ncclDevKernel_AllGather_RING_LL", ""),
+        ("ncclDevKernel_Generic", ""),
+    ],
+)  # fmt: skip
+def test_the_element_type_from_the_kernel_name(name, expected):
+    """NCCL 2.19+ names the type before the algorithm and protocol, in short (f32, bf16)."""
+    assert torch_dtype(kernel_dtype(name)) == expected
 
 
 def test_calls_carry_the_algorithm_and_protocol():

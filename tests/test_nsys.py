@@ -455,6 +455,7 @@ def test_nccl_payloads_give_the_calls_sizes_and_communicator(tmp_path):
     assert set(kept["pg"]) == {f"NCCL comm {COMM:#018x}"}
     assert (kept["group_size"] == 2).all() and (kept["group_size_source"] == "nccl payload").all()
     assert len(set(kept["instance"])) == 4  # matched in that communicator
+    assert set(kept["dtype"]) == {"float32"}  # the kernel's name: ..._Sum_f32_RING_LL
     instances = analysis.get_collectives().instances
     assert instances["busbw_gbps"].notna().any()
     assert "nccl_payloads_absent" not in analysis.trace(0).health
