@@ -48,6 +48,11 @@ def _snapshot(device_traces: bytes, segments: bytes = b"]") -> bytes:
     return b"\x80\x04}(" + _u("segments") + segments + _u("device_traces") + device_traces + b"u."
 
 
+def _one_device(entries: bytes) -> bytes:
+    """A snapshot of one device whose trace holds ``entries`` (pickled dicts)."""
+    return _snapshot(b"](" + b"](" + entries + b"e" + b"e")
+
+
 def _opcode_positions(data: bytes, name: str) -> list[int]:
     return [pos for op, _, pos in pickletools.genops(data) if op.name == name]
 
@@ -85,15 +90,11 @@ def crafted() -> dict[str, bytes]:
             dict(snap, device_traces=[[dict(e, size=2**70) for e in snap["device_traces"][0]]]),
             protocol=4,
         ),  # fmt: skip
-        "size_20000_digits": _snapshot(
-            b"]("
-            + b"]("
-            + _entry("alloc", 1, 0).replace(
+        "size_20000_digits": _one_device(
+            _entry("alloc", 1, 0).replace(
                 _int(0), b"\x8b" + struct.pack("<i", 8305) + b"\x01" * 8305, 1
             )
-            + b"e"
-            + b"e"
-        ),  # fmt: skip
+        ),
         "size_past_16_tib": pickle.dumps(
             dict(snap, device_traces=[[dict(e, size=2**50) for e in snap["device_traces"][0]]]),
             protocol=4,
@@ -131,15 +132,9 @@ def crafted() -> dict[str, bytes]:
             protocol=4,
         ),  # fmt: skip
         # an entry whose action is set twice (the last wins): the first is an action no row has
-        "action_set_twice": _snapshot(
-            b"]("
-            + b"]("
-            + _entry("alloc", 1, 8).replace(
-                _u("action"), _u("action") + _u("al<oc") + _u("action"), 1
-            )
-            + b"e"
-            + b"e"
-        ),  # fmt: skip
+        "action_set_twice": _one_device(
+            _entry("alloc", 1, 8).replace(_u("action"), _u("action") + _u("al<oc") + _u("action"))
+        ),
         "frame_ending_after_an_opcode": b"\x80\x04\x95"
         + struct.pack("<Q", 2)
         + b"]J"

@@ -153,8 +153,8 @@ SIZED_BY_PAYLOAD = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "
 
 def _payload_sizes(meta: dict, in_bytes: np.ndarray, out_bytes: np.ndarray) -> tuple:
     """Sizes from NCCL's NVTX payload (bytes, no dtype) where nothing else gave one: a
-    reduce_scatter's output (its input that x the group size), every other collective's input;
-    ``size_source`` ``nccl payload`` there."""
+    reduce_scatter's output (its input: the output x the group size, when known), every other
+    collective's input; ``size_source`` ``nccl payload`` there."""
     collective, payload = meta["collective"], meta["payload_bytes"]
     sized = (in_bytes < 0) & (out_bytes < 0) & (payload >= 0)
     sized &= np.isin(collective, SIZED_BY_PAYLOAD)

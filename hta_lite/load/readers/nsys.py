@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from ...classify import COMMUNICATION, kernel_type
 from ...errors import TraceFormatError
 from ..contract import frame
 from ..finish import ReadRank
@@ -76,8 +77,8 @@ def _read(db: nt.Export, path: Path) -> list[ReadRank]:
     gpu = _concat([nt.kernels(db, problems), nt.copies(db), nt.sets(db), nt.syncs(db)])
     spans, marks = nt.nvtx(db, problems)
     cpu = _concat([nt.runtime(db, problems), spans])
-    nccl = any(str(n).startswith("nccl") for n in gpu["name"].categories)
-    if nccl and not (cpu["msg_bytes"] >= 0).any():  # said once: the calls' sizes are unknown
+    kinds = {kernel_type(str(n)) for n in gpu["name"].categories}
+    if COMMUNICATION in kinds and not (cpu["msg_bytes"] >= 0).any():  # said once: sizes unknown
         note(problems, "nccl_payloads_absent", 1)
     start = _session_start(db, problems)
     for table in (gpu, cpu, marks):
