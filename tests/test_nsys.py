@@ -6,12 +6,14 @@ one has (several processes, no kernels, hostile values)."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import sqlite3
 import struct
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -336,6 +338,8 @@ def _job(
     late_rank: int = 1,
     shift_ns: int = 0,
     payloads: bool = False,
+    grouped: bool = False,
+    as_json: bool = False,
 ) -> Path:
     """``ranks`` ranks from the vendored export: NVTX ``iteration`` ranges cut its capture into
     ``steps`` steps, each ending in an NCCL all_reduce on stream 99; ``late_rank`` launches each
@@ -343,7 +347,10 @@ def _job(
     r's session starts ``r * shift_ns`` later (``TARGET_INFO_SESSION_START_TIME``), its times
     written that much earlier: the same moments in wall-clock time. ``payloads``: NCCL's NVTX
     ranges around each launch and the communicator's creation, with their payloads and schemas
-    as ``nsys export --include-blobs=true`` writes them (:func:`_add_payload_schemas`)."""
+    as ``nsys export --include-blobs=true`` writes them (:func:`_add_payload_schemas`);
+    ``grouped``: each all_reduce issued as two of half the size in a group (nested in a second
+    one), the kernel launched in the outermost ``ncclGroupEnd``; ``as_json``: the payloads as
+    ``--include-json`` text instead (``jsonText``; the creation's through ``jsonTextId``)."""
     for rank in range(ranks):
         path = _gunzipped(DATA / "nsys" / "nvfuser_h200.sqlite.gz", folder)
         path = path.rename(folder / f"rank{rank}.sqlite")
@@ -359,7 +366,13 @@ def _job(
         con.executemany("INSERT INTO StringIds VALUES (?, ?)",
                         [(name, NCCL_KERNEL), (name + 1, "cudaLaunchKernel_v7000")])  # fmt: skip
         con.execute("DELETE FROM NVTX_EVENTS")
-        if payloads:
+        if payloads and as_json:
+            init = json.dumps({"NCCL communicator ID": hex(COMM), "No. of ranks": ranks})
+            con.execute("INSERT INTO StringIds VALUES (?, ?)", (name + 2, init))
+            con.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId,"
+                        " jsonTextId) VALUES (?, ?, 59, 'ncclCommInitRank', ?, 1, ?)",
+                        (first - 10_000, first - 5_000, tid, name + 2))  # fmt: skip
+        elif payloads:
             _add_payload_schemas(con)
             init = _blob(101, struct.pack("<Qiii", COMM, ranks, rank, 0) + bytes(4))
             con.execute(*_nccl_range("ncclCommInitRank", first - 10_000, first - 5_000, tid, init))
@@ -373,10 +386,22 @@ def _job(
             )
             launch = begin + length // 2 + (late_ns if rank == late_rank else 0)
             end = begin + length // 2 + late_ns + 1_000_000  # both ranks end together
-            if payloads:
+            if payloads and not grouped:
                 blob = _blob(100, struct.pack("<QQi", COMM, MESSAGE, 0) + bytes(4))
+                if as_json:  # nested, as a schema's name over its entries may be
+                    blob = json.dumps({"AllReduce": {"NCCL communicator ID": COMM,
+                                                     "Message size [bytes]": MESSAGE}})  # fmt: skip
                 around = (launch - 2_000, launch + 8_000)
                 con.execute(*_nccl_range("ncclAllReduce", *around, tid, blob))
+            elif payloads:
+                half = _blob(100, struct.pack("<QQi", COMM, MESSAGE // 2, 0) + bytes(4))
+                for call, at, blob in (("ncclGroupStart", -9_000, None),
+                                       ("ncclAllReduce", -8_000, half),
+                                       ("ncclGroupStart", -7_000, None),
+                                       ("ncclAllReduce", -6_000, half),
+                                       ("ncclGroupEnd", -5_000, None)):  # fmt: skip
+                    con.execute(*_nccl_range(call, launch + at, launch + at + 500, tid, blob))
+                con.execute(*_nccl_range("ncclGroupEnd", launch - 2_000, launch + 8_000, tid, None))
             con.execute(
                 "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass,"
                 " globalTid, correlationId, nameId, returnValue) VALUES (?,?,0,?,?,?,0)",
@@ -434,19 +459,24 @@ def _blob(schema: int, payload: bytes) -> bytes:
     return struct.pack("<IIIIQQ", 1, 0, schema, 0, len(payload), 32 + len(payload)) + payload
 
 
-def _nccl_range(name: str, start: int, end: int, tid: int, blob: bytes) -> tuple:
+def _nccl_range(name: str, start: int, end: int, tid: int, payload: bytes | str | None) -> tuple:
+    column = "jsonText" if isinstance(payload, str) else "binaryData"
     return (
-        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId, binaryData)"
+        f"INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId, {column})"
         " VALUES (?, ?, 59, ?, ?, 1, ?)",
-        (start, end, name, tid, blob),
+        (start, end, name, tid, payload),
     )
 
 
-def test_nccl_payloads_give_the_calls_sizes_and_communicator(tmp_path):
+@pytest.mark.parametrize("grouped, as_json", [(False, False), (True, False), (False, True)],
+                         ids=["call", "group", "json"])  # fmt: skip
+def test_nccl_payloads_give_the_calls_sizes_and_communicator(tmp_path, grouped, as_json):
     """Each all_reduce's size (4 MiB, from its NVTX payload: bytes, no dtype), its
     communicator (the same hash on both ranks: the process group the calls are matched in) and
-    the communicator's size from its creation's payload."""
-    folder = _job(tmp_path / "job", payloads=True)
+    the communicator's size from its creation's payload; issued as a group of two calls of
+    2 MiB (in nested groups), whose kernel the outermost ncclGroupEnd launches, or exported as
+    JSON text, the same."""
+    folder = _job(tmp_path / "job", payloads=True, grouped=grouped, as_json=as_json)
     analysis = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
     calls = analysis.get_collectives().calls
     kept = calls[calls["step"] >= 0]
@@ -490,6 +520,21 @@ def test_nccl_payloads_without_their_schemas_or_cut_short_are_said(tmp_path):
     assert (calls["in_bytes"] == -1).all() and (calls["size_source"] == "").all()
 
 
+def test_hostile_json_payloads_are_unreadable_or_ignored():
+    """Not JSON, too long or too deeply nested: unreadable (counted by the reader); a negative,
+    boolean or non-numeric size: no size; a value deeper than the lookup goes: not found."""
+    from hta_lite.load.readers.nvtx_payloads import JSON_LIMIT, _from_json
+
+    size = "Message size [bytes]"
+    for doc in ("not json", "[" * 5000 + "]" * 5000, json.dumps({size: 1}) + " " * JSON_LIMIT, 7):
+        assert _from_json(doc) is None
+    for value in (-5, True, "lots", 1.5, 2**64):
+        assert _from_json(json.dumps({size: value})) == {}
+    found = _from_json(json.dumps({"NCCL communicator ID": "0x10", "a": [{size: "4096"}]}))
+    assert found == {"comm": 16, "bytes": 4096}
+    assert _from_json(json.dumps({"a": {"b": {"c": {"d": {"e": {size: 1}}}}}})) == {}
+
+
 def test_a_reduce_scatter_payload_is_its_output():
     from hta_lite.analyses.collectives.calls import _payload_sizes
 
@@ -502,6 +547,42 @@ def test_a_reduce_scatter_payload_is_its_output():
     assert in_bytes.tolist() == [400, 100, -1, -1]  # 2**61 x 8 would wrap int64: unknown
     assert out_bytes.tolist() == [100, -1, 2**61, -1]  # all_gather's: from the group size later
     assert source.tolist() == ["nccl payload"] * 3 + [""]
+
+
+def _carried(calls: list[tuple]) -> tuple[list, list, Counter]:
+    """:func:`nccl_groups.carry` over NCCL ranges ``(name, start, thread, bytes, comm)``: the
+    ``msg_bytes`` and ``comm`` after it, and its health."""
+    from hta_lite.load.readers import nccl_groups
+
+    names, start, tid, size, comm = (np.array(c, object) for c in zip(*calls))
+    payloads = {"msg_bytes": size.astype(np.int64), "comm": comm,
+                "nranks": np.where(comm != None, 8, -1).astype(np.int64)}  # noqa: E711  # fmt: skip
+    problems = Counter()
+    nccl_groups.carry(names, start.astype(np.int64), tid.astype(np.int64), payloads, problems)
+    return payloads["msg_bytes"].tolist(), payloads["comm"].tolist(), problems
+
+
+def test_a_groups_kernel_gets_its_calls_payload():
+    """Sends and receives in a group: the larger of what is sent and what is received (an
+    all_to_all over two peers: 8, not 16); two threads' groups interleaved in time kept apart;
+    an ncclGroupEnd without its start (the capture began inside a group) and a group with a
+    call of unknown size give nothing; calls on two communicators: unknown, said."""
+    s, e, a, b = "ncclGroupStart", "ncclGroupEnd", "comm a", "comm b"
+    sizes, comms, problems = _carried([
+        (e, 0, 1, -1, None),  # closes a group begun before the capture: nothing to carry
+        (s, 10, 1, -1, None), (s, 11, 2, -1, None),
+        ("ncclSend", 12, 1, 4, a), ("ncclRecv", 13, 1, 4, a), ("ncclSend", 14, 1, 4, a),
+        ("ncclRecv", 15, 1, 4, a),
+        ("ncclReduceScatter", 16, 2, 3, b), ("ncclReduceScatter", 17, 2, 5, b),
+        (e, 20, 1, -1, None), (e, 21, 2, -1, None),
+        (s, 30, 1, -1, None), ("ncclAllReduce", 31, 1, 7, a), ("ncclAllReduce", 32, 1, -1, a),
+        (e, 33, 1, -1, None),
+        (s, 40, 1, -1, None), ("ncclAllGather", 41, 1, 2, a), ("ncclAllGather", 42, 1, 2, b),
+        (e, 43, 1, -1, None),
+    ])  # fmt: skip
+    assert sizes[0] == -1 and (sizes[9], comms[9]) == (8, a) and (sizes[10], comms[10]) == (8, b)
+    assert sizes[14] == -1 and comms[14] is None  # a call of unknown size: the group's unknown
+    assert sizes[18] == -1 and problems == Counter({"nccl_group_mixed": 1})
 
 
 def test_a_constructed_two_rank_job_gives_its_collectives_and_the_late_rank(tmp_path):
@@ -543,6 +624,34 @@ def test_a_constructed_four_rank_job_with_different_session_starts(tmp_path):
     assert (top["kind"], top["rank"], top["saving_ms_per_step"]) == ("straggler", 2, 5.0)
     batch = summarize_folder(folder, executor="serial", cache=tmp_path / "cache")
     pd.testing.assert_frame_equal(batch["rank_lateness"], report.ranks)
+
+
+MEGATRON_RANGE = "megatron.core.transformer.transformer_layer._forward_attention.self_attention"
+
+
+def test_megatron_nvtx_ranges_are_timers_across_ranks(tmp_path):
+    """Megatron-LM's ``--nvtx-ranges`` names (``nvtx_range_push``: module, function, suffix),
+    twice a step inside the iteration range, 1 ms each on rank 0 and 3 ms on rank 1: its
+    timer is 2 and 6 ms a step, min and max across ranks, in Megatron's log text."""
+    folder = _job(tmp_path / "job")
+    for rank in (0, 1):
+        with sqlite3.connect(folder / f"rank{rank}.sqlite") as con:
+            rows = con.execute(
+                "SELECT start, globalTid FROM NVTX_EVENTS WHERE text = 'iteration'"
+            ).fetchall()
+            for begin, tid in rows:
+                for at in (1_000_000, 5_000_000):
+                    con.execute(
+                        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid)"
+                        " VALUES (?, ?, 59, ?, ?)",
+                        (begin + at, begin + at + (rank * 2 + 1) * 1_000_000, MEGATRON_RANGE, tid),
+                    )
+    analysis = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+    table = analysis.get_timers_across_ranks([MEGATRON_RANGE], normalizer=4)  # 4 steps kept
+    row = table.loc[MEGATRON_RANGE]
+    assert (row["min_ms"], row["max_ms"], row["fastest_rank"], row["slowest_rank"]) == (2, 6, 0, 1)
+    assert f"{MEGATRON_RANGE} : (2.00, 6.00)" in analysis.timers_text([MEGATRON_RANGE],
+                                                                      normalizer=4)  # fmt: skip
 
 
 def test_a_named_nvtx_range_is_the_step(tmp_path):

@@ -196,6 +196,11 @@ ITEMS: dict[str, Item] = {
     "nccl_payload_unreadable": Item(
         WARNING, "NCCL NVTX payloads or schema entries that cannot be read (skipped)"
     ),
+    "nccl_group_mixed": Item(
+        INFO,
+        "NCCL groups (ncclGroupStart ... ncclGroupEnd) whose calls use several communicators or"
+        " operations: the sizes of their kernels unknown",
+    ),
     "nsys_report_exported": Item(INFO, "Nsight Systems report exported to SQLite with `nsys`"),
     "nvtx_range_without_end": Item(WARNING, "NVTX ranges never closed (dropped)"),
     "nvtx_without_text": Item(INFO, "NVTX ranges without a name"),

@@ -148,7 +148,7 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray, problems: Counter) -> pd.Data
 
 #: the collectives whose NCCL payload size is known to be the input (reduce_scatter: the output)
 SIZED_BY_PAYLOAD = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "send",
-                    "recv")  # fmt: skip
+                    "recv", "send_recv")  # fmt: skip
 
 
 def _payload_sizes(meta: dict, in_bytes: np.ndarray, out_bytes: np.ndarray) -> tuple:

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from ...kineto import CPU_OP_CATEGORY
 from ...rows import combine_codes
 from ..health_items import note
-from . import nvtx_payloads
+from . import nccl_groups, nvtx_payloads
 from .nvtx_ops import operator_columns
 
 #: CUPTI's copy kinds and memory kinds, as Kineto names copies ("Memcpy HtoD (Pinned -> Device)")
@@ -282,7 +282,9 @@ def nvtx(db: Export, problems: Counter) -> tuple[dict, dict]:
         "global_tid": r[:, 3],
         "correlation": np.full(len(r), -1),
     }
-    payloads = nvtx_payloads.read(db, r[:, 6], r[:, 5], problems)  # NCCL's: sizes and communicators
+    names = np.asarray(ops["name"], object)
+    payloads = nvtx_payloads.read(db, r[:, 6], r[:, 5], names, problems)  # NCCL: sizes, comms
+    nccl_groups.carry(names, r[:, 0], r[:, 3], payloads, problems)
     spans["msg_bytes"], spans["group_size"] = payloads["msg_bytes"], payloads["nranks"]
     spans["pg_name"] = _texts(payloads["comm"])
     marks = kind == NVTX_MARK

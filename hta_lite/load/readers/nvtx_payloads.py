@@ -19,6 +19,7 @@ or of a type that is not an integer, a schema declared twice: skipped and counte
 
 from __future__ import annotations
 
+import json
 import struct
 from collections import Counter
 
@@ -43,33 +44,20 @@ FIELDS = {  # entry name -> what it is
     "No. of ranks": "nranks",
 }
 MAX_RANKS = 1 << 24
+JSON_LIMIT, JSON_DEPTH = 1 << 16, 4  # characters of one JSON payload; nesting looked into
 
 
-def read(db, rowids: np.ndarray, domains: np.ndarray, problems: Counter) -> dict[str, np.ndarray]:
-    """For the NVTX_EVENTS rows ``rowids`` (of NVTX domains ``domains``): ``msg_bytes`` (int64,
-    -1 unknown), ``comm`` (the communicator, ``"NCCL comm 0x..."`` text or None) and ``nranks``
-    (its size from any of its ranges that records it, -1 unknown)."""
+def read(db, rowids: np.ndarray, domains: np.ndarray, names: np.ndarray,
+         problems: Counter) -> dict[str, np.ndarray]:  # fmt: skip
+    """For the NVTX_EVENTS rows ``rowids`` (of NVTX domains ``domains``, named ``names``):
+    ``msg_bytes`` (int64, -1 unknown), ``comm`` (the communicator, ``"NCCL comm 0x..."`` text or
+    None) and ``nranks`` (its size from any of its ranges that records it, -1 unknown)."""
     n = len(rowids)
     out = {"msg_bytes": np.full(n, -1, np.int64), "comm": np.full(n, None, object),
            "nranks": np.full(n, -1, np.int64)}  # fmt: skip
-    if not db.has("NVTX_EVENTS") or "binaryData" not in db.columns["NVTX_EVENTS"]:
-        return out
-    blobs = db.con.execute(
-        "SELECT rowid, binaryData FROM NVTX_EVENTS WHERE binaryData IS NOT NULL"
-    ).fetchall()
-    if not blobs:
-        return out
-    schemas = _schemas(db, problems)
-    if not schemas:  # the reader says once that the sizes are unknown (nccl_payloads_absent)
-        return out
     at = {r: i for i, r in enumerate(rowids.tolist())}
-    domain_of = domains.tolist()
     size_of: dict[str, int] = {}
-    for rowid, blob in blobs:
-        i = at.get(rowid)
-        if i is None:
-            continue
-        fields = _decode(blob, domain_of[i], schemas)
+    for i, fields in (*_blob_fields(db, at, domains, problems), *_json_fields(db, at, names)):
         if fields is None:
             note(problems, "nccl_payload_unreadable", 1)
             continue
@@ -82,8 +70,46 @@ def read(db, rowids: np.ndarray, domains: np.ndarray, problems: Counter) -> dict
             out["comm"][i] = f"NCCL comm {fields['comm']:#018x}"
             if 0 < fields.get("nranks", 0) <= MAX_RANKS:
                 size_of[out["comm"][i]] = fields["nranks"]
-    known = np.array([size_of.get(c, -1) for c in out["comm"]], np.int64) if n else out["nranks"]
-    out["nranks"] = known
+    out["nranks"] = np.array([size_of.get(c, -1) for c in out["comm"]], np.int64)
+    return out
+
+
+def _blob_fields(db, at: dict, domains: np.ndarray, problems: Counter) -> list[tuple]:
+    """``(row, fields or None)`` of each binary payload (``--include-blobs``) of the rows ``at``
+    (NVTX_EVENTS rowid -> row)."""
+    if "binaryData" not in db.columns.get("NVTX_EVENTS", ()):
+        return []
+    blobs = db.con.execute(
+        "SELECT rowid, binaryData FROM NVTX_EVENTS WHERE binaryData IS NOT NULL"
+    ).fetchall()
+    schemas = _schemas(db, problems) if blobs else {}
+    if not schemas:  # the reader says once that the sizes are unknown (nccl_payloads_absent)
+        return []
+    return [(at[r], _decode(blob, int(domains[at[r]]), schemas)) for r, blob in blobs if r in at]
+
+
+def _json_fields(db, at: dict, names: np.ndarray) -> list[tuple]:
+    """``(row, fields or None)`` of each JSON payload (``--include-json``: ``jsonText``, or
+    ``jsonTextId`` into ``StringIds``) of an NCCL range (named ``nccl...``) without a binary
+    one: the values of NCCL's entry names, looked up as keys at any depth (the layout nsys gives
+    them is not documented)."""
+    columns = db.columns.get("NVTX_EVENTS", set())
+    sources = ['"jsonText"'] if "jsonText" in columns else []
+    if "jsonTextId" in columns and db.has("StringIds"):
+        sources.append("(SELECT value FROM StringIds WHERE id = jsonTextId)")
+    if not sources:
+        return []
+    doc = f"coalesce({', '.join(sources)}, NULL)"
+    blob = " AND binaryData IS NULL" if "binaryData" in columns else ""
+    rows = db.con.execute(
+        f"SELECT rowid, {doc} FROM NVTX_EVENTS WHERE {doc} IS NOT NULL{blob}"
+    ).fetchall()
+    out = []
+    for r, doc in rows:
+        i = at.get(r)
+        name = names[i] if i is not None else None
+        if isinstance(name, str) and name.startswith("nccl"):
+            out.append((i, _from_json(doc)))
     return out
 
 
@@ -120,6 +146,42 @@ def _schemas(db, problems: Counter) -> dict[tuple, tuple[int, list]]:
                 note(problems, "nccl_payload_unreadable", 1)
         out[schema] = (size, fields)
     return out
+
+
+def _from_json(doc) -> dict | None:
+    """NCCL's fields in one JSON payload: the first value of each entry name found as a key (at
+    most :data:`JSON_DEPTH` deep), an integer or its decimal / hex text; None when it is not
+    JSON or past :data:`JSON_LIMIT` characters."""
+    if not isinstance(doc, str) or len(doc) > JSON_LIMIT:
+        return None
+    try:
+        value = json.loads(doc)
+    except (ValueError, RecursionError):
+        return None
+    fields: dict[str, int] = {}
+    stack = [(value, 0)]
+    while stack:
+        value, depth = stack.pop()
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, x in items:
+            number = _integer(x) if key in FIELDS else None
+            if number is not None:
+                fields.setdefault(FIELDS[key], number)
+            elif isinstance(x, (dict, list)) and depth < JSON_DEPTH:
+                stack.append((x, depth + 1))
+    return fields
+
+
+def _integer(value) -> int | None:
+    """A JSON value as an integer in [0, 2**64): an integer, or its decimal or ``0x`` text."""
+    if isinstance(value, str):
+        try:
+            value = int(value, 0)
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value < 1 << 64 else None
 
 
 def _decode(blob, domain: int, schemas: dict) -> dict | None:
