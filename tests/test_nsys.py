@@ -30,6 +30,7 @@ from hta_lite.tools.batch import summarize_folder
 
 VENDORED = sorted((DATA / "nsys").glob("*.sqlite.gz"))
 SHARED_EXPORTS = sorted((SHARED / "nsys").glob("*/report.sqlite"))
+EXPORTS = [*VENDORED, *SHARED_EXPORTS]
 
 
 def _gunzipped(source: Path, folder: Path) -> Path:
@@ -299,17 +300,30 @@ def test_a_failed_export_is_a_clear_error(tmp_path, monkeypatch):
         TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
 
 
-def test_arrow_and_sqlite3_paths_read_the_same_tables(export, monkeypatch):
-    """The bulk columns are read through ADBC (Arrow) where installed, else Python's sqlite3:
-    the same tables either way."""
+@pytest.mark.parametrize("source", EXPORTS, ids=lambda p: p.parent.name + "/" + p.name)
+def test_page_arrow_and_sqlite3_paths_read_the_same_tables(source, tmp_path, monkeypatch):
+    """The bulk columns are read from the file's pages by the C reader where built (it takes
+    every table of a real export it is given), else through ADBC (Arrow) where installed, else
+    Python's sqlite3: the same tables every way."""
     from hta_lite.load.readers import nsys_tables
 
-    fast = readers.read(export)
+    path = _gunzipped(source, tmp_path) if source.suffix == ".gz" else source
+    if nsys_tables._sqlite_scan is not None:
+        con = sqlite3.connect(path)
+        db = nsys_tables.Export(con, path)
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"):
+            if db.has(table):
+                assert db._scanned_ints(table, ["start", "end", "rowid"]) is not None, table
+        db.close()
+    paged = readers.read(path)
+    monkeypatch.setattr(nsys_tables, "_sqlite_scan", None)
+    arrow = readers.read(path)
     monkeypatch.setattr(nsys_tables, "_arrow_connection", lambda path: None)
-    slow = readers.read(export)
-    for a, b in zip(fast, slow):
-        for name in a.tables:
-            assert a.tables[name].equals(b.tables[name]), name
+    plain = readers.read(path)
+    for a, b, c in zip(paged, arrow, plain):
+        for table in a.tables:
+            assert a.tables[table].equals(b.tables[table]), table
+            assert a.tables[table].equals(c.tables[table]), table
 
 
 def test_cli_report_and_critical_path_on_an_export(export, tmp_path, capsys):
