@@ -57,6 +57,22 @@ def test_what_the_whole_text_would_decline_is_declined(text):
     assert _feed(text, [len(text) // 2]) is None
 
 
+def test_a_value_cut_by_a_piece_is_not_judged_before_it_is_whole():
+    """A float whose digits a piece cuts (its first 19+ digits read alone are an integer past
+    int64, which a field declines) is read again whole: no cut declines what the whole text
+    takes. A repeated key's first value past int64 declines both ways (the whole text reads it
+    before the second replaces it). Found by the stream fuzzer (tests/fuzz/fuzz_decoder.py)."""
+    text = b'[{"ph": "X", "name": "a", "id": -12345678901234567890123456789.5}]'
+    ref = msgspec.json.Decoder(list[schema.Event])
+    assert dec._fastjson.decode_events(text, *SPEC, 7) is not None
+    for cut in range(1, len(text)):
+        assert compare(text, _feed(text, [cut]), ref, same) is None, cut
+    repeated = b'[{"ph": "X", "id": 12345678901234567890123, "id": 1}]'
+    assert dec._fastjson.decode_events(repeated, *SPEC, 7) is None
+    for cut in (0, 25, 40):
+        assert _feed(repeated, [cut] if cut else []) is None, cut
+
+
 RAW_TIMELINE = DATA / "memory_timeline" / "memory_timeline.raw.gz"  # not a Kineto trace
 SNAPSHOTS = DATA / "snapshots"  # CUDA memory snapshots, not Kineto traces
 NSYS = DATA / "nsys"  # Nsight Systems exports, not JSON (tests/test_nsys.py)

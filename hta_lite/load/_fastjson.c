@@ -124,6 +124,7 @@ typedef struct {
     size_t off;              /* in the arena */
     Py_ssize_t len;
     enum kind kind;
+    int provisional;         /* first met in an event a stream's piece cut (forget_row), not since */
 } ValueText;
 
 typedef struct Parser {
@@ -964,8 +965,11 @@ static Py_ssize_t value_id(Parser *ps, enum kind kind, const char *s, Py_ssize_t
         ps->probes++;
         const ValueSlot *e = &ps->vslots[j];
         if (e->id < 0) break;
-        const ValueText *t = &ps->vtexts[e->id];
-        if (e->hash == h && t->len == len && t->kind == kind && same_bytes(ps->arena + t->off, s, len)) return e->id;
+        ValueText *t = &ps->vtexts[e->id];
+        if (e->hash == h && t->len == len && t->kind == kind && same_bytes(ps->arena + t->off, s, len)) {
+            t->provisional = 0; /* met again: a value some row holds */
+            return e->id;
+        }
         j = (j + 1) & ps->vslots_mask;
     }
     if (ps->n_vtexts == ps->vtexts_cap) {
@@ -985,7 +989,7 @@ static Py_ssize_t value_id(Parser *ps, enum kind kind, const char *s, Py_ssize_t
     }
     memcpy(ps->arena + ps->arena_len, s, (size_t)len);
     Py_ssize_t id = ps->n_vtexts++;
-    ps->vtexts[id] = (ValueText){ps->arena_len, len, kind};
+    ps->vtexts[id] = (ValueText){ps->arena_len, len, kind, 0};
     ps->arena_len += (size_t)len;
     if (probes == MAX_PROBES) return id; /* a crowded neighbourhood: this one is not shared */
     if ((ps->vslots_used + 1) * 2 > ps->vslots_mask + 1) {
@@ -1014,7 +1018,9 @@ static PyObject *deferred_value(Parser *ps, enum kind kind) {
 
 /* The object of each deferred value of ``ps`` (``typed_value`` over its text, made by ``maker``:
    its string table and small integers, so that two parsers' equal strings are one object):
-   0, or -1 when a value is not of its field's kind (``maker`` declined) or on an error. */
+   0, or -1 when a value is not of its field's kind (``maker`` declined) or on an error. A value
+   met only in an event a stream's piece cut (read again whole since, perhaps longer: forget_row
+   drops its slot, not its text) is not anyone's: left NULL, it declines nothing. */
 static int materialize(Parser *ps, Parser *maker) {
     if (ps->vobjs || !ps->n_vtexts) return 0;
     ps->vobjs = PyMem_Calloc((size_t)ps->n_vtexts, sizeof(PyObject *));
@@ -1029,10 +1035,15 @@ static int materialize(Parser *ps, Parser *maker) {
         const ValueText *t = &ps->vtexts[id];
         maker->p = ps->arena + t->off;
         maker->end = maker->p + t->len;
+        int declined = maker->decline;
         PyObject *obj = typed_value(maker, t->kind);
         if (obj && maker->p != maker->end) { /* cannot happen: the text is one value */
             Py_CLEAR(obj);
             decline(maker);
+        }
+        if (!obj && !maker->error && t->provisional) {
+            maker->decline = declined;
+            continue;
         }
         if (!obj) {
             status = -1;
@@ -1334,9 +1345,25 @@ static PyObject *joined_times(Parser *ps, size_t offset, size_t item) {
     return out;
 }
 
+/* Whether every deferred value a column slot holds was made (one not of its field's kind
+   was not). */
+static int held_values_made(const Parser *ps) {
+    Column *sets[2] = {ps->event_cols, ps->args_cols};
+    size_t counts[2] = {ps->n_event, ps->n_args};
+    for (int s = 0; s < 2; s++)
+        for (size_t i = 0; i < counts[s]; i++)
+            for (Py_ssize_t k = 0; k < sets[s][i].count; k++) {
+                PyObject *v = sets[s][i].vals[k];
+                if (v && IS_TAG(v) && !ps->vobjs[TAG_ID(v)]) return 0;
+            }
+    return 1;
+}
+
 static PyObject *result(Parser *ps) {
-    for (Parser *part = ps; part; part = part->next)
+    for (Parser *part = ps; part; part = part->next) {
         if (materialize(part, ps) < 0) return NULL;
+        if (part->vobjs && !held_values_made(part)) return NULL; /* declined */
+    }
     PyObject *coded = PyDict_New();
     PyObject *args_coded = coded ? PyDict_New() : NULL;
     PyObject *fields = args_coded ? columns_dict(ps, ps->event_specs, ps->n_event, coded, 1) : NULL;
@@ -1532,8 +1559,10 @@ static PyObject *stream_open(PyObject *self, PyObject *args) {
     return capsule;
 }
 
-/* Undo what a partly read event put in row ``ps->rows`` (it is read again with more text). */
-static void forget_row(Parser *ps) {
+/* Undo what a partly read event put in row ``ps->rows`` (it is read again with more text); the
+   value texts first met in it (ids from ``first_text``) are provisional until met again. */
+static void forget_row(Parser *ps, Py_ssize_t first_text) {
+    for (Py_ssize_t id = first_text; id < ps->n_vtexts; id++) ps->vtexts[id].provisional = 1;
     int32_t row = (int32_t)ps->rows;
     Column *sets[2] = {ps->event_cols, ps->args_cols};
     size_t counts[2] = {ps->n_event, ps->n_args};
@@ -1586,13 +1615,14 @@ static int read_buffer(Stream *st, const char *start, Py_ssize_t len, int final,
         }
         if (ps->rows == ps->cap && reserve(ps, ps->cap * 2) < 0) break;
         const char *event_start = ps->p;
+        Py_ssize_t first_text = ps->n_vtexts;
         if (read_event(ps) == 0) {
             ps->rows++;
             st->state = 1;
             continue;
         }
         if (!ps->error && !final) { /* cut by the end of the buffer, perhaps: wait for more */
-            forget_row(ps);
+            forget_row(ps, first_text);
             ps->decline = 0;
             ps->p = event_start;
         }

@@ -363,17 +363,24 @@ def run(args) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=120)
+    return fuzz_main(__doc__, SOURCE, __file__, "C decoder", run, seconds=120,
+                     out="fuzz-failure.json")  # fmt: skip
+
+
+def fuzz_main(doc: str, source: Path, script: str, what: str, run, seconds: float, out: str) -> int:
+    """A fuzzer's command line: build ``source`` sanitized into a temporary folder, then run
+    ``script`` again there (``run(args)`` in the child) with the sanitizers preloaded."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=seconds)
     parser.add_argument("--seed", type=int, default=int(time.time()))
     parser.add_argument("--coverage", action="store_true", help="report gcov line coverage")
-    parser.add_argument("--out", default="fuzz-failure.json")
+    parser.add_argument("--out", default=out)
     parser.add_argument("--build-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.build_dir:  # the child: run the loop
         return run(args)
     with tempfile.TemporaryDirectory() as folder:
-        build(Path(folder), args.coverage)
+        build(Path(folder), args.coverage, source)
         libs = [
             subprocess.run(
                 ["gcc", f"-print-file-name={lib}"], capture_output=True, text=True
@@ -386,20 +393,21 @@ def main() -> int:
             ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
             UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1",
             PYTHONPATH=str(ROOT),
+            HTA_LITE_NO_C="",
         )
-        child = [sys.executable, __file__, "--build-dir", folder, "--seconds", str(args.seconds),
+        child = [sys.executable, script, "--build-dir", folder, "--seconds", str(args.seconds),
                  "--seed", str(args.seed), "--out", args.out]  # fmt: skip
-        print(f"fuzzing the sanitized C decoder for {args.seconds:.0f} s (seed {args.seed})")
+        print(f"fuzzing the sanitized {what} for {args.seconds:.0f} s (seed {args.seed})")
         status = subprocess.run(child, env=env).returncode
         if args.coverage:
             report = subprocess.run(
-                ["gcov", "-n", "-o", folder, str(Path(folder) / "_fastjson.c")],
+                ["gcov", "-n", "-o", folder, str(Path(folder) / source.name)],
                 capture_output=True, text=True, cwd=folder,
             )  # fmt: skip
             print(next((line for line in report.stdout.splitlines() if "Lines" in line), "?"))
         if status:
             print(
-                f"the sanitized decoder failed (exit {status}); see above, and {args.out}.last"
+                f"the sanitized {what} failed (exit {status}); see above, and {args.out}.last"
                 " for the input of a sanitizer abort",
                 file=sys.stderr,
             )

@@ -17,20 +17,16 @@ Exit status 0 when every input passed; 1 with the failing input in --out.
 
 from __future__ import annotations
 
-import argparse
-import os
 import pickle
 import random
 import struct
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
-from fuzz_decoder import ROOT, build  # noqa: E402 - the same sanitized build, another source
+from fuzz_decoder import ROOT, fuzz_main  # noqa: E402 - the same sanitized build, another source
 
 SOURCE = ROOT / "hta_lite" / "load" / "_snapshot_pickle.c"
 
@@ -159,42 +155,15 @@ def run(args) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--seed", type=int, default=int(time.time()))
-    parser.add_argument("--coverage", action="store_true", help="report gcov line coverage")
-    parser.add_argument("--out", default="fuzz-snapshot-failure.pickle")
-    parser.add_argument("--build-dir", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.build_dir:
-        return run(args)
-    with tempfile.TemporaryDirectory() as folder:
-        build(Path(folder), args.coverage, SOURCE)
-        libs = [
-            subprocess.run(
-                ["gcc", f"-print-file-name={lib}"], capture_output=True, text=True
-            ).stdout.strip()
-            for lib in ("libasan.so", "libubsan.so")
-        ]
-        env = dict(
-            os.environ,
-            LD_PRELOAD=" ".join(libs),
-            ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
-            UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1",
-            PYTHONPATH=str(ROOT),
-            HTA_LITE_NO_C="",
-        )
-        child = [sys.executable, __file__, "--build-dir", folder, "--seconds", str(args.seconds),
-                 "--seed", str(args.seed), "--out", args.out]  # fmt: skip
-        print(f"fuzzing the sanitized snapshot reader for {args.seconds:.0f} s (seed {args.seed})")
-        status = subprocess.run(child, env=env).returncode
-        if args.coverage:
-            report = subprocess.run(
-                ["gcov", "-n", "-o", folder, str(Path(folder) / SOURCE.name)],
-                capture_output=True, text=True, cwd=folder,
-            )  # fmt: skip
-            print(next((line for line in report.stdout.splitlines() if "Lines" in line), "?"))
-        return 1 if status else 0
+    return fuzz_main(
+        __doc__,
+        SOURCE,
+        __file__,
+        "snapshot reader",
+        run,
+        seconds=60,
+        out="fuzz-snapshot-failure.pickle",
+    )
 
 
 if __name__ == "__main__":

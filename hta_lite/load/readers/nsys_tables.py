@@ -54,9 +54,9 @@ _VERSION_SUFFIX = re.compile(r"_v\d+$")
 class Export:
     """An open export: which tables and columns it has, its strings. Bulk integer columns are
     read from the file's pages by the C reader (``_sqlite_scan``: 6x Arrow on a kernel table of
-    2 M rows, measured) where it reads them, else through Arrow (``adbc_driver_sqlite``: 2.7x Python's
-    ``sqlite3`` rows), else through ``sqlite3``, which casts every value to an integer in SQL: a
-    text or real value a hostile file stores in an integer column reads as a number."""
+    2 M rows, measured) where it reads them, else through Arrow (``adbc_driver_sqlite``: 2.7x
+    Python's ``sqlite3`` rows), else through ``sqlite3``, which casts every value to an integer
+    in SQL: a text or real value a hostile file stores in an integer column reads as a number."""
 
     def __init__(self, con: sqlite3.Connection, path: Path | None = None):
         self.con = con
