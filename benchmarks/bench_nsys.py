@@ -6,7 +6,9 @@ real schema's columns, read by hta_lite (``readers.nsys.read``: the tables of th
 
     python benchmarks/bench_nsys.py [--kernels 2000000] [--repeat 3]
 
-Prints one JSON line per measurement (seconds, median of the repeats; ns per event).
+Prints one JSON line per measurement (seconds, median of the repeats; ns per event), then the
+peak RSS of a fresh process reading the export (``readers.nsys.read``), of its imports alone, and
+what the read adds per event.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import argparse
 import json
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -98,6 +102,27 @@ def read_sql(path: Path) -> None:
     con.close()
 
 
+PEAK = """
+import resource, sys
+from pathlib import Path
+from hta_lite.load.readers import nsys
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+if sys.argv[1] == "read":
+    nsys.read(Path(sys.argv[2]))
+print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def peak_rss_mb(path: Path) -> tuple[float, float]:
+    """(peak RSS of the imports, of the imports and a read) in MB, each in a fresh process."""
+    runs = [
+        subprocess.run([sys.executable, "-c", PEAK, job, str(path)], capture_output=True, text=True,
+                       check=True).stdout.split()
+        for job in ("imports", "read")
+    ]  # fmt: skip
+    return int(runs[0][1]) / 1024, int(runs[1][1]) / 1024
+
+
 def timed(work, repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -122,10 +147,16 @@ def main() -> None:
                 lambda: parse_parts(path), args.repeat
             ),
         }
+        imports, peak = peak_rss_mb(path)
+        size = path.stat().st_size
     for name, seconds in results.items():
         print(json.dumps({"kernels": args.kernels, "events": events, "what": name,
                           "seconds": round(seconds, 3),
                           "ns_per_event": round(1e9 * seconds / events)}))  # fmt: skip
+    print(json.dumps({"kernels": args.kernels, "events": events, "export_mb": round(size / 2**20),
+                      "peak_rss_mb": round(peak), "imports_rss_mb": round(imports),
+                      "bytes_per_event_above_imports":
+                          round((peak - imports) * 2**20 / events)}))  # fmt: skip
 
 
 if __name__ == "__main__":
