@@ -161,6 +161,36 @@ def test_two_processes_are_two_ranks(tmp_path):
     assert len(batch["kernel_type_breakdown"].groupby("rank")) == 2
 
 
+@pytest.mark.parametrize("recorded", [True, False], ids=["nccl_ranks", "no_payload"])
+def test_the_ranks_of_an_export_of_two_processes(tmp_path, recorded):
+    """One export holding two processes (rank 0 of the constructed job, and its copy under the
+    next process id), whose NCCL communicator creations record ranks 1 and 0: the first process
+    is rank 1. Without those payloads the processes' order gives the ranks, said in health."""
+    path = _job(tmp_path / "job", ranks=1, payloads=True) / "rank0.sqlite"
+    con = sqlite3.connect(path)
+    tid = con.execute(
+        "SELECT globalTid FROM NVTX_EVENTS WHERE text = 'ncclCommInitRank'"
+    ).fetchone()[0]
+    shift = 1 << 24
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"):
+        cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+        column = "globalPid" if "globalPid" in cols else "globalTid"
+        shifted = ", ".join(f"{c} + {shift}" if c == column else c for c in cols)
+        con.execute(f"INSERT INTO {table} SELECT {shifted} FROM {table}")
+    for rank, thread in ((1, tid), (0, tid + shift)):
+        init = _blob(101, struct.pack("<Qiii", COMM, 2, rank, 0) + bytes(4)) if recorded else None
+        con.execute("UPDATE NVTX_EVENTS SET binaryData = ? WHERE text = 'ncclCommInitRank' AND"
+                    " globalTid = ?", (init, thread))  # fmt: skip
+    con.commit()
+    con.close()
+    analysis = TraceAnalysis(trace_dir=path.parent, cache=False, progress=False)
+    assert analysis.ranks == [0, 1]
+    first_pid = int(analysis.trace(1 if recorded else 0).cpu["pid"].iloc[0])
+    assert first_pid == tid >> 24 & 0xFFFFFF
+    item = "rank_from_nccl" if recorded else "rank_by_process_order"
+    assert all(analysis.trace(r).health[item] == 1 for r in (0, 1))
+
+
 def test_an_export_without_kernels_is_a_clear_error(tmp_path):
     path = _copy_of(tmp_path)
     con = sqlite3.connect(path)

@@ -166,6 +166,11 @@ ITEMS: dict[str, Item] = {
     "event_list_file": Item(
         INFO, "top level is a list of events (legacy export): no header (rank, devices) in the file"
     ),
+    "rank_from_nccl": Item(
+        INFO,
+        "rank taken from NCCL's payload at its largest communicator's creation (one rank per"
+        " process)",
+    ),
     "rank_by_process_order": Item(
         INFO, "rank taken from the order of the file's processes (one rank per process)"
     ),

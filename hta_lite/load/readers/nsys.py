@@ -92,11 +92,12 @@ def _read(db: nt.Export, path: Path) -> list[ReadRank]:
     marks["pid"], marks["tid"] = nt.pid_of(mark_tid), nt.tid_of(mark_tid)
     header = _header(db, start)
     processes = sorted(set(gpu_pid.tolist()))
+    ranks = _nccl_ranks(cpu.pop("nccl_rank"), cpu["group_size"], cpu_pid, processes)
     parts = []
     for i, pid in enumerate(processes):
         mine = Counter(problems) if i == 0 else Counter()
         if len(processes) > 1:
-            note(mine, "rank_by_process_order", 1)
+            note(mine, "rank_from_nccl" if ranks else "rank_by_process_order", 1)
         if len(processes) == 1:
             note(mine, "nsys_other_process_rows", int((cpu_pid != pid).sum()))
         tables = _tables(_rows(gpu, gpu_pid == pid), _rows(cpu, cpu_pid == pid),
@@ -104,9 +105,24 @@ def _read(db: nt.Export, path: Path) -> list[ReadRank]:
         found = nvtx_steps.steps(tables["cpu"], tables["gpu"], mine)
         if found is not None:
             tables["steps"] = found
-        rank = i if len(processes) > 1 else None
+        rank = (ranks[i] if ranks else i) if len(processes) > 1 else None
         parts.append(ReadRank(tables, header, _events_read(tables), mine, rank, "nsys"))
     return parts
+
+
+def _nccl_ranks(rank: np.ndarray, size: np.ndarray, cpu_pid: np.ndarray,
+                processes: list[int]) -> list[int] | None:  # fmt: skip
+    """Each process's rank in its largest NCCL communicator, as its creation's payload
+    (``ncclCommInitRank``) records it (``rank``, ``size``: per cpu row, -1 unknown): the global
+    rank of a job whose world is one communicator. None unless every process has one and no two
+    share it."""
+    ranks = []
+    for pid in processes:
+        at = np.flatnonzero((cpu_pid == pid) & (rank >= 0))
+        if not len(at):
+            return None
+        ranks.append(int(rank[at[np.argmax(size[at])]]))
+    return ranks if len(set(ranks)) == len(ranks) else None
 
 
 def _concat(parts: list[dict]) -> dict:

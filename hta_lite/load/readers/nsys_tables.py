@@ -321,6 +321,7 @@ def nvtx(db: Export, problems: Counter) -> tuple[dict, dict]:
     payloads = nvtx_payloads.read(db, r[:, 6], r[:, 5], names, problems)  # NCCL: sizes, comms
     nccl_groups.carry(names, r[:, 0], r[:, 3], payloads, problems)
     spans["msg_bytes"], spans["group_size"] = payloads["msg_bytes"], payloads["nranks"]
+    spans["nccl_rank"] = payloads["rank"]  # not a contract column: the reader's rank source
     spans["pg_name"] = _texts(payloads["comm"])
     marks = kind == NVTX_MARK
     m = n[marks]

@@ -42,6 +42,7 @@ FIELDS = {  # entry name -> what it is
     "Message size [bytes]": "bytes",
     "Bytes": "bytes",
     "No. of ranks": "nranks",
+    "Rank": "rank",
 }
 MAX_RANKS = 1 << 24
 JSON_LIMIT, JSON_DEPTH = 1 << 16, 4  # characters of one JSON payload; nesting looked into
@@ -51,10 +52,11 @@ def read(db, rowids: np.ndarray, domains: np.ndarray, names: np.ndarray,
          problems: Counter) -> dict[str, np.ndarray]:  # fmt: skip
     """For the NVTX_EVENTS rows ``rowids`` (of NVTX domains ``domains``, named ``names``):
     ``msg_bytes`` (int64, -1 unknown), ``comm`` (the communicator, ``"NCCL comm 0x..."`` text or
-    None) and ``nranks`` (its size from any of its ranges that records it, -1 unknown)."""
+    None), ``nranks`` (its size from any of its ranges that records it, -1 unknown) and ``rank``
+    (the process's rank in it, where its creation's range records it; -1 elsewhere)."""
     n = len(rowids)
     out = {"msg_bytes": np.full(n, -1, np.int64), "comm": np.full(n, None, object),
-           "nranks": np.full(n, -1, np.int64)}  # fmt: skip
+           "nranks": np.full(n, -1, np.int64), "rank": np.full(n, -1, np.int64)}  # fmt: skip
     at = {r: i for i, r in enumerate(rowids.tolist())}
     size_of: dict[str, int] = {}
     for i, fields in (*_blob_fields(db, at, domains, problems), *_json_fields(db, at, names)):
@@ -70,6 +72,8 @@ def read(db, rowids: np.ndarray, domains: np.ndarray, names: np.ndarray,
             out["comm"][i] = f"NCCL comm {fields['comm']:#018x}"
             if 0 < fields.get("nranks", 0) <= MAX_RANKS:
                 size_of[out["comm"][i]] = fields["nranks"]
+                if 0 <= fields.get("rank", -1) < fields["nranks"]:
+                    out["rank"][i] = fields["rank"]
     out["nranks"] = np.array([size_of.get(c, -1) for c in out["comm"]], np.int64)
     return out
 
