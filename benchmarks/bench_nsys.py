@@ -103,13 +103,15 @@ def read_sql(path: Path) -> None:
 
 
 PEAK = """
-import resource, sys
+import sys
 from pathlib import Path
 from hta_lite.load.readers import nsys
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def hwm():  # this process's peak RSS in kB (VmHWM: not the parent's, unlike ru_maxrss after a fork)
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
+base = hwm()
 if sys.argv[1] == "read":
     nsys.read(Path(sys.argv[2]))
-print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(base, hwm())
 """
 
 

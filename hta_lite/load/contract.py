@@ -319,8 +319,9 @@ def frame(name: str, columns: dict, rows: int) -> pd.DataFrame:
                 pd.array([absent] * rows, dtype="Int64") if column.dtype == "Int64"
                 else np.full(rows, absent, column.dtype)
             )  # fmt: skip
-        else:
-            value = np.broadcast_to(np.asarray(value, column.dtype), (rows,)).copy()
+        else:  # pandas copies a dict's arrays into its blocks: one value is broadcast, no more
+            value = np.asarray(value, column.dtype)
+            value = value if value.shape == (rows,) else np.broadcast_to(value, (rows,)).copy()
         out[column.name] = value
     return pd.DataFrame(out)
 

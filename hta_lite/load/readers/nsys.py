@@ -156,18 +156,21 @@ def _in_range(table: dict, problems: Counter) -> dict:
     dur = table.get("dur", np.zeros(len(ts), np.int64))
     ok = (ts >= 0) & (dur >= 0) & (ts < TIME_LIMIT_NS) & (dur < TIME_LIMIT_NS)
     note(problems, "nsys_time_out_of_range", int((~ok).sum()))
-    return {k: (v[ok] if np.ndim(v) else v) for k, v in table.items()}
+    return _rows(table, ok)
 
 
 def _rows(table: dict, keep: np.ndarray) -> dict:
+    """The rows ``keep`` of a table; the table itself (no copy) when that is every row."""
+    if keep.all():
+        return table
     return {k: (v[keep] if np.ndim(v) else v) for k, v in table.items()}
 
 
 def _tables(gpu: dict, cpu: dict, marks: dict, meta: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    gpu_order = np.lexsort((gpu["stream"], gpu["ts"]))
-    cpu_order = np.argsort(cpu["ts"], kind="stable")
-    gpu = {k: v[gpu_order] for k, v in gpu.items()}
-    cpu = {k: v[cpu_order] for k, v in cpu.items()}
+    for table, order in ((gpu, np.lexsort((gpu["stream"], gpu["ts"]))),
+                         (cpu, np.argsort(cpu["ts"], kind="stable"))):  # fmt: skip
+        for key, value in table.items():  # in place: each column's unsorted copy freed as it goes
+            table[key] = value[order]
     n_marks = len(marks["ts"])
     return {
         "gpu": frame("gpu", gpu, len(gpu["ts"])),
