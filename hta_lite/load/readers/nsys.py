@@ -11,7 +11,9 @@ reports of one job line up. Steps from NVTX ranges (:mod:`.nvtx_steps`: ``Profil
 the outermost range that repeats with a similar length, else the capture as one step).
 
 A file of one process with GPU work is one rank (its rank from the file name, as for Kineto
-files); several are one rank each, in process id order (said in health). The file is opened
+files); several are one rank each: the rank NCCL's payload gives each at its largest
+communicator's creation where every one has a distinct one, else in process id order (said in
+health). The file is opened
 read-only and immutable; a file that is not an SQLite database, or an export without CUDA
 kernels, is a :class:`~hta_lite.errors.TraceFormatError` naming it.
 """
