@@ -131,6 +131,11 @@ def crafted() -> dict[str, bytes]:
             dict(snap, device_traces=[[dict(e, action="free_completed") for e in trace], trace]),
             protocol=4,
         ),  # fmt: skip
+        # device_traces that is not a list (found by the snapshot fuzzer), and a device's trace
+        "device_traces_not_a_list": pickle.dumps(dict(snap, device_traces=1), protocol=4),
+        "a_device_trace_not_a_list": pickle.dumps(
+            dict(snap, device_traces=[7, trace]), protocol=4
+        ),  # fmt: skip
         # an entry whose action is set twice (the last wins): the first is an action no row has
         "action_set_twice": _one_device(
             _entry("alloc", 1, 8).replace(_u("action"), _u("action") + _u("al<oc") + _u("action"))

@@ -24,6 +24,8 @@ READ = {  # the inputs that are plain data, and what is read of them
     "action_set_twice",
     "empty_device_first",
     "devices_of_other_actions",
+    "device_traces_not_a_list",
+    "a_device_trace_not_a_list",
     "frame_ending_after_an_opcode",  # a list, not a snapshot: refused after reading
 }
 REFUSED_BY_SIZE = {"size_past_16_tib"}
@@ -48,6 +50,24 @@ def test_read_or_refused_naming_the_file(tmp_path, name):
     if snap is not None:
         assert name in READ
         snap.summary()
+
+
+@pytest.mark.parametrize(
+    "name, item, entries",
+    [("device_traces_not_a_list", "device_traces that is not a list (left out)", 0),
+     ("a_device_trace_not_a_list", "device trace that is not a list (left out)", None)],
+)  # fmt: skip
+def test_traces_that_are_not_lists_are_left_out_and_said(tmp_path, name, item, entries):
+    """``device_traces`` that is an integer (once a raw TypeError on the unpickler's path) or one
+    device's trace that is: left out, in health; the segments are read."""
+    path = tmp_path / f"{name}.pickle"
+    path.write_bytes(CRAFTED[name])
+    snap = MemorySnapshot(path)
+    health = snap.health()
+    assert health.loc[health["item"] == item, "count"].tolist() == [1]
+    assert len(snap.segments()) > 0
+    if entries is not None:
+        assert len(snap._tables.entries) == entries
 
 
 def test_a_segment_type_nested_100000_deep_is_read_as_absent(tmp_path):

@@ -66,6 +66,14 @@ def tables(snapshot: dict, columns: dict | None = None) -> SnapshotTables:
     """The tables of a snapshot dict; ``columns``: its trace as the C reader wrote it
     (:func:`hta_lite.load.readers.snapshot.read_snapshot_columns`)."""
     problems: Counter = Counter()
+    traces = snapshot.get("device_traces")
+    if traces is not None and not isinstance(traces, list):
+        problems["device_traces that is not a list (left out)"] += 1
+        traces = []
+    problems["device trace that is not a list (left out)"] += sum(
+        not isinstance(t, list) for t in traces or []
+    )
+    problems += Counter()  # no zero counts
     sites = Sites()
     collecting = gc.isenabled()
     gc.disable()  # a million short-lived tuples, no cycles: the collector's passes cost half
@@ -74,9 +82,9 @@ def tables(snapshot: dict, columns: dict | None = None) -> SnapshotTables:
             snapshot.get("segments") or [], sites, problems
         )
         if columns is None:
-            entries, entry_frames = _entries(snapshot.get("device_traces") or [], problems)
+            entries, entry_frames = _entries(traces or [], problems)
         else:
-            entries, entry_frames = _entries_of_columns(snapshot.get("device_traces"), columns)
+            entries, entry_frames = _entries_of_columns(traces, columns)
     finally:
         if collecting:
             gc.enable()
