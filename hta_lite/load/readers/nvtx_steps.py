@@ -1,12 +1,13 @@
 """Steps of a capture without ProfilerSteps, from its NVTX ranges (Nsight Systems exports).
 
 In order: ranges named ``ProfilerStep#N`` (the finishing step finds them); else the outermost
-NVTX range that repeats with a similar length (Megatron's iteration ranges, a training loop's
-``step`` range): among the ranges no other range on their thread encloses, the name seen at least
-twice whose durations after the first vary by at most :data:`MAX_SPREAD` (standard deviation over
-mean) and which together cover at least :data:`MIN_COVER` of the capture, the one covering the most
-time; else the whole capture as one step. Which one was taken
-is said in health (``steps_from_nvtx:<name>``, ``steps_whole_capture``).
+NVTX range that repeats with a similar length (a training loop's ``step`` or ``iteration``
+range; Megatron-LM's ``--profile`` pushes none of its own): among the ranges no other range on
+their thread encloses, the name seen at least twice whose durations after the first vary by at
+most :data:`MAX_SPREAD` (standard deviation over mean) and which together cover at least
+:data:`MIN_COVER` of the capture, the one covering the most time; else the whole capture as one
+step. Which one was taken is said in health (``steps_from_nvtx:<name>``,
+``steps_whole_capture``).
 """
 
 from __future__ import annotations
