@@ -1020,7 +1020,8 @@ static PyObject *deferred_value(Parser *ps, enum kind kind) {
    its string table and small integers, so that two parsers' equal strings are one object):
    0, or -1 when a value is not of its field's kind (``maker`` declined) or on an error. A value
    met only in an event a stream's piece cut (read again whole since, perhaps longer: forget_row
-   drops its slot, not its text) is not anyone's: left NULL, it declines nothing. */
+   drops its slot, not its text) is not anyone's: left NULL, it declines nothing. No slot holds
+   such a value: meeting a text again (value_id) makes it no longer provisional. */
 static int materialize(Parser *ps, Parser *maker) {
     if (ps->vobjs || !ps->n_vtexts) return 0;
     ps->vobjs = PyMem_Calloc((size_t)ps->n_vtexts, sizeof(PyObject *));
@@ -1345,25 +1346,9 @@ static PyObject *joined_times(Parser *ps, size_t offset, size_t item) {
     return out;
 }
 
-/* Whether every deferred value a column slot holds was made (one not of its field's kind
-   was not). */
-static int held_values_made(const Parser *ps) {
-    Column *sets[2] = {ps->event_cols, ps->args_cols};
-    size_t counts[2] = {ps->n_event, ps->n_args};
-    for (int s = 0; s < 2; s++)
-        for (size_t i = 0; i < counts[s]; i++)
-            for (Py_ssize_t k = 0; k < sets[s][i].count; k++) {
-                PyObject *v = sets[s][i].vals[k];
-                if (v && IS_TAG(v) && !ps->vobjs[TAG_ID(v)]) return 0;
-            }
-    return 1;
-}
-
 static PyObject *result(Parser *ps) {
-    for (Parser *part = ps; part; part = part->next) {
+    for (Parser *part = ps; part; part = part->next)
         if (materialize(part, ps) < 0) return NULL;
-        if (part->vobjs && !held_values_made(part)) return NULL; /* declined */
-    }
     PyObject *coded = PyDict_New();
     PyObject *args_coded = coded ? PyDict_New() : NULL;
     PyObject *fields = args_coded ? columns_dict(ps, ps->event_specs, ps->n_event, coded, 1) : NULL;

@@ -95,8 +95,8 @@ def _blob_fields(db, at: dict, domains: np.ndarray, problems: Counter) -> list[t
 def _json_fields(db, at: dict, names: np.ndarray) -> list[tuple]:
     """``(row, fields or None)`` of each JSON payload (``--include-json``: ``jsonText``, or
     ``jsonTextId`` into ``StringIds``) of an NCCL range (named ``nccl...``) without a binary
-    one: the values of NCCL's entry names, looked up as keys at any depth (the layout nsys gives
-    them is not documented)."""
+    one: the values of NCCL's entry names, looked up as keys (:func:`_from_json`; the layout nsys
+    gives them is not documented)."""
     columns = db.columns.get("NVTX_EVENTS", set())
     sources = ['"jsonText"'] if "jsonText" in columns else []
     if "jsonTextId" in columns and db.has("StringIds"):
@@ -109,11 +109,11 @@ def _json_fields(db, at: dict, names: np.ndarray) -> list[tuple]:
         f"SELECT rowid, {doc} FROM NVTX_EVENTS WHERE {doc} IS NOT NULL{blob}"
     ).fetchall()
     out = []
-    for r, doc in rows:
+    for r, text in rows:
         i = at.get(r)
         name = names[i] if i is not None else None
         if isinstance(name, str) and name.startswith("nccl"):
-            out.append((i, _from_json(doc)))
+            out.append((i, _from_json(text)))
     return out
 
 

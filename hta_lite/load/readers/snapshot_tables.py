@@ -70,10 +70,9 @@ def tables(snapshot: dict, columns: dict | None = None) -> SnapshotTables:
     if traces is not None and not isinstance(traces, list):
         problems["device_traces that is not a list (left out)"] += 1
         traces = []
-    problems["device trace that is not a list (left out)"] += sum(
-        not isinstance(t, list) for t in traces or []
-    )
-    problems += Counter()  # no zero counts
+    odd = sum(not isinstance(t, list) for t in traces or [])
+    if odd:
+        problems["device trace that is not a list (left out)"] += odd
     sites = Sites()
     collecting = gc.isenabled()
     gc.disable()  # a million short-lived tuples, no cycles: the collector's passes cost half
