@@ -154,3 +154,29 @@ KINETO_LITERALS = re.compile(
 def test_analyses_take_kineto_words_from_one_place(path):
     found = KINETO_LITERALS.findall(path.read_text())
     assert not found, f"{module_name(path)} spells {found}: use the names in hta_lite/kineto.py"
+
+
+#: text decoders: an analysis asks hta_lite.load.inputs for a decoded input text
+DECODERS = {"json", "msgspec", "orjson", "ast"}
+
+
+def third_party_imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+@pytest.mark.parametrize("path", ANALYSES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_analyses_decode_no_text(path):
+    """A trace's JSON texts (input shapes, types, concrete inputs, group ranks) are decoded in
+    one place of the load layer (hta_lite/load/inputs.py), never re-derived by an analysis."""
+    found = third_party_imports(path) & DECODERS
+    assert not found, f"{module_name(path)} imports {found}: use hta_lite.load.inputs"
+
+
+def test_the_decoder_rule_can_fail():
+    assert "json" in third_party_imports(PACKAGE / "load" / "inputs.py") & DECODERS

@@ -431,7 +431,7 @@ def test_where_tracelens_differs():
     ],
 )
 def test_input_texts_parse_as_the_standard_library_reads_them(text, expected):
-    from hta_lite.analyses.operators.shapes import parse
+    from hta_lite.load.inputs import parse
 
     assert parse(text) == expected
     nan = parse("[NaN]")  # msgspec refuses NaN: the standard library's reading

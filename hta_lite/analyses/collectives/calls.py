@@ -27,13 +27,13 @@ import pandas as pd
 from ...classify import COMMUNICATION
 from ...kineto import CPU_COLLECTIVE, GLOO_BACKEND, collective_kind, kernel_algorithm
 from ...load.health_items import record
+from ...load.inputs import arg_tensors
 from ...load.metadata import ProcessGroup
 from ...load.rank_trace import RankTrace
 from ...rows import gather
 from .issue_order import issue_times
 from .metadata import (
     BYTES_PER_ELEMENT,
-    arg_tensors,
     gpu_metadata,
     names_where,
     nbytes,

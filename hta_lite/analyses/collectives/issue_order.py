@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...kineto import C10D_PREFIX, collective_kind
+from ...load.inputs import arg_tensors
 from ...load.rank_trace import RankTrace
-from .metadata import arg_tensors
 
 
 def issue_times(

@@ -31,8 +31,6 @@ group's name where no other place names one.
 
 from __future__ import annotations
 
-import functools
-import math
 from collections import Counter
 
 import numpy as np
@@ -52,9 +50,9 @@ from ...kineto import (
     torch_dtype,
 )
 from ...load.health_items import record
+from ...load.inputs import arg_tensors, parse
 from ...load.rank_trace import RankTrace
 from ...rows import gather, nearest_ancestor
-from ..operators.shapes import parse
 
 #: bytes per element by torch's dtype name
 BYTES_PER_ELEMENT = {
@@ -75,38 +73,6 @@ def names_where(names: pd.Series, predicate) -> np.ndarray:
     names = names.astype("category")
     hit = np.array([bool(predicate(str(c))) for c in names.cat.categories] + [False])
     return hit[names.cat.codes.to_numpy()]  # code -1 (missing) picks the trailing False
-
-
-@functools.lru_cache(maxsize=4096)
-def arg_tensors(dims_text: str, types_text: str) -> tuple[tuple[int, str], ...]:
-    """Per argument of an op's recorded inputs: (elements, torch dtype). A tensor list's
-    elements are summed over its tensors (its dtype is not recorded: ``""``); -1 elements for
-    an argument that is not a tensor or whose shapes were not recorded (older PyTorch writes a
-    ``TensorList`` as ``[]``)."""
-    dims, types = parse(dims_text or None) or [], parse(types_text or None) or []
-    out = []
-    for shape, kind in zip(dims, types):
-        if kind in DTYPE_BYTES and _is_shape(shape):
-            out.append((math.prod(shape), torch_dtype(kind)))
-        elif isinstance(shape, list) and shape and not _is_shape(shape):
-            out.append((_total(shape), ""))
-        else:
-            out.append((-1, ""))
-    return tuple(out)
-
-
-def _is_shape(value) -> bool:
-    return isinstance(value, list) and all(type(d) is int for d in value)
-
-
-def _total(value) -> int:
-    """Elements of a nested list of shapes (-1 when anything in it is not a shape)."""
-    if _is_shape(value):
-        return math.prod(value)
-    if not isinstance(value, list):
-        return -1
-    parts = [_total(v) for v in value]
-    return -1 if any(p < 0 for p in parts) else sum(parts)
 
 
 def _first_tensor(dims_text: str, types_text: str) -> tuple[int, str]:

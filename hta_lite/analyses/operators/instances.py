@@ -43,12 +43,13 @@ import pandas as pd
 
 from ...intervals import union_length_by_group
 from ...load.health_items import record
+from ...load.inputs import parse
 from ...load.rank_trace import RankTrace
 from ...rows import combine_codes, nearest_ancestor
 from ..common import text_array, text_column, text_values, us
 from .attribution import Attribution
 from .flops import is_modelled, model
-from .shapes import module_paths, parse
+from .shapes import module_paths
 from .work import INVALID_KIND, Inputs, Work
 
 INPUT_COLUMNS = ("input_dims", "input_types", "concrete_inputs")

@@ -12,10 +12,6 @@
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
-
-import msgspec
 import numpy as np
 
 from ...kineto import MODULE_PREFIX, PYTHON_FUNCTION_CATEGORY
@@ -53,19 +49,3 @@ def module_paths(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
         at = level == depth
         paths[modules[at]] = [f"{p}.{c}" for p, c in zip(paths[outer[at]], paths[modules[at]])]
     return module_of, paths
-
-
-@lru_cache(maxsize=65536)
-def parse(text: str | None) -> list | None:
-    """A JSON text of the operator inputs (``input_dims`` ...) as a list, None when absent or
-    not a JSON list."""
-    if text is None or text != text:  # missing (NaN in object arrays)
-        return None
-    try:
-        value = msgspec.json.decode(text)  # 3-5x faster than json.loads
-    except msgspec.DecodeError:  # NaN, integers past 64 bits: the standard library's reading
-        try:
-            value = json.loads(text)
-        except ValueError:  # not JSON at all (a text cut short): as if not recorded
-            return None
-    return value if isinstance(value, list) else None

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
 from ...kineto import DTYPE_BYTES, DTYPE_PRECISION
+from ...load.inputs import concrete_value
 
 MATRIX_KINDS = ("matmul", "conv", "attention")  # run on the matrix units (tensor / matrix cores)
 MAX_ELEMENTS = 2**63  # a tensor's element count fits in int64 (PyTorch's own limit)
@@ -75,10 +75,4 @@ class Inputs:
 
     def value(self, i: int, default=None):
         """A concrete input parsed (``"[1, 1]"`` -> [1, 1], ``"True"`` -> True), else default."""
-        text = self.concrete[i] if i < len(self.concrete) else ""
-        if not isinstance(text, str) or text == "":
-            return default
-        try:
-            return json.loads(text.replace("True", "true").replace("False", "false"))
-        except ValueError:
-            return text
+        return concrete_value(self.concrete[i] if i < len(self.concrete) else "", default)
