@@ -3,9 +3,9 @@
 ``Concrete Inputs``, ``Process Group Ranks``; other readers write the same texts).
 
 The one place these texts are decoded; analyses ask here. Each function is memoised by text, so
-a distinct text is decoded once a process, however many calls and ranks repeat it: decoding at
-load would add its time to every reopen from the cache (the per-trace work is a few ms, a reopen
-a few tens of ms), while most views never read the inputs.
+a distinct text is decoded once a process, however many calls and ranks repeat it. Not decoded
+at load: most views never read the inputs, and a reopen from the cache takes about as long as
+decoding them (a trace of 1,357 distinct texts: 2.7 ms to decode them, 5.2 ms to reopen).
 """
 
 from __future__ import annotations
