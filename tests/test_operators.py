@@ -487,3 +487,28 @@ def test_a_device_is_inferred_from_its_properties_where_they_can_only_be_one():
     assert architecture_hint(names) == "sm80 or newer" and architecture_hint(["k"]) == ""
     finding = TraceAnalysis(trace_dir=SAMPLES / "two_ranks", parallel=False).get_key_findings()
     assert "its kernel names say sm80 or newer" in finding.set_index("kind").loc["mfu", "finding"]
+
+
+def test_input_texts_nested_past_the_recursion_limit_read_as_not_recorded(tmp_path):
+    """A text of 100,000 nested lists (a hostile trace's ``Concrete Inputs``, an Nsight export's
+    NVTX ``sizes``) is no reading: the operator views go on without it, never a RecursionError.
+    Of two convolutions, the one whose stride is such a text is not modelled; the other is."""
+    from hta_lite.load.inputs import arg_tensors, concrete_value, parse
+
+    deep = "[" * 100_000 + "]" * 100_000
+    assert parse(deep) is None and concrete_value(deep) == deep
+    nested = "[" + "[" * 600 + "]" * 600 + "]"  # parses, but is no list of shapes
+    assert arg_tensors(nested, '["TensorList"]') == ((-1, ""),)
+    b = TraceBuilder().step(1, 0, 1000)
+    dims = [[1, 3, 8, 8], [4, 3, 3, 3], [4], [], [], [], [], [], []]
+    types = ["float"] * 3 + ["ScalarList"] * 3 + ["Scalar", "ScalarList", "Scalar"]
+    for ts, stride in ((10, "[1, 1]"), (200, deep)):
+        concrete = ["", "", "", stride, "[0, 0]", "[1, 1]", "False", "[0, 0]", "1"]
+        b.cpu_op("aten::convolution", ts, 100, **{"Input Dims": dims, "Input type": types,
+                                                  "Concrete Inputs": concrete})  # fmt: skip
+        b.kernel("conv", ts + 30, 50, launch_ts=ts + 10)
+    analysis = TraceAnalysis(trace_dir=b.write(tmp_path / "t" / "rank0.json").parent)
+    assert analysis.get_operator_summary()["calls"].tolist() == [2]
+    assert analysis.get_mfu()["modelled_gpu_pctg"].tolist() == [50.0]
+    assert len(analysis.get_operator_roofline()) == 1
+    assert len(analysis.health()) > 0

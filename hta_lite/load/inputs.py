@@ -22,15 +22,17 @@ from ..kineto import DTYPE_BYTES, torch_dtype
 @lru_cache(maxsize=65536)
 def parse(text: str | None) -> list | None:
     """A JSON text of operator inputs as a list; None when absent or not a JSON list (a text
-    cut short reads as not recorded)."""
+    cut short, or nested past the interpreter's recursion limit, reads as not recorded)."""
     if text is None or text != text:  # missing (NaN in object arrays)
         return None
     try:
         value = msgspec.json.decode(text)  # 3-5x faster than json.loads
+    except RecursionError:
+        return None
     except msgspec.DecodeError:  # NaN, integers past 64 bits: the standard library's reading
         try:
             value = json.loads(text)
-        except ValueError:  # not JSON at all (a text cut short): as if not recorded
+        except (ValueError, RecursionError):  # not JSON at all: as if not recorded
             return None
     return value if isinstance(value, list) else None
 
@@ -47,7 +49,10 @@ def arg_tensors(dims_text: str, types_text: str) -> tuple[tuple[int, str], ...]:
         if kind in DTYPE_BYTES and _is_shape(shape):
             out.append((math.prod(shape), torch_dtype(kind)))
         elif isinstance(shape, list) and shape and not _is_shape(shape):
-            out.append((_total(shape), ""))
+            try:
+                out.append((_total(shape), ""))
+            except RecursionError:  # nested past the recursion limit: not a list of shapes
+                out.append((-1, ""))
         else:
             out.append((-1, ""))
     return tuple(out)
@@ -55,13 +60,13 @@ def arg_tensors(dims_text: str, types_text: str) -> tuple[tuple[int, str], ...]:
 
 def concrete_value(text, default=None):
     """One entry of ``Concrete Inputs`` (a Python literal written as text) as a value:
-    ``"[1, 1]"`` -> [1, 1], ``"True"`` -> True; the text itself when it is not such a literal,
-    ``default`` when absent or empty."""
+    ``"[1, 1]"`` -> [1, 1], ``"True"`` -> True; the text itself when it is not such a literal
+    (or is nested past the recursion limit), ``default`` when absent or empty."""
     if not isinstance(text, str) or text == "":
         return default
     try:
         return json.loads(text.replace("True", "true").replace("False", "false"))
-    except ValueError:
+    except (ValueError, RecursionError):
         return text
 
 
