@@ -492,7 +492,8 @@ def test_a_device_is_inferred_from_its_properties_where_they_can_only_be_one():
 def test_input_texts_nested_past_the_recursion_limit_read_as_not_recorded(tmp_path):
     """A text of 100,000 nested lists (a hostile trace's ``Concrete Inputs``, an Nsight export's
     NVTX ``sizes``) is no reading: the operator views go on without it, never a RecursionError.
-    Of two convolutions, the one whose stride is such a text is not modelled; the other is."""
+    Of two convolutions, the one whose stride is such a text is not modelled; the other is. A
+    matrix product whose ``Input Dims`` is such a text is counted as a shape that cannot be."""
     from hta_lite.load.inputs import arg_tensors, concrete_value, parse
 
     deep = "[" * 100_000 + "]" * 100_000
@@ -507,8 +508,12 @@ def test_input_texts_nested_past_the_recursion_limit_read_as_not_recorded(tmp_pa
         b.cpu_op("aten::convolution", ts, 100, **{"Input Dims": dims, "Input type": types,
                                                   "Concrete Inputs": concrete})  # fmt: skip
         b.kernel("conv", ts + 30, 50, launch_ts=ts + 10)
+    b.cpu_op("aten::mm", 400, 100, **{"Input Dims": deep, "Input type": ["float", "float"]})
+    b.kernel("gemm", 430, 100, launch_ts=410)
     analysis = TraceAnalysis(trace_dir=b.write(tmp_path / "t" / "rank0.json").parent)
-    assert analysis.get_operator_summary()["calls"].tolist() == [2]
-    assert analysis.get_mfu()["modelled_gpu_pctg"].tolist() == [50.0]
-    assert len(analysis.get_operator_roofline()) == 1
-    assert len(analysis.health()) > 0
+    assert analysis.get_operator_summary()["calls"].tolist() == [2, 1]
+    assert analysis.get_mfu(device="H100 SXM")["modelled_gpu_pctg"].tolist() == [25.0]
+    assert len(analysis.get_operator_roofline(device="H100 SXM")) == 1
+    health = analysis.health().set_index("code")
+    assert health.loc["shape_invalid", "count"] == 1
+    assert health.loc["shape_invalid", "item"].startswith("aten::mm calls")

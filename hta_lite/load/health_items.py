@@ -104,7 +104,8 @@ ITEMS: dict[str, Item] = {
     "shape_invalid": Item(
         WARNING,
         "{detail} calls whose input shapes cannot be (negative or non-integer dims, more elements"
-        " than int64 holds): FLOPs and bytes not modelled (NaN)",
+        " than int64 holds, a shape or type text that cannot be read): FLOPs and bytes not"
+        " modelled (NaN)",
     ),
     "collective_metadata_invalid": Item(
         WARNING,

@@ -208,7 +208,10 @@ def _work_of(name: str, dims: str, types: str, concrete: str, source: str) -> Wo
     the same shapes; :class:`.Work` is immutable)."""
     if not is_modelled(name):  # the inputs of the others are not read
         return None
-    inputs = Inputs(parse(dims or None) or [], parse(types or None) or [], parse(concrete or None))
+    shapes, kinds = parse(dims or None), parse(types or None)
+    if (dims and shapes is None) or (types and kinds is None):  # recorded, but no JSON list
+        return INVALID
+    inputs = Inputs(shapes or [], kinds or [], parse(concrete or None))
     if not inputs.valid():
         return INVALID
     work = model(name, inputs, forward_inputs=source == "forward")
