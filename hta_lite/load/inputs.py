@@ -21,8 +21,9 @@ from ..kineto import DTYPE_BYTES, torch_dtype
 
 @lru_cache(maxsize=65536)
 def parse(text: str | None) -> list | None:
-    """A JSON text of operator inputs as a list; None when absent or not a JSON list (a text
-    cut short, or nested past the interpreter's recursion limit, reads as not recorded)."""
+    """A JSON text of operator inputs as a list; None when absent, and when the text is no JSON
+    list (cut short, nested past the interpreter's recursion limit, a string): a caller tells
+    the two apart by the text."""
     if text is None or text != text:  # missing (NaN in object arrays)
         return None
     try:
@@ -32,7 +33,7 @@ def parse(text: str | None) -> list | None:
     except msgspec.DecodeError:  # NaN, integers past 64 bits: the standard library's reading
         try:
             value = json.loads(text)
-        except (ValueError, RecursionError):  # not JSON at all: as if not recorded
+        except (ValueError, RecursionError):  # not JSON at all
             return None
     return value if isinstance(value, list) else None
 
