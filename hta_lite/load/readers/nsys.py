@@ -13,9 +13,8 @@ the outermost range that repeats with a similar length, else the capture as one 
 A file of one process with GPU work is one rank (its rank from the file name, as for Kineto
 files); several are one rank each: the rank NCCL's payload gives each at its largest
 communicator's creation where every one has a distinct one, else in process id order (said in
-health). The file is opened
-read-only and immutable; a file that is not an SQLite database, or an export without CUDA
-kernels, is a :class:`~hta_lite.errors.TraceFormatError` naming it.
+health). The file is opened read-only and immutable; a file that is not an SQLite database, or an
+export without CUDA kernels, is a :class:`~hta_lite.errors.TraceFormatError` naming it.
 """
 
 from __future__ import annotations

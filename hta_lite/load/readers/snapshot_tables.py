@@ -83,7 +83,7 @@ def tables(snapshot: dict, columns: dict | None = None) -> SnapshotTables:
         if columns is None:
             entries, entry_frames = _entries(traces or [], problems)
         else:
-            entries, entry_frames = _entries_of_columns(traces, columns)
+            entries, entry_frames = _entries_of_columns(traces or [], columns)
     finally:
         if collecting:
             gc.enable()
@@ -145,12 +145,12 @@ def _entries(traces: list, problems: Counter):
 _INT_FIELDS = ("addr", "size", "stream", "time_us")
 
 
-def _entries_of_columns(traces, columns: dict) -> tuple[pd.DataFrame, np.ndarray]:
+def _entries_of_columns(traces: list, columns: dict) -> tuple[pd.DataFrame, np.ndarray]:
     """The entries from the C reader's columns: each device's rows in their place in its list.
     The frames per row are the shared stack lists (an object array)."""
     owner = np.frombuffer(columns["owner"], np.int64)
     position = np.frombuffer(columns["position"], np.int64)
-    device_of = {id(trace): d for d, trace in enumerate(traces if isinstance(traces, list) else [])}
+    device_of = {id(trace): d for d, trace in enumerate(traces)}
     device_of_owner = np.array([device_of.get(id(o), 0) for o in columns["owners"]], np.int64)
     device = device_of_owner[owner] if len(owner) else np.zeros(0, np.int64)
     order = np.lexsort((position, device))
