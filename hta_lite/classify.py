@@ -1,7 +1,9 @@
 """Kernel type of GPU events, from the event name (rules in docs/metrics.md).
 
 COMMUNICATION  NCCL / RCCL / HCCL kernels: ``^nccl``, ``^rccl``, ``^hccl``, or
-               ``ncclKernel`` / ``ncclDevKernel`` anywhere in the name.
+               ``ncclKernel`` / ``ncclDevKernel`` anywhere in the name; collective kernels
+               that are not NCCL's (symmetric memory, custom all-reduce:
+               ``kineto.OTHER_COLLECTIVE_KERNELS``).
 MEMORY         ``^(hip)?Memcpy``, ``^(hip)?Memset``, ``^dma``.
 OTHER          names the reference treats as neither: GPU-side syncs (``Sync``
                anywhere), ``Stream Wait Event``, launch/runtime names, MTIA
@@ -10,6 +12,8 @@ COMPUTATION    everything else.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import numpy as np
 import pandas as pd
@@ -31,6 +35,11 @@ _RULES = (
     (MEMORY_KERNEL, MEMORY),
     (NOT_COMPUTE_KERNEL, OTHER),
 )
+#: the rules' fingerprint: part of each cache entry's key, so that tables cached under other
+#: rules are never read back with stale kernel types
+RULES_KEY = hashlib.blake2b(
+    "\n".join(f"{rule.pattern}={kind}" for rule, kind in _RULES).encode(), digest_size=8
+).hexdigest()
 
 
 def kernel_type(name: str) -> str:

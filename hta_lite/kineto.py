@@ -150,8 +150,27 @@ DTYPE_PRECISION = {
 }  # fmt: skip
 
 # ---- GPU event names --------------------------------------------------------------------------
-#: NCCL / RCCL / HCCL collective kernels (``ncclKernel_*``, ``ncclDevKernel_*``, ``rccl*``)
-COMMUNICATION_KERNEL = re.compile(r"^(nccl|rccl|hccl)|ncclKernel|ncclDevKernel")
+#: collective kernels that are not NCCL's, by the collective each is named after: PyTorch's
+#: symmetric memory (``torch.ops.symm_mem``; ``two_shot_all_reduce_kernel`` also runs its
+#: reduce_scatter), the custom all-reduce of vLLM, SGLang and aiter, AMD QuickReduce, and the
+#: all-reduce fused with a norm of TensorRT-LLM and FlashInfer. The launching op names the
+#: collective more exactly where it names one (:func:`other_collective_kind`).
+OTHER_COLLECTIVE_KERNELS = (
+    (r"\bmultimem_all_reduce_kernel", "all_reduce"),
+    (r"\bmultimem_one_shot_reduce_kernel", "reduce"),
+    (r"\bmultimem_all_gather_kernel", "all_gather"),
+    (r"\bone_shot_all_reduce_kernel", "all_reduce"),
+    (r"\btwo_shot_all_reduce_kernel", "all_reduce"),
+    (r"\bcross_device_reduce_[12]stage", "all_reduce"),
+    (r"\bquickreduce::allreduce_", "all_reduce"),
+    (r"\ballreduce_fusion_kernel", "all_reduce"),
+)
+#: collective kernels: NCCL / RCCL / HCCL (``ncclKernel_*``, ``ncclDevKernel_*``, ``rccl*``) and
+#: :data:`OTHER_COLLECTIVE_KERNELS`
+COMMUNICATION_KERNEL = re.compile(
+    r"^(nccl|rccl|hccl)|ncclKernel|ncclDevKernel|"
+    + "|".join(p for p, _ in OTHER_COLLECTIVE_KERNELS)
+)
 #: copies and sets (CUDA, HIP, MTIA DMA)
 MEMORY_KERNEL = re.compile(r"^(hip)?Memcpy|^(hip)?Memset|^dma")
 #: GPU events that are neither computation nor one of the above (syncs, runtime names, MTIA
@@ -228,6 +247,20 @@ def collective_kind(name: str) -> str:
     ``Collective name``, a kernel, a ``gloo:`` range, a ``c10d::`` op); ``""`` when none."""
     key = _COLLECTIVE_PREFIX.sub("", name).replace("_", "").lower()
     return next((kind for prefix, kind in COLLECTIVE_SPELLINGS if key.startswith(prefix)), "")
+
+
+def other_collective_kind(kernel: str, launching_op: str) -> str:
+    """The collective a kernel of :data:`OTHER_COLLECTIVE_KERNELS` runs: the one its launching
+    op's name holds (``symm_mem::reduce_scatter_out``, ``vllm::all_reduce``), else the one the
+    kernel is named after; ``""`` for any other kernel."""
+    named = next((kind for p, kind in _OTHER_COLLECTIVES if p.search(kernel)), "")
+    if not named:
+        return ""
+    op = launching_op.rsplit("::", 1)[-1].replace("_", "").lower()
+    return next((kind for spelled, kind in COLLECTIVE_SPELLINGS if spelled in op), named)
+
+
+_OTHER_COLLECTIVES = [(re.compile(p), kind) for p, kind in OTHER_COLLECTIVE_KERNELS]
 
 
 #: torch's name of an element type, however a trace spells it: c10d's ``c10::ScalarType`` names,

@@ -7,22 +7,41 @@ the analysis formulas:
    down (floor); events shorter than their rounding shrink to zero (the reference: negative) length;
 2. CPU operators that carry an ``args.stream`` (Triton launches) counted as GPU events;
 3. in the temporal breakdown only (:func:`syncs_as_work`), GPU-side synchronizations
-   (``cuda_sync``) on a stream other than -1 counted as GPU work.
+   (``cuda_sync``) on a stream other than -1 counted as GPU work;
+4. collective kernels that are not NCCL's (symmetric memory, custom all-reduce) counted as
+   computation (:func:`nccl_only_communication`).
 """
 
 from __future__ import annotations
 
 import copy
+import re
 
 import numpy as np
 import pandas as pd
 
-from hta_lite.classify import kernel_types
+from hta_lite.classify import COMMUNICATION, COMPUTATION, kernel_types
+from hta_lite.kineto import OTHER_COLLECTIVE_KERNELS
+
+_OTHER_COLLECTIVE = re.compile("|".join(p for p, _ in OTHER_COLLECTIVE_KERNELS))
+
+
+def nccl_only_communication(trace):
+    """A shallow copy of ``trace`` whose collective kernels that are not NCCL's are computation
+    (defect 4)."""
+    t = copy.copy(trace)
+    gpu = trace.gpu
+    other = (gpu["kernel_type"] == COMMUNICATION) & gpu["name"].astype(str).str.contains(
+        _OTHER_COLLECTIVE
+    )
+    if other.any():
+        t.gpu = gpu.assign(kernel_type=gpu["kernel_type"].where(~other, COMPUTATION))
+    return t
 
 
 def emulate_reference(trace):
     t = copy.copy(trace)
-    gpu = trace.gpu
+    gpu = nccl_only_communication(trace).gpu
     cpu_with_stream = trace.cpu[(trace.cpu["stream"] >= 0) & (trace.cpu["cat"] == "cpu_op")]
     if len(cpu_with_stream):
         extra = cpu_with_stream[["ts", "dur", "name", "cat", "stream", "correlation"]].assign(

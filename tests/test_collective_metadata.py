@@ -143,6 +143,66 @@ def test_b200_one_rank_of_eight_is_partial():
     assert "1 of the job's 8 ranks" in findings.at["partial_job", "finding"]
 
 
+def custom_all_reduce_rank(tmp_path):
+    """Rank 0 of 2 serving a model: a GEMM (100-200 µs, stream 7), vLLM's custom all-reduce of
+    888 x 2880 bf16 on the same stream (200-250 µs, under ``vllm::all_reduce`` >
+    ``_C_custom_ar::all_reduce``), a symmetric-memory reduce_scatter of 4,096 bf16 (300-320 µs,
+    its kernel named after the all-reduce it shares) and a GEMM on stream 8 over its first 10 µs."""
+    b = TraceBuilder(rank=0, world_size=2).step(1, 0, 1000)
+    b.kernel("gemm", 100, 100, launch_ts=10)
+    dims = {"Input Dims": [[888, 2880]], "Input type": ["c10::BFloat16"]}
+    b.cpu_op("vllm::all_reduce", 20, 20, **dims).cpu_op("_C_custom_ar::all_reduce", 21, 18, **dims)
+    b.kernel("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 2>(vllm::RankData*)", 200, 50,
+             launch_ts=25)  # fmt: skip
+    b.cpu_op(
+        "symm_mem::reduce_scatter_out", 50, 10,
+        **{"Input Dims": [[4096], [], [], [2048]],
+           "Input type": ["c10::BFloat16", "", "Scalar", "c10::BFloat16"]},
+    )  # fmt: skip
+    b.kernel(
+        "void (anonymous namespace)::two_shot_all_reduce_kernel<c10::BFloat16, 16, 2, true, false>"
+        "(c10::BFloat16**, c10::BFloat16*, unsigned long)", 300, 20, launch_ts=52,
+    )  # fmt: skip
+    b.kernel("gemm", 300, 10, stream=8, launch_ts=55)
+    return TraceAnalysis(trace_dir=b.write(tmp_path / "rank-0.json").parent, cache=False)
+
+
+def test_collective_kernels_that_are_not_nccl_are_communication(tmp_path):
+    """Custom all-reduce and symmetric-memory kernels are collectives: communication time, not
+    computation (the reference counts them as computation: docs/differences-from-hta.md #22),
+    with the collective the launching op names and its size from the op's input."""
+    analysis = custom_all_reduce_rank(tmp_path)
+    types = analysis.get_gpu_kernel_breakdown(visualize=False)[0].set_index("kernel_type")["sum"]
+    overlapping = types["COMPUTATION overlapping COMMUNICATION"]
+    assert (types["COMMUNICATION"], types["COMPUTATION"], overlapping) == (60, 100, 10)
+    row = analysis.get_temporal_breakdown(visualize=False).iloc[0]
+    # busy [100, 250] + [300, 320] = 170 µs, of which computation [100, 200] + [300, 310]
+    assert (row["compute_time(us)"], row["non_compute_time(us)"]) == (110, 60)
+    overlap = analysis.get_comm_comp_overlap(visualize=False).iloc[0]["comp_comm_overlap_pctg"]
+    assert overlap == pytest.approx(100 * 10 / 70, abs=0.01)
+    calls = analysis.get_collectives().calls.sort_values("ts")
+    assert calls["collective"].tolist() == ["all_reduce", "reduce_scatter"]
+    assert calls["in_bytes"].tolist() == [888 * 2880 * 2, 4096 * 2]
+    assert calls["out_bytes"].iloc[0] == 888 * 2880 * 2  # an all_reduce's output is its input
+    assert calls["dtype"].tolist() == ["bfloat16", "bfloat16"]
+    assert set(calls["size_source"]) == {"launching op"}
+    assert (calls["group_size"] == -1).all()  # no place records it: bus bandwidth unknown
+
+
+@needs_shared
+def test_b200_symmetric_memory_all_reduces_are_communication():
+    """b200_eager (vLLM, 8 GPUs): 73 ``multimem_all_reduce_kernel`` launched by
+    ``symm_mem::multimem_all_reduce_``, 2,119.548 µs, are communication; with its one NCCL
+    all_gather (21.953 µs) that is 2,141.501 µs."""
+    analysis = TraceAnalysis(trace_dir=SHARED_TRACES / "tracelens" / "b200_eager", cache=False)
+    types = analysis.get_gpu_kernel_breakdown(visualize=False)[0].set_index("kernel_type")["sum"]
+    assert types["COMMUNICATION"] == pytest.approx(2141.501, abs=1e-3)
+    calls = analysis.get_collectives().calls
+    reduces = calls[calls["collective"] == "all_reduce"]
+    assert len(reduces) == 73 and reduces["dur"].sum() == 2_119_548
+    assert reduces.iloc[0]["in_bytes"] == 888 * 2880 * 2
+
+
 @pytest.mark.parametrize(
     ("name", "expected"),
     [

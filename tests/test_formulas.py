@@ -230,6 +230,34 @@ def test_gpu_kernels_with_user_annotations_innermost(tmp_path):
         ("void ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "COMMUNICATION"),
         ("rcclGenericKernel", "COMMUNICATION"),
         ("hcclAllReduce", "COMMUNICATION"),
+        # collective kernels that are not NCCL's (docs/differences-from-hta.md #22)
+        (
+            "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>("
+            "c10::BFloat16*, unsigned long, unsigned int**, unsigned long, unsigned long)",
+            "COMMUNICATION",
+        ),
+        (
+            "void (anonymous namespace)::two_shot_all_reduce_kernel<float, 16, 8, true, false>"
+            "(float**)",
+            "COMMUNICATION",
+        ),
+        (
+            "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*)",
+            "COMMUNICATION",
+        ),
+        ("void sglang::cross_device_reduce_2stage<__half, 4>(sglang::RankData*)", "COMMUNICATION"),
+        (
+            "quickreduce::allreduce_prototype_twoshot<AllReduceTwoshot<__half,"
+            " CodecQ4<__half, 4>, true>, __half>",
+            "COMMUNICATION",
+        ),
+        (
+            "void tensorrt_llm::kernels::ar_fusion::allreduce_fusion_kernel_oneshot_lamport<"
+            "(AllReduceFusionPattern)1, __nv_bfloat16, 8, true, true>(AllReduceFusionParams)",
+            "COMMUNICATION",
+        ),
+        ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>", "COMPUTATION"),
+        ("triton_per_fused_all_reduce_sum_0", "COMPUTATION"),
         ("Memcpy HtoD (Pageable -> Device)", "MEMORY"),
         ("Memset (Device)", "MEMORY"),
         ("hipMemcpyAsync", "MEMORY"),

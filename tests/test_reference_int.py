@@ -29,7 +29,8 @@ pytestmark = pytest.mark.skipif(
 DOCUMENTED = {
     ("triton", "temporal"): "#2 Triton cpu_op with args.stream counted as a GPU kernel",
     ("triton", "kernel_type"): "#2",
-    ("b200_eager", "kernel_type"): "#2 (one Triton cpu_op)",
+    ("b200_eager", "kernel_type"): "#2 (one Triton cpu_op), #22 (73 symmetric-memory all-reduces)",
+    ("b200_eager", "temporal"): "#22 symmetric-memory all-reduce kernels are communication",
     ("b200_eager", "idle"): "#2",
     ("cp_cuda_event_sync", "temporal"): "#15 GPU-side syncs counted as busy GPU time",
     ("cp_simple_add", "temporal"): "#15 (Context Sync on stream 4294967295 widens the span)",

@@ -106,6 +106,16 @@ def test_changed_file_is_never_served_stale(folder, tmp_path):
     assert len(entries(root)) == 3  # a new entry for the new content
 
 
+def test_entries_made_under_other_kernel_type_rules_are_not_read(folder, tmp_path, monkeypatch):
+    """Kernel types are computed at load and cached: an entry made before the rules changed
+    (say, before custom all-reduce kernels became COMMUNICATION) would give stale types."""
+    root = tmp_path / "cache"
+    TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
+    monkeypatch.setattr(cache_mod, "RULES_KEY", "other rules")
+    TraceAnalysis(trace_dir=folder, cache=root, parallel=False)
+    assert len(entries(root)) == 4  # a new entry per file
+
+
 def test_corrupt_or_foreign_entries_are_rebuilt(folder, tmp_path):
     root = tmp_path / "cache"
     TraceAnalysis(trace_dir=folder, cache=root, parallel=False)

@@ -2,7 +2,9 @@
 ``data/table_digests.json`` holds their digests (columns, dtypes, categories, values) as commit
 bfce178 made them, for the repository's traces and the shared ones (regenerated when ``cpu`` gained
 ``launched_kernel``, and when it gained ``forward_row``, linked at load instead of by the operator
-view: every table without them equal to the pinned one, checked). A loader change
+view: every table without them equal to the pinned one, checked; b200_eager's ``gpu`` table when
+its symmetric-memory all-reduces became COMMUNICATION: with the old rule equal to the pinned one,
+checked). A loader change
 that alters any table fails here; a deliberate one regenerates the file and says why in its
 commit."""
 

@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 from isal.isal_zlib import crc32
 
+from ..classify import RULES_KEY
 from ..errors import TraceReadError
 from .cache_folder import (  # noqa: F401 - the cache's interface is one module
     _TMP_PREFIX,
@@ -80,15 +81,16 @@ def cache_dir(cache: bool | str | Path | None = None) -> Path:
 
 
 def entry_key(path: Path, include_last_profiler_step) -> str:
-    """The cache entry's name for ``path``: its size, time and first and last bytes, hashed; a
+    """The cache entry's name for ``path``: its size, time and first and last bytes, the format
+    version and the kernel-type rules (:data:`~hta_lite.classify.RULES_KEY`), hashed; a
     ``TraceReadError`` for a file that cannot be read or is not a regular file (a FIFO named
     like a trace is not opened for reading: that would wait for a writer)."""
     with open_regular(path) as f:
         st = os.fstat(f.fileno())
         digest = hashlib.blake2b(digest_size=20)
         digest.update(
-            f"{FORMAT_VERSION}:{StepRule.of(include_last_profiler_step).key}:{st.st_size}"
-            f":{st.st_mtime_ns}".encode()
+            f"{FORMAT_VERSION}:{RULES_KEY}:{StepRule.of(include_last_profiler_step).key}"
+            f":{st.st_size}:{st.st_mtime_ns}".encode()
         )
         digest.update(f.read(_SAMPLE))
         if st.st_size > _SAMPLE:

@@ -4,7 +4,9 @@ Kineto writes a collective's metadata in several places, more of them in newer P
 field is taken from the first place that has it, and the place is kept (``*_source``):
 
 - **collective**: ``Collective name`` of the kernel's args or of the ``record_param_comms`` op
-  around its launch; else the enclosing ``nccl:*`` range; else the kernel name.
+  around its launch; else the enclosing ``nccl:*`` range; else the kernel name; for a
+  collective kernel that is not NCCL's (symmetric memory, custom all-reduce:
+  :data:`~hta_lite.kineto.OTHER_COLLECTIVE_KERNELS`), the launching op's name, else the kernel's.
 - **elements in / out** (``size_source``): ``In / Out msg nelems`` of the kernel (``kernel``) or
   of ``record_param_comms``; else the first input of the enclosing ``nccl:*`` range, which is
   the collective's input (``nccl range``); else the input and output arguments of the
@@ -47,6 +49,7 @@ from ...kineto import (
     REDUCING_COLLECTIVES,
     collective_kind,
     kernel_dtype,
+    other_collective_kind,
     torch_dtype,
 )
 from ...load.health_items import record
@@ -140,7 +143,11 @@ def gpu_metadata(
     name_k, name_p = recorded("collective_name")
     spelled = np.where(own, name_k, np.where(name_p != "", name_p, text(cpu["name"], rng)))
     collective = np.array(
-        [collective_kind(s) or collective_kind(k) for s, k in zip(spelled, kernel_names)], object
+        [
+            collective_kind(s) or collective_kind(k) or other_collective_kind(k, op)
+            for s, k, op in zip(spelled, kernel_names, text(cpu["name"], launcher))
+        ],
+        object,
     )
 
     def args_of(at: np.ndarray, reader) -> list:
