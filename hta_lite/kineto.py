@@ -152,9 +152,10 @@ DTYPE_PRECISION = {
 # ---- GPU event names --------------------------------------------------------------------------
 #: collective kernels that are not NCCL's, by the collective each is named after: PyTorch's
 #: symmetric memory (``torch.ops.symm_mem``; ``two_shot_all_reduce_kernel`` also runs its
-#: reduce_scatter), the custom all-reduce of vLLM, SGLang and aiter, AMD QuickReduce, and the
-#: all-reduce fused with a norm of TensorRT-LLM and FlashInfer. The launching op names the
-#: collective more exactly where it names one (:func:`other_collective_kind`).
+#: reduce_scatter), the custom all-reduce of vLLM, SGLang and aiter, AMD QuickReduce, the
+#: all-reduce fused with a norm of TensorRT-LLM and FlashInfer, and TransformerEngine's userbuffers
+#: (Megatron-LM's ``--tp-comm-overlap``). The first pattern that matches names the collective;
+#: the launching op names it more exactly where it names one (:func:`other_collective_kind`).
 OTHER_COLLECTIVE_KERNELS = (
     (r"\bmultimem_all_reduce_kernel", "all_reduce"),
     (r"\bmultimem_one_shot_reduce_kernel", "reduce"),
@@ -164,6 +165,9 @@ OTHER_COLLECTIVE_KERNELS = (
     (r"\bcross_device_reduce_[12]stage", "all_reduce"),
     (r"\bquickreduce::allreduce_", "all_reduce"),
     (r"\ballreduce_fusion_kernel", "all_reduce"),
+    (r"\buserbuffers_\w*_rs", "reduce_scatter"),
+    (r"\buserbuffers_\w*_ag", "all_gather"),
+    (r"\buserbuffers_fp16_sum_inplace_gpu", "all_reduce"),
 )
 #: collective kernels: NCCL / RCCL / HCCL (``ncclKernel_*``, ``ncclDevKernel_*``, ``rccl*``) and
 #: :data:`OTHER_COLLECTIVE_KERNELS`

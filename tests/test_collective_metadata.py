@@ -10,7 +10,7 @@ from conftest import DATA, SAMPLES, SHARED_TRACES, needs_shared
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
-from hta_lite.kineto import kernel_algorithm, kernel_dtype, torch_dtype
+from hta_lite.kineto import kernel_algorithm, kernel_dtype, other_collective_kind, torch_dtype
 
 WORLD = 16
 
@@ -187,6 +187,28 @@ def test_collective_kernels_that_are_not_nccl_are_communication(tmp_path):
     assert calls["dtype"].tolist() == ["bfloat16", "bfloat16"]
     assert set(calls["size_source"]) == {"launching op"}
     assert (calls["group_size"] == -1).all()  # no place records it: bus bandwidth unknown
+
+
+@pytest.mark.parametrize(
+    ("kernel", "op", "expected"),
+    [
+        ("void (anonymous namespace)::two_shot_all_reduce_kernel<float, 16, 8, true, false>(x)",
+         "symm_mem::reduce_scatter_out", "reduce_scatter"),
+        ("void (anonymous namespace)::two_shot_all_reduce_kernel<float, 16, 8>(x)", "",
+         "all_reduce"),
+        ("void (anonymous namespace)::multimem_one_shot_reduce_kernel<float, 16>(x)",
+         "symm_mem::multimem_one_shot_all_reduce", "all_reduce"),
+        ("void (anonymous namespace)::multimem_one_shot_reduce_kernel<float, 16>(x)", "", "reduce"),
+        ("void <unnamed>::multimem_all_gather_kernel<16>(char *, char *)", "", "all_gather"),
+        ("void userbuffers_fp16_sum_inplace_gpu_rr_rs_oop<8>(int)", "", "reduce_scatter"),
+        ("void userbuffers_fp16_sum_inplace_gpu_rw_ag<2>(int)", "", "all_gather"),
+        ("void userbuffers_fp16_sum_inplace_gpu_rw<4>(int)", "", "all_reduce"),
+        ("void vllm::cross_device_reduce_2stage<float, 8>(x)", "vllm::all_reduce", "all_reduce"),
+        ("void at::native::reduce_kernel<512, 1>(x)", "c10d::allreduce_", ""),  # not a collective
+    ],
+)  # fmt: skip
+def test_the_collective_of_a_kernel_that_is_not_nccl(kernel, op, expected):
+    assert other_collective_kind(kernel, op) == expected
 
 
 @needs_shared

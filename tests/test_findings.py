@@ -332,15 +332,18 @@ def test_tiny_kernels_saving_is_known_by_construction(tmp_path):
     assert table.index[0] == "tiny_kernels"
 
 
-def exposed_all_reduce(tmp_path: Path) -> Path:
+def exposed_all_reduce(tmp_path: Path, backward: bool = False) -> Path:
     """Two ranks, one step each: 100 µs of forward on the host (it launches a 100 µs GEMM),
     then an NCCL all_reduce kernel of 300 µs on its own stream that ends the step at 410 µs.
     Overlapped with the compute of the step (the model: hidden up to the computation on the
-    path), 100 µs of it is hidden: the step ends at 310 µs."""
+    path), 100 µs of it is hidden: the step ends at 310 µs. ``backward``: the forward's last
+    4 µs are an autograd op (a training run)."""
     for rank in (0, 1):
         b = TraceBuilder(rank=rank, world_size=2)
         b.step(1, 0, 420)
         b.cpu_op("aten::forward", 0, 100)
+        if backward:
+            b.cpu_op("autograd::engine::evaluate_function: AddmmBackward0", 95, 4)
         b.kernel("sm90_xmma_gemm_f32f32", 10, 100, launch_ts=1, launch_dur=5)
         b.cpu_op("nccl:all_reduce", 100, 6)
         b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 110, 300, stream=13, launch_ts=100,
@@ -358,6 +361,16 @@ def test_exposed_communication_saving_is_known_by_construction(tmp_path):
     assert top["saving_ms_per_step"] == pytest.approx(0.100, rel=0.02)
     assert top["saving_low_ms"] == pytest.approx(0.050, rel=0.02)
     assert "300 µs per step of communication" in top["evidence"]
+    assert "two micro-batches" in top["advice"]  # no backward pass: inference advice
+
+
+def test_exposed_communication_advice_fits_a_training_run(tmp_path):
+    """The same step with a backward op in the trace: the advice is about gradient buckets, and
+    the saving is the same."""
+    top = analysis(exposed_all_reduce(tmp_path, backward=True)).get_findings().iloc[0]
+    assert top["kind"] == "exposed_communication"
+    assert top["saving_ms_per_step"] == pytest.approx(0.100, rel=0.02)
+    assert "DDP buckets" in top["advice"] and "micro-batches" not in top["advice"]
 
 
 def test_exposed_communication_of_a_partial_job_says_so():

@@ -256,6 +256,7 @@ def test_gpu_kernels_with_user_annotations_innermost(tmp_path):
             "(AllReduceFusionPattern)1, __nv_bfloat16, 8, true, true>(AllReduceFusionParams)",
             "COMMUNICATION",
         ),
+        ("void userbuffers_fp16_sum_inplace_gpu_rr_rs_oop_fp8<8>(int, int)", "COMMUNICATION"),
         ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>", "COMPUTATION"),
         ("triton_per_fused_all_reduce_sum_0", "COMPUTATION"),
         ("Memcpy HtoD (Pageable -> Device)", "MEMORY"),

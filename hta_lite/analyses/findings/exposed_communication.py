@@ -12,6 +12,11 @@ ranks) shares the cores with the computation, and hiding it needs cores the trac
 are free — on the recorded pair (2 processes on 2 cores, DDP buckets of 1 MB against one bucket
 after backward) overlapping saved nothing (the overlapped run was 4 ms per step slower).
 
+In a run that does not train (no backward pass or optimizer step in the trace: inference), the
+communication is the layers' own (tensor- or expert-parallel): what hides it there is two
+micro-batches overlapped (one computes while the other communicates), and the advice says so,
+with the faster and fused all-reduces that shorten it instead.
+
 Blind spots: a collective whose result the next operation needs (a tensor-parallel all_reduce
 inside a layer) cannot be hidden behind that operation; synchronizing collectives are the sync
 kind's, not this one's; in a job not every rank of which is loaded, a collective's time
@@ -31,6 +36,17 @@ from .syncs import SYNC_COLLECTIVES, TINY_BYTES
 
 COMMUNICATION = ("communication", "gpu_communication_bound")
 COMPUTE = ("gpu_compute_bound", "cpu_bound")
+TRAINING_ADVICE = (
+    "overlap communication with compute: DDP buckets (bucket_cap_mb) issued during backward,"
+    " FSDP prefetch, Megatron overlap_grad_reduce / overlap_param_gather; fewer, larger"
+    " collectives"
+)
+INFERENCE_ADVICE = (
+    "the layers' collectives wait for their inputs: overlap two micro-batches (SGLang's"
+    " two-batch overlap); shorten them with a custom or symmetric-memory all-reduce (NVLS), the"
+    " all-reduce fused with the next norm (FlashInfer / TensorRT-LLM allreduce_fusion), or a"
+    " smaller tensor-parallel degree"
+)
 
 
 def find(ctx: Context) -> list[Finding]:
@@ -78,9 +94,7 @@ def find(ctx: Context) -> list[Finding]:
             evidence,
             "communication on the path hidden under the path's computation of its step (up to"
             " it), job replayed",
-            "overlap communication with compute: DDP buckets (bucket_cap_mb) issued during"
-            " backward, FSDP prefetch, Megatron overlap_grad_reduce / overlap_param_gather;"
-            " fewer, larger collectives",
+            TRAINING_ADVICE if ctx.training else INFERENCE_ADVICE,
             cut,
             cut.scaled(0.5),
         )
