@@ -142,6 +142,10 @@ CASES = {
         lambda f: _write(f, {"hello": "world"}),
         (TraceFormatError, "no 'traceEvents'"),
     ),
+    "execution_trace": (  # torch.profiler.ExecutionTraceObserver's output, often mistaken for it
+        lambda f: _write(f, {"schema": "1.1.1-chakra.0.0.4", "pid": 1, "nodes": [{"id": 1}]}),
+        (TraceFormatError, "a PyTorch execution trace .*prof.export_chrome_trace"),
+    ),
     "trace_events_not_a_list": (
         lambda f: _write(f, {"traceEvents": {"a": 1}}),
         (TraceFormatError, "not a JSON list"),

@@ -126,6 +126,13 @@ def _decode_document(data: bytes, path: Path, skipped: Counter) -> Decoded:
     else:
         top = decode_top(data, path)
     if "traceEvents" not in top:
+        if "nodes" in top and "schema" in top:  # torch.profiler.ExecutionTraceObserver's output
+            raise TraceFormatError(
+                path,
+                "a PyTorch execution trace (ExecutionTraceObserver: 'nodes', no timings), not"
+                " a Kineto trace: hta_lite reads what torch.profiler.profile writes"
+                " (on_trace_ready=tensorboard_trace_handler or prof.export_chrome_trace)",
+            )
         raise TraceFormatError(path, "no 'traceEvents' key: not a Kineto/Chrome trace")
     keys = len(_EVENTS_KEY.findall(data))
     if keys > 1:  # JSON readers and Perfetto keep a repeated key's last value, and so do we
