@@ -85,11 +85,14 @@ def sorted_by_group(group: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.n
     return order, first
 
 
-def count_overlaps_by_group(group: np.ndarray, ts: np.ndarray, end: np.ndarray) -> int:
-    """Events that start before an earlier event of the same group has ended."""
+def overlapping_by_group(group: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per event (in the given order): it starts before an earlier event of its group ended."""
     order, first = sorted_by_group(group, ts)
     reach = running_max_by_group(end[order], first)
-    return int((~first[1:] & (ts[order][1:] < reach[:-1])).sum()) if len(order) > 1 else 0
+    out = np.zeros(len(order), bool)
+    if len(order) > 1:
+        out[order[1:]] = ~first[1:] & (ts[order][1:] < reach[:-1])
+    return out
 
 
 def union_length_by_group(

@@ -57,6 +57,9 @@ COPY_LAUNCH_NAMES = (
 LAUNCH_NAMES = KERNEL_LAUNCH_NAMES + COPY_LAUNCH_NAMES
 #: calls that release many GPU events at once (a captured graph)
 GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")
+#: the launch calls that can make a kernel a programmatic dependent launch (Hopper and later:
+#: it may start before the previous kernel on its stream ends)
+DEPENDENT_LAUNCH_NAMES = ("cudaLaunchKernelExC", "cuLaunchKernelEx")
 #: calls that start and end capturing a stream's work into a graph (the launches between them
 #: run nothing: they are what the graph will replay)
 GRAPH_CAPTURE_BEGIN_NAMES = (

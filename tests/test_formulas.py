@@ -82,6 +82,28 @@ def test_overlap_on_one_stream_never_makes_negative_idle(tmp_path):
     assert idle.to_dict() == {"host_wait": 0.0, "kernel_wait": 20.0, "other": 0.0}
 
 
+def test_overlaps_the_launch_allows_are_not_trace_problems(tmp_path):
+    """On stream 7: B starts 1 µs before A ends, launched with cudaLaunchKernelEx (a programmatic
+    dependent launch); D and E, two branches of one graph replay, run at once; G starts inside F
+    though a plain cudaLaunchKernel launched it (a problem)."""
+    b = (
+        TraceBuilder()
+        .kernel("A", 100, 10, launch_ts=1)
+        .kernel("B", 109, 10, launch_ts=2, launch_name="cudaLaunchKernelExC")
+        .kernel("D", 130, 10, launch_ts=3, launch_name="cudaGraphLaunch", correlation=77)
+        .kernel("E", 132, 10, correlation=77)
+        .kernel("F", 150, 10, launch_ts=4)
+        .kernel("G", 155, 10, launch_ts=5)
+    )
+    health = analyze(tmp_path, b).health().set_index("code")
+    overlaps = health[health.index.str.startswith("gpu_overlap")]
+    assert overlaps[["severity", "count"]].to_dict("index") == {
+        "gpu_overlap_dependent_launch": {"severity": "info", "count": 1},  # facts, not problems
+        "gpu_overlap_in_graph": {"severity": "info", "count": 1},
+        "gpu_overlap_on_stream": {"severity": "warning", "count": 1},
+    }
+
+
 def test_consecutive_kernel_delay_is_in_microseconds(tmp_path):
     a = analyze(
         tmp_path, TraceBuilder().kernel("k1", 0, 10, launch_ts=-5).kernel("k2", 50, 5, launch_ts=1)

@@ -28,8 +28,15 @@ import pandas as pd
 
 from ..classify import kernel_types
 from ..errors import SelectionError, SnapshotError, TraceError, TraceFormatError
-from ..intervals import count_overlaps_by_group
-from ..kineto import CPU_OP_CATEGORY, GPU_WORK_CATEGORIES, LAUNCH_NAMES, RUNTIME_CATEGORIES
+from ..intervals import overlapping_by_group
+from ..kineto import (
+    CPU_OP_CATEGORY,
+    DEPENDENT_LAUNCH_NAMES,
+    GPU_WORK_CATEGORIES,
+    GRAPH_LAUNCH_NAMES,
+    LAUNCH_NAMES,
+    RUNTIME_CATEGORIES,
+)
 from . import contract
 from .forward_links import forward_rows
 from .health_items import note
@@ -171,6 +178,22 @@ def _runtime_rows(cpu: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero((corr != -1) & np.asarray(cpu["cat"].isin(RUNTIME_CATEGORIES)))
 
 
+def _note_overlaps(cpu: pd.DataFrame, gpu: pd.DataFrame, launch: np.ndarray, health) -> None:
+    """GPU events that start before an earlier one on their stream ended: expected where the
+    launch allows it (a programmatic dependent launch; a graph's parallel branches, which the
+    trace puts on the stream the graph was launched on), else a trace problem."""
+    on_streams = np.flatnonzero(np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES)))
+    ts = gpu["ts"].to_numpy()[on_streams]
+    end = ts + gpu["dur"].to_numpy()[on_streams]
+    rows = launch[on_streams[overlapping_by_group(gpu["stream"].to_numpy()[on_streams], ts, end)]]
+    launched_by = cpu["name"].iloc[rows[rows >= 0]].astype(str)
+    dependent = int(launched_by.isin(DEPENDENT_LAUNCH_NAMES).sum())
+    in_graph = int(launched_by.isin(GRAPH_LAUNCH_NAMES).sum())
+    note(health, "gpu_overlap_dependent_launch", dependent)
+    note(health, "gpu_overlap_in_graph", in_graph)
+    note(health, "gpu_overlap_on_stream", len(rows) - dependent - in_graph)
+
+
 def _launch_rows(cpu: pd.DataFrame, gpu: pd.DataFrame, health: Counter | None) -> np.ndarray:
     runtime = _runtime_rows(cpu)
     corr = cpu["correlation"].to_numpy()
@@ -227,12 +250,7 @@ def _link(cpu: pd.DataFrame, gpu: pd.DataFrame, steps: pd.DataFrame, health: Cou
         cpu["correlation"].to_numpy(), gpu["correlation"].to_numpy()
     )
     note(health, "launch_without_gpu", int(orphan_launches.sum()))
-    on_streams = np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES))
-    ts = gpu["ts"].to_numpy()[on_streams]
-    overlaps = count_overlaps_by_group(
-        gpu["stream"].to_numpy()[on_streams], ts, ts + gpu["dur"].to_numpy()[on_streams]
-    )
-    note(health, "gpu_overlap_on_stream", overlaps)
+    _note_overlaps(cpu, gpu, launch, health)
     runtime = _runtime_rows(cpu)
     op_row = np.full(len(cpu), -1, np.int64)
     op_row[runtime] = nearest_ancestor(parent, np.asarray(cpu["cat"] == CPU_OP_CATEGORY), runtime)

@@ -70,6 +70,15 @@ ITEMS: dict[str, Item] = {
     "gpu_overlap_on_stream": Item(
         WARNING, "GPU events overlapping an earlier event on the same stream"
     ),
+    "gpu_overlap_dependent_launch": Item(
+        INFO,
+        "kernels starting before the previous one on their stream ended, launched with"
+        " cudaLaunchKernelEx (programmatic dependent launch: expected)",
+    ),
+    "gpu_overlap_in_graph": Item(
+        INFO,
+        "graph kernels overlapping on the graph's stream (its parallel branches: expected)",
+    ),
     "gpu_outside_steps": Item(
         EXCLUDED, "GPU events without a launching call (outside the profiled steps, excluded)"
     ),
