@@ -137,8 +137,16 @@ def exposed_communication(steps: pd.DataFrame) -> dict | None:
     return _row("exposed_communication", text, mean, "µs", pctg, "overlap")
 
 
+#: what the operator summary's rows of GPU work no operator owns hold
+UNOWNED = {
+    "[graph replay]": "CUDA / HIP graph replay mapped to no operator",
+    "[no operator]": "launched outside any operator",
+}
+
+
 def top_operator(operators: pd.DataFrame | None) -> dict | None:
-    """The operator with the most GPU time of its own (``get_operator_summary``)."""
+    """The operator with the most GPU time of its own (``get_operator_summary``), and the GPU
+    work no operator owns where it is more (graph replays mapped to none)."""
     if operators is None:
         return None
     named = operators[~operators["name"].str.startswith("[") & (operators["calls"] > 0)]
@@ -146,9 +154,15 @@ def top_operator(operators: pd.DataFrame | None) -> dict | None:
         return None
     top = named.loc[named["device_self_sum(us)"].idxmax()]
     name, gpu_us = _short(str(top["name"])), top["device_self_sum(us)"]
+    unowned = operators[operators["name"].isin(list(UNOWNED))]
+    more = "".join(
+        f"; {fmt_pct(pctg)} is {UNOWNED[label]}"
+        for label, us, pctg in unowned[["name", "device_self_sum(us)", "device_self_pctg"]].values
+        if us > gpu_us
+    )
     text = (
         f"Top operator by GPU time: {name}, {fmt_us(gpu_us)}"
-        f" ({fmt_pct(top['device_self_pctg'])} of GPU time) in {int(top['calls']):,} call(s)"
+        f" ({fmt_pct(top['device_self_pctg'])} of GPU time{more}) in {int(top['calls']):,} call(s)"
     )
     return _row("top_operator", text, top["device_self_sum(us)"], "µs", section="operators")
 
