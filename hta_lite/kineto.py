@@ -9,6 +9,7 @@ written before PyTorch 1.11.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 # ---- event categories (``cat``) ---------------------------------------------------------------
 #: GPU work: occupies an engine of the device; what busy, idle and overlap are made of
@@ -249,6 +250,7 @@ _COLLECTIVE_PREFIX = re.compile(
 )
 
 
+@lru_cache(maxsize=4096)  # called per collective row: the names repeat
 def collective_kind(name: str) -> str:
     """``all_reduce``, ``all_gather``, ... from how a trace names a collective (c10d's
     ``Collective name``, a kernel, a ``gloo:`` range, a ``c10d::`` op); ``""`` when none."""
@@ -256,6 +258,7 @@ def collective_kind(name: str) -> str:
     return next((kind for prefix, kind in COLLECTIVE_SPELLINGS if key.startswith(prefix)), "")
 
 
+@lru_cache(maxsize=4096)
 def other_collective_kind(kernel: str, launching_op: str) -> str:
     """The collective a kernel of :data:`OTHER_COLLECTIVE_KERNELS` runs: the one its launching
     op's name holds (``symm_mem::reduce_scatter_out``, ``vllm::all_reduce``), else the one the
