@@ -157,9 +157,11 @@ DTYPE_PRECISION = {
 #: collective kernels that are not NCCL's, by the collective each is named after: PyTorch's
 #: symmetric memory (``torch.ops.symm_mem``; ``two_shot_all_reduce_kernel`` also runs its
 #: reduce_scatter), the custom all-reduce of vLLM, SGLang and aiter, AMD QuickReduce, the
-#: all-reduce fused with a norm of TensorRT-LLM and FlashInfer, and TransformerEngine's userbuffers
-#: (Megatron-LM's ``--tp-comm-overlap``). The first pattern that matches names the collective;
-#: the launching op names it more exactly where it names one (:func:`other_collective_kind`).
+#: all-reduce fused with a norm of TensorRT-LLM and FlashInfer, TransformerEngine's userbuffers
+#: (Megatron-LM's ``--tp-comm-overlap``) and DeepEP's expert-parallel dispatch and combine (not
+#: its ``layout`` kernels, which compute locally). The first pattern that matches names the
+#: collective; the launching op names it more exactly where it names one
+#: (:func:`other_collective_kind`).
 OTHER_COLLECTIVE_KERNELS = (
     (r"\bmultimem_all_reduce_kernel", "all_reduce"),
     (r"\bmultimem_one_shot_reduce_kernel", "reduce"),
@@ -172,6 +174,7 @@ OTHER_COLLECTIVE_KERNELS = (
     (r"\buserbuffers_\w*_rs", "reduce_scatter"),
     (r"\buserbuffers_\w*_ag", "all_gather"),
     (r"\buserbuffers_fp16_sum_inplace_gpu", "all_reduce"),
+    (r"\bdeep_ep::(?:intranode|internode|internode_ll)::\w*(?:dispatch|combine)", "all_to_all"),
 )
 #: collective kernels: NCCL / RCCL / HCCL (``ncclKernel_*``, ``ncclDevKernel_*``, ``rccl*``) and
 #: :data:`OTHER_COLLECTIVE_KERNELS`

@@ -204,6 +204,7 @@ def test_collective_kernels_that_are_not_nccl_are_communication(tmp_path):
         ("void userbuffers_fp16_sum_inplace_gpu_rw_ag<2>(int)", "", "all_gather"),
         ("void userbuffers_fp16_sum_inplace_gpu_rw<4>(int)", "", "all_reduce"),
         ("void vllm::cross_device_reduce_2stage<float, 8>(x)", "vllm::all_reduce", "all_reduce"),
+        ("void deep_ep::intranode::combine<__nv_bfloat16, 8, 768>(x)", "", "all_to_all"),
         ("void at::native::reduce_kernel<512, 1>(x)", "c10d::allreduce_", ""),  # not a collective
     ],
 )  # fmt: skip

@@ -8,7 +8,7 @@ import pytest
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
-from hta_lite.classify import kernel_type
+from hta_lite.classify import kernel_type, kernel_types
 
 
 def analyze(tmp_path, builder: TraceBuilder) -> TraceAnalysis:
@@ -279,6 +279,9 @@ def test_gpu_kernels_with_user_annotations_innermost(tmp_path):
             "COMMUNICATION",
         ),
         ("void userbuffers_fp16_sum_inplace_gpu_rr_rs_oop_fp8<8>(int, int)", "COMMUNICATION"),
+        ("void deep_ep::internode_ll::dispatch<true, 3, 10, 7168>(void*, float*)", "COMMUNICATION"),
+        ("void deep_ep::intranode::cached_notify_combine<8>(void**, int*)", "COMMUNICATION"),
+        ("void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int*)", "COMPUTATION"),
         ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>", "COMPUTATION"),
         ("triton_per_fused_all_reduce_sum_0", "COMPUTATION"),
         ("Memcpy HtoD (Pageable -> Device)", "MEMORY"),
@@ -294,6 +297,7 @@ def test_gpu_kernels_with_user_annotations_innermost(tmp_path):
 )
 def test_kernel_classification(name, expected):
     assert kernel_type(name) == expected
+    assert kernel_types(pd.Series([name]))[0] == expected  # the loader's path (RE2)
 
 
 def test_ranks_restrict_and_unknown_rank_is_clear(two_ranks):
