@@ -274,6 +274,45 @@ def other_collective_kind(kernel: str, launching_op: str) -> str:
 
 
 _OTHER_COLLECTIVES = [(re.compile(p), kind) for p, kind in OTHER_COLLECTIVE_KERNELS]
+#: collective kernels compiled for a number of ranks, and the template argument that holds it
+#: (vLLM's ``cross_device_reduce_1stage<T, ngpus>``, symmetric memory's
+#: ``one_shot_all_reduce_kernel<T, alignment, k_world_size>``, userbuffers' ``<RANKS>``)
+RANKS_TEMPLATE_ARG = (
+    (re.compile(r"\bcross_device_reduce_[12]stage<"), 1),
+    (re.compile(r"\b(?:one|two)_shot_all_reduce_kernel(?:_inplace)?<"), 2),
+    (re.compile(r"\buserbuffers_fp16_sum_inplace_gpu\w*<"), 0),
+)
+
+
+@lru_cache(maxsize=4096)
+def kernel_group_size(name: str) -> int:
+    """The number of ranks a kernel of :data:`RANKS_TEMPLATE_ARG` was compiled for (Kineto
+    writes ``<__nv_bfloat16, 8>``, Nsight Systems ``<__nv_bfloat16, (int)8>``); -1 for any other
+    kernel, and where the argument is not a number from 2 to 1,000,000 (``-1``: chosen at run
+    time)."""
+    for pattern, at in RANKS_TEMPLATE_ARG:
+        match = pattern.search(name)
+        if match:
+            args = _template_args(name, match.end())
+            value = args[at].rsplit(")", 1)[-1].strip() if at < len(args) else ""
+            ok = value.isdigit() and len(value) <= 7 and 1 < int(value) <= 1_000_000
+            return int(value) if ok else -1
+    return -1
+
+
+def _template_args(name: str, start: int) -> list[str]:
+    """The top-level arguments of the template list that opens just before ``start``."""
+    depth, args, current = 1, [], []
+    for ch in name[start:]:
+        depth += (ch == "<") - (ch == ">")
+        if depth == 0 or (ch == "," and depth == 1):
+            args.append("".join(current))
+            if depth == 0:
+                return args
+            current = []
+        else:
+            current.append(ch)
+    return []  # never closed
 
 
 #: torch's name of an element type, however a trace spells it: c10d's ``c10::ScalarType`` names,

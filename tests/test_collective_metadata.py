@@ -10,7 +10,13 @@ from conftest import DATA, SAMPLES, SHARED_TRACES, needs_shared
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
-from hta_lite.kineto import kernel_algorithm, kernel_dtype, other_collective_kind, torch_dtype
+from hta_lite.kineto import (
+    kernel_algorithm,
+    kernel_dtype,
+    kernel_group_size,
+    other_collective_kind,
+    torch_dtype,
+)
 
 WORLD = 16
 
@@ -186,7 +192,13 @@ def test_collective_kernels_that_are_not_nccl_are_communication(tmp_path):
     assert calls["out_bytes"].iloc[0] == 888 * 2880 * 2  # an all_reduce's output is its input
     assert calls["dtype"].tolist() == ["bfloat16", "bfloat16"]
     assert set(calls["size_source"]) == {"launching op"}
-    assert (calls["group_size"] == -1).all()  # no place records it: bus bandwidth unknown
+    # the group size from the kernels' template arguments (<__nv_bfloat16, 2>, <..., 16, 2, ...>)
+    assert calls["group_size"].tolist() == [2, 2]
+    assert set(calls["group_size_source"]) == {"kernel name"}
+    assert calls["out_bytes"].iloc[1] == 4096 * 2 // 2  # reduce_scatter: a half per rank
+    instances = analysis.get_collectives().instances.sort_values("first_start")
+    # 5,114,880 bytes in 50 µs on 2 ranks: busbw = algbw x 2(n-1)/n = algbw
+    assert instances["busbw_gbps"].iloc[0] == pytest.approx(5_114_880 / 50e-6 / 1e9)
 
 
 @pytest.mark.parametrize(
@@ -210,6 +222,25 @@ def test_collective_kernels_that_are_not_nccl_are_communication(tmp_path):
 )  # fmt: skip
 def test_the_collective_of_a_kernel_that_is_not_nccl(kernel, op, expected):
     assert other_collective_kind(kernel, op) == expected
+
+
+@pytest.mark.parametrize(
+    ("kernel", "expected"),
+    [
+        ("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*)", 8),
+        ("void vllm::cross_device_reduce_2stage<__nv_bfloat16, (int)4>(vllm::RankData *)", 4),
+        ("void vllm::cross_device_reduce_1stage<std::pair<int, float>, 8>(x)", 8),  # nested
+        ("void (anonymous namespace)::two_shot_all_reduce_kernel<float, 16, 8, true, false>(x)", 8),
+        ("void (anonymous namespace)::one_shot_all_reduce_kernel<float, 16, -1>(x)", -1),  # dynamic
+        ("void userbuffers_fp16_sum_inplace_gpu_rr_rs<2>(int)", 2),
+        ("void userbuffers_fp16_sum_inplace_gpu_rr_rs<99999999>(int)", -1),  # not a rank count
+        ("void vllm::cross_device_reduce_1stage<float", -1),  # cut short
+        ("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(x)", -1),
+        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", -1),
+    ],
+)  # fmt: skip
+def test_the_group_size_a_kernel_was_compiled_for(kernel, expected):
+    assert kernel_group_size(kernel) == expected
 
 
 @needs_shared

@@ -20,8 +20,10 @@ field is taken from the first place that has it, and the place is kept (``*_sour
 - **group size** (``group_size_source``): ``Group size`` (``kernel`` / ``record_param_comms``);
   else the recorded ``Process Group Ranks`` (``group ranks``); else the group's ``pg_size`` in
   ``distributedInfo.pg_config`` (``pg_config``); else the communicator's size in NCCL's NVTX
-  payload (``nccl payload``, Nsight Systems exports); else the ratio of an all_gather's output
-  to its input, or a reduce_scatter's input to its output, when both are known (``sizes``); else
+  payload (``nccl payload``, Nsight Systems exports); else the rank count a collective kernel
+  that is not NCCL's was compiled for (``kernel name``: :func:`~hta_lite.kineto.kernel_group_size`);
+  else the ratio of an all_gather's output to its input, or a reduce_scatter's input to its
+  output, when both are known (``sizes``); else
   unknown (-1: bus bandwidth unknown, never computed for a guessed size).
 
 On an Nsight Systems export, NCCL's NVTX range around the launch gives the message size in bytes
@@ -49,6 +51,7 @@ from ...kineto import (
     REDUCING_COLLECTIVES,
     collective_kind,
     kernel_dtype,
+    kernel_group_size,
     other_collective_kind,
     torch_dtype,
 )
@@ -223,6 +226,7 @@ def gpu_metadata(
     configured = np.array([pg_sizes.get(p, -1) if p else -1 for p in pg_name], np.int64)
     ratio = _size_ratio(collective, in_nelems, out_nelems)
     communicator = gather(cpu["group_size"].to_numpy(), payload, -1)  # its size, NCCL's payload
+    compiled = np.array([kernel_group_size(k) for k in kernel_names], np.int64)
     group_size, group_size_source = _pick(
         [
             (size_k, own & (size_k > 0), "kernel"),
@@ -230,6 +234,7 @@ def gpu_metadata(
             (counted, counted > 0, "group ranks"),
             (configured, configured > 0, "pg_config"),
             (communicator, communicator > 0, "nccl payload"),
+            (compiled, compiled > 0, "kernel name"),
             (ratio, ratio > 0, "sizes"),
         ],
         -1,
