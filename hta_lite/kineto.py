@@ -261,6 +261,9 @@ def collective_kind(name: str) -> str:
     return next((kind for prefix, kind in COLLECTIVE_SPELLINGS if key.startswith(prefix)), "")
 
 
+_OTHER_COLLECTIVES = [(re.compile(p), kind) for p, kind in OTHER_COLLECTIVE_KERNELS]
+
+
 @lru_cache(maxsize=4096)
 def other_collective_kind(kernel: str, launching_op: str) -> str:
     """The collective a kernel of :data:`OTHER_COLLECTIVE_KERNELS` runs: the one its launching
@@ -273,7 +276,6 @@ def other_collective_kind(kernel: str, launching_op: str) -> str:
     return next((kind for spelled, kind in COLLECTIVE_SPELLINGS if spelled in op), named)
 
 
-_OTHER_COLLECTIVES = [(re.compile(p), kind) for p, kind in OTHER_COLLECTIVE_KERNELS]
 #: collective kernels compiled for a number of ranks, and the template argument that holds it
 #: (vLLM's ``cross_device_reduce_1stage<T, ngpus>``, symmetric memory's
 #: ``one_shot_all_reduce_kernel<T, alignment, k_world_size>``, userbuffers' ``<RANKS>``)
