@@ -45,3 +45,14 @@ def test_a_check_is_reported_before_its_view_runs(tmp_path):
     assert a.health_summary()["problems"].iloc[0] >= 1
     a.get_memory_timeline()
     pd.testing.assert_frame_equal(a.health(), before)
+
+
+def test_every_health_code_is_documented():
+    """docs/health.md lists every item the loader and the checks can report, by its code."""
+    import re
+
+    from hta_lite.load.health_items import ITEMS
+
+    page = (ROOT / "docs" / "health.md").read_text()
+    documented = set(re.findall(r"[a-z][a-z0-9_]+", page))
+    assert sorted(code for code in ITEMS if code not in documented) == []
