@@ -75,6 +75,13 @@ def test_key_findings_on_the_two_rank_sample(findings, two_ranks):
     )
     exposed = (steps["communication"] - steps["comm_overlapped"]).mean()
     assert by_kind.loc["exposed_communication", "value"] == pytest.approx(exposed)
+    # the part that can be waiting for the late rank: the straggler report's waits, per rank
+    waiting = fmt_us(report.ranks["wait_suffered_us"].mean())
+    assert waiting == "1.7 ms"  # rank 0 waits 3.4 ms per step, rank 1 none
+    assert (
+        f", up to {waiting} of it waiting for the last rank to arrive;"
+        in (by_kind.loc["exposed_communication", "finding"])
+    )
     assert "record_param_comms" in by_kind.loc["top_operator", "finding"]
     assert (
         by_kind.loc["mfu", "finding"].startswith("MFU unknown")

@@ -118,9 +118,13 @@ def straggler(report, step_us: float) -> dict | None:
     return _row("straggler", text, late, "µs", pctg, "cross-rank", rank)
 
 
-def exposed_communication(steps: pd.DataFrame) -> dict | None:
+def exposed_communication(
+    steps: pd.DataFrame, wait_suffered: pd.Series | None = None
+) -> dict | None:
     """Communication not under computation per step (``get_step_breakdown``: communication
-    minus the part overlapped by compute), mean over ranks and steps."""
+    minus the part overlapped by compute), mean over ranks and steps; with ``wait_suffered``
+    (the straggler report's per rank, µs per step), how much of it can be waiting for the last
+    rank to arrive (their mean over the ranks, at most the exposed time)."""
     if steps.empty or steps["communication"].sum() <= 0:
         return None
     exposed = steps["communication"] - steps["comm_overlapped"]
@@ -128,9 +132,14 @@ def exposed_communication(steps: pd.DataFrame) -> dict | None:
     pctg = 100.0 * mean / step if step > 0 else np.nan
     hidden = 100.0 * steps["comm_overlapped"].sum() / steps["communication"].sum()
     worst = steps.loc[exposed.idxmax()]
+    waiting = 0.0
+    if wait_suffered is not None and len(wait_suffered):
+        waiting = min(float(wait_suffered.sum()) / steps["rank"].nunique(), mean)
+    waited = f", up to {fmt_us(waiting)} of it waiting for the last rank to arrive"
     text = (
         f"Communication not hidden by computation: {fmt_us(mean)} per step ({fmt_pct(pctg)} of"
-        f" the step); {fmt_pct(hidden)} of communication time overlaps compute"
+        f" the step){waited if waiting else ''}; {fmt_pct(hidden)} of communication time"
+        " overlaps compute"
     )
     if steps["rank"].nunique() > 1:
         text += f" (most exposed: rank {int(worst['rank'])}, step {int(worst['step'])})"

@@ -123,9 +123,9 @@ class Findings:
         idle = self.get_gpu_idle_by_cause()
         steps = self.get_step_breakdown(visualize=False)
         step_us = float(steps["step_time"].mean()) if len(steps) else math.nan
-        straggler = (
-            kf.straggler(self.get_straggler_report(), step_us) if len(self.ranks) > 1 else None
-        )
+        report = self.get_straggler_report() if len(self.ranks) > 1 else None
+        straggler = kf.straggler(report, step_us) if report is not None else None
+        waits = report.ranks["wait_suffered_us"] if report is not None else None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # an unknown device: the MFU row says what to pass
             operators = self.get_operator_summary(visualize=False)
@@ -134,7 +134,7 @@ class Findings:
         rows = [
             kf.gpu_idle(temporal, idle),
             straggler,
-            kf.exposed_communication(steps),
+            kf.exposed_communication(steps, waits),
             self._step_anomaly_finding(),
             top,
             kf.mfu(mfu, list(DEVICES), self._architecture()) if top else None,
