@@ -138,8 +138,8 @@ def exposed_communication(
     waited = f", up to {fmt_us(waiting)} of it waiting for the last rank to arrive"
     text = (
         f"Communication not hidden by computation: {fmt_us(mean)} per step ({fmt_pct(pctg)} of"
-        f" the step){waited if waiting else ''}; {fmt_pct(hidden)} of communication time"
-        " overlaps compute"
+        f" the step){waited if waiting >= 0.01 * mean else ''}; {fmt_pct(hidden)} of"
+        " communication time overlaps compute"
     )
     if steps["rank"].nunique() > 1:
         text += f" (most exposed: rank {int(worst['rank'])}, step {int(worst['step'])})"
