@@ -135,11 +135,14 @@ def exposed_communication(
     waiting = 0.0
     if wait_suffered is not None and len(wait_suffered):
         waiting = min(float(wait_suffered.sum()) / steps["rank"].nunique(), mean)
-    waited = f", up to {fmt_us(waiting)} of it waiting for the last rank to arrive"
+    waited = (
+        f", up to {fmt_us(waiting)} of it waiting for the last rank to arrive"
+        if waiting >= 0.01 * mean
+        else ""
+    )
     text = (
         f"Communication not hidden by computation: {fmt_us(mean)} per step ({fmt_pct(pctg)} of"
-        f" the step){waited if waiting >= 0.01 * mean else ''}; {fmt_pct(hidden)} of"
-        " communication time overlaps compute"
+        f" the step){waited}; {fmt_pct(hidden)} of communication time overlaps compute"
     )
     if steps["rank"].nunique() > 1:
         text += f" (most exposed: rank {int(worst['rank'])}, step {int(worst['step'])})"
