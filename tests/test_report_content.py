@@ -176,6 +176,24 @@ def test_critical_path_note_without_steps(tmp_path):
     assert set(rows["region"]) == {"whole trace"} and rows.attrs["note"].endswith(".")
 
 
+def test_critical_path_note_measures_the_step_to_the_end_of_its_gpu_work(tmp_path):
+    # the step's CPU range is 10 us; the kernel it launches runs to 100 us: the path (about
+    # 100 us) is not longer than the step, and no negative gap is stated
+    b = TraceBuilder()
+    b.step(1, 0, 10)
+    b.cpu_op("aten::mm", 1, 5)
+    b.kernel("k", 10, 90, launch_ts=2)
+    b.step(2, 200, 10)
+    b.cpu_op("aten::mm", 201, 5)
+    a = TraceAnalysis(
+        trace_files={0: b.write(tmp_path / "t.json")}, parallel=False, cache=False,
+        include_last_profiler_step=True,
+    )  # fmt: skip
+    note = critical_path_rows(a).attrs["note"]
+    assert "ProfilerStep#1's 100 µs" in note, note
+    assert "the other -" not in note
+
+
 def test_no_bus_bandwidth_to_draw_is_said_not_drawn_empty(tmp_path):
     b = TraceBuilder()
     b.step(1, 0, 100)

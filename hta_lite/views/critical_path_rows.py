@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..analyses.steps import step_rows
 from ..kineto import GPU_SYNC_CATEGORY
 from ..units import fmt_us
 
@@ -65,13 +66,17 @@ def critical_path_note(analysis, cp) -> str:
     label = region_label(analysis, region)
     text = f"The path's weighted edges add up to {fmt_us(cp.length_us)}"
     if annotation:
-        steps = analysis.trace(rank).steps.sort_values("ts")
-        step_us = float(steps["dur"].iloc[instance]) / 1e3
-        text += (
-            f" of {label}'s {fmt_us(step_us)}; the other {fmt_us(step_us - cp.length_us)} are"
-            " gaps between top-level CPU operators (Python, waits) and time outside the path,"
-            " which HTA's construction joins with dependencies of zero weight"
-        )
+        trace = analysis.trace(rank)
+        step = trace.steps.sort_values("ts").iloc[instance]
+        rows = step_rows(trace, {int(step["step"])})  # its extent: CPU range and GPU work
+        step_us = float(rows[0][2]) if rows else float(step["dur"]) / 1e3
+        text += f" of {label}'s {fmt_us(step_us)} (to the end of the GPU work it launched)"
+        if step_us > cp.length_us:
+            text += (
+                f"; the other {fmt_us(step_us - cp.length_us)} are gaps between top-level CPU"
+                " operators (Python, waits) and time outside the path, which HTA's"
+                " construction joins with dependencies of zero weight"
+            )
     return text + "." + "".join(f" {c}" for c in critical_path_caveats(analysis.trace(rank)))
 
 
