@@ -36,6 +36,11 @@ class Sim:
         self.t += dur
         return self
 
+    def python(self, dur: float):
+        """Host time no event records (Python between operators, without with_stack)."""
+        self.t += dur
+        return self
+
     def region(self, name: str, body, cat: str = "user_annotation"):
         """A range (``record_function``, a data loader) around what ``body(self)`` runs."""
         start = self.t

@@ -101,7 +101,7 @@ class Findings:
                 list(data_load_events) if data_load_events is not None else [DATA_LOADING_PATTERN]
             ),
             stragglers=report, anomalies=anomalies, memory_peaks=peaks, roofline=roofline,
-            capacity=self._device_memory,
+            capacity=self._device_memory, gaps=parts["gaps"],
         )  # fmt: skip
 
     def get_key_findings(self, *, visualize: bool = False) -> pd.DataFrame:

@@ -92,7 +92,7 @@ class JobPaths:
             parts = self._segments_per_rank(data_load_events, steps, whole)
             cache[key] = {
                 name: pd.concat([p[name] for p in parts], ignore_index=True)
-                for name in ("segments", "events")
+                for name in ("segments", "events", "gaps")
             }
         return cache[key]
 

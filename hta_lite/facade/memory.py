@@ -32,6 +32,14 @@ RECORDED_BUT_NONE = (
     " left out (health() says what was)"
 )
 
+#: no memory event, and every selected trace is an Nsight Systems export (which never has them)
+NSYS_NO_MEMORY = (
+    "the Nsight Systems export has no PyTorch allocator events (nsys records CUDA's own"
+    " allocations, not the caching allocator's): for the memory views record a step with"
+    " torch.profiler.profile(profile_memory=True), or pass a CUDA memory snapshot"
+    " (torch.cuda.memory._dump_snapshot; --snapshot)"
+)
+
 NO_RAW_ENTRIES = (
     "the raw memory timeline has no entries: export it from a profile recorded with"
     " torch.profiler.profile(profile_memory=True, record_shapes=True, with_stack=True)"
@@ -62,9 +70,9 @@ class Memory:
         with_events = [r for r in chosen if len(self._memory(r))]
         if not with_events:
             flagged = [r for r in chosen if self.traces[r].meta.profile_memory]
-            raise MissingDataError(
-                None, RECORDED_BUT_NONE.format(flagged) if flagged else NO_MEMORY
-            )
+            exports = all(self.traces[r].source_format == "nsys" for r in chosen)
+            why = NSYS_NO_MEMORY if exports else NO_MEMORY
+            raise MissingDataError(None, RECORDED_BUT_NONE.format(flagged) if flagged else why)
         return with_events
 
     @table_view([*MEMORY_COLUMNS, "rank"])

@@ -61,11 +61,13 @@ SUMMARY_TABLES = (
     "step_anomalies",
     "job_path_segments",
     "job_path_events",
+    "job_path_gaps",
 )
 #: tables across ranks, computed in the driver from the per-rank partials above
 #: (``collective_calls``, ``step_breakdown``, ``host_wait``, ``annotation_timers``; the scored
 #: steps of each rank, whose origin ranks the matched collectives give; the job critical path
-#: from each rank's local paths between its collectives, ``job_path_segments`` / ``_events``;
+#: from each rank's local paths between its collectives, ``job_path_segments`` / ``_events`` /
+#: ``_gaps``;
 #: the findings ranked by the step time a fix saves, :mod:`.batch_findings`)
 CROSS_RANK_TABLES = (
     "collectives", "collectives_by_rank", "collective_problems", "rank_lateness",

@@ -84,6 +84,7 @@ def folder_findings(
     ctx = ranked.Context.of(
         segments, partials["job_path_events"], path, matching.calls, matching.instances, traces,
         patterns=[DATA_LOADING_PATTERN], stragglers=report, anomalies=scored,
+        gaps=partials["job_path_gaps"],
     )  # fmt: skip
     table = ranked.findings(ctx)
     table.attrs["note"] = (

@@ -23,6 +23,8 @@ from ...load.rank_trace import RankTrace
 from ...rows import nearest_ancestor
 
 PYTHON_CATEGORY = PYTHON_FUNCTION_CATEGORY
+#: the site of host time no event of its thread covers
+UNRECORDED = "host code outside any event"
 #: frames that are not the user's code
 LIBRARY = ("torch/", "site-packages", "dist-packages", "<built-in", "<frozen", "threading.py",
            "runpy.py", "<string>", "contextlib.py", "functools.py")  # fmt: skip
@@ -100,9 +102,10 @@ def ranges_by_thread(trace: RankTrace, rows: np.ndarray) -> dict[int, np.ndarray
 
 def sites_at(trace: RankTrace, tid: np.ndarray, t: np.ndarray) -> np.ndarray:
     """The code site (as :func:`sites`) of what thread ``tid`` ran at time ``t`` (ns), per
-    query: the innermost event covering it there; "host code outside any event" where none."""
+    query: the innermost event covering it there; "host code outside any event" where none
+    (a ProfilerStep, which covers everything, is none)."""
     cpu = trace.cpu
-    out = np.full(len(t), "host code outside any event", dtype=object)
+    out = np.full(len(t), UNRECORDED, dtype=object)
     if not len(cpu) or not len(t):
         return out
     ts, end = cpu["ts"].to_numpy(), (cpu["ts"] + cpu["dur"]).to_numpy()
@@ -122,6 +125,9 @@ def sites_at(trace: RankTrace, tid: np.ndarray, t: np.ndarray) -> np.ndarray:
                 break
             cand = np.where(done, cand, parent[np.maximum(cand, 0)])
         found[queries] = np.where((cand >= 0) & (end[np.maximum(cand, 0)] > t[queries]), cand, -1)
-    has = found >= 0
+    names = cpu["name"].astype("category")
+    steps = [str(c).startswith(STEP_PREFIX) for c in names.cat.categories]
+    step = np.array(steps + [False], bool)[names.cat.codes.to_numpy()[np.maximum(found, 0)]]
+    has = (found >= 0) & ~step
     out[has] = sites(trace, found[has])
     return out

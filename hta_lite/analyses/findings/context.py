@@ -22,8 +22,10 @@ TARGET = ["rank", "step", "target_ts", "target_tid", "target_stream"]
 class Context:
     """``replay``: the job under cuts (:mod:`.replay`); ``events``: the events on each
     segment's local path (the job path partials' ``events``), ``event_segment`` the segment row
-    of each; ``job_path``; ``calls`` / ``instances`` (collectives matching); ``traces``;
-    ``patterns``: the data-loading regexes; the views: ``stragglers``
+    of each; ``gaps``: the time of those paths no edge weighs (the partials' ``gaps``; None:
+    not known), ``gap_segment`` the segment row of each; ``job_path``; ``calls`` /
+    ``instances`` (collectives matching); ``traces``; ``patterns``: the data-loading regexes;
+    the views: ``stragglers``
     (:class:`~..stragglers.StragglerReport` or None), ``anomalies`` (``get_step_anomalies``
     or None), ``memory_peaks`` (or None), ``roofline`` (``get_operator_roofline`` or None)
     and ``capacity(rank, device)`` (bytes, NaN unknown); a CUDA memory snapshot of the run, when
@@ -45,6 +47,7 @@ class Context:
     snapshot_name: str = ""
     snapshot_summary: pd.DataFrame | None = None
     snapshot_oom: pd.DataFrame | None = None
+    gaps: pd.DataFrame | None = None
     _pending: list = field(default_factory=list)
     _claims: dict = field(default_factory=dict)
     _after_call: np.ndarray | None = None  # per segment: the call it starts after, numbered
@@ -55,6 +58,12 @@ class Context:
         keys = pd.MultiIndex.from_frame(self.events[TARGET]) if len(self.events) else None
         self.event_segment = (
             rows.reindex(keys).to_numpy(np.int64) if keys is not None else np.zeros(0, np.int64)
+        )
+        gaps = self.gaps if self.gaps is not None and len(self.gaps) else None
+        self.gap_segment = (
+            rows.reindex(pd.MultiIndex.from_frame(gaps[TARGET])).to_numpy(np.int64)
+            if gaps is not None
+            else np.zeros(0, np.int64)
         )
         self.call_instance = dict(
             zip(
@@ -79,6 +88,7 @@ class Context:
         memory_peaks: pd.DataFrame | None = None,
         roofline: pd.DataFrame | None = None,
         capacity: Callable[[int, str], float] | None = None,
+        gaps: pd.DataFrame | None = None,
     ) -> Context:
         """The context of the job path's ``segments`` / ``events`` and the matched collectives
         (``calls``, ``instances``), the views by name: the one place it is built (the facade's
@@ -88,7 +98,7 @@ class Context:
             replay=Replay(segments, calls, instances), events=events, job_path=job_path,
             calls=calls, instances=instances, traces=traces, patterns=patterns,
             stragglers=stragglers, anomalies=anomalies, memory_peaks=memory_peaks,
-            roofline=roofline, **extra,
+            roofline=roofline, gaps=gaps, **extra,
         )  # fmt: skip
 
     @property
@@ -159,15 +169,17 @@ class Context:
         values = self.events["duration"].to_numpy(np.float64) if values is None else values
         return np.bincount(self.event_segment[mask], values[mask], minlength=len(self.segments))
 
-    def graph_cut(self, on_path: np.ndarray, change_of: Callable[[int], Change]) -> Cut:
+    def graph_cut(self, on_path: np.ndarray, change_of: Callable[[int], Change], extra=None) -> Cut:
         """A fix that changes the ranks' graphs (``change_of(rank)``: the change on that
         rank's): each rank-step's segments are cut by the path time the fix touches there
         (``on_path`` ns per segment), scaled down to what the rank's replayed critical path
-        saves in that step when that is less.
+        saves in that step when that is less; plus ``extra`` (ns per segment) the fix removes
+        off the graphs' edges (time their dependencies of zero weight span).
 
         The cut is filled by :meth:`replay_graphs`, which replays every graph cut asked for,
-        one rank's step graphs at a time: until then it is zero."""
-        cut = Cut(np.zeros(len(self.segments)))
+        one rank's step graphs at a time: until then it holds ``extra`` only."""
+        n = len(self.segments)
+        cut = Cut(np.zeros(n) if extra is None else np.asarray(extra, np.float64).copy())
         self._pending.append((on_path, change_of, cut))
         return cut
 
@@ -187,7 +199,7 @@ class Context:
                     rows = np.flatnonzero((ranks == rank) & (steps == step))
                     total = self._side_by_side(rows, on_path)
                     if total > 0:
-                        cut.segment[rows] = on_path[rows] * min(1.0, saved / total)
+                        cut.segment[rows] += on_path[rows] * min(1.0, saved / total)
         self._pending.clear()
 
     def _side_by_side(self, rows: np.ndarray, values: np.ndarray) -> float:

@@ -5,12 +5,15 @@ The host time on each rank's path (``cpu_bound``: operators, runtime calls and w
 them) that no specific kind prices (a loop's reads or launches, data loading, a blocking wait) is
 attributed to its code site (:mod:`.code_sites`: the user's Python frame, a
 ``record_function`` range, else the operator), with the path's GPU waits for a launch (the
-site: what the launching thread ran then); of it, only the time the GPU is idle counts (host work
-under running kernels costs the step nothing). Model: that host time takes none — the host
-keeps up with the GPU — and the GPU's waits for the host there are gone (each kernel still
-follows its launch by the launch latency); each rank's step graphs are replayed, then the job.
-This is a bound: what any fix of the host side can save; the sites say where to look. The low
-end is half of it.
+site: what the launching thread ran then), and the host time the path joins with dependencies
+of zero weight (:mod:`.path_gaps`: Python between operators, a range with no operator in it;
+the site: what the path's thread ran then, "host code outside any event" where nothing); of
+it, only the time the GPU is idle counts (host work under running kernels costs the step
+nothing). Model: that host time takes none — the host keeps up with the GPU — and the GPU's
+waits for the host there are gone (each kernel still follows its launch by the launch
+latency); each rank's step graphs are replayed, then the job (the zero-weight time, on no edge
+of the graphs, is cut from its segments as it is). This is a bound: what any fix of the host
+side can save; the sites say where to look. The low end is half of it.
 
 Blind spots: the bound is reached only when all of that host work leaves the step (overlapped
 with the GPU, moved to other threads or processes, or removed); the sites name where the time
@@ -24,12 +27,13 @@ import re
 import numpy as np
 import pandas as pd
 
-from ...kineto import BLOCKING_SYNC_NAMES, CPU_COLLECTIVE, GRAPH_LAUNCH_NAMES
+from ...kineto import BLOCKING_SYNC_NAMES, CPU_COLLECTIVE, CPU_OP_CATEGORY
 from ...units import fmt_us
-from .code_sites import PYTHON_CATEGORY, sites, sites_at
+from .code_sites import PYTHON_CATEGORY, UNRECORDED, sites, sites_at
 from .context import Context, within
 from .finding import Finding
 from .graph_replay import covered, gaps_before, thread_overlap
+from .path_gaps import idle_gaps
 
 #: the path's GPU waits for a launch (HTA's names): the host was late
 GPU_WAITS = ("gpu_kernel_kernel_overhead", "gpu_kernel_launch_overhead")
@@ -61,8 +65,6 @@ def find(ctx: Context) -> list[Finding]:
     duration = _gpu_idle_part(ctx, host_time)
     every = ev["duration"].to_numpy(np.float64)
     host_time &= duration > 0
-    if not host_time.any() or duration[host_time].sum() < MIN_SHARE * every.sum():
-        return []
     site = np.full(len(ev), "", dtype=object)
     ranks, number = ev["rank"].to_numpy(), ev["event"].to_numpy(np.int64)
     middle = ev["start"].to_numpy() + ev["duration"].to_numpy() // 2
@@ -82,13 +84,23 @@ def find(ctx: Context) -> list[Finding]:
     codes, labels = pd.factorize(site)
     in_collective = np.array([bool(CPU_COLLECTIVE.match(str(s))) for s in labels], bool)
     host = host_time & ~in_collective[codes]
-    if not host.any() or duration[host].sum() < MIN_SHARE * every.sum():
+    gaps, untracked = idle_gaps(ctx)
+    gap_site = _gap_sites(ctx, gaps)
+    codes, labels = pd.factorize(gap_site)
+    waiting = np.array([bool(loading.search(s) or CPU_COLLECTIVE.match(s)) or s in
+                        BLOCKING_SYNC_NAMES for s in labels.astype(str)], bool)  # fmt: skip
+    gaps, gap_site = gaps[~waiting[codes]], gap_site[~waiting[codes]]
+    gap_ns = (gaps["end"] - gaps["start"]).to_numpy(np.float64)
+    whole = every.sum() + untracked  # the segments' time: the paths' edges and their gaps
+    total = duration[host].sum() + gap_ns.sum()
+    if total <= 0 or total < MIN_SHARE * whole:
         return []
-    codes, labels = pd.factorize(site[host])
-    per_site = np.bincount(codes, duration[host], minlength=len(labels))
+    codes, labels = pd.factorize(np.concatenate([site[host], gap_site]))
+    per_site = np.bincount(codes, np.r_[duration[host], gap_ns], minlength=len(labels))
     best = np.argsort(-per_site, kind="stable")[:TOP_SITES]
     top = [(str(labels[k]), float(per_site[k])) for k in best]
     on_path = ctx.per_segment(host, duration)
+    in_gaps = np.bincount(gaps["segment"].to_numpy(), gap_ns, minlength=len(ctx.segments))
 
     def change_of(fraction):
         def change(rank):
@@ -108,12 +120,17 @@ def find(ctx: Context) -> list[Finding]:
         return change
 
     steps = max(ctx.replay.n_steps, 1)
-    total = duration[host].sum()
     listed = "; ".join(f"{s} {fmt_us(d / 1e3 / steps)}" for s, d in top)
+    unseen = (
+        f", {fmt_us(gap_ns.sum() / 1e3 / steps)} of it in host time no operator records"
+        " (between operators, or in a range with none)"
+        if gap_ns.sum() >= 0.01 * total
+        else ""
+    )
     evidence = (
         f"the GPU waits for the host on the path: {fmt_us(total / 1e3 / steps)} per step of host"
-        f" time and GPU waits for launches, the GPU idle ({100.0 * total / max(every.sum(), 1):.0f}"
-        f" % of the ranks' paths), that no other finding prices, by code site: {listed}"
+        f" time and GPU waits for launches, the GPU idle ({100.0 * total / max(whole, 1):.0f}"
+        f" % of the steps' time){unseen}, that no other finding prices, by code site: {listed}"
     )
     return [
         Finding(
@@ -124,11 +141,23 @@ def find(ctx: Context) -> list[Finding]:
             " graph (the host keeps up with the GPU: a bound on any host-side fix), critical"
             " path and job replayed",
             _advice(ctx, [s for s, _ in top]),
-            ctx.graph_cut(on_path, change_of(1.0)),
+            ctx.graph_cut(on_path, change_of(1.0), extra=in_gaps),
             None,  # the low end: half of the cut (Finding's default)
-            ctx.main_rank(on_path),
+            ctx.main_rank(on_path + in_gaps),
         )
     ]
+
+
+def _gap_sites(ctx: Context, gaps) -> np.ndarray:
+    """The code site of each gap (:func:`.path_gaps.idle_gaps`): what its thread ran at its
+    middle."""
+    out = np.zeros(len(gaps), object)
+    ranks = gaps["rank"].to_numpy()
+    middle = ((gaps["start"] + gaps["end"]) // 2).to_numpy()
+    for rank in np.unique(ranks).tolist():
+        mine = np.flatnonzero(ranks == rank)
+        out[mine] = sites_at(ctx.traces[rank], gaps["tid"].to_numpy()[mine], middle[mine])
+    return out
 
 
 def _gpu_idle_part(ctx: Context, rows: np.ndarray) -> np.ndarray:
@@ -156,24 +185,35 @@ def _gpu_idle_part(ctx: Context, rows: np.ndarray) -> np.ndarray:
 
 def _advice(ctx: Context, top_sites: list[str]) -> str:
     """What to try, for the trace at hand: framework overhead (operators) or the user's code;
-    CUDA graphs only where the run does not replay graphs already."""
-    graphs = any(
-        bool(t.cpu["name"].isin(GRAPH_LAUNCH_NAMES).any()) for t in ctx.traces.values()
-        if len(t.cpu)
-    )  # fmt: skip
+    CUDA graphs only where the run does not replay graphs already; where the time is in code no
+    event records, how to record it."""
     code = [s for s in top_sites if "(" in s and "): " in s]
     parts = []
+    if UNRECORDED in top_sites:
+        nsys = any(t.source_format == "nsys" for t in ctx.traces.values())
+        how = (
+            "NVTX ranges around the code, torch.cuda.nvtx.range; the operators with emit_nvtx"
+            if nsys
+            else "torch.profiler.profile(with_stack=True), or record_function ranges"
+        )
+        parts.append(f"part of the host time is code no event records: record it ({how}) to see"
+                     " where it goes")  # fmt: skip
     if code:
         parts.append(
             f"the Python code at {code[0]} runs while the GPU waits: move it off the step (a"
             " DataLoader worker, a background thread, precompute it), batch it, or run it less"
             " often"
         )
-    if graphs:
+    if ctx.replays_graphs:
         parts.append(
             "the run already replays CUDA / HIP graphs: the host time is outside them (the"
             " scheduler, input preparation between replays); overlap it with the replays or"
             " capture more of the step"
+        )
+    elif not any((t.cpu["cat"] == CPU_OP_CATEGORY).any() for t in ctx.traces.values()):
+        parts.append(
+            "no PyTorch operator is recorded around it: move that host work out of the step"
+            " (before the timed loop, another thread), or overlap it with GPU work"
         )
     else:
         parts.append(

@@ -44,6 +44,12 @@ EVENT_COLUMNS = [
     "rank", "step", "target_ts", "target_tid", "target_stream", "name", "category", "bound_by",
     "start", "duration", "tid", "stream", "event",
 ]  # fmt: skip
+#: columns of :func:`segments`' ``gaps`` table: the parts of a segment's local path that its
+#: dependencies of zero weight span (``start`` / ``end`` ns; ``tid``: the host thread the path
+#: is on there, -1 where neither end is a host event)
+GAP_COLUMNS = [
+    "rank", "step", "target_ts", "target_tid", "target_stream", "start", "end", "tid",
+]  # fmt: skip
 #: a call is identified on its rank by where it ran and when it started
 CALL_KEY = ("ts", "tid", "stream")
 END_OF_STEP = (-1, -1, -1)
@@ -52,14 +58,17 @@ END_OF_STEP = (-1, -1, -1)
 def segments(
     trace: RankTrace, data_load_events: list[str] | None = None, steps=None, whole=False
 ) -> dict:
-    """``{"segments": ..., "events": ...}`` of the rank (columns :data:`SEGMENT_COLUMNS`,
-    :data:`EVENT_COLUMNS`). ``segments``: per step and target (``target_*``: the call's
+    """``{"segments": ..., "events": ..., "gaps": ...}`` of the rank (columns
+    :data:`SEGMENT_COLUMNS`, :data:`EVENT_COLUMNS`, :data:`GAP_COLUMNS`). ``segments``: per step
+    and target (``target_*``: the call's
     :data:`CALL_KEY`, ``-1`` for the step's end), the segment's ``start`` / ``end`` (ns), the
     call it starts after (``prev_*``, -1: the step's start) and ``length`` (ns: its local
     path's). ``events``: the events of that local path, one row per event and segment
     (``bound_by`` as in HTA's critical path; ``start``: its first moment on the path,
     ``duration`` ns on the path; ``event``: its number in the rank's
-    :class:`~..critical_path.events.Events`, cpu rows then gpu rows).
+    :class:`~..critical_path.events.Events`, cpu rows then gpu rows). ``gaps``: the time of
+    each local path that no edge weighs (HTA's dependencies of zero weight: Python between
+    operators, a range with no operator in it, waits the trace does not link).
 
     The local path of a segment is the part inside the segment of the rank's longest path (over
     the step's graph) that ends at the target: at the collective kernel's start, or for a call
@@ -78,6 +87,7 @@ def segments(
     events, index = Events.of(trace), event_index(trace)
     event_of = _call_events(trace, events, calls)
     parts = []  # per segment: (segment id, event, kind, start, weight) of its path's edges
+    gaps = []  # per segment: (segment id, start, end, tid) of its path's unweighted time
     for number, start, end in bounds:
         local = StepPaths(trace, events, index, start, end, patterns)
         mine = calls[(calls["step"] == number) & (calls["ts"] >= start)]
@@ -89,11 +99,12 @@ def segments(
             prev = keys[done[np.argmax(ends[done])]] if len(done) else END_OF_STEP
             seg_start = min(int(ends[done].max()) if len(done) else start, at)
             event = event_of.get(target, -1) if target != END_OF_STEP else None
-            edges = local.edges(event, seg_start, at)
+            edges, unweighted = local.edges(event, seg_start, at)
             parts.append((np.full(len(edges[0]), len(seg_rows)), *edges))
+            gaps.append((np.full(len(unweighted[0]), len(seg_rows)), *unweighted))
             seg_rows.append([trace.rank, number, start, end, *target, seg_start, at,
                              *prev, int(edges[3].sum())])  # fmt: skip
-    return _tables(trace, events, patterns, seg_rows, parts)
+    return _tables(trace, events, patterns, seg_rows, parts, gaps)
 
 
 def step_bounds(trace: RankTrace, steps=None) -> list[tuple[int, int, int]]:
@@ -155,11 +166,13 @@ class StepPaths:
         starts = np.flatnonzero(graph.node_start)
         self.start_node[graph.node_event[starts]] = starts
 
-    def edges(self, event: int | None, start: int, end: int) -> tuple[np.ndarray, ...]:
+    def edges(self, event: int | None, start: int, end: int) -> tuple[tuple, tuple]:
         """``(event, kind, start, weight)`` of the edges of the longest path ending at
         ``event``'s start (None: the step's critical path; -1 or no node: at the node up to
-        ``end`` with the longest path), clipped to ``[start, end]``, those left with time."""
-        none = (np.zeros(0, np.int64),) * 4
+        ``end`` with the longest path), clipped to ``[start, end]``, those left with time; and
+        ``(start, end, tid)`` of the path's time no edge weighs (``tid``: the host thread of
+        the edge's source event, else of its destination's, else -1)."""
+        none = (np.zeros(0, np.int64),) * 4, (np.zeros(0, np.int64),) * 3
         if self.empty or end <= start:
             return none
         g = self.graph
@@ -177,13 +190,34 @@ class StepPaths:
             return none
         src_ts = np.clip(g.node_ts[g.src[path]], start, end)
         dst_ts = np.clip(g.node_ts[g.dst[path]], start, end)
-        weight = np.minimum(g.weight[path], dst_ts - src_ts)
+        weight = np.maximum(np.minimum(g.weight[path], dst_ts - src_ts), 0)
+        unweighted = src_ts + weight < dst_ts
+        host = self.events.stream < 0
+        ends = (g.node_event[g.src[path]], g.node_event[g.dst[path]])
+        tid_src, tid_dst = (np.where(host[e], self.events.tid[e], -1) for e in ends)
+        # and the time before the path's first node and after its last, on no edge either; a
+        # path that starts at a kernel starts, on the host, at its launch call
+        first, last = int(np.argmin(src_ts)), int(np.argmax(dst_ts))
+        head_end, head_tid = int(src_ts[first]), int(tid_src[first])
+        root = int(g.node_event[g.src[path[first]]])
+        call = int(self.events.launch[root])
+        if call >= 0:
+            head_end = max(start, min(head_end, int(self.events.ts[call])))
+            head_tid = int(self.events.tid[call])
+        gaps = (
+            np.r_[(src_ts + weight)[unweighted], start, dst_ts[last]],
+            np.r_[dst_ts[unweighted], head_end, end],
+            np.r_[np.where(tid_src >= 0, tid_src, tid_dst)[unweighted], head_tid,
+                  tid_dst[last]].astype(np.int64),
+        )  # fmt: skip
+        keep = gaps[1] > gaps[0]
+        gaps = tuple(g[keep] for g in gaps)
         timed = weight > 0
         path = path[timed]
         # the event an edge's time belongs to: the attributed one, else (a launch delay) its
         # source, the launch call
         event_of = np.where(g.event[path] >= 0, g.event[path], g.node_event[g.src[path]])
-        return event_of, g.kind[path].astype(np.int64), src_ts[timed], weight[timed]
+        return (event_of, g.kind[path].astype(np.int64), src_ts[timed], weight[timed]), gaps
 
 
 def _in_ranges(trace, patterns, tid: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -207,14 +241,24 @@ def _in_ranges(trace, patterns, tid: np.ndarray, t: np.ndarray) -> np.ndarray:
     return out
 
 
-def _tables(trace, events, patterns, seg_rows: list, parts: list) -> dict:
-    """The segments, and their paths' edges as one row per segment and event."""
+def _tables(trace, events, patterns, seg_rows: list, parts: list, gaps: list = ()) -> dict:
+    """The segments, their paths' edges as one row per segment and event, and their gaps."""
     segments_table = pd.DataFrame(seg_rows, columns=SEGMENT_COLUMNS)
+    keys = segments_table[["rank", "step", "target_ts", "target_tid", "target_stream"]]
+    gap_seg, gap_start, gap_end, gap_tid = (
+        (np.concatenate(p) for p in zip(*gaps)) if gaps else (np.zeros(0, np.int64),) * 4
+    )
+    gap_table = pd.concat(
+        [keys.iloc[gap_seg].reset_index(drop=True),
+         pd.DataFrame({"start": gap_start, "end": gap_end, "tid": gap_tid}, dtype="int64")],
+        axis=1,
+    )[GAP_COLUMNS]  # fmt: skip
     seg, event, kind, start, weight = (
         (np.concatenate(p) for p in zip(*parts)) if parts else (np.zeros(0, np.int64),) * 5
     )
     if not len(seg):
-        return {"segments": segments_table, "events": pd.DataFrame(columns=EVENT_COLUMNS)}
+        return {"segments": segments_table, "events": pd.DataFrame(columns=EVENT_COLUMNS),
+                "gaps": gap_table}  # fmt: skip
     names, stream = events.name[event], events.stream[event]
     category = np.array([EDGE_TYPES[k].removeprefix("critical_path_") for k in range(5)])[kind]
     bound_by = np.asarray(
@@ -236,8 +280,7 @@ def _tables(trace, events, patterns, seg_rows: list, parts: list) -> dict:
         name=("name", "first"), category=("category", "first"), start=("start", "min"),
         duration=("duration", "sum"), tid=("tid", "first"), stream=("stream", "first"),
     )  # fmt: skip
-    keys = segments_table[["rank", "step", "target_ts", "target_tid", "target_stream"]]
     grouped = pd.concat(
         [keys.iloc[grouped["seg"].to_numpy()].reset_index(drop=True), grouped], axis=1
     ).sort_values(["seg", "start"], kind="stable", ignore_index=True)
-    return {"segments": segments_table, "events": grouped[EVENT_COLUMNS]}
+    return {"segments": segments_table, "events": grouped[EVENT_COLUMNS], "gaps": gap_table}

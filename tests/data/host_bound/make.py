@@ -13,6 +13,8 @@ beside the program the fix a user makes gives; the saving is the difference of t
   fixed: the GEMM first.
 - ``host_region``: 20 kernels of 50 µs, 2 ms of Python postprocessing (``postprocess``) with no
   GPU work, 20 more; fixed: the postprocessing off the step.
+- ``host_unrecorded``: the same with 4 ms of Python that no event records (no operator, no
+  range: the critical path joins the operators around it with a dependency of zero weight).
 """
 
 from __future__ import annotations
@@ -55,6 +57,10 @@ CASES = {
     "host_region": (
         lambda s: (_gemms(s), s.region("postprocess", lambda s: s.host("aten::copy_", 2000)),
                    _gemms(s)),
+        lambda s: (_gemms(s), _gemms(s)),
+    ),
+    "host_unrecorded": (
+        lambda s: (_gemms(s), s.python(4000), _gemms(s)),
         lambda s: (_gemms(s), _gemms(s)),
     ),
 }  # fmt: skip
