@@ -86,7 +86,7 @@ class Findings:
         matching = self.get_collectives()
         path = job_critical_path(
             parts["segments"], parts["events"], matching.calls, matching.instances,
-            sorted(self.traces),
+            sorted(self.traces), gaps=parts["gaps"],
         )  # fmt: skip
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -59,7 +59,7 @@ class JobPaths:
         matching = self.get_collectives()
         path = job_critical_path(
             parts["segments"], parts["events"], matching.calls, matching.instances,
-            sorted(self.traces), steps,
+            sorted(self.traces), steps, gaps=parts["gaps"],
         )  # fmt: skip
         if visualize:
             plots.show(plots.plot_job_critical_path(path))

@@ -250,7 +250,7 @@ def cross_rank(
     steps_found = len(scored) > 0
     path = job_path.job_critical_path(
         partials["job_path_segments"], partials["job_path_events"], matching.calls,
-        matching.instances, sorted(ranks),
+        matching.instances, sorted(ranks), gaps=partials["job_path_gaps"],
     )  # fmt: skip
     try:
         if traces is None:

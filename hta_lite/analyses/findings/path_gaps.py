@@ -5,8 +5,8 @@ weight, so the time between them is on no weighted edge: Python between operator
 a ``record_function`` / NVTX range with no operator in it (a JIT compile, post-processing), host
 work no event records. When the rank's GPU runs nothing meanwhile, the step waits for that host
 time all the same. An *idle gap* here is such time of a segment's local path (the job path
-partials' ``gaps``), during which the rank's GPU runs nothing and no other finding has claimed
-the time.
+partials' ``gaps``, less a kernel's launch latency, which the host keeps paying), during which
+the rank's GPU runs nothing and no other finding has claimed the time.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def idle_gaps(ctx: Context) -> tuple[pd.DataFrame, float]:
         return empty, 0.0
     lo, hi = ctx.gaps["start"].to_numpy(np.int64), ctx.gaps["end"].to_numpy(np.int64)
     tid, segment = ctx.gaps["tid"].to_numpy(np.int64), ctx.gap_segment
-    known = segment >= 0
+    known = (segment >= 0) & (ctx.gaps["launch_latency"].to_numpy() == 0)
     lo, hi, tid, segment = lo[known], hi[known], tid[known], segment[known]
     rank_of = ctx.segments["rank"].to_numpy()[segment]
     parts = []

@@ -44,11 +44,13 @@ EVENT_COLUMNS = [
     "rank", "step", "target_ts", "target_tid", "target_stream", "name", "category", "bound_by",
     "start", "duration", "tid", "stream", "event",
 ]  # fmt: skip
-#: columns of :func:`segments`' ``gaps`` table: the parts of a segment's local path that its
-#: dependencies of zero weight span (``start`` / ``end`` ns; ``tid``: the host thread the path
-#: is on there, -1 where neither end is a host event)
+#: columns of :func:`segments`' ``gaps`` table: the parts of a segment that its local path's
+#: edges do not weigh (``start`` / ``end`` ns; ``tid``: the host thread the path is on there,
+#: -1 where neither end is a host event; ``launch_latency``: 1 for the time from the launch
+#: call of a kernel the path starts at to the kernel's start, which no host fix removes)
 GAP_COLUMNS = [
     "rank", "step", "target_ts", "target_tid", "target_stream", "start", "end", "tid",
+    "launch_latency",
 ]  # fmt: skip
 #: a call is identified on its rank by where it ran and when it started
 CALL_KEY = ("ts", "tid", "stream")
@@ -170,9 +172,10 @@ class StepPaths:
         """``(event, kind, start, weight)`` of the edges of the longest path ending at
         ``event``'s start (None: the step's critical path; -1 or no node: at the node up to
         ``end`` with the longest path), clipped to ``[start, end]``, those left with time; and
-        ``(start, end, tid)`` of the path's time no edge weighs (``tid``: the host thread of
-        the edge's source event, else of its destination's, else -1)."""
-        none = (np.zeros(0, np.int64),) * 4, (np.zeros(0, np.int64),) * 3
+        ``(start, end, tid, launch_latency)`` of the segment's time no edge weighs
+        (:data:`GAP_COLUMNS`; ``tid``: the host thread of the edge's source event, else of its
+        destination's, else -1)."""
+        none = (np.zeros(0, np.int64),) * 4, (np.zeros(0, np.int64),) * 4
         if self.empty or end <= start:
             return none
         g = self.graph
@@ -198,17 +201,18 @@ class StepPaths:
         # and the time before the path's first node and after its last, on no edge either; a
         # path that starts at a kernel starts, on the host, at its launch call
         first, last = int(np.argmin(src_ts)), int(np.argmax(dst_ts))
-        head_end, head_tid = int(src_ts[first]), int(tid_src[first])
-        root = int(g.node_event[g.src[path[first]]])
-        call = int(self.events.launch[root])
+        head, head_tid = int(src_ts[first]), int(tid_src[first])
+        call = int(self.events.launch[g.node_event[g.src[path[first]]]])
+        call_ts = max(start, min(head, int(self.events.ts[call]))) if call >= 0 else head
         if call >= 0:
-            head_end = max(start, min(head_end, int(self.events.ts[call])))
             head_tid = int(self.events.tid[call])
+        n = int(unweighted.sum())
         gaps = (
-            np.r_[(src_ts + weight)[unweighted], start, dst_ts[last]],
-            np.r_[dst_ts[unweighted], head_end, end],
-            np.r_[np.where(tid_src >= 0, tid_src, tid_dst)[unweighted], head_tid,
+            np.r_[(src_ts + weight)[unweighted], start, call_ts, dst_ts[last]],
+            np.r_[dst_ts[unweighted], call_ts, head, end],
+            np.r_[np.where(tid_src >= 0, tid_src, tid_dst)[unweighted], head_tid, head_tid,
                   tid_dst[last]].astype(np.int64),
+            np.r_[np.zeros(n, np.int64), 0, 1, 0],
         )  # fmt: skip
         keep = gaps[1] > gaps[0]
         gaps = tuple(g[keep] for g in gaps)
@@ -245,12 +249,13 @@ def _tables(trace, events, patterns, seg_rows: list, parts: list, gaps: list = (
     """The segments, their paths' edges as one row per segment and event, and their gaps."""
     segments_table = pd.DataFrame(seg_rows, columns=SEGMENT_COLUMNS)
     keys = segments_table[["rank", "step", "target_ts", "target_tid", "target_stream"]]
-    gap_seg, gap_start, gap_end, gap_tid = (
-        (np.concatenate(p) for p in zip(*gaps)) if gaps else (np.zeros(0, np.int64),) * 4
+    gap_seg, gap_start, gap_end, gap_tid, latency = (
+        (np.concatenate(p) for p in zip(*gaps)) if gaps else (np.zeros(0, np.int64),) * 5
     )
     gap_table = pd.concat(
         [keys.iloc[gap_seg].reset_index(drop=True),
-         pd.DataFrame({"start": gap_start, "end": gap_end, "tid": gap_tid}, dtype="int64")],
+         pd.DataFrame({"start": gap_start, "end": gap_end, "tid": gap_tid,
+                       "launch_latency": latency}, dtype="int64")],
         axis=1,
     )[GAP_COLUMNS]  # fmt: skip
     seg, event, kind, start, weight = (

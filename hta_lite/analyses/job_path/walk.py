@@ -11,8 +11,9 @@ whose edges are the ranks' local paths and the collectives' ``max(arrivals) + tr
 
 Rows, in time order, cover the path without a gap: ``bound_by`` as in HTA's critical path for
 local work, ``communication`` for a collective after its last arrival, ``untracked`` for the
-part of a segment its local path does not cover (dependencies of zero weight: waits on things
-the trace does not link, host idle).
+parts of a segment its local path does not cover (dependencies of zero weight: host code no
+operator records, waits on things the trace does not link, host idle), each where it lies
+(given the segments' ``gaps``; else one row at the segment's start).
 
 Nothing is silent: a rank that lacks the step, a collective that is not matched, partial (a
 member not loaded: an absent rank may have arrived later) or unmeasured (its calls disagree)
@@ -91,18 +92,25 @@ def job_critical_path(
     instances: pd.DataFrame,
     loaded: list[int],
     steps=None,
+    gaps: pd.DataFrame | None = None,
 ) -> JobCriticalPath:
-    """The job path over ``segments`` / ``events`` (the ranks' :func:`.segments.segments`,
-    concatenated) and a :class:`~..collectives.matching.Matching`'s ``calls`` / ``instances``;
-    ``steps``: the steps to walk (default: every step a rank has)."""
+    """The job path over ``segments`` / ``events`` / ``gaps`` (the ranks'
+    :func:`.segments.segments`, concatenated) and a
+    :class:`~..collectives.matching.Matching`'s ``calls`` / ``instances``; ``steps``: the steps
+    to walk (default: every step a rank has)."""
     problems: list[list] = []
     present = sorted(segments["step"].unique().tolist()) if len(segments) else []
     chosen = present if steps is None else [s for s in steps if s in present]
     by_call = _call_table(calls, instances)
     seg = segments.set_index(["rank", "step", "target_ts", "target_tid", "target_stream"])
     seg = seg.sort_index()
-    ev = {key: part for key, part in events.groupby(
-        ["rank", "step", "target_ts", "target_tid", "target_stream"], sort=False)}  # fmt: skip
+    target = ["rank", "step", "target_ts", "target_tid", "target_stream"]
+    ev = {key: part for key, part in events.groupby(target, sort=False)}
+    unweighted = (
+        {key: part for key, part in gaps.groupby(target, sort=False)}
+        if gaps is not None and len(gaps)
+        else {}
+    )
     rows, hops, step_rows = [], [], []
     for step in chosen:
         ends = segments[(segments["step"] == step) & (segments["target_ts"] == -1)]
@@ -119,7 +127,7 @@ def job_critical_path(
             seen.add((rank, target))
             s = seg.loc[(rank, step, *target)]
             part = ev.get((rank, step, *target))
-            rows.append(_segment_rows(step, rank, s, part))
+            rows.append(_segment_rows(step, rank, s, part, unweighted.get((rank, step, *target))))
             step_start = int(s["start"])
             prev = (int(s["prev_ts"]), int(s["prev_tid"]), int(s["prev_stream"]))
             if prev == END_OF_STEP:
@@ -159,11 +167,21 @@ def _row(step, rank, name, bound_by, start, end, tid, stream) -> pd.DataFrame:
                           tid, stream]], columns=PATH_COLUMNS)  # fmt: skip
 
 
-def _segment_rows(step: int, rank: int, s: pd.Series, part: pd.DataFrame | None) -> pd.DataFrame:
-    """The local path of one segment, and what of the segment it does not cover."""
+def _segment_rows(step: int, rank: int, s: pd.Series, part: pd.DataFrame | None,
+                  gaps: pd.DataFrame | None = None) -> pd.DataFrame:  # fmt: skip
+    """The local path of one segment, and what of the segment it does not cover (its ``gaps``
+    where they lie, the rest, if any, at the segment's start)."""
     span = int(s["end"]) - int(s["start"])
     covered = int(part["duration"].sum()) if part is not None else 0
     frames = []
+    if gaps is not None:
+        length = (gaps["end"] - gaps["start"]).to_numpy(np.int64)
+        covered += int(length.sum())
+        frames.append(pd.DataFrame({
+            "step": step, "rank": rank, "name": UNTRACKED, "category": UNTRACKED,
+            "bound_by": UNTRACKED, "start_us": us(gaps["start"].to_numpy(np.int64)),
+            "duration_us": us(length), "tid": gaps["tid"].to_numpy(), "stream": -1,
+        }))  # fmt: skip
     if part is not None:
         frames.append(pd.DataFrame({
             "step": step, "rank": rank, "name": part["name"].to_numpy(),
