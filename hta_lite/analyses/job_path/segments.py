@@ -167,6 +167,8 @@ class StepPaths:
         self.start_node = np.full(len(events.ts), -1, np.int64)
         starts = np.flatnonzero(graph.node_start)
         self.start_node[graph.node_event[starts]] = starts
+        # per node: the host thread of its event (-1 for a GPU event), for the path's gaps
+        self.node_tid = np.where(events.stream < 0, events.tid, -1)[graph.node_event]
 
     def edges(self, event: int | None, start: int, end: int) -> tuple[tuple, tuple]:
         """``(event, kind, start, weight)`` of the edges of the longest path ending at
@@ -195,9 +197,7 @@ class StepPaths:
         dst_ts = np.clip(g.node_ts[g.dst[path]], start, end)
         weight = np.maximum(np.minimum(g.weight[path], dst_ts - src_ts), 0)
         unweighted = src_ts + weight < dst_ts
-        host = self.events.stream < 0
-        ends = (g.node_event[g.src[path]], g.node_event[g.dst[path]])
-        tid_src, tid_dst = (np.where(host[e], self.events.tid[e], -1) for e in ends)
+        tid_src, tid_dst = self.node_tid[g.src[path]], self.node_tid[g.dst[path]]
         # and the time before the path's first node and after its last, on no edge either; a
         # path that starts at a kernel starts, on the host, at its launch call
         first, last = int(np.argmin(src_ts)), int(np.argmax(dst_ts))
@@ -252,11 +252,9 @@ def _tables(trace, events, patterns, seg_rows: list, parts: list, gaps: list = (
     gap_seg, gap_start, gap_end, gap_tid, latency = (
         (np.concatenate(p) for p in zip(*gaps)) if gaps else (np.zeros(0, np.int64),) * 5
     )
-    gap_table = pd.concat(
-        [keys.iloc[gap_seg].reset_index(drop=True),
-         pd.DataFrame({"start": gap_start, "end": gap_end, "tid": gap_tid,
-                       "launch_latency": latency}, dtype="int64")],
-        axis=1,
+    gap_table = pd.DataFrame(
+        {**{k: keys[k].to_numpy(np.int64)[gap_seg] for k in keys.columns}, "start": gap_start,
+         "end": gap_end, "tid": gap_tid, "launch_latency": latency}, dtype="int64",
     )[GAP_COLUMNS]  # fmt: skip
     seg, event, kind, start, weight = (
         (np.concatenate(p) for p in zip(*parts)) if parts else (np.zeros(0, np.int64),) * 5

@@ -104,13 +104,15 @@ def job_critical_path(
     by_call = _call_table(calls, instances)
     seg = segments.set_index(["rank", "step", "target_ts", "target_tid", "target_stream"])
     seg = seg.sort_index()
-    target = ["rank", "step", "target_ts", "target_tid", "target_stream"]
-    ev = {key: part for key, part in events.groupby(target, sort=False)}
-    unweighted = (
-        {key: part for key, part in gaps.groupby(target, sort=False)}
-        if gaps is not None and len(gaps)
-        else {}
-    )
+    keys = ["rank", "step", "target_ts", "target_tid", "target_stream"]
+    ev = {key: part for key, part in events.groupby(keys, sort=False)}
+    has_gaps = gaps is not None and len(gaps) > 0
+    gap_ns = (
+        (gaps["end"] - gaps["start"]).groupby([gaps[k] for k in keys], sort=False).sum()
+        if has_gaps
+        else pd.Series(dtype="int64")
+    ).to_dict()
+    visited = []  # the segments on the path: their gaps are rows too
     rows, hops, step_rows = [], [], []
     for step in chosen:
         ends = segments[(segments["step"] == step) & (segments["target_ts"] == -1)]
@@ -127,7 +129,9 @@ def job_critical_path(
             seen.add((rank, target))
             s = seg.loc[(rank, step, *target)]
             part = ev.get((rank, step, *target))
-            rows.append(_segment_rows(step, rank, s, part, unweighted.get((rank, step, *target))))
+            gap = gap_ns.get((rank, step, *target), 0)
+            rows.append(_segment_rows(step, rank, s, part, gap))
+            visited.append((rank, step, *target))
             step_start = int(s["start"])
             prev = (int(s["prev_ts"]), int(s["prev_tid"]), int(s["prev_stream"]))
             if prev == END_OF_STEP:
@@ -152,6 +156,8 @@ def job_critical_path(
                 target = prev
         step_rows.append([step, us(step_start), us(step_end), us(step_end - step_start),
                           int(last["rank"]), rank, n_hops])  # fmt: skip
+    if has_gaps and visited:
+        rows.append(_gap_rows(gaps, pd.DataFrame(visited, columns=keys)))
     table = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=PATH_COLUMNS)
     table = table.sort_values(["step", "start_us"], kind="stable", ignore_index=True)
     return JobCriticalPath(
@@ -167,21 +173,25 @@ def _row(step, rank, name, bound_by, start, end, tid, stream) -> pd.DataFrame:
                           tid, stream]], columns=PATH_COLUMNS)  # fmt: skip
 
 
-def _segment_rows(step: int, rank: int, s: pd.Series, part: pd.DataFrame | None,
-                  gaps: pd.DataFrame | None = None) -> pd.DataFrame:  # fmt: skip
-    """The local path of one segment, and what of the segment it does not cover (its ``gaps``
-    where they lie, the rest, if any, at the segment's start)."""
+def _gap_rows(gaps: pd.DataFrame, visited: pd.DataFrame) -> pd.DataFrame:
+    """The ``untracked`` rows of the visited segments' gaps, where they lie."""
+    mine = gaps.merge(visited.drop_duplicates(), on=list(visited.columns))
+    return pd.DataFrame({
+        "step": mine["step"], "rank": mine["rank"], "name": UNTRACKED, "category": UNTRACKED,
+        "bound_by": UNTRACKED, "start_us": us(mine["start"].to_numpy(np.int64)),
+        "duration_us": us((mine["end"] - mine["start"]).to_numpy(np.int64)),
+        "tid": mine["tid"].to_numpy(), "stream": -1,
+    })[PATH_COLUMNS]  # fmt: skip
+
+
+def _segment_rows(
+    step: int, rank: int, s: pd.Series, part: pd.DataFrame | None, gap_ns: int = 0
+) -> pd.DataFrame:
+    """The local path of one segment, and what of the segment it does not cover beyond its
+    gaps (``gap_ns``, rows of their own: :func:`_gap_rows`), at the segment's start."""
     span = int(s["end"]) - int(s["start"])
-    covered = int(part["duration"].sum()) if part is not None else 0
+    covered = (int(part["duration"].sum()) if part is not None else 0) + int(gap_ns)
     frames = []
-    if gaps is not None:
-        length = (gaps["end"] - gaps["start"]).to_numpy(np.int64)
-        covered += int(length.sum())
-        frames.append(pd.DataFrame({
-            "step": step, "rank": rank, "name": UNTRACKED, "category": UNTRACKED,
-            "bound_by": UNTRACKED, "start_us": us(gaps["start"].to_numpy(np.int64)),
-            "duration_us": us(length), "tid": gaps["tid"].to_numpy(), "stream": -1,
-        }))  # fmt: skip
     if part is not None:
         frames.append(pd.DataFrame({
             "step": step, "rank": rank, "name": part["name"].to_numpy(),
