@@ -63,14 +63,14 @@ def main() -> None:
         job.get_collectives()  # matched once, as every cross-rank view shares it
 
         def in_memory():
-            job.__dict__.pop("_job_path_parts", None)
+            job.memo.job_path_parts.clear()  # each rank's segments again
             return job.get_job_critical_path(step=step)
 
         cached = TraceAnalysis(trace_dir=folder, cache=Path(folder) / ".cache", progress=False)
         cached.get_collectives()
 
         def in_workers():
-            cached.__dict__.pop("_job_path_parts", None)
+            cached.memo.job_path_parts.clear()
             return cached.get_job_critical_path(step=step)
 
         path = in_memory()
@@ -79,7 +79,7 @@ def main() -> None:
               f" {path.steps()['end_rank'].iloc[0]}")  # fmt: skip
         parts = [segments(job.trace(r), None, [step]) for r in job.ranks]
         tables = {k: pd.concat([p[k] for p in parts], ignore_index=True)
-                  for k in ("segments", "events")}  # fmt: skip
+                  for k in ("segments", "events", "gaps")}  # fmt: skip
         m = job.get_collectives()
         rows = [
             ("in memory (all ranks, 1 process)", timed(in_memory, args.repeat)),
@@ -98,6 +98,7 @@ def main() -> None:
                         m.instances,
                         job.ranks,
                         [step],
+                        gaps=tables["gaps"],
                     ),
                     args.repeat,
                 ),

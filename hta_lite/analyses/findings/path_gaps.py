@@ -20,13 +20,13 @@ from .context import Context
 #: columns of :func:`idle_gaps`: ``segment`` (row of the context's segments), ``rank``,
 #: ``start`` / ``end`` (ns), ``tid`` (the host thread the path is on there: the thread that ran
 #: the most events where the path's edges do not say)
-GAP_COLUMNS = ["segment", "rank", "start", "end", "tid"]
+IDLE_GAP_COLUMNS = ["segment", "rank", "start", "end", "tid"]
 
 
 def idle_gaps(ctx: Context) -> tuple[pd.DataFrame, float]:
-    """(the idle gaps, :data:`GAP_COLUMNS`; ns of all the paths' unweighted time, the GPU idle
+    """(the idle gaps, :data:`IDLE_GAP_COLUMNS`; ns of all the paths' unweighted time, the GPU idle
     or not)."""
-    empty = pd.DataFrame({c: np.zeros(0, np.int64) for c in GAP_COLUMNS})
+    empty = pd.DataFrame({c: np.zeros(0, np.int64) for c in IDLE_GAP_COLUMNS})
     if ctx.gaps is None or ctx.gaps.empty:
         return empty, 0.0
     lo, hi = ctx.gaps["start"].to_numpy(np.int64), ctx.gaps["end"].to_numpy(np.int64)

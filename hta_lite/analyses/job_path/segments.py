@@ -89,7 +89,7 @@ def segments(
     events, index = Events.of(trace), event_index(trace)
     event_of = _call_events(trace, events, calls)
     parts = []  # per segment: (segment id, event, kind, start, weight) of its path's edges
-    gaps = []  # per segment: (segment id, start, end, tid) of its path's unweighted time
+    gaps = []  # per segment: (segment id, start, end, tid, launch_latency) of its unweighted time
     for number, start, end in bounds:
         local = StepPaths(trace, events, index, start, end, patterns)
         mine = calls[(calls["step"] == number) & (calls["ts"] >= start)]
@@ -193,35 +193,41 @@ class StepPaths:
         path = np.asarray(path_to(node, self.best, self.src), np.int64)
         if not len(path):
             return none
-        src_ts = np.clip(g.node_ts[g.src[path]], start, end)
-        dst_ts = np.clip(g.node_ts[g.dst[path]], start, end)
+        src, dst = g.src[path], g.dst[path]
+        src_ts = np.clip(g.node_ts[src], start, end)
+        dst_ts = np.clip(g.node_ts[dst], start, end)
         weight = np.maximum(np.minimum(g.weight[path], dst_ts - src_ts), 0)
-        unweighted = src_ts + weight < dst_ts
-        tid_src, tid_dst = self.node_tid[g.src[path]], self.node_tid[g.dst[path]]
-        # and the time before the path's first node and after its last, on no edge either; a
-        # path that starts at a kernel starts, on the host, at its launch call
-        first, last = int(np.argmin(src_ts)), int(np.argmax(dst_ts))
-        head, head_tid = int(src_ts[first]), int(tid_src[first])
-        call = int(self.events.launch[g.node_event[g.src[path[first]]]])
-        call_ts = max(start, min(head, int(self.events.ts[call]))) if call >= 0 else head
-        if call >= 0:
-            head_tid = int(self.events.tid[call])
-        n = int(unweighted.sum())
-        gaps = (
-            np.r_[(src_ts + weight)[unweighted], start, call_ts, dst_ts[last]],
-            np.r_[dst_ts[unweighted], call_ts, head, end],
-            np.r_[np.where(tid_src >= 0, tid_src, tid_dst)[unweighted], head_tid, head_tid,
-                  tid_dst[last]].astype(np.int64),
-            np.r_[np.zeros(n, np.int64), 0, 1, 0],
-        )  # fmt: skip
-        keep = gaps[1] > gaps[0]
-        gaps = tuple(g[keep] for g in gaps)
+        gaps = self._gaps(src, dst, src_ts, dst_ts, weight, start, end)
         timed = weight > 0
         path = path[timed]
         # the event an edge's time belongs to: the attributed one, else (a launch delay) its
         # source, the launch call
-        event_of = np.where(g.event[path] >= 0, g.event[path], g.node_event[g.src[path]])
+        event_of = np.where(g.event[path] >= 0, g.event[path], g.node_event[src[timed]])
         return (event_of, g.kind[path].astype(np.int64), src_ts[timed], weight[timed]), gaps
+
+    def _gaps(self, src, dst, src_ts, dst_ts, weight, start: int, end: int) -> tuple:
+        """``(start, end, tid, launch_latency)`` of the time a path's edges (``src`` /
+        ``dst`` nodes, clipped times, weights) do not weigh, within ``[start, end]``: the
+        dependencies of zero weight, and the time before its first node and after its last (a
+        path that starts at a kernel starts, on the host, at its launch call)."""
+        lo = src_ts + weight
+        sel = np.flatnonzero(lo < dst_ts)
+        tid = self.node_tid[src[sel]]
+        tid = np.where(tid >= 0, tid, self.node_tid[dst[sel]])
+        first, last = int(np.argmin(src_ts)), int(np.argmax(dst_ts))
+        head, head_tid = int(src_ts[first]), int(self.node_tid[src[first]])
+        call = int(self.events.launch[self.graph.node_event[src[first]]])
+        call_ts = max(start, min(head, int(self.events.ts[call]))) if call >= 0 else head
+        if call >= 0:
+            head_tid = int(self.events.tid[call])
+        gaps = (
+            np.r_[lo[sel], start, call_ts, dst_ts[last]],
+            np.r_[dst_ts[sel], call_ts, head, end],
+            np.r_[tid, head_tid, head_tid, self.node_tid[dst[last]]].astype(np.int64),
+            np.r_[np.zeros(len(sel), np.int64), 0, 1, 0],
+        )
+        keep = gaps[1] > gaps[0]
+        return tuple(g[keep] for g in gaps)
 
 
 def _in_ranges(trace, patterns, tid: np.ndarray, t: np.ndarray) -> np.ndarray:
