@@ -26,7 +26,10 @@ def open_(folder) -> TraceAnalysis:
 
 
 def check_covers_each_step(path):
-    """The rows of each step add up to the step's span: no gap, nothing counted twice."""
+    """The rows of each step add up to the step's span: no gap, nothing counted twice; the
+    columns keep their types."""
+    assert path.path()[["start_us", "duration_us"]].dtypes.eq("float64").all()
+    assert path.path()[["step", "rank", "tid", "stream"]].dtypes.eq("int64").all()
     sums = path.path().groupby("step")["duration_us"].sum()
     steps = path.steps().set_index("step")["step_us"]
     assert sums.to_dict() == pytest.approx(steps.to_dict(), abs=0.01)

@@ -130,7 +130,9 @@ def job_critical_path(
             s = seg.loc[(rank, step, *target)]
             part = ev.get((rank, step, *target))
             gap = gap_ns.get((rank, step, *target), 0)
-            rows.append(_segment_rows(step, rank, s, part, gap))
+            own = _segment_rows(step, rank, s, part, gap)
+            if own is not None:  # (a segment all in its gaps has no row of its own)
+                rows.append(own)
             visited.append((rank, step, *target))
             step_start = int(s["start"])
             prev = (int(s["prev_ts"]), int(s["prev_tid"]), int(s["prev_stream"]))
@@ -186,7 +188,7 @@ def _gap_rows(gaps: pd.DataFrame, visited: pd.DataFrame) -> pd.DataFrame:
 
 def _segment_rows(
     step: int, rank: int, s: pd.Series, part: pd.DataFrame | None, gap_ns: int = 0
-) -> pd.DataFrame:
+) -> pd.DataFrame | None:
     """The local path of one segment, and what of the segment it does not cover beyond its
     gaps (``gap_ns``, rows of their own: :func:`_gap_rows`), at the segment's start."""
     span = int(s["end"]) - int(s["start"])
@@ -203,7 +205,7 @@ def _segment_rows(
     if span - covered > 0:
         frames.append(_row(step, rank, "untracked", UNTRACKED, int(s["start"]),
                            int(s["start"]) + span - covered, -1, -1))  # fmt: skip
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PATH_COLUMNS)
+    return pd.concat(frames, ignore_index=True) if frames else None
 
 
 class _Calls(dict):
