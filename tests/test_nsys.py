@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DATA, SHARED
+from conftest import DATA, SAMPLES, SHARED
 
 from hta_lite import TraceAnalysis
 from hta_lite.errors import SelectionError, TraceFormatError
@@ -797,3 +797,22 @@ def test_host_time_in_a_range_without_operators_is_found_where_it_is(tmp_path):
     assert 99.0 < top["saving_pctg"] <= 100.0
     assert "executor_utils::Nvrtc::CompileProgram 392.7 ms" in top["evidence"]
     assert "NVTX ranges" in top["advice"] and "eager PyTorch" not in top["advice"]
+
+
+def test_findings_over_a_capture_without_steps_say_one_time_work_counts(tmp_path, capsys):
+    """The export has no repeating NVTX range: its whole capture is one step, so its compile
+    counts as step time. The findings say so (``attrs["caveat"]``), and so do the CLI summary,
+    ``hta-lite findings`` and the report; a traced run with ProfilerSteps gets no such line."""
+    from hta_lite.views.cli import main
+    from hta_lite.views.report import build_report
+
+    folder = _copy_of(tmp_path).parent
+    analysis = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+    caveat = analysis.get_findings().attrs["caveat"]
+    assert caveat.startswith("The whole trace is one step") and "--step-range" in caveat
+    assert caveat in build_report(analysis)
+    for command in (["summarize", str(folder)], ["findings", str(folder)]):
+        assert main([*command, "--no-cache"]) == 0
+        assert caveat in capsys.readouterr().out
+    steps = TraceAnalysis(trace_dir=SAMPLES / "two_ranks", cache=False, progress=False)
+    assert "caveat" not in steps.get_findings().attrs

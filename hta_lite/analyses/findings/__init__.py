@@ -68,4 +68,15 @@ def findings(ctx: Context) -> pd.DataFrame:
     """Every kind's findings over ``ctx``, ranked (columns :data:`COLUMNS`)."""
     found = [f for kind in KINDS for f in kind.find(ctx)]
     ctx.replay_graphs()  # the graph cuts the kinds asked for, one rank at a time
-    return rank_findings(ctx, found)
+    table = rank_findings(ctx, found)
+    if ctx.whole_run_is_one_step and len(table):
+        table.attrs["caveat"] = WHOLE_RUN_NOTE
+    return table
+
+
+#: ``attrs["caveat"]`` of findings over traces without steps
+WHOLE_RUN_NOTE = (
+    "The whole trace is one step (no ProfilerStep, no repeating NVTX range), so one-time work"
+    " (start-up, initialization, compilation) counts as step time: name the range that marks"
+    " a step (step_range=..., --step-range) to leave it out."
+)

@@ -116,6 +116,18 @@ class Context:
         return float((steps["step_end"] - steps["step_start"]).mean())
 
     @property
+    def whole_run_is_one_step(self) -> bool:
+        """Whether no rank has steps: each trace is one step (no ProfilerStep; an Nsight Systems
+        export's whole capture), so one-time work (start-up, compilation) counts in it."""
+        from ...load.readers.nvtx_steps import WHOLE_CAPTURE
+
+        seg = self.replay.segments
+        return bool(len(seg)) and all(
+            (t.steps.empty or list(t.steps["name"]) == [WHOLE_CAPTURE])
+            for t in self.traces.values()
+        )
+
+    @property
     def training(self) -> bool:
         """Whether the run trains (a backward pass or an optimizer step in a rank's trace), so
         that advice about gradients and optimizers fits it; an inference run gets none."""

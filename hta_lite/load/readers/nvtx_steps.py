@@ -22,6 +22,8 @@ from ..health_items import note
 
 #: how much a repeating range's durations may vary to be taken for steps (std / mean)
 MAX_SPREAD = 1.0
+#: the name of the one step of a capture without steps
+WHOLE_CAPTURE = "capture"
 #: how much of the capture (first to last event) the steps must cover together
 MIN_COVER = 0.5
 
@@ -45,7 +47,7 @@ def steps(cpu: pd.DataFrame, gpu: pd.DataFrame, problems: Counter) -> pd.DataFra
                              "name": pd.array([name] * len(picked), dtype="str")})  # fmt: skip
     note(problems, "steps_whole_capture", 1)
     return pd.DataFrame({"step": np.zeros(1, np.int64), "ts": [first], "dur": [last - first],
-                         "name": pd.array(["capture"], dtype="str")})  # fmt: skip
+                         "name": pd.array([WHOLE_CAPTURE], dtype="str")})  # fmt: skip
 
 
 def _outermost(ranges: pd.DataFrame) -> pd.DataFrame:
