@@ -20,6 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+#: the ``name`` of a reader's one step when a capture has none of its own (the whole capture)
+WHOLE_CAPTURE = "capture"
+
 
 @dataclass(frozen=True)
 class Column:

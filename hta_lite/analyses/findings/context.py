@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ...intervals import sums_by_key
+from ...load.contract import WHOLE_CAPTURE
 from ...load.rank_trace import RankTrace
 from ..job_path import JobCriticalPath
 from ..job_path.segments import CALL_KEY
@@ -119,8 +120,6 @@ class Context:
     def whole_run_is_one_step(self) -> bool:
         """Whether no rank has steps: each trace is one step (no ProfilerStep; an Nsight Systems
         export's whole capture), so one-time work (start-up, compilation) counts in it."""
-        from ...load.readers.nvtx_steps import WHOLE_CAPTURE
-
         seg = self.replay.segments
         return bool(len(seg)) and all(
             (t.steps.empty or list(t.steps["name"]) == [WHOLE_CAPTURE])

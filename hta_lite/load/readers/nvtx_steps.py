@@ -18,12 +18,11 @@ import numpy as np
 import pandas as pd
 
 from ...kineto import STEP_PREFIX
+from ..contract import WHOLE_CAPTURE
 from ..health_items import note
 
 #: how much a repeating range's durations may vary to be taken for steps (std / mean)
 MAX_SPREAD = 1.0
-#: the name of the one step of a capture without steps
-WHOLE_CAPTURE = "capture"
 #: how much of the capture (first to last event) the steps must cover together
 MIN_COVER = 0.5
 
