@@ -226,7 +226,7 @@ def summarize(args: argparse.Namespace) -> int:
     from ..analyses.catalog import HEADINGS
     from ..analyses.health import problems
     from ..units import distinct_names
-    from .findings_cli import finding_lines, note_lines
+    from .findings_cli import caveat_lines, finding_lines
     from .report import write_report
     from .summary import shown, summary_tables
 
@@ -251,7 +251,8 @@ def summarize(args: argparse.Namespace) -> int:
             print(f"Loaded ranks {analysis.ranks} from {args.trace_dir}\n")
             print(HEADINGS["findings"])
             if "findings" in tables:
-                print("\n".join(finding_lines(tables["findings"]) + note_lines(tables["findings"])))
+                found = tables["findings"]
+                print("\n".join(finding_lines(found) + caveat_lines(found)))
             else:
                 print(f"(none: {absent['findings']})")
             print("\nKey findings")

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace, load) -> int:
     if args.json:
         print(json.dumps(json.loads(table.to_json(orient="records")), indent=1))
         return 0
-    for line in finding_lines(table, detail=True) + note_lines(table):
+    for line in finding_lines(table, detail=True) + caveat_lines(table):
         print(line)
     return 0
 
@@ -55,6 +55,6 @@ def finding_lines(table, detail: bool = False) -> list[str]:
     return lines
 
 
-def note_lines(table) -> list[str]:
+def caveat_lines(table) -> list[str]:
     """What the findings' numbers rest on, where the table says (``attrs["caveat"]``)."""
     return [table.attrs["caveat"]] if table.attrs.get("caveat") else []

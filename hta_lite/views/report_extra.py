@@ -9,7 +9,7 @@ import html
 from .. import plots
 from ..errors import MissingDataError
 from ..facade.missing import need
-from .findings_cli import finding_lines, note_lines
+from .findings_cli import caveat_lines, finding_lines
 from .html import Report, note, table
 from .summary import job_critical_path, step_anomalies
 
@@ -122,7 +122,7 @@ def ranked_findings_section(report: Report, analysis, snapshot=None) -> tuple[st
         "<ol>" + "".join(f"<li>{html.escape(line.split('. ', 1)[1])}</li>"
                          for line in finding_lines(ranked)) + "</ol>"
         if len(ranked) else f"<p>{html.escape(finding_lines(ranked)[0])}</p>",
-        *(note(text) for text in note_lines(ranked)),
+        *(note(text) for text in caveat_lines(ranked)),
     ]  # fmt: skip
     if (ranked["saving_ms_per_step"] > 0).any():
         parts.append(report.chart(plots.plot_findings(ranked)))

@@ -70,12 +70,12 @@ def findings(ctx: Context) -> pd.DataFrame:
     ctx.replay_graphs()  # the graph cuts the kinds asked for, one rank at a time
     table = rank_findings(ctx, found)
     if ctx.whole_run_is_one_step and len(table):
-        table.attrs["caveat"] = WHOLE_RUN_NOTE
+        table.attrs["caveat"] = WHOLE_RUN_CAVEAT
     return table
 
 
 #: ``attrs["caveat"]`` of findings over traces without steps
-WHOLE_RUN_NOTE = (
+WHOLE_RUN_CAVEAT = (
     "The whole trace is one step (no ProfilerStep, no repeating NVTX range), so one-time work"
     " (start-up, initialization, compilation) counts as step time: name the range that marks"
     " a step (step_range=..., --step-range) to leave it out."
