@@ -101,6 +101,28 @@ def test_a_host_region_the_gpu_waits_for(tmp_path, host, where):
     check_first(findings_of(a, tmp_path), "host_bound", known, where)
 
 
+def test_short_kernels_on_a_drained_queue_before_a_long_one(tmp_path):
+    """24 different small operators (4 µs kernels, each launched after the one before it ran:
+    the stream idles at the host's pace), then a 2 ms GEMM; fixed: the GEMM issued first, the
+    small kernels queue behind it and run back to back."""
+
+    def smalls(s):
+        for i in range(24):
+            s.launch(f"aten::op{i}", f"small_kernel_{i}", 4)
+
+    def slow(s):
+        smalls(s)
+        s.launch("aten::mm", "big_gemm", 2000)
+
+    def fixed(s):
+        s.launch("aten::mm", "big_gemm", 2000)
+        smalls(s)
+
+    a, b = run(slow), run(fixed)
+    known = a.mean_step_us() - b.mean_step_us()  # 120 µs of a 2,230 µs step
+    check_first(findings_of(a, tmp_path), "queue_drained", known, "big_gemm")
+
+
 HOST_KINDS = {"host_bound", "launch_bound_loop", "sync_in_loop", "queue_drained",
               "launch_overhead", "data_loading", "host_sync"}  # fmt: skip
 
