@@ -9,7 +9,8 @@ the cumulative column replays the top fixes together, overlapping cuts discounte
 Kinds: :mod:`.straggler`, :mod:`.host_work` (data loading), :mod:`.syncs` (host syncs,
 synchronizing collectives), :mod:`.exposed_communication`, :mod:`.launch_overhead`,
 :mod:`.tiny_kernels` (fusion), :mod:`.below_roof` (GEMMs and convolutions), :mod:`.memcpy`
-(pageable copies), :mod:`.step_anomalies`, :mod:`.warmup` and :mod:`.memory` (no step time).
+(pageable copies), :mod:`.compilation` (recompiles; a first compile is warm-up),
+:mod:`.step_anomalies`, :mod:`.warmup` and :mod:`.memory` (no step time).
 A new kind is a new module here, added to ``KINDS``.
 """
 
@@ -20,6 +21,7 @@ import pandas as pd
 from ...errors import MissingDataError
 from . import (
     below_roof,
+    compilation,
     exposed_communication,
     host_bound,
     host_work,
@@ -40,9 +42,9 @@ from .ranking import COLUMNS, rank_findings
 from .replay import Cut, Replay
 
 KINDS = (
-    straggler, host_work, sync_in_loop, launch_loop, queue_drained, syncs, exposed_communication,
-    launch_overhead, tiny_kernels, below_roof, memcpy, warmup, host_bound, step_anomalies,
-    memory,
+    straggler, host_work, compilation, sync_in_loop, launch_loop, queue_drained, syncs,
+    exposed_communication, launch_overhead, tiny_kernels, below_roof, memcpy, warmup, host_bound,
+    step_anomalies, memory,
 )  # fmt: skip
 
 __all__ = ["COLUMNS", "Context", "Cut", "Replay", "findings", "refuse_range_profiled"]

@@ -1,0 +1,191 @@
+"""Compilation inside the profile: torch.compile, nvFuser, Triton's JIT.
+
+Found: the host ranges named as compilation (``kineto.COMPILE_PATTERNS``), their time per step.
+A step *recompiles* when it compiles and runs a torch.compile'd frame whose compile number is
+not 0 (``Torch-Compiled Region: 0/3``: a guard failed, the frame was compiled again), or, for a
+compiler that names no compile number, when it is not the rank's first step that compiles.
+Other compiles are the program's first: warm-up.
+
+- ``recompilation``: model: the recompiling steps' compile ranges (and what runs inside them on
+  their thread) take no time, as when the guards hold; each rank's step graphs are replayed,
+  then the job (:mod:`.host_ranges`). The low end removes half. Checked against a recorded pair
+  (tests/data/compile_pair: a recompile every step, and the same loop with dynamic shapes).
+- ``warmup`` (first compiles): no step time of the steady state is saved; the time is claimed,
+  so that no general kind (host_bound) prices it as a fix. The finding says the profile holds
+  warm-up, and how much.
+
+Blind spots: a recompile the fix cannot avoid (a new shape the model must see once) is priced
+all the same; compilation in a worker thread or process (Inductor's parallel compile) is seen
+only where the host waits for it inside a named range.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ...kineto import COMPILE_PATTERNS, COMPILED_REGION
+from ...units import fmt_pct, fmt_us
+from .context import Context
+from .finding import Finding
+from .host_ranges import free_cut, per_step, ranges_named
+
+
+def find(ctx: Context) -> list[Finding]:
+    if ctx.segments.empty:
+        return []
+    regex = re.compile("|".join(f"(?:{p})" for p in COMPILE_PATTERNS.values()))
+    ranges = {rank: ranges_named(t, regex) for rank, t in ctx.traces.items()}
+    ranges = {r: v for r, v in ranges.items() if v}
+    if not ranges:
+        return []
+    compiling = {key: ns for key, ns in per_step(ctx, ranges).items() if ns > 0}
+    again = _recompiling_steps(ctx, compiling)
+    steps = ctx.segments.drop_duplicates(["rank", "step"])
+    found = []
+    if again:
+        recompiled = {rank: _within(ranges[rank], _bounds(steps, rank, again)) for rank in
+                      {r for r, _ in again}}  # fmt: skip
+        on_path, cut = free_cut(ctx, recompiled)
+        _, low = free_cut(ctx, recompiled, 0.5)
+        for rank, spans in recompiled.items():  # priced here, by no general kind
+            ctx.claim(rank, np.concatenate(list(spans.values())).tolist())
+        per_rank = {rank: sum(compiling[k] for k in again if k[0] == rank) for rank in recompiled}
+        worst = max(per_rank, key=per_rank.get)
+        n_steps = int((steps["rank"] == worst).sum())
+        k = sum(1 for r, _ in again if r == worst)
+        found.append(
+            Finding(
+                "recompilation",
+                _compiler(ctx.traces[worst]),
+                f"rank {worst} compiles again in {k} of its {n_steps} steps"
+                f"{_frames(ctx.traces[worst], worst, again, steps)}:"
+                f" {fmt_us(per_rank[worst] / 1e3 / max(n_steps, 1))} per step",
+                "the recompiling steps' compile ranges made free in each rank's step graph"
+                " (the guards hold), critical path and job replayed",
+                "see why it recompiles: TORCH_LOGS=recompiles (torch._logging.set_logs("
+                "recompiles=True)); a shape that changes: torch._dynamo.mark_dynamic(x, dim) or"
+                " torch.compile(dynamic=True), or pad to a few sizes; a Python number or flag"
+                " that changes: pass it as a tensor; past torch._dynamo.config.cache_size_limit"
+                " recompiles the frame runs eager",
+                cut,
+                low,
+                ctx.main_rank(on_path) if on_path.any() else worst,
+            )
+        )
+    first = {key: ns for key, ns in compiling.items() if key not in again}
+    for rank in {r for r, _ in first}:  # not step time of the steady state: no other kind's
+        spans = _within(ranges[rank], _bounds(steps, rank, first))
+        ctx.claim(rank, np.concatenate(list(spans.values())).tolist())
+    if first:
+        found.append(_warmup(ctx, first))
+    return found
+
+
+def _recompiling_steps(ctx: Context, compiling: dict) -> set[tuple[int, int]]:
+    """The (rank, step) of ``compiling`` that recompile (module docstring)."""
+    steps = ctx.segments.drop_duplicates(["rank", "step"])
+    out = set()
+    for rank in {r for r, _ in compiling}:
+        regions = _regions(ctx.traces[rank])
+        mine = steps[steps["rank"] == rank].sort_values("step_start")
+        first = True
+        for step, start, end in mine[["step", "step_start", "step_end"]].itertuples(index=False):
+            if (rank, int(step)) not in compiling:
+                continue
+            ids = regions[(regions[:, 0] >= start) & (regions[:, 0] < end), 2]
+            if (ids > 0).any() or (not len(regions) and not first):
+                out.add((rank, int(step)))
+            first = False
+    return out
+
+
+def _regions(trace) -> np.ndarray:
+    """``(n, 3)`` ts, frame, compile number of the rank's torch.compile'd frame runs."""
+    cpu = trace.cpu
+    names = cpu["name"].astype("category")
+    rows = []
+    for code, name in enumerate(names.cat.categories):
+        match = COMPILED_REGION.match(str(name))
+        if match:
+            for ts in cpu["ts"].to_numpy()[names.cat.codes.to_numpy() == code].tolist():
+                rows.append((ts, int(match.group(1)), int(match.group(2))))
+    return np.array(rows, np.int64).reshape(-1, 3)
+
+
+def _frames(trace, rank, again, steps) -> str:
+    """`` (torch.compile'd frame 0, compiles 0/2 to 0/5)`` where the frames are named."""
+    regions = _regions(trace)
+    if not len(regions):
+        return ""
+    spans = _bounds(steps, rank, again)
+    inside = np.zeros(len(regions), bool)
+    for start, end in spans:
+        inside |= (regions[:, 0] >= start) & (regions[:, 0] < end)
+    runs = regions[inside & (regions[:, 2] > 0)]
+    if not len(runs):
+        return ""
+    frames = sorted(set(runs[:, 1].tolist()))
+    ids = [f"{f}/{c}" for f, c in runs[:, 1:].tolist()]
+    listed = ids[0] if len(ids) == 1 else f"{ids[0]} to {ids[-1]}"
+    return f" (torch.compile'd frame {', '.join(map(str, frames[:5]))}: compiles {listed})"
+
+
+def _warmup(ctx: Context, first: dict) -> Finding:
+    ranks = sorted({r for r, _ in first})
+    total = sum(first.values())
+    profiled = ctx.replay.base * len(ranks) / max(len(ctx.traces), 1)
+    share = 100 * total / profiled if profiled > 0 else np.nan
+    worst = max(first, key=first.get)
+    step = "the capture" if ctx.whole_run_is_one_step else f"step {worst[1]}"
+    most = f"{step} of rank {worst[0]}"
+    if len(first) > 1:
+        listed = f"{', '.join(map(str, ranks[:8]))}{' ...' if len(ranks) > 8 else ''}"
+        most = (
+            f"{len(first)} steps of rank(s) {listed}, the most,"
+            f" {fmt_us(first[worst] / 1e3)}, in {most}"
+        )
+    return Finding(
+        "warmup",
+        f"compilation ({_compiler(ctx.traces[worst[0]])})",
+        f"the program compiles for the first time inside the profile: {fmt_us(total / 1e3)}"
+        f" ({fmt_pct(share)} of the profiled time) in {most}, which the run does once",
+        "no step time: the first compile of each compiled function is the run's warm-up",
+        "profile after warm-up (torch.profiler.schedule(wait=1, warmup=1, active=...), or skip"
+        " the first iterations): the steps that compile are longer than the run's, and every"
+        " share of the step here counts that time",
+        rank=ranks[0] if len(ranks) == 1 else None,
+    )
+
+
+def _compiler(trace) -> str:
+    """The compiler whose ranges hold the most time on the rank."""
+    names = trace.cpu["name"].astype("category")
+    ns = np.bincount(names.cat.codes.to_numpy() + 1, trace.cpu["dur"].to_numpy(np.float64),
+                     minlength=len(names.cat.categories) + 1)[1:]  # fmt: skip
+    per = {compiler: sum(float(ns[i]) for i, n in enumerate(names.cat.categories)
+                         if re.search(pattern, str(n)))
+           for compiler, pattern in COMPILE_PATTERNS.items()}  # fmt: skip
+    return max(per, key=per.get)
+
+
+def _bounds(steps, rank: int, keys) -> list[tuple[int, int]]:
+    """[start, end) ns of the rank's steps among ``keys`` ((rank, step) pairs)."""
+    mine = steps[steps["rank"] == rank]
+    wanted = {s for r, s in keys if r == rank}
+    return [(int(a), int(b)) for s, a, b in mine[["step", "step_start", "step_end"]].itertuples(
+        index=False) if int(s) in wanted]  # fmt: skip
+
+
+def _within(spans: dict, bounds: list[tuple[int, int]]) -> dict[int, np.ndarray]:
+    """``spans`` (per thread) clipped to ``bounds``."""
+    out = {}
+    for tid, merged in spans.items():
+        parts = [np.stack([np.clip(merged[:, 0], a, b), np.clip(merged[:, 1], a, b)], axis=1)
+                 for a, b in bounds]  # fmt: skip
+        joined = np.concatenate(parts) if parts else np.zeros((0, 2), np.int64)
+        joined = joined[joined[:, 1] > joined[:, 0]]
+        if len(joined):
+            out[tid] = joined[np.argsort(joined[:, 0], kind="stable")]
+    return out

@@ -1,0 +1,128 @@
+"""Compilation inside the profile (findings/compilation.py): a recompile is priced by what
+stopping it saves, a first compile is warm-up that no kind prices. On programs whose answer is
+known by construction (tests/scenarios.py) and on a recorded CPU pair (tests/data/compile_pair:
+torch.compile recompiling every step, the same loop with dynamic shapes, and a first compile)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from conftest import DATA
+from scenarios import Sim
+from test_host_findings import check_first, findings_of
+
+from hta_lite import TraceAnalysis
+
+PAIR = DATA / "compile_pair"
+DYNAMO = "_compile.compile_inner (dynamo_timed)"
+
+
+def gemms(s, n=10):
+    for _ in range(n):
+        s.launch("aten::mm", "gemm_kernel", 50)
+
+
+def program(steps: int, compiles: set[int], name: str = DYNAMO, regions: bool = True) -> Sim:
+    """Each step: 10 GEMMs, then (in the steps ``compiles`` names) 3 ms of compiling with no GPU
+    work, then the compiled frame's 10 GEMMs, inside ``Torch-Compiled Region: 0/<compile>``
+    (``regions``) as torch.compile writes it; compile 0 is the frame's first."""
+    sim = Sim()
+    for n in range(1, steps + 1):
+
+        def body(s, n=n):
+            gemms(s)
+            if n in compiles:
+                s.region("entire_frame_compile" if name == DYNAMO else "compile",
+                         lambda s: s.region(name, lambda s: s.python(3000), cat="cpu_op"),
+                         cat="cpu_op")  # fmt: skip
+            number = max(sum(1 for k in compiles if k <= n) - 1, 0)
+            if regions:
+                s.region(f"Torch-Compiled Region: 0/{number}", gemms)
+            else:
+                gemms(s)
+
+        sim.step(n, body)
+    return sim
+
+
+def test_a_recompile_every_step_is_priced_by_what_stopping_it_saves(tmp_path):
+    """Steps 2 and up compile the frame again (compiles 0/1, 0/2: a guard fails); fixed, only
+    step 1 compiles (its first compile stays: the fix keeps it)."""
+    slow, fixed = program(4, {1, 2, 3, 4}), program(4, {1})
+    known = slow.mean_step_us() - fixed.mean_step_us()
+    table = findings_of(slow, tmp_path)
+    check_first(table, "recompilation", known, "torch.compile")
+    assert "compiles again in 2 of its 3 steps" in table.iloc[0]["evidence"]
+    assert "compiles 0/1 to 0/2" in table.iloc[0]["evidence"]
+    assert "TORCH_LOGS=recompiles" in table.iloc[0]["advice"]
+    warmup = table.set_index("kind").loc["warmup"]  # step 1's compile: the program's first
+    assert warmup["where"] == "compilation (torch.compile)" and warmup["saving_ms_per_step"] == 0
+
+
+def test_a_compiler_that_numbers_no_compile_recompiles_after_its_first_step(tmp_path):
+    """nvFuser names no compile number: a compile in a step after the first one that compiled
+    is a recompile."""
+    name = "KernelExecutor::compileFusion"
+    slow = program(4, {1, 2, 3, 4}, name, regions=False)
+    fixed = program(4, {1}, name, regions=False)
+    known = slow.mean_step_us() - fixed.mean_step_us()
+    check_first(findings_of(slow, tmp_path), "recompilation", known, "nvFuser")
+
+
+def test_a_first_compile_is_warm_up_that_no_kind_prices(tmp_path):
+    """Step 1 of 8 compiles (3 ms, the GPU idle): the fix is to profile after warm-up, which
+    saves the run nothing. Before, host_bound priced the compile as host time the GPU waits
+    for."""
+    table = findings_of(program(8, {1}), tmp_path)
+    warmup = table[table["kind"] == "warmup"]
+    assert warmup["where"].tolist() == ["compilation (torch.compile)"]
+    assert (
+        "3.0 ms" in warmup.iloc[0]["evidence"] and "step 1 of rank 0" in warmup.iloc[0]["evidence"]
+    )
+    timed = table[table["saving_ms_per_step"] > 0]
+    assert (timed["saving_ms_per_step"] < 0.05).all(), timed[["kind", "saving_ms_per_step"]]
+    assert not timed["evidence"].str.contains("compile").any()
+
+
+def live_mean_ms(folder, steps) -> float:
+    live = pd.read_csv(folder / "live_step_times.csv")
+    return float(live[live["step"].isin(steps)]["seconds"].mean() * 1e3)
+
+
+def test_the_recorded_recompile_is_what_dynamic_shapes_saved():
+    """The recorded pair: a batch of 32 + step rows, automatic dynamic shapes off, so every
+    profiled step recompiles (0/2 to 0/4); the fix, torch.compile(dynamic=True), compiled once
+    before the profile. The saving is what the live step times say the fix saved, within 10 %."""
+    slow = TraceAnalysis(trace_dir=PAIR / "recompile", cache=False, parallel=False)
+    steps = slow.get_profiler_steps()
+    measured = live_mean_ms(PAIR / "recompile", steps) - live_mean_ms(PAIR / "dynamic", steps)
+    table = slow.get_findings()
+    check_first(table, "recompilation", measured * 1e3, "torch.compile")  # µs
+    assert "compiles 0/2 to 0/4" in table.iloc[0]["evidence"]
+    fixed = TraceAnalysis(trace_dir=PAIR / "dynamic", cache=False, parallel=False)
+    assert not {"recompilation", "warmup"} & set(fixed.get_findings()["kind"])
+
+
+def test_the_recorded_first_compile_is_warm_up_only():
+    """Profiled from its first step, which compiles the model (1.8 s of a 1.8 s step): warm-up,
+    no step time, and no other finding."""
+    analysis = TraceAnalysis(trace_dir=PAIR / "first_compile", cache=False, parallel=False)
+    table = analysis.get_findings()
+    assert table["kind"].tolist() == ["warmup"]
+    assert table.iloc[0]["where"] == "compilation (torch.compile)"
+    assert "in step 0 of rank 0" in table.iloc[0]["evidence"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["entire_frame_compile", "compile_fx.<locals>.fw_compiler_base (dynamo_timed)",
+     "FusionExecutor::compileFusion", "executor_utils::Nvrtc::CompileProgram",
+     "/usr/lib/python3/site-packages/triton/compiler/compiler.py(226): compile"],
+)  # fmt: skip
+def test_the_compile_names_of_each_compiler_are_read(name):
+    import re
+
+    from hta_lite.kineto import COMPILE_PATTERNS
+
+    assert any(re.search(p, name) for p in COMPILE_PATTERNS.values())
+    assert not any(re.search(p, "aten::compile_stuff") for p in COMPILE_PATTERNS.values())
