@@ -100,18 +100,11 @@ STREAM_WAIT_NAMES = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
 #: event names that are data loading, as a regex (the profiler's ``enumerate(DataLoader)#...``,
 #: user annotations such as ``data-loading`` / ``data_load``): the job critical path's default
 DATA_LOADING_PATTERN = r"[Dd]ata.?[Ll]oad"
-#: host ranges that compile code while the program runs, by compiler, as regexes:
-#: torch.compile's Dynamo and Inductor phases (``entire_frame_compile``, ``<phase>
-#: (dynamo_timed)``: PyTorch 2.1 and later, record_function ranges), nvFuser's
-#: (``KernelExecutor::compileFusion``, ``FusionExecutor::compileFusion`` before 2024,
-#: ``executor_utils::Nvrtc::CompileProgram``), Triton's JIT (its Python frame, with_stack)
-COMPILE_PATTERNS = {
-    "torch.compile": r"^entire_frame_compile$|\(dynamo_timed\)$",
-    "nvFuser": r"::compileFusion$|^executor_utils::Nvrtc::CompileProgram$",
-    "Triton": r"triton/compiler/compiler\.py\(\d+\): compile$",
-}
-#: the range a torch.compile'd frame runs in: ``Torch-Compiled Region: <frame>/<compile>``;
-#: compile 0 is the frame's first, a higher one a recompile (a guard failed)
+#: host ranges that compile at run time: torch.compile (2.1+), nvFuser, Triton (with_stack)
+COMPILE_PATTERNS = {"torch.compile": r"^entire_frame_compile$|\(dynamo_timed\)$",
+                    "nvFuser": r"::compileFusion$|^executor_utils::Nvrtc::CompileProgram$",
+                    "Triton": r"triton/compiler/compiler\.py\(\d+\): compile$"}  # fmt: skip
+#: a torch.compile'd frame's run: ``Torch-Compiled Region: <frame>/<compile>`` (0: the first)
 COMPILED_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
 
 # ---- memory ----------------------------------------------------------------------------------
