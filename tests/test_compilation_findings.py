@@ -126,3 +126,15 @@ def test_the_compile_names_of_each_compiler_are_read(name):
 
     assert any(re.search(p, name) for p in COMPILE_PATTERNS.values())
     assert not any(re.search(p, "aten::compile_stuff") for p in COMPILE_PATTERNS.values())
+
+
+def test_a_compile_step_is_no_step_anomaly_to_fix(tmp_path):
+    """30 steps, step 1 compiles for the first time and step 15 compiles again: step 1 is
+    warm-up and step 15 the recompile finding's; before, step_anomalies priced both steps'
+    excess a second time."""
+    slow, fixed = program(30, {1, 15}), program(30, {1})
+    table = findings_of(slow, tmp_path)
+    assert "step_anomalies" not in set(table["kind"]), table[["kind", "saving_ms_per_step"]]
+    known = slow.mean_step_us() - fixed.mean_step_us()
+    check_first(table, "recompilation", known, "torch.compile")
+    assert "compiles again in 1 of its 29 steps" in table.iloc[0]["evidence"]

@@ -4,7 +4,9 @@ Model: each anomalous step of a rank that is its own origin (not one waiting for
 that rank's anomaly is the finding) is brought to the typical step (``get_step_anomalies``'
 baseline): its segments are cut by the excess in proportion to their spans, and the job is
 replayed; the saving is per step of the run, so a 25 ms spike every 10 steps is 2.5 ms. The low
-end removes half the excess.
+end removes half the excess. The time in the step that another kind claims, beyond what its
+typical step holds, is not excess here: that kind prices it, or says it is warm-up that no fix
+saves (a first compile).
 
 Blind spots: a periodic stall that is real work (a checkpoint) can be made cheaper or less
 frequent, not free.
@@ -30,19 +32,22 @@ def find(ctx: Context) -> list[Finding]:
     seg = ctx.segments
     cut = np.zeros(len(seg))
     spans = ctx.replay.spans
+    excesses = []
     for row in odd.itertuples(index=False):
         rows = np.flatnonzero((seg["rank"] == row.rank).to_numpy() & (seg["step"] == row.step))
-        excess = max(float(row.step_time - row.typical), 0.0) * 1e3  # µs -> ns
+        excess = max(float(row.step_time - row.typical) * 1e3 - _claimed(ctx, row.rank, rows), 0)
+        excesses.append(excess)
         total = spans[rows].sum()
         if total > 0:
             cut[rows] = np.minimum(spans[rows], spans[rows] / total * excess)
+    odd = odd[np.array(excesses) > 0]
     if not cut.any():
         return []
     causes = odd["cause"].astype(str).value_counts()
     steps = ", ".join(f"{int(r)}:{int(s)}" for r, s in zip(odd["rank"], odd["step"]))
     evidence = (
         f"{len(odd)} anomalous step(s) (rank:step {steps[:80]}), on average"
-        f" {fmt_us((odd['step_time'] - odd['typical']).mean())} longer than typical; cause:"
+        f" {fmt_us(np.mean([e for e in excesses if e > 0]) / 1e3)} longer than typical; cause:"
         f" {causes.index[0]}"
     )
     ranks = odd["rank"].unique()
@@ -60,3 +65,18 @@ def find(ctx: Context) -> list[Finding]:
             int(ranks[0]) if len(ranks) == 1 else None,
         )
     ]
+
+
+def _claimed(ctx: Context, rank: int, rows: np.ndarray) -> float:
+    """ns of the rank's claimed time within its step (the segments ``rows``) beyond the claimed
+    time of its typical step (the median over its steps)."""
+    seg = ctx.segments
+    steps = seg[seg["rank"].to_numpy() == rank].drop_duplicates("step")
+    spans = ctx.claimed(int(rank))
+    if not len(rows) or not len(spans) or steps.empty:
+        return 0.0
+    start = steps["step_start"].to_numpy()[:, None]
+    end = steps["step_end"].to_numpy()[:, None]
+    per_step = (np.clip(spans[:, 1], start, end) - np.clip(spans[:, 0], start, end)).sum(axis=1)
+    mine = steps["step"].to_numpy() == seg["step"].to_numpy()[rows[0]]
+    return float(max(per_step[mine].sum() - np.median(per_step), 0.0))
