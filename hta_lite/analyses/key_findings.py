@@ -68,9 +68,13 @@ def step_anomalies(scored: pd.DataFrame | None, periods: pd.DataFrame | None) ->
     return _row("step_anomalies", text, share, "%", share, section="step-anomalies")
 
 
-def gpu_idle(temporal: pd.DataFrame, by_cause: pd.DataFrame) -> dict | None:
+def gpu_idle(
+    temporal: pd.DataFrame, by_cause: pd.DataFrame, compiling: tuple[float, str] = (0.0, "")
+) -> dict | None:
     """Share of the GPU span with no work on any stream (``get_temporal_breakdown``) and its
-    main cause (``get_gpu_idle_by_cause``: that idle time by the event that ended each gap)."""
+    main cause (``get_gpu_idle_by_cause``: that idle time by the event that ended each gap);
+    ``compiling``: (µs of that idle time, over the ranks, while a host compiles; the compiler),
+    said where it is at least a tenth of it (the findings' warmup / recompilation)."""
     busy = temporal.dropna(subset=["idle_time_pctg"])
     if busy.empty:
         return None
@@ -85,6 +89,12 @@ def gpu_idle(temporal: pd.DataFrame, by_cause: pd.DataFrame) -> dict | None:
         cause = str(causes.idxmax())
         share = 100.0 * causes[cause] / causes.sum()
         text += f", mostly {IDLE_CAUSES.get(cause, cause)} ({cause}: {fmt_pct(share)} of it)"
+    idle_us = float(busy["idle_time(us)"].sum()) if "idle_time(us)" in busy else 0.0
+    if idle_us > 0 and compiling[0] >= 0.1 * idle_us:
+        text += (
+            f"; {fmt_pct(min(100.0, 100.0 * compiling[0] / idle_us))} of the idle time is while"
+            f" the host compiles ({compiling[1]}): see the findings' warmup or recompilation"
+        )
     return _row("gpu_idle", text, mean, "%", mean, "idle")
 
 

@@ -132,7 +132,7 @@ class Findings:
             mfu = _or_none(self.get_mfu)
         top = kf.top_operator(operators)
         rows = [
-            kf.gpu_idle(temporal, idle),
+            kf.gpu_idle(temporal, idle, self._idle_while_compiling()),
             straggler,
             kf.exposed_communication(steps, waits),
             self._step_anomaly_finding(),
@@ -146,6 +146,14 @@ class Findings:
         if visualize:
             plots.show(plots.plot_key_findings(table))
         return table
+
+    def _idle_while_compiling(self) -> tuple[float, str]:
+        """(µs the ranks' GPUs idle while their hosts compile, summed; the compiler)."""
+        from ..analyses.findings.compilation import idle_while_compiling
+
+        per_rank = [idle_while_compiling(self.trace(r)) for r in sorted(self.traces)]
+        compilers = [c for ns, c in sorted(per_rank, reverse=True) if ns > 0]
+        return sum(ns for ns, _ in per_rank) / 1e3, compilers[0] if compilers else ""
 
     def _step_anomaly_finding(self) -> dict | None:
         try:

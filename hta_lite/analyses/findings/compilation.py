@@ -25,18 +25,22 @@ import re
 
 import numpy as np
 
+from ...intervals import merge
 from ...kineto import COMPILE_PATTERNS, COMPILED_REGION
 from ...units import fmt_pct, fmt_us
+from ..common import GpuIntervals
 from .context import Context
 from .finding import Finding
+from .graph_replay import covered
 from .host_ranges import free_cut, per_step, ranges_named
+
+COMPILING = re.compile("|".join(f"(?:{p})" for p in COMPILE_PATTERNS.values()))
 
 
 def find(ctx: Context) -> list[Finding]:
     if ctx.segments.empty:
         return []
-    regex = re.compile("|".join(f"(?:{p})" for p in COMPILE_PATTERNS.values()))
-    ranges = {rank: ranges_named(t, regex) for rank, t in ctx.traces.items()}
+    ranges = {rank: ranges_named(t, COMPILING) for rank, t in ctx.traces.items()}
     ranges = {r: v for r, v in ranges.items() if v}
     if not ranges:
         return []
@@ -81,6 +85,21 @@ def find(ctx: Context) -> list[Finding]:
     if first:
         found.append(_warmup(ctx, first))
     return found
+
+
+def idle_while_compiling(trace) -> tuple[float, str]:
+    """(ns during which the rank's GPU runs nothing, between its first and last work, while a
+    host thread is in a compile range; the compiler), ``(0.0, "")`` where it never compiles."""
+    ranges = ranges_named(trace, COMPILING)
+    gpu = GpuIntervals.of(trace)
+    if not ranges or not len(gpu.ts):
+        return 0.0, ""
+    spans = np.concatenate(list(ranges.values()))
+    lo, hi = merge(np.clip(spans[:, 0], gpu.ts.min(), gpu.end.max()),
+                   np.clip(spans[:, 1], gpu.ts.min(), gpu.end.max()))  # fmt: skip
+    busy = np.stack(merge(gpu.ts, gpu.end), axis=1)
+    idle = (hi - lo) - (covered(busy, hi) - covered(busy, lo))
+    return float(np.maximum(idle, 0).sum()), _compiler(trace)
 
 
 def _recompiling_steps(ctx: Context, compiling: dict) -> set[tuple[int, int]]:
