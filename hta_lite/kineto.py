@@ -9,7 +9,6 @@ written before PyTorch 1.11.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 # ---- event categories (``cat``) ---------------------------------------------------------------
 #: GPU work: occupies an engine of the device; what busy, idle and overlap are made of
@@ -63,10 +62,12 @@ GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")
 DEPENDENT_LAUNCH_NAMES = ("cudaLaunchKernelExC", "cuLaunchKernelEx")
 #: calls that start and end capturing a stream's work into a graph (the launches between them
 #: run nothing: they are what the graph will replay)
-GRAPH_CAPTURE_BEGIN_NAMES = (
-    "cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph", "hipStreamBeginCapture",
-)  # fmt: skip
+GRAPH_CAPTURE_BEGIN_NAMES = ("cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph",
+                             "hipStreamBeginCapture")  # fmt: skip
 GRAPH_CAPTURE_END_NAMES = ("cudaStreamEndCapture", "hipStreamEndCapture")
+#: calls that make a captured graph ready to launch (part of the capture's one-time cost)
+GRAPH_INSTANTIATE_NAMES = ("cudaGraphInstantiate", "cudaGraphInstantiateWithFlags",
+                           "hipGraphInstantiate", "hipGraphInstantiateWithFlags")  # fmt: skip
 #: calls correlated with a GPU-side event that enqueue no work: the host waits for the device,
 #: or a stream waits for an event (GPU events of category ``cuda_sync`` or markers)
 NON_ENQUEUING_NAMES = (
@@ -167,7 +168,7 @@ DTYPE_PRECISION = {
 #: (Megatron-LM's ``--tp-comm-overlap``) and DeepEP's expert-parallel dispatch and combine (not
 #: its ``layout`` kernels, which compute locally). The first pattern that matches names the
 #: collective; the launching op names it more exactly where it names one
-#: (:func:`other_collective_kind`).
+#: (:func:`hta_lite.collective_names.other_collective_kind`).
 OTHER_COLLECTIVE_KERNELS = (
     (r"\bmultimem_all_reduce_kernel", "all_reduce"),
     (r"\bmultimem_one_shot_reduce_kernel", "reduce"),
@@ -253,75 +254,6 @@ COLLECTIVE_SPELLINGS = (
     ("send", "send"), ("recv", "recv"), ("barrier", "barrier"), ("gather", "gather"),
     ("scatter", "scatter"),
 )  # fmt: skip
-_COLLECTIVE_PREFIX = re.compile(
-    r"^(?:(?:gloo|nccl|ucc|mpi|xccl):|c10d::|(?:nccl|rccl)(?:Dev)?Kernel_|(?:nccl|rccl))_*",
-    re.IGNORECASE,
-)
-
-
-@lru_cache(maxsize=4096)  # called per collective row: the names repeat
-def collective_kind(name: str) -> str:
-    """``all_reduce``, ``all_gather``, ... from how a trace names a collective (c10d's
-    ``Collective name``, a kernel, a ``gloo:`` range, a ``c10d::`` op); ``""`` when none."""
-    key = _COLLECTIVE_PREFIX.sub("", name).replace("_", "").lower()
-    return next((kind for prefix, kind in COLLECTIVE_SPELLINGS if key.startswith(prefix)), "")
-
-
-_OTHER_COLLECTIVES = [(re.compile(p), kind) for p, kind in OTHER_COLLECTIVE_KERNELS]
-
-
-@lru_cache(maxsize=4096)
-def other_collective_kind(kernel: str, launching_op: str) -> str:
-    """The collective a kernel of :data:`OTHER_COLLECTIVE_KERNELS` runs: the one its launching
-    op's name holds (``symm_mem::reduce_scatter_out``, ``vllm::all_reduce``), else the one the
-    kernel is named after; ``""`` for any other kernel."""
-    named = next((kind for p, kind in _OTHER_COLLECTIVES if p.search(kernel)), "")
-    if not named:
-        return ""
-    op = launching_op.rsplit("::", 1)[-1].replace("_", "").lower()
-    return next((kind for spelled, kind in COLLECTIVE_SPELLINGS if spelled in op), named)
-
-
-#: collective kernels compiled for a number of ranks, and the template argument that holds it
-#: (vLLM's ``cross_device_reduce_1stage<T, ngpus>``, symmetric memory's
-#: ``one_shot_all_reduce_kernel<T, alignment, k_world_size>``, userbuffers' ``<RANKS>``)
-RANKS_TEMPLATE_ARG = (
-    (re.compile(r"\bcross_device_reduce_[12]stage<"), 1),
-    (re.compile(r"\b(?:one|two)_shot_all_reduce_kernel(?:_inplace)?<"), 2),
-    (re.compile(r"\buserbuffers_fp16_sum_inplace_gpu\w*<"), 0),
-)
-
-
-@lru_cache(maxsize=4096)
-def kernel_group_size(name: str) -> int:
-    """The number of ranks a kernel of :data:`RANKS_TEMPLATE_ARG` was compiled for (Kineto
-    writes ``<__nv_bfloat16, 8>``, Nsight Systems ``<__nv_bfloat16, (int)8>``); -1 for any other
-    kernel, and where the argument is not a number from 2 to 1,000,000 (``-1``: chosen at run
-    time)."""
-    for pattern, at in RANKS_TEMPLATE_ARG:
-        match = pattern.search(name)
-        if match:
-            args = _template_args(name, match.end())
-            value = args[at].rsplit(")", 1)[-1].strip() if at < len(args) else ""
-            ok = value.isdigit() and len(value) <= 7 and 1 < int(value) <= 1_000_000
-            return int(value) if ok else -1
-    return -1
-
-
-def _template_args(name: str, start: int) -> list[str]:
-    """The top-level arguments of the template list that opens just before ``start``."""
-    depth, args, current = 1, [], []
-    for ch in name[start:]:
-        depth += (ch == "<") - (ch == ">")
-        if depth == 0 or (ch == "," and depth == 1):
-            args.append("".join(current))
-            if depth == 0:
-                return args
-            current = []
-        else:
-            current.append(ch)
-    return []  # never closed
-
 
 #: torch's name of an element type, however a trace spells it: c10d's ``c10::ScalarType`` names,
 #: ``Input type``'s C++ names, the type suffix of NCCL / RCCL kernels
@@ -354,38 +286,6 @@ TORCH_DTYPE.update(NCCL_SHORT_DTYPES)
 def torch_dtype(name: str) -> str:
     """``'signed char'``, ``'Char'``, ``'int8_t'`` -> ``'int8'``; a name not known stays."""
     return TORCH_DTYPE.get(name, name)
-
-
-def kernel_dtype(name: str) -> str:
-    """The element type an NCCL / RCCL kernel name ends with (``ncclKernel_AllReduce_RING_LL_Sum_
-    float(...)`` -> ``float``), or names before its algorithm and protocol (NCCL 2.19+:
-    ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` -> ``f32``); ``""`` when it names none
-    (``ncclDevKernel_AllGather_RING_LL``)."""
-    base = _ALGORITHM_PROTOCOL_END.sub("", name.split("(", 1)[0])
-    types = (*COLLECTIVE_DTYPE_BYTES, *NCCL_SHORT_DTYPES)
-    return next((t for t in types if base.endswith("_" + t)), "")
-
-
-#: NCCL's algorithms and protocols as its kernel names spell them (``ncclKernel_AllReduce_RING_LL_
-#: Sum_float``, ``ncclDevKernel_AllReduce_Sum_f32_TREE_LL128``); longest first, so that
-#: ``NVLS_TREE`` is not read as ``NVLS``
-NCCL_ALGORITHMS = ("COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS_TREE", "NVLS", "RING", "TREE", "PAT")
-NCCL_PROTOCOLS = ("LL128", "LL", "SIMPLE")
-_ALGORITHM_PROTOCOL = re.compile(
-    rf"_({'|'.join(NCCL_ALGORITHMS)})_({'|'.join(NCCL_PROTOCOLS)})(?:_|$)"
-)
-_ALGORITHM_PROTOCOL_END = re.compile(
-    rf"_({'|'.join(NCCL_ALGORITHMS)})_({'|'.join(NCCL_PROTOCOLS)})$"
-)
-
-
-def kernel_algorithm(name: str) -> tuple[str, str]:
-    """``(algorithm, protocol)`` an NCCL kernel is named after (``("RING", "LL")``); ``("", "")``
-    when its name says none (``ncclDevKernel_Generic``, ``ncclDevKernel_SendRecv``, RCCL's, a
-    kernel that is not NCCL's). The protocol is the one compiled into the kernel: NCCL may run
-    another through it (the tuned one is not in the trace)."""
-    match = _ALGORITHM_PROTOCOL.search(name.split("(", 1)[0])
-    return (match.group(1), match.group(2)) if match else ("", "")
 
 
 def memcpy_kind(name: str) -> str:

@@ -19,6 +19,7 @@ LAYERS = [
     # vocabulary, shared math, units, validated settings, safe writes and printing
     (
         "kineto",
+        "collective_names",
         "errors",
         "missing_data",
         "intervals",

@@ -10,13 +10,13 @@ from conftest import DATA, SAMPLES, SHARED_TRACES, needs_shared
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
-from hta_lite.kineto import (
+from hta_lite.collective_names import (
     kernel_algorithm,
     kernel_dtype,
     kernel_group_size,
     other_collective_kind,
-    torch_dtype,
 )
+from hta_lite.kineto import torch_dtype
 
 WORLD = 16
 

@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from ...classify import COMMUNICATION
-from ...kineto import CPU_COLLECTIVE, GLOO_BACKEND, collective_kind, kernel_algorithm
+from ...collective_names import collective_kind, kernel_algorithm
+from ...kineto import CPU_COLLECTIVE, GLOO_BACKEND
 from ...load.health_items import record
 from ...load.inputs import arg_tensors
 from ...load.metadata import ProcessGroup
@@ -70,8 +71,8 @@ def collective_calls(trace: RankTrace) -> pd.DataFrame:
     ``source`` (``gpu`` / ``cpu``), ``step`` (ProfilerStep, -1 outside), ``size_source`` /
     ``dtype_source`` / ``group_size_source`` (where each came from, :mod:`.metadata`; ``""``
     not recorded), ``algorithm`` / ``protocol`` (``RING`` / ``LL``: what the NCCL kernel is
-    named after, :func:`~hta_lite.kineto.kernel_algorithm`; ``""`` when it says none, and on CPU
-    ranks). ``attrs["problems"]``: the recorded values that could not be used
+    named after, :func:`~hta_lite.collective_names.kernel_algorithm`; ``""`` when it says none,
+    and on CPU ranks). ``attrs["problems"]``: the recorded values that could not be used
     (health codes, :mod:`hta_lite.load.health_items`: ``collective_metadata_invalid``)."""
     gpu = trace.gpu
     problems: Counter = Counter()

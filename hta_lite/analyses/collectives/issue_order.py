@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...kineto import C10D_PREFIX, collective_kind
+from ...collective_names import collective_kind
+from ...kineto import C10D_PREFIX
 from ...load.inputs import arg_tensors
 from ...load.rank_trace import RankTrace
 

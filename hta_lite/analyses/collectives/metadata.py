@@ -21,10 +21,10 @@ field is taken from the first place that has it, and the place is kept (``*_sour
   else the recorded ``Process Group Ranks`` (``group ranks``); else the group's ``pg_size`` in
   ``distributedInfo.pg_config`` (``pg_config``); else the communicator's size in NCCL's NVTX
   payload (``nccl payload``, Nsight Systems exports); else the rank count a collective kernel
-  that is not NCCL's was compiled for (``kernel name``: :func:`~hta_lite.kineto.kernel_group_size`);
-  else the ratio of an all_gather's output to its input, or a reduce_scatter's input to its
-  output, when both are known (``sizes``); else
-  unknown (-1: bus bandwidth unknown, never computed for a guessed size).
+  that is not NCCL's was compiled for (``kernel name``:
+  :func:`~hta_lite.collective_names.kernel_group_size`); else the ratio of an all_gather's
+  output to its input, or a reduce_scatter's input to its output, when both are known
+  (``sizes``); else unknown (-1: bus bandwidth unknown, never computed for a guessed size).
 
 On an Nsight Systems export, NCCL's NVTX range around the launch gives the message size in bytes
 (``payload_bytes``: :mod:`hta_lite.load.readers.nvtx_payloads`) and the communicator, the process
@@ -40,6 +40,12 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from ...collective_names import (
+    collective_kind,
+    kernel_dtype,
+    kernel_group_size,
+    other_collective_kind,
+)
 from ...kineto import (
     C10D_PEER_ARG,
     C10D_PREFIX,
@@ -49,10 +55,6 @@ from ...kineto import (
     DTYPE_BYTES,
     PARAM_COMMS_NAME,
     REDUCING_COLLECTIVES,
-    collective_kind,
-    kernel_dtype,
-    kernel_group_size,
-    other_collective_kind,
     torch_dtype,
 )
 from ...load.health_items import record
