@@ -1,13 +1,14 @@
-"""Compilation inside the profile (findings/compilation.py): a recompile is priced by what
-stopping it saves, a first compile is warm-up that no kind prices. On programs whose answer is
-known by construction (tests/scenarios.py) and on a recorded CPU pair (tests/data/compile_pair:
-torch.compile recompiling every step, the same loop with dynamic shapes, and a first compile)."""
+"""One-time work inside the profile (findings/compilation.py): a recompile or a graph recapture
+is priced by what stopping it saves, a first compile or capture is warm-up that no kind prices.
+On programs whose answer is known by construction (tests/scenarios.py), on a recorded CPU pair
+(tests/data/compile_pair: torch.compile recompiling every step, the same loop with dynamic
+shapes, and a first compile), and on SGLang's profiled graph capture (../shared)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import DATA
+from conftest import DATA, SHARED, needs_shared
 from scenarios import Sim
 from test_host_findings import check_first, findings_of
 
@@ -153,3 +154,54 @@ def test_the_key_findings_say_how_much_of_the_idle_gpu_is_the_host_compiling(tmp
     analysis = TraceAnalysis(trace_dir=folder, cache=False, parallel=False)
     idle = analysis.get_key_findings().set_index("kind").loc["gpu_idle", "finding"]
     assert "compiles" not in idle
+
+
+def capture(s):
+    """A graph capture (10 operators launching into it, 175 µs) and its instantiation (2 ms)."""
+    s.host("cudaStreamBeginCapture", 5, cat="cuda_runtime")
+    for _ in range(10):
+        s.host("aten::mm", 15)
+    s.host("cudaStreamEndCapture", 20, cat="cuda_runtime")
+    s.host("cudaGraphInstantiate", 2000, cat="cuda_runtime")
+
+
+def capturing(steps: int, captures: set[int]) -> Sim:
+    sim = Sim()
+    for n in range(1, steps + 1):
+        sim.step(n, lambda s, n=n: (gemms(s), capture(s) if n in captures else None, gemms(s)))
+    return sim
+
+
+def test_a_graph_captured_again_every_step_is_priced_by_what_capturing_once_saves(tmp_path):
+    slow, fixed = capturing(4, {1, 2, 3, 4}), capturing(4, {1})
+    known = slow.mean_step_us() - fixed.mean_step_us()
+    table = findings_of(slow, tmp_path)
+    check_first(table, "recapture", known, "CUDA graph capture")
+    assert "captures a CUDA graph again in 2 of its 3 steps" in table.iloc[0]["evidence"]
+    warmup = table.set_index("kind").loc["warmup"]
+    assert warmup["where"] == "CUDA graph capture" and warmup["saving_ms_per_step"] == 0
+
+
+def test_a_first_capture_is_warm_up_that_no_kind_prices(tmp_path):
+    """Before, host_bound priced the 2.2 ms of capturing and instantiating as host time the
+    GPU waits for."""
+    table = findings_of(capturing(8, {1}), tmp_path)
+    assert table.loc[table["kind"] == "warmup", "where"].tolist() == ["CUDA graph capture"]
+    timed = table[table["saving_ms_per_step"] > 0]
+    assert (timed["saving_ms_per_step"] < 0.05).all(), timed[["kind", "saving_ms_per_step"]]
+
+
+@needs_shared
+def test_a_profiled_graph_capture_is_warm_up(tmp_path):
+    """SGLang's profiled capture of its decode graph (MI300, 32.2 ms from hipStreamBeginCapture
+    through hipGraphInstantiateWithFlags): its GPU runs nothing while the host captures. Before,
+    host_bound said 33.7 ms per step (99.9 %) of host time to save."""
+    import shutil
+
+    shutil.copy(SHARED / "graph_capture/sglang_decode/bs_32_rank0.json.gz", tmp_path)
+    table = TraceAnalysis(trace_dir=tmp_path, cache=False, parallel=False).get_findings()
+    assert table["kind"].tolist() == ["warmup"]
+    assert (
+        "captures a CUDA graph for the first time inside the profile: 32.2 ms"
+        in (table.iloc[0]["evidence"])
+    )

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from ...kineto import (
     GPU_WORK_CATEGORIES,
@@ -71,9 +72,8 @@ def sequences(trace: RankTrace) -> list[KernelSequence]:
     return out + [run] if len(run.launch) else out
 
 
-def captures(trace: RankTrace) -> list[KernelSequence]:
-    """One sequence per capture: each ``BeginCapture`` call with the next ``EndCapture`` call
-    of its thread; the launches of that thread in between."""
+def capture_calls(trace: RankTrace) -> list[tuple[int, int]]:
+    """(row of each ``BeginCapture`` call, row of the next ``EndCapture`` call of its thread)."""
     cpu = trace.cpu
     if not len(cpu):
         return []
@@ -81,15 +81,29 @@ def captures(trace: RankTrace) -> list[KernelSequence]:
     ends = np.flatnonzero(one_of(cpu["name"], GRAPH_CAPTURE_END_NAMES))
     if not len(begins) or not len(ends):
         return []
+
+    def calls(rows):
+        table = cpu.iloc[rows][["ts", "pid", "tid"]].astype("int64").assign(row=rows)
+        return table.sort_values("ts", kind="stable")
+
+    pairs = pd.merge_asof(calls(begins), calls(ends), on="ts", by=["pid", "tid"],
+                          direction="forward", suffixes=("", "_end"))  # fmt: skip
+    pairs = pairs.dropna(subset=["row_end"])
+    return list(zip(pairs["row"].tolist(), pairs["row_end"].astype("int64").tolist()))
+
+
+def captures(trace: RankTrace) -> list[KernelSequence]:
+    """One sequence per capture (:func:`capture_calls`): the launches of its thread between its
+    two calls."""
+    pairs = capture_calls(trace)
+    if not pairs:
+        return []
+    cpu = trace.cpu
     ts, pid, tid = (cpu[c].to_numpy() for c in ("ts", "pid", "tid"))
     launches = np.flatnonzero(one_of(cpu["name"], LAUNCH_NAMES))
     launches = launches[np.argsort(ts[launches], kind="stable")]
     out = []
-    for begin in begins.tolist():
-        same = ends[(pid[ends] == pid[begin]) & (tid[ends] == tid[begin]) & (ts[ends] >= ts[begin])]
-        if not len(same):
-            continue
-        end = same[np.argmin(ts[same])]
+    for begin, end in pairs:
         inside = launches[
             (ts[launches] >= ts[begin]) & (ts[launches] <= ts[end])
             & (pid[launches] == pid[begin]) & (tid[launches] == tid[begin])
