@@ -68,6 +68,13 @@ GRAPH_CAPTURE_END_NAMES = ("cudaStreamEndCapture", "hipStreamEndCapture")
 #: calls that make a captured graph ready to launch (part of the capture's one-time cost)
 GRAPH_INSTANTIATE_NAMES = ("cudaGraphInstantiate", "cudaGraphInstantiateWithFlags",
                            "hipGraphInstantiate", "hipGraphInstantiateWithFlags")  # fmt: skip
+#: driver calls that load a compiled module (a JIT's output: NVRTC, Triton, nvFuser): once per
+#: module, warm-up
+MODULE_LOAD_NAMES = (
+    "cuModuleLoad", "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoadFatBinary",
+    "cuLibraryLoadData", "cuLibraryLoadFromFile",
+    "hipModuleLoad", "hipModuleLoadData", "hipModuleLoadDataEx",
+)  # fmt: skip
 #: calls correlated with a GPU-side event that enqueue no work: the host waits for the device,
 #: or a stream waits for an event (GPU events of category ``cuda_sync`` or markers)
 NON_ENQUEUING_NAMES = (

@@ -790,16 +790,23 @@ def test_a_first_compile_in_a_capture_is_warm_up_and_other_host_time_is_host_bou
     """nvFuser's test on an H200: its GPU idles 99.9 % of the capture while the host compiles
     (``KernelExecutor::compileFusion``, 393 ms, with the NVTX range
     ``executor_utils::Nvrtc::CompileProgram`` in it and no CUDA call). The capture is one step,
-    so that compile is the program's first: warm-up, no step time, and no other kind prices it.
-    The rest of the host time the GPU waits for (code no range records, module loads) is
-    host_bound's, with the advice for an export (NVTX ranges), not PyTorch's."""
+    so that compile is the program's first: warm-up, no step time, and no other kind prices it;
+    so are the 16 ``cuLibraryLoadData`` calls that load what it compiled (18.2 ms). The rest of
+    the host time the GPU waits for (code no range records) is host_bound's, with the advice for
+    an export (NVTX ranges), not PyTorch's."""
     analysis = TraceAnalysis(trace_dir=_copy_of(tmp_path).parent, cache=False, progress=False)
-    table = analysis.get_findings().set_index("kind")
-    warmup = table.loc["warmup"]
-    assert warmup["where"] == "compilation (nvFuser)" and warmup["saving_ms_per_step"] == 0
-    assert "compiles for the first time inside the profile: 392.9 ms" in warmup["evidence"]
-    host = table.loc["host_bound"]
+    table = analysis.get_findings()
+    warmup = table[table["kind"] == "warmup"].set_index("where")
+    assert warmup.index.tolist() == ["compilation (nvFuser)", "module loads"]
+    assert (warmup["saving_ms_per_step"] == 0).all()
+    compiles = warmup.loc["compilation (nvFuser)", "evidence"]
+    assert "compiles for the first time inside the profile: 392.9 ms" in compiles
+    assert (
+        "16 module-load call(s) on rank(s) 0 took 18.2 ms" in warmup.loc["module loads", "evidence"]
+    )
+    host = table.set_index("kind").loc["host_bound"]
     assert "CompileProgram" not in host["evidence"] and "compileFusion" not in host["evidence"]
+    assert "cuLibraryLoadData" not in host["evidence"]
     assert host["saving_pctg"] < 60  # the capture less its 393 ms compile (60.5 %)
     assert "NVTX ranges" in host["advice"] and "eager PyTorch" not in host["advice"]
 

@@ -1,14 +1,17 @@
-"""Warm-up inside the profile: first launches that load their kernel's module.
+"""Warm-up inside the profile: first launches that load their kernel's module, and the calls that
+load a compiled module.
 
 A kernel's first launch loads its module where modules load lazily (`CUDA_MODULE_LOADING=LAZY`;
-HIP the same): milliseconds to seconds inside that one call. A profile of the first
-iterations holds them, and its steps are longer than the run's steady state. No step time of
-the steady state is saved (:mod:`.launch_overhead` counts each call at most its rank's median,
-so it does not claim this time either): the finding says the profile holds warm-up.
+HIP the same): milliseconds to seconds inside that one call. A JIT (NVRTC, Triton, nvFuser)
+loads what it compiled with a driver call (``kineto.MODULE_LOAD_NAMES``), once per module. A
+profile of the first iterations holds them, and its steps are longer than the run's steady
+state. No step time of the steady state is saved (:mod:`.launch_overhead` counts each call at
+most its rank's median, so it does not claim this time either): the finding says the profile
+holds warm-up, and the time is claimed, so that no general kind (host_bound) prices it.
 
 Found: a kernel launch call longer than ``LONG_NS`` and ``LONG_TIMES`` x its rank's median
-launch call that is the first launch of its kernel (by name). Long launches that are not first
-ones (a full launch queue) are not this.
+launch call that is the first launch of its kernel (by name); every module-load call. Long
+launches that are not first ones (a full launch queue) are not this.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...classify import short_name
-from ...kineto import KERNEL_LAUNCH_NAMES
+from ...kineto import KERNEL_LAUNCH_NAMES, MODULE_LOAD_NAMES
 from ...units import fmt_pct, fmt_us
+from ..common import one_of
 from .context import Context
 from .finding import Finding
 
@@ -25,40 +29,62 @@ LONG_NS, LONG_TIMES = 1_000_000, 100
 
 
 def find(ctx: Context) -> list[Finding]:
-    found = {rank: _first_long_launches(trace) for rank, trace in ctx.traces.items()}
-    found = {rank: rows for rank, rows in found.items() if len(rows[0])}
-    if not found:
+    launches = {rank: _first_long_launches(trace) for rank, trace in ctx.traces.items()}
+    loads = {rank: _module_loads(trace) for rank, trace in ctx.traces.items()}
+    ranks = sorted(r for r in ctx.traces if len(launches[r][0]) or len(loads[r][0]))
+    if not ranks:
         return []
-    for rank, (_, _, spans) in found.items():  # not host work of the steady state
-        ctx.claim(rank, spans)
-    found = {rank: (d, n) for rank, (d, n, _) in found.items()}
-    durations = np.concatenate([d for d, _ in found.values()])
-    longest_rank = max(found, key=lambda r: found[r][0].max())
-    names = found[longest_rank][1]
-    longest = names[int(np.argmax(found[longest_rank][0]))]
-    profiled = ctx.replay.base * len(found) / max(len(ctx.traces), 1)
-    share = 100 * durations.sum() / profiled if profiled > 0 else np.nan
-    ranks = sorted(found)
-    evidence = (
-        f"{len(durations)} first launch call(s) of a kernel on rank(s)"
-        f" {', '.join(map(str, ranks[:8]))}{' ...' if len(ranks) > 8 else ''} took"
-        f" {fmt_us(durations.sum() / 1e3)} ({fmt_pct(share)} of the profiled time; the longest"
-        f" {fmt_us(durations.max() / 1e3)}, of {short_name(longest)}): modules loaded inside the"
-        " profile"
-    )
+    for rank in ranks:  # not host work of the steady state
+        ctx.claim(rank, launches[rank][2] + loads[rank][1])
+    listed = f"on rank(s) {', '.join(map(str, ranks[:8]))}{' ...' if len(ranks) > 8 else ''}"
+    said = []
+    durations = np.concatenate([launches[r][0] for r in ranks])
+    if len(durations):
+        longest_rank = max((r for r in ranks if len(launches[r][0])),
+                           key=lambda r: launches[r][0].max())  # fmt: skip
+        names = launches[longest_rank][1]
+        longest = names[int(np.argmax(launches[longest_rank][0]))]
+        said.append(
+            f"{len(durations)} first launch call(s) of a kernel {listed} took"
+            f" {fmt_us(durations.sum() / 1e3)} ({_share(ctx, durations.sum(), ranks)}; the"
+            f" longest {fmt_us(durations.max() / 1e3)}, of {short_name(longest)})"
+        )
+    loaded = np.concatenate([loads[r][0] for r in ranks])
+    if len(loaded):
+        where = "" if said else f" {listed}"
+        said.append(
+            f"{len(loaded)} module-load call(s){where} took {fmt_us(loaded.sum() / 1e3)}"
+            f" ({_share(ctx, loaded.sum(), ranks)})"
+        )
     return [
         Finding(
             "warmup",
-            "first kernel launches",
-            evidence,
+            "first kernel launches" if len(durations) else "module loads",
+            "; ".join(said) + ": modules loaded inside the profile",
             "no step time: launch calls far longer than their rank's median that are their"
-            " kernel's first launch",
+            " kernel's first launch, and the calls that load a compiled module",
             "profile after warm-up (torch.profiler.schedule(wait=1, warmup=1, active=...), or"
             " skip the first iterations): their steps are longer than the run's;"
             " CUDA_MODULE_LOADING=EAGER loads every module at start-up instead",
             rank=ranks[0] if len(ranks) == 1 else None,
         )
     ]
+
+
+def _share(ctx: Context, ns: float, ranks: list[int]) -> str:
+    """``ns`` as a share of the profiled time of ``ranks``."""
+    profiled = ctx.replay.base * len(ranks) / max(len(ctx.traces), 1)
+    return f"{fmt_pct(100 * ns / profiled if profiled > 0 else np.nan)} of the profiled time"
+
+
+def _module_loads(trace) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """(ns, [start, end) ns) of the rank's module-load calls."""
+    cpu = trace.cpu
+    if not len(cpu):
+        return np.zeros(0), []
+    rows = np.flatnonzero(one_of(cpu["name"], MODULE_LOAD_NAMES))
+    ts, dur = cpu["ts"].to_numpy()[rows], cpu["dur"].to_numpy()[rows]
+    return dur.astype(np.float64), list(zip(ts.tolist(), (ts + dur).tolist()))
 
 
 def _first_long_launches(trace) -> tuple[np.ndarray, list[str], list[tuple[int, int]]]:
