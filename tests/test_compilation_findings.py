@@ -6,10 +6,13 @@ shapes, and a first compile), and on SGLang's profiled graph capture (../shared)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from conftest import DATA, SHARED, needs_shared
 from scenarios import Sim
+from synth import TraceBuilder
 from test_host_findings import check_first, findings_of
 
 from hta_lite import TraceAnalysis
@@ -205,3 +208,68 @@ def test_a_profiled_graph_capture_is_warm_up(tmp_path):
         "captures a CUDA graph for the first time inside the profile: 32.2 ms"
         in (table.iloc[0]["evidence"])
     )
+
+
+def compiling_job(folder, compile_us: tuple[int, int], every: bool = False, steps: int = 6):
+    """Two ranks, ``steps`` steps: each rank compiles (``compile_us[rank]`` µs; in step 1 only,
+    or in every step with ``every``), launches a 180 µs GEMM, then joins an NCCL all_reduce
+    that transfers for 100 µs once both ranks arrived. Returns the mean step (µs) of the
+    steps the analyses keep (the last one is left out)."""
+    builders = [TraceBuilder(rank=r, world_size=2) for r in (0, 1)]
+    t, lengths = [0.0, 0.0], []
+    for n in range(1, steps + 1):
+        starts, arrive = list(t), []
+        for r, b in enumerate(builders):
+            if (n == 1 or every) and compile_us[r]:
+                b.cpu_op("entire_frame_compile", t[r], compile_us[r])
+                t[r] += compile_us[r]
+            b.cpu_op("aten::mm", t[r], 20)
+            b.kernel("gemm", t[r] + 20, 180, launch_ts=t[r] + 5, launch_dur=5)
+            b.cpu_op("nccl:all_reduce", t[r] + 200, 6)
+            arrive.append(t[r] + 200)
+        go = max(arrive) + 10
+        for r, b in enumerate(builders):
+            b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", arrive[r] + 10,
+                     go + 100 - arrive[r] - 10, stream=13, launch_ts=arrive[r] + 1,
+                     launch_dur=5)  # fmt: skip
+            b.step(n, starts[r], go + 110 - starts[r])
+            t[r] = go + 120
+        lengths.append(go + 110 - min(starts))
+    for r, b in enumerate(builders):
+        b.write(Path(folder) / f"rank{r}.json")
+    return sum(lengths[:-1]) / (steps - 1)
+
+
+def test_a_rank_that_compiles_longer_in_its_first_step_is_no_straggler(tmp_path):
+    """Both ranks compile in step 1, rank 1 for 6 ms and rank 0 for 3: rank 0 waits 3 ms at
+    step 1's all_reduce, and every later step is even. That lateness is warm-up: the straggler
+    report leaves step 1's collective out and says so, and neither the key findings nor the
+    findings name a straggler (before: rank 1, 600 µs per step, 39.5 % of the step). The warm-up
+    share is of the two ranks' time (before: 117.8 %)."""
+    compiling_job(tmp_path, (3000, 6000))
+    analysis = TraceAnalysis(trace_dir=tmp_path, cache=False, parallel=False)
+    report = analysis.get_straggler_report()
+    assert report.stragglers == []
+    assert "1 collective(s) of steps in which a rank compiles" in report.rule
+    keys = analysis.get_key_findings().set_index("kind")
+    assert keys.loc["straggler", "finding"].startswith("No straggler")
+    table = analysis.get_findings()
+    assert "straggler" not in set(table["kind"])
+    warmup = table.set_index("kind").loc["warmup", "evidence"]
+    assert "9.0 ms (58.9 % of the profiled time) in 2 steps of rank(s) 0, 1" in warmup
+
+
+def test_a_rank_that_recompiles_every_step_is_a_straggler_priced_without_its_first_compile(
+    tmp_path,
+):
+    """Rank 1 compiles 3 ms in every step (no compile numbers: step 1's is its first): the
+    others wait for it. Fixed, it compiles in step 1 only; both the recompilation and the
+    straggler finding (one cause, two views) save what the fix saves, within 10 %; step 1's
+    first compile is warm-up in both (before, the straggler's saving counted it: 25 % more)."""
+    slow = compiling_job(tmp_path / "slow", (0, 3000), every=True)
+    fixed = compiling_job(tmp_path / "fixed", (0, 3000))
+    analysis = TraceAnalysis(trace_dir=tmp_path / "slow", cache=False, parallel=False)
+    assert analysis.get_straggler_report().stragglers == [1]
+    table = analysis.get_findings().set_index("kind")
+    for kind in ("recompilation", "straggler"):
+        assert table.loc[kind, "saving_ms_per_step"] * 1e3 == pytest.approx(slow - fixed, rel=0.1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -10,6 +11,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import RankNotFoundError, SelectionError
+from ..intervals import merge
 from ..kineto import GPU_WORK_CATEGORIES
 from ..load.rank_trace import RankTrace
 
@@ -182,3 +184,21 @@ def wanted(asked, present, what: str, where: str | None = None) -> list | None:
         place = f" in {where}" if where else ""
         raise SelectionError(None, f"{what} {missing} not found{place}; there are: {shown}")
     return values
+
+
+def ranges_named(trace, regex: re.Pattern) -> dict[int, np.ndarray]:
+    """``{tid: (n, 2) merged, sorted [start, end) ns}`` of the rank's CPU events whose name
+    ``regex`` finds."""
+    cpu = trace.cpu
+    if not len(cpu):
+        return {}
+    names = cpu["name"].astype("category")
+    hit = np.isin(names.cat.codes, [i for i, n in enumerate(names.cat.categories)
+                                    if regex.search(str(n))])  # fmt: skip
+    if not hit.any():
+        return {}
+    out = {}
+    for tid, part in cpu[hit].groupby("tid", sort=False):
+        starts, ends = merge(part["ts"].to_numpy(), (part["ts"] + part["dur"]).to_numpy())
+        out[int(tid)] = np.stack([starts, ends], axis=1)
+    return out

@@ -13,7 +13,9 @@ on real traces is often not the one the ranks waited in: it then names the rank 
 clock.)
 
 ``collective_skew``: per matched collective and rank, the arrival after the first rank (µs): the
-last to arrive is the one the others waited for.
+last to arrive is the one the others waited for. A collective of a step in which a member
+compiles or captures for the first time (:mod:`.one_time`: warm-up) is left out of both: the
+lateness there is that rank's warm-up, not how it runs (``attrs["warmup_left_out"]``: how many).
 
 ``find_stragglers`` flags ranks whose lateness (:mod:`.lateness`: how far behind the first rank
 per step) is far above the other ranks' median and a share of the step, and at whose arrivals
@@ -37,6 +39,7 @@ from .collectives.matching import Matching, match_traces
 from .common import select, us, wanted
 from .idle import gpu_idle_gaps
 from .lateness import RANK_COLUMNS, rank_skew  # noqa: F401 (the straggler finders' input)
+from .one_time import warmup_steps
 from .steps import profiled_steps
 
 
@@ -54,7 +57,19 @@ def _matched(
     calls = matching.measured()
     if steps is not None:
         calls = calls[calls["step"].isin(list(steps))]
-    return calls[calls["step"] >= 0]
+    calls = calls[calls["step"] >= 0]
+    warm = np.zeros(len(calls), bool)
+    for trace in selected:
+        bounds = profiled_steps(trace)
+        bounds = pd.DataFrame({"step": bounds["step"], "start": bounds["ts"],
+                               "end": bounds["ts"] + bounds["dur"]})  # fmt: skip
+        first = warmup_steps(trace, bounds)
+        if first:
+            warm |= ((calls["rank"] == trace.rank) & calls["step"].isin(list(first))).to_numpy()
+    left_out = calls.loc[warm, "instance"].unique()
+    calls = calls[~calls["instance"].isin(left_out)]
+    calls.attrs["warmup_left_out"] = len(left_out)
+    return calls
 
 
 def potential_stragglers(
@@ -101,7 +116,10 @@ def collective_skew(
     """Per matched collective (:mod:`~hta_lite.analyses.collectives.matching`) and rank:
     ``start_us`` (relative to the earliest call), ``skew_us`` (its arrival after the first
     rank), ``wait_us`` (time it waited for the last rank), ``arrived_last``."""
-    return skew_table(_matched(traces, ranks, steps, matching))
+    calls = _matched(traces, ranks, steps, matching)
+    table = skew_table(calls)
+    table.attrs["warmup_left_out"] = calls.attrs.get("warmup_left_out", 0)
+    return table
 
 
 def skew_table(calls: pd.DataFrame) -> pd.DataFrame:

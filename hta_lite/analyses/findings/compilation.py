@@ -1,14 +1,8 @@
 """One-time work inside the profile: JIT compilation (torch.compile, nvFuser, Triton's JIT) and
 CUDA / HIP graph capture.
 
-Found: the host ranges named as compilation (``kineto.COMPILE_PATTERNS``), and each capture (a
-``BeginCapture`` call to the next ``EndCapture`` call of its thread) with the calls that
-instantiate a graph, their time per step. A
-step *compiles again* when it compiles and runs a torch.compile'd frame whose compile number is
-not 0 (``Torch-Compiled Region: 0/3``: a guard failed, the frame was compiled again), or, for a
-compiler that names no compile number, when it is not the rank's first step that compiles; a
-step *captures again* when it is not the rank's first step that captures. Any other compile or
-capture is the program's first: warm-up.
+Found: the ranges of :mod:`..one_time` (compile ranges; captures with the calls that instantiate
+a graph), their time per step, and the steps that do the work again or for the first time.
 
 - ``recompilation`` / ``recapture``: model: the repeating steps' ranges (and what runs inside
   them on their thread) take no time, as when the guards hold or the graph is replayed; each
@@ -30,18 +24,17 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from ...intervals import merge
-from ...kineto import COMPILE_PATTERNS, COMPILED_REGION, GRAPH_INSTANTIATE_NAMES
+from ...kineto import COMPILE_PATTERNS
 from ...units import fmt_pct, fmt_us
-from ..common import GpuIntervals, one_of
-from ..operators.graph_sources import capture_calls
+from .. import one_time
+from ..common import GpuIntervals
 from .context import Context
 from .finding import Finding
 from .graph_replay import covered
-from .host_ranges import free_cut, per_step, ranges_named
-
-COMPILING = re.compile("|".join(f"(?:{p})" for p in COMPILE_PATTERNS.values()))
+from .host_ranges import free_cut, per_step
 
 
 @dataclass(frozen=True)
@@ -85,8 +78,8 @@ def find(ctx: Context) -> list[Finding]:
         return []
     found = []
     for work, ranges_of, label in (
-        (COMPILE, lambda t: ranges_named(t, COMPILING), _compiler),
-        (CAPTURE, _capture_ranges, lambda t: "CUDA graph capture"),
+        (COMPILE, one_time.compile_ranges, _compiler),
+        (CAPTURE, one_time.capture_ranges, lambda t: "CUDA graph capture"),
     ):
         ranges = {rank: ranges_of(t) for rank, t in ctx.traces.items()}
         ranges = {r: v for r, v in ranges.items() if v}
@@ -98,8 +91,15 @@ def find(ctx: Context) -> list[Finding]:
 def _one_time(ctx: Context, work: Work, ranges: dict, label) -> list[Finding]:
     """The repeating work's finding and the warm-up's, of ``ranges`` (``{rank: ranges}``)."""
     doing = {key: ns for key, ns in per_step(ctx, ranges).items() if ns > 0}
-    again = _repeating_steps(ctx, doing, numbered=work is COMPILE)
     steps = ctx.segments.drop_duplicates(["rank", "step"])
+    again = set()
+    for rank in {r for r, _ in doing}:
+        mine_steps = steps[steps["rank"] == rank]
+        bounds = pd.DataFrame({"step": mine_steps["step"], "start": mine_steps["step_start"],
+                               "end": mine_steps["step_end"]})  # fmt: skip
+        mine = {s for r, s in doing if r == rank}
+        again |= {(rank, s) for s in one_time.again(ctx.traces[rank], mine, bounds,
+                                                    numbered=work is COMPILE)}  # fmt: skip
     found = []
     if again:
         repeated = {rank: _within(ranges[rank], _bounds(steps, rank, again)) for rank in
@@ -135,30 +135,10 @@ def _one_time(ctx: Context, work: Work, ranges: dict, label) -> list[Finding]:
     return found
 
 
-def _capture_ranges(trace) -> dict[int, np.ndarray]:
-    """``{tid: merged [start, end) ns}`` of the rank's graph captures, each from its
-    ``BeginCapture`` call's start to its ``EndCapture`` call's end, and of the calls that
-    instantiate a captured graph."""
-    pairs = np.array(capture_calls(trace), np.int64).reshape(-1, 2)
-    made = np.flatnonzero(one_of(trace.cpu["name"], GRAPH_INSTANTIATE_NAMES)) if len(
-        trace.cpu) else np.zeros(0, np.int64)  # fmt: skip
-    if not len(pairs) and not len(made):
-        return {}
-    ts, dur = trace.cpu["ts"].to_numpy(), trace.cpu["dur"].to_numpy()
-    start = np.r_[ts[pairs[:, 0]], ts[made]]
-    end = np.r_[ts[pairs[:, 1]] + dur[pairs[:, 1]], ts[made] + dur[made]]
-    tids = trace.cpu["tid"].to_numpy()[np.r_[pairs[:, 0], made]]
-    out = {}
-    for tid in np.unique(tids).tolist():
-        lo, hi = merge(start[tids == tid], end[tids == tid])
-        out[int(tid)] = np.stack([lo, hi], axis=1)
-    return out
-
-
 def idle_while_compiling(trace) -> tuple[float, str]:
     """(ns during which the rank's GPU runs nothing, between its first and last work, while a
     host thread is in a compile range; the compiler), ``(0.0, "")`` where it never compiles."""
-    ranges = ranges_named(trace, COMPILING)
+    ranges = one_time.compile_ranges(trace)
     gpu = GpuIntervals.of(trace)
     if not ranges or not len(gpu.ts):
         return 0.0, ""
@@ -170,41 +150,9 @@ def idle_while_compiling(trace) -> tuple[float, str]:
     return float(np.maximum(idle, 0).sum()), _compiler(trace)
 
 
-def _repeating_steps(ctx: Context, doing: dict, numbered: bool) -> set[tuple[int, int]]:
-    """The (rank, step) of ``doing`` that do the work again (module docstring); ``numbered``:
-    torch.compile's compile numbers say where they are written."""
-    steps = ctx.segments.drop_duplicates(["rank", "step"])
-    out = set()
-    for rank in {r for r, _ in doing}:
-        regions = _regions(ctx.traces[rank]) if numbered else np.zeros((0, 3), np.int64)
-        mine = steps[steps["rank"] == rank].sort_values("step_start")
-        first = True
-        for step, start, end in mine[["step", "step_start", "step_end"]].itertuples(index=False):
-            if (rank, int(step)) not in doing:
-                continue
-            ids = regions[(regions[:, 0] >= start) & (regions[:, 0] < end), 2]
-            if (ids > 0).any() or (not len(regions) and not first):
-                out.add((rank, int(step)))
-            first = False
-    return out
-
-
-def _regions(trace) -> np.ndarray:
-    """``(n, 3)`` ts, frame, compile number of the rank's torch.compile'd frame runs."""
-    cpu = trace.cpu
-    names = cpu["name"].astype("category")
-    rows = []
-    for code, name in enumerate(names.cat.categories):
-        match = COMPILED_REGION.match(str(name))
-        if match:
-            for ts in cpu["ts"].to_numpy()[names.cat.codes.to_numpy() == code].tolist():
-                rows.append((ts, int(match.group(1)), int(match.group(2))))
-    return np.array(rows, np.int64).reshape(-1, 3)
-
-
 def _frames(trace, rank, again, steps) -> str:
     """`` (torch.compile'd frame 0, compiles 0/2 to 0/5)`` where the frames are named."""
-    regions = _regions(trace)
+    regions = one_time.compiled_regions(trace)
     if not len(regions):
         return ""
     spans = _bounds(steps, rank, again)
@@ -223,7 +171,7 @@ def _frames(trace, rank, again, steps) -> str:
 def _warmup(ctx: Context, work: Work, first: dict, label) -> Finding:
     ranks = sorted({r for r, _ in first})
     total = sum(first.values())
-    profiled = ctx.replay.base * len(ranks) / max(len(ctx.traces), 1)
+    profiled = ctx.replay.base * len(ranks)  # the job's time on each of those ranks
     share = 100 * total / profiled if profiled > 0 else np.nan
     worst = max(first, key=first.get)
     step = "the capture" if ctx.whole_run_is_one_step else f"step {worst[1]}"

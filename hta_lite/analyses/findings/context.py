@@ -52,6 +52,7 @@ class Context:
     _pending: list = field(default_factory=list)
     _claims: dict = field(default_factory=dict)
     _after_call: np.ndarray | None = None  # per segment: the call it starts after, numbered
+    _warmup: set | None = None  # warmup_steps(), once
 
     def __post_init__(self):
         seg = self.replay.segments
@@ -125,6 +126,21 @@ class Context:
             (t.steps.empty or list(t.steps["name"]) == [WHOLE_CAPTURE])
             for t in self.traces.values()
         )
+
+    def warmup_steps(self) -> set[int]:
+        """The steps in which a rank compiles or captures a graph for the first time
+        (:mod:`..one_time`): what happens at the collectives there is warm-up."""
+        from .. import one_time
+
+        if self._warmup is None:
+            steps = self.segments.drop_duplicates(["rank", "step"])
+            self._warmup = set()
+            for rank, trace in self.traces.items():
+                mine = steps[steps["rank"] == rank]
+                bounds = pd.DataFrame({"step": mine["step"], "start": mine["step_start"],
+                                       "end": mine["step_end"]})  # fmt: skip
+                self._warmup |= one_time.warmup_steps(trace, bounds)
+        return self._warmup
 
     @property
     def training(self) -> bool:

@@ -2,38 +2,19 @@
 compilation).
 
 A rank's *ranges* are ``{tid: (n, 2) merged, sorted [start, end) ns}``: the CPU events whose
-name a regex finds, merged per thread. Made free, each rank's step graphs lose the edge time
-inside them on their thread (:func:`.graph_replay.thread_overlap`), and the job's segments lose
-the time of their paths' zero-weight dependencies inside them (a range with no operator in it).
+name a regex finds, merged per thread (:func:`..common.ranges_named`). Made free, each rank's
+step graphs lose the edge time inside them on their thread (:func:`.graph_replay.thread_overlap`),
+and the job's segments lose the time of their paths' zero-weight dependencies inside them (a
+range with no operator in it).
 """
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from ...intervals import merge
 from .context import Context
 from .graph_replay import covered, thread_overlap
 from .replay import Cut
-
-
-def ranges_named(trace, regex: re.Pattern) -> dict[int, np.ndarray]:
-    """The rank's ranges of CPU events whose name ``regex`` finds (module docstring)."""
-    cpu = trace.cpu
-    if not len(cpu):
-        return {}
-    names = cpu["name"].astype("category")
-    hit = np.isin(names.cat.codes, [i for i, n in enumerate(names.cat.categories)
-                                    if regex.search(str(n))])  # fmt: skip
-    if not hit.any():
-        return {}
-    out = {}
-    for tid, part in cpu[hit].groupby("tid", sort=False):
-        starts, ends = merge(part["ts"].to_numpy(), (part["ts"] + part["dur"]).to_numpy())
-        out[int(tid)] = np.stack([starts, ends], axis=1)
-    return out
 
 
 def path_events_inside(ctx: Context, ranges: dict[int, dict]) -> np.ndarray:

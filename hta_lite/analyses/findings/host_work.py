@@ -17,9 +17,10 @@ import re
 import numpy as np
 
 from ...units import fmt_us
+from ..common import ranges_named
 from .context import Context
 from .finding import Finding
-from .host_ranges import free_cut, path_events_inside, per_step, ranges_named
+from .host_ranges import free_cut, path_events_inside, per_step
 
 
 def find(ctx: Context) -> list[Finding]:

@@ -8,7 +8,8 @@ present or more: :func:`..collectives.matching.comparable`), and only the work
 between two points every member shares: its step's start or such a collective (which the
 members leave together), and such a collective or the step's end. Work after a call paired
 with a different one on another rank (a call missing there, a partial job) is not compared:
-its start is not the others'.
+its start is not the others'. Steps in which a rank compiles or captures for the first time are
+left out, as the straggler report leaves out their collectives: that lateness is warm-up.
 
 Blind spots: the other ranks' work is taken as it was (a rank that is itself slow at another
 collective is its own finding); the typical rank is the median member, so with two ranks it is
@@ -88,6 +89,7 @@ def _excess(ctx: Context, rank: int) -> np.ndarray:
     excess[mine] = np.maximum(
         frame.loc[mine, "span"].to_numpy() - typical.reindex(frame.loc[mine, "key"]).to_numpy(), 0
     )
+    excess[seg["step"].isin(list(ctx.warmup_steps())).to_numpy()] = 0
     return excess
 
 

@@ -73,7 +73,7 @@ def find(ctx: Context) -> list[Finding]:
 
 def _share(ctx: Context, ns: float, ranks: list[int]) -> str:
     """``ns`` as a share of the profiled time of ``ranks``."""
-    profiled = ctx.replay.base * len(ranks) / max(len(ctx.traces), 1)
+    profiled = ctx.replay.base * len(ranks)  # the job's time on each of those ranks
     return f"{fmt_pct(100 * ns / profiled if profiled > 0 else np.nan)} of the profiled time"
 
 
