@@ -113,7 +113,7 @@ COMPILE_PATTERNS = {"torch.compile": r"^entire_frame_compile$|\(dynamo_timed\)$"
                     "nvFuser": r"::compileFusion$|^executor_utils::Nvrtc::CompileProgram$",
                     "Triton": r"triton/compiler/compiler\.py\(\d+\): compile$"}  # fmt: skip
 #: a torch.compile'd frame's run: ``Torch-Compiled Region: <frame>/<compile>`` (0: the first)
-COMPILED_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
+COMPILED_REGION = re.compile(r"^Torch-Compiled Region: (\d{1,9})/(\d{1,9})$")  # bounded: ints
 
 # ---- memory ----------------------------------------------------------------------------------
 #: the allocator's instant events (``profile_memory=True``)

@@ -273,3 +273,15 @@ def test_a_rank_that_recompiles_every_step_is_a_straggler_priced_without_its_fir
     table = analysis.get_findings().set_index("kind")
     for kind in ("recompilation", "straggler"):
         assert table.loc[kind, "saving_ms_per_step"] * 1e3 == pytest.approx(slow - fixed, rel=0.1)
+
+
+def test_a_compile_number_of_5000_digits_is_no_number(tmp_path):
+    """A hostile region name (``Torch-Compiled Region: 0/999...``, 5,000 digits: past Python's
+    int limit and int64) is read as naming no number: the steps after the first that compiles
+    recompile, and nothing raises."""
+    slow = program(4, {1, 2, 3, 4})
+    for event in slow.b.events:
+        if event["name"].startswith("Torch-Compiled Region"):
+            event["name"] = "Torch-Compiled Region: 0/" + "9" * 5000
+    known = slow.mean_step_us() - program(4, {1}).mean_step_us()
+    check_first(findings_of(slow, tmp_path), "recompilation", known, "torch.compile")

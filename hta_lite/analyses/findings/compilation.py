@@ -107,7 +107,7 @@ def _one_time(ctx: Context, work: Work, ranges: dict, label) -> list[Finding]:
         on_path, cut = free_cut(ctx, repeated)
         _, low = free_cut(ctx, repeated, 0.5)
         for rank, spans in repeated.items():  # priced here, by no general kind
-            ctx.claim(rank, np.concatenate(list(spans.values())).tolist())
+            ctx.claim(rank, [tuple(p) for m in spans.values() for p in m.tolist()])
         per_rank = {rank: sum(doing[k] for k in again if k[0] == rank) for rank in repeated}
         worst = max(per_rank, key=per_rank.get)
         n_steps = int((steps["rank"] == worst).sum())
@@ -129,7 +129,7 @@ def _one_time(ctx: Context, work: Work, ranges: dict, label) -> list[Finding]:
     first = {key: ns for key, ns in doing.items() if key not in again}
     for rank in {r for r, _ in first}:  # not step time of the steady state: no other kind's
         spans = _within(ranges[rank], _bounds(steps, rank, first))
-        ctx.claim(rank, np.concatenate(list(spans.values())).tolist())
+        ctx.claim(rank, [tuple(p) for m in spans.values() for p in m.tolist()])
     if first:
         found.append(_warmup(ctx, work, first, label))
     return found
