@@ -18,10 +18,10 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..intervals import merge
+from ..intervals import merge, overlap, total
 from ..kineto import COMPILE_PATTERNS, COMPILED_REGION, GRAPH_INSTANTIATE_NAMES
 from ..load.rank_trace import RankTrace
-from .common import one_of, ranges_named
+from .common import GpuIntervals, one_of, ranges_named
 from .operators.graph_sources import capture_calls
 
 COMPILING = re.compile("|".join(f"(?:{p})" for p in COMPILE_PATTERNS.values()))
@@ -101,3 +101,28 @@ def warmup_steps(trace: RankTrace, bounds: pd.DataFrame) -> set[int]:
             doing = time_per_step(ranges, bounds)
             out |= set(doing) - again(trace, doing, bounds, numbered)
     return out
+
+
+def compiler(trace: RankTrace) -> str:
+    """The compiler whose ranges hold the most time on the rank."""
+    names = trace.cpu["name"].astype("category")
+    ns = np.bincount(names.cat.codes.to_numpy() + 1, trace.cpu["dur"].to_numpy(np.float64),
+                     minlength=len(names.cat.categories) + 1)[1:]  # fmt: skip
+    per = {compiler: sum(float(ns[i]) for i, n in enumerate(names.cat.categories)
+                         if re.search(pattern, str(n)))
+           for compiler, pattern in COMPILE_PATTERNS.items()}  # fmt: skip
+    return max(per, key=per.get)
+
+
+def idle_while_compiling(trace: RankTrace) -> tuple[float, str]:
+    """(ns during which the rank's GPU runs nothing, between its first and last work, while a
+    host thread is in a compile range; the compiler), ``(0.0, "")`` where it never compiles."""
+    ranges = compile_ranges(trace)
+    gpu = GpuIntervals.of(trace)
+    if not ranges or not len(gpu.ts):
+        return 0.0, ""
+    spans = np.concatenate(list(ranges.values()))
+    lo = np.clip(spans[:, 0], gpu.ts.min(), gpu.end.max())
+    hi = np.clip(spans[:, 1], gpu.ts.min(), gpu.end.max())
+    idle = total(lo, hi) - overlap((lo, hi), (gpu.ts, gpu.end))
+    return float(max(idle, 0)), compiler(trace)

@@ -12,6 +12,7 @@ import pandas as pd
 from ..analyses import findings as ranked
 from ..analyses import key_findings as kf
 from ..analyses.job_path import job_critical_path
+from ..analyses.one_time import idle_while_compiling
 from ..analyses.operators import DEVICES, architecture_hint
 from ..errors import MissingDataError
 from ..kineto import DATA_LOADING_PATTERN
@@ -149,8 +150,6 @@ class Findings:
 
     def _idle_while_compiling(self) -> tuple[float, str]:
         """(µs the ranks' GPUs idle while their hosts compile, summed; the compiler)."""
-        from ..analyses.findings.compilation import idle_while_compiling
-
         per_rank = [idle_while_compiling(self.trace(r)) for r in sorted(self.traces)]
         compilers = [c for ns, c in sorted(per_rank, reverse=True) if ns > 0]
         return sum(ns for ns, _ in per_rank) / 1e3, compilers[0] if compilers else ""

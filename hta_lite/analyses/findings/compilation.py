@@ -20,20 +20,15 @@ compile) is seen only where the host waits for it inside a named range.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from ...intervals import merge
-from ...kineto import COMPILE_PATTERNS
 from ...units import fmt_pct, fmt_us
 from .. import one_time
-from ..common import GpuIntervals
 from .context import Context
 from .finding import Finding
-from .graph_replay import covered
 from .host_ranges import free_cut, per_step
 
 
@@ -78,7 +73,7 @@ def find(ctx: Context) -> list[Finding]:
         return []
     found = []
     for work, ranges_of, label in (
-        (COMPILE, one_time.compile_ranges, _compiler),
+        (COMPILE, one_time.compile_ranges, one_time.compiler),
         (CAPTURE, one_time.capture_ranges, lambda t: "CUDA graph capture"),
     ):
         ranges = {rank: ranges_of(t) for rank, t in ctx.traces.items()}
@@ -135,21 +130,6 @@ def _one_time(ctx: Context, work: Work, ranges: dict, label) -> list[Finding]:
     return found
 
 
-def idle_while_compiling(trace) -> tuple[float, str]:
-    """(ns during which the rank's GPU runs nothing, between its first and last work, while a
-    host thread is in a compile range; the compiler), ``(0.0, "")`` where it never compiles."""
-    ranges = one_time.compile_ranges(trace)
-    gpu = GpuIntervals.of(trace)
-    if not ranges or not len(gpu.ts):
-        return 0.0, ""
-    spans = np.concatenate(list(ranges.values()))
-    lo, hi = merge(np.clip(spans[:, 0], gpu.ts.min(), gpu.end.max()),
-                   np.clip(spans[:, 1], gpu.ts.min(), gpu.end.max()))  # fmt: skip
-    busy = np.stack(merge(gpu.ts, gpu.end), axis=1)
-    idle = (hi - lo) - (covered(busy, hi) - covered(busy, lo))
-    return float(np.maximum(idle, 0).sum()), _compiler(trace)
-
-
 def _frames(trace, rank, again, steps) -> str:
     """`` (torch.compile'd frame 0, compiles 0/2 to 0/5)`` where the frames are named."""
     regions = one_time.compiled_regions(trace)
@@ -194,17 +174,6 @@ def _warmup(ctx: Context, work: Work, first: dict, label) -> Finding:
         " share of the step here counts that time",
         rank=ranks[0] if len(ranks) == 1 else None,
     )
-
-
-def _compiler(trace) -> str:
-    """The compiler whose ranges hold the most time on the rank."""
-    names = trace.cpu["name"].astype("category")
-    ns = np.bincount(names.cat.codes.to_numpy() + 1, trace.cpu["dur"].to_numpy(np.float64),
-                     minlength=len(names.cat.categories) + 1)[1:]  # fmt: skip
-    per = {compiler: sum(float(ns[i]) for i, n in enumerate(names.cat.categories)
-                         if re.search(pattern, str(n)))
-           for compiler, pattern in COMPILE_PATTERNS.items()}  # fmt: skip
-    return max(per, key=per.get)
 
 
 def _bounds(steps, rank: int, keys) -> list[tuple[int, int]]:

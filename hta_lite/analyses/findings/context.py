@@ -11,6 +11,7 @@ import pandas as pd
 from ...intervals import sums_by_key
 from ...load.contract import WHOLE_CAPTURE
 from ...load.rank_trace import RankTrace
+from .. import one_time
 from ..job_path import JobCriticalPath
 from ..job_path.segments import CALL_KEY
 from .graph_replay import Change, RankGraphs
@@ -130,8 +131,6 @@ class Context:
     def warmup_steps(self) -> set[int]:
         """The steps in which a rank compiles or captures a graph for the first time
         (:mod:`..one_time`): what happens at the collectives there is warm-up."""
-        from .. import one_time
-
         if self._warmup is None:
             steps = self.segments.drop_duplicates(["rank", "step"])
             self._warmup = set()
