@@ -66,13 +66,11 @@ def compiled_regions(trace: RankTrace) -> np.ndarray:
 
 def time_per_step(ranges: dict[int, np.ndarray], bounds: pd.DataFrame) -> dict[int, float]:
     """``{step: ns}`` of the ranges within each step of ``bounds`` (``step``, ``start``, ``end``
-    ns): their union per thread, summed over threads; steps without any are left out."""
+    ns): their union per thread, summed over threads (0.0 for a step without any)."""
     out = {}
     for step, start, end in bounds[["step", "start", "end"]].itertuples(index=False):
-        ns = sum(float((np.clip(m[:, 1], start, end) - np.clip(m[:, 0], start, end)).sum())
-                 for m in ranges.values())  # fmt: skip
-        if ns > 0:
-            out[int(step)] = ns
+        out[int(step)] = sum(float((np.clip(m[:, 1], start, end) - np.clip(m[:, 0], start, end))
+                                   .sum()) for m in ranges.values())  # fmt: skip
     return out
 
 
@@ -98,8 +96,8 @@ def warmup_steps(trace: RankTrace, bounds: pd.DataFrame) -> set[int]:
     out = set()
     for ranges, numbered in ((compile_ranges(trace), True), (capture_ranges(trace), False)):
         if ranges:
-            doing = time_per_step(ranges, bounds)
-            out |= set(doing) - again(trace, doing, bounds, numbered)
+            doing = {step for step, ns in time_per_step(ranges, bounds).items() if ns > 0}
+            out |= doing - again(trace, doing, bounds, numbered)
     return out
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from ...units import fmt_pct, fmt_us
 from .. import one_time
@@ -89,11 +88,8 @@ def _one_time(ctx: Context, work: Work, ranges: dict, label) -> list[Finding]:
     steps = ctx.segments.drop_duplicates(["rank", "step"])
     again = set()
     for rank in {r for r, _ in doing}:
-        mine_steps = steps[steps["rank"] == rank]
-        bounds = pd.DataFrame({"step": mine_steps["step"], "start": mine_steps["step_start"],
-                               "end": mine_steps["step_end"]})  # fmt: skip
         mine = {s for r, s in doing if r == rank}
-        again |= {(rank, s) for s in one_time.again(ctx.traces[rank], mine, bounds,
+        again |= {(rank, s) for s in one_time.again(ctx.traces[rank], mine, ctx.step_bounds(rank),
                                                     numbered=work is COMPILE)}  # fmt: skip
     found = []
     if again:

@@ -132,14 +132,18 @@ class Context:
         """The steps in which a rank compiles or captures a graph for the first time
         (:mod:`..one_time`): what happens at the collectives there is warm-up."""
         if self._warmup is None:
-            steps = self.segments.drop_duplicates(["rank", "step"])
             self._warmup = set()
             for rank, trace in self.traces.items():
-                mine = steps[steps["rank"] == rank]
-                bounds = pd.DataFrame({"step": mine["step"], "start": mine["step_start"],
-                                       "end": mine["step_end"]})  # fmt: skip
-                self._warmup |= one_time.warmup_steps(trace, bounds)
+                self._warmup |= one_time.warmup_steps(trace, self.step_bounds(rank))
         return self._warmup
+
+    def step_bounds(self, rank: int) -> pd.DataFrame:
+        """``step``, ``start``, ``end`` (ns) of the rank's steps, as :attr:`step_ns` measures
+        them (to the end of the GPU work each launched)."""
+        seg = self.segments
+        mine = seg[seg["rank"].to_numpy() == rank].drop_duplicates("step")
+        columns = {"step": "step", "start": "step_start", "end": "step_end"}
+        return pd.DataFrame({name: mine[c].to_numpy() for name, c in columns.items()})
 
     @property
     def training(self) -> bool:

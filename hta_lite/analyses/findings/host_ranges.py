@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import one_time
 from .context import Context
 from .graph_replay import covered, thread_overlap
 from .replay import Cut
@@ -56,19 +57,11 @@ def gaps_inside(ctx: Context, ranges: dict[int, dict]) -> np.ndarray:
 def per_step(ctx: Context, ranges: dict[int, dict]) -> dict[tuple[int, int], float]:
     """``{(rank, step): ns}`` of the ranges within each of the rank's steps (their union per
     thread, summed over threads), for every step of a rank with ranges."""
-    steps = ctx.segments.drop_duplicates(["rank", "step"])
-    out = {}
-    for rank, step, start, end in steps[["rank", "step", "step_start", "step_end"]].itertuples(
-        index=False
-    ):
-        spans = ranges.get(int(rank))
-        if spans is None:
-            continue
-        out[(int(rank), int(step))] = float(
-            sum((np.clip(m[:, 1], start, end) - np.clip(m[:, 0], start, end)).sum()
-                for m in spans.values())
-        )  # fmt: skip
-    return out
+    return {
+        (rank, step): ns
+        for rank, spans in ranges.items()
+        for step, ns in one_time.time_per_step(spans, ctx.step_bounds(rank)).items()
+    }
 
 
 def free_cut(ctx: Context, ranges: dict[int, dict], scale: float = 1.0) -> tuple[np.ndarray, Cut]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...units import fmt_us
+from .. import one_time
 from .context import Context
 from .finding import Finding
 from .replay import Cut
@@ -70,13 +71,9 @@ def find(ctx: Context) -> list[Finding]:
 def _claimed(ctx: Context, rank: int, rows: np.ndarray) -> float:
     """ns of the rank's claimed time within its step (the segments ``rows``) beyond the claimed
     time of its typical step (the median over its steps)."""
-    seg = ctx.segments
-    steps = seg[seg["rank"].to_numpy() == rank].drop_duplicates("step")
     spans = ctx.claimed(int(rank))
-    if not len(rows) or not len(spans) or steps.empty:
+    if not len(rows) or not len(spans):
         return 0.0
-    start = steps["step_start"].to_numpy()[:, None]
-    end = steps["step_end"].to_numpy()[:, None]
-    per_step = (np.clip(spans[:, 1], start, end) - np.clip(spans[:, 0], start, end)).sum(axis=1)
-    mine = steps["step"].to_numpy() == seg["step"].to_numpy()[rows[0]]
-    return float(max(per_step[mine].sum() - np.median(per_step), 0.0))
+    per_step = one_time.time_per_step({0: spans}, ctx.step_bounds(int(rank)))
+    step = int(ctx.segments["step"].to_numpy()[rows[0]])
+    return float(max(per_step.get(step, 0.0) - np.median(list(per_step.values())), 0.0))
