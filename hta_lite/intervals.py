@@ -33,6 +33,32 @@ def total(starts: np.ndarray, ends: np.ndarray) -> int:
     return int((e - s).sum())
 
 
+def subtract(
+    a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The union of ``a`` less the union of ``b``: sorted, disjoint [start, end) intervals."""
+    a, b = merge(*a), merge(*b)
+    points = np.unique(np.concatenate([*a, *b]))
+    if len(points) < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    lo, hi = points[:-1], points[1:]
+
+    def inside(s, e):  # each elementary piece [lo, hi) lies inside the set
+        return np.searchsorted(s, lo, "right") > np.searchsorted(e, lo, "right")
+
+    keep = inside(*a) & ~inside(*b)
+    return merge(lo[keep], hi[keep])
+
+
+def length_before(starts: np.ndarray, ends: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """For each point of ``at``, the length (ns) of the sorted, disjoint intervals before it."""
+    done = np.concatenate([[0], np.cumsum(ends - starts)])
+    begun = np.searchsorted(starts, at, "right")  # intervals that start at or before the point
+    last = np.maximum(begun - 1, 0)
+    beyond = np.where(begun > 0, np.maximum(ends[last] - at, 0), 0) if len(ends) else 0
+    return done[begun] - beyond
+
+
 def coverage_by_combination(interval_sets: list[tuple[np.ndarray, np.ndarray]]) -> dict[int, int]:
     """Time covered by each combination of the given interval sets.
 

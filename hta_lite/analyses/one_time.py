@@ -18,11 +18,20 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..intervals import merge, overlap, total
-from ..kineto import COMPILE_PATTERNS, COMPILED_REGION, GRAPH_INSTANTIATE_NAMES
+from ..intervals import merge, overlap, subtract, total
+from ..kineto import (
+    COMPILE_PATTERNS,
+    COMPILED_REGION,
+    GRAPH_INSTANTIATE_NAMES,
+    KERNEL_LAUNCH_NAMES,
+    MODULE_LOAD_NAMES,
+)
 from ..load.rank_trace import RankTrace
 from .common import GpuIntervals, one_of, ranges_named
 from .operators.graph_sources import capture_calls
+from .steps import profiled_steps
+
+LONG_NS, LONG_TIMES = 1_000_000, 100
 
 COMPILING = re.compile("|".join(f"(?:{p})" for p in COMPILE_PATTERNS.values()))
 
@@ -99,6 +108,69 @@ def warmup_steps(trace: RankTrace, bounds: pd.DataFrame) -> set[int]:
             doing = {step for step, ns in time_per_step(ranges, bounds).items() if ns > 0}
             out |= doing - again(trace, doing, bounds, numbered)
     return out
+
+
+def module_loads(trace: RankTrace) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """(ns, [start, end) ns) of the rank's module-load calls."""
+    cpu = trace.cpu
+    if not len(cpu):
+        return np.zeros(0), []
+    rows = np.flatnonzero(one_of(cpu["name"], MODULE_LOAD_NAMES))
+    ts, dur = cpu["ts"].to_numpy()[rows], cpu["dur"].to_numpy()[rows]
+    return dur.astype(np.float64), list(zip(ts.tolist(), (ts + dur).tolist()))
+
+
+def first_long_launches(trace: RankTrace) -> tuple[np.ndarray, list[str], list[tuple[int, int]]]:
+    """(ns, kernel name, [start, end) ns) of the rank's long first launches: kernel launch calls
+    longer than ``LONG_NS`` and ``LONG_TIMES`` x its rank's median launch call that are the
+    first launch of their kernel (by name), where a lazily loaded module loads. Long launches
+    that are not first ones (a full launch queue) are not this."""
+    cpu, gpu = trace.cpu, trace.gpu
+    if not len(cpu) or not len(gpu):
+        return np.zeros(0), [], []
+    launch = cpu["name"].isin(KERNEL_LAUNCH_NAMES).to_numpy()
+    durations = cpu["dur"].to_numpy()
+    if not launch.any():
+        return np.zeros(0), [], []
+    long = launch & (durations > LONG_NS) & (durations > LONG_TIMES * np.median(durations[launch]))
+    if not long.any():
+        return np.zeros(0), [], []
+    kernels = gpu[gpu["launch_row"].to_numpy() >= 0].sort_values("ts", kind="stable")
+    first = kernels[~kernels["name"].duplicated()]
+    rows = first["launch_row"].to_numpy()
+    rows = rows[long[rows]]
+    ts = cpu["ts"].to_numpy()[rows]
+    spans = list(zip(ts.tolist(), (ts + durations[rows]).tolist()))
+    names = first["name"].astype(str).to_numpy()[long[first["launch_row"].to_numpy()]].tolist()
+    return durations[rows], names, spans
+
+
+def warmup_delay(trace: RankTrace) -> np.ndarray:
+    """``(n, 2)`` sorted, disjoint [start, end) ns: the rank's warm-up work — its compiles and
+    captures in the steps that do them for the first time (:func:`warmup_steps` of its profiled
+    steps), its long first launches and its module loads — while its GPU runs nothing (all of
+    it on a rank without GPU work): the time by which what it did next started later than it
+    will once warm. A rank's arrival at a collective less this delay since its previous call
+    is its arrival once warm (:func:`hta_lite.analyses.stragglers.discount_warmup`)."""
+    spans = [np.zeros((0, 2), np.int64)]
+    one_time = [r for r in (compile_ranges(trace), capture_ranges(trace)) if r]
+    if one_time:
+        steps = profiled_steps(trace)
+        bounds = pd.DataFrame({"step": steps["step"], "start": steps["ts"],
+                               "end": steps["ts"] + steps["dur"]})  # fmt: skip
+        first = bounds[bounds["step"].isin(list(warmup_steps(trace, bounds)))]
+        for ranges in one_time:
+            for merged in ranges.values():
+                for start, end in first[["start", "end"]].itertuples(index=False):
+                    spans.append(np.clip(merged, start, end))
+    spans += [np.array(s, np.int64).reshape(-1, 2)
+              for s in (first_long_launches(trace)[2], module_loads(trace)[1])]  # fmt: skip
+    work = np.concatenate(spans)
+    if not len(work):
+        return work
+    gpu = GpuIntervals.of(trace)
+    lo, hi = subtract((work[:, 0], work[:, 1]), (gpu.ts, gpu.end))
+    return np.stack([lo, hi], axis=1)
 
 
 def compiler(trace: RankTrace) -> str:

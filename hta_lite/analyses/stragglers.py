@@ -13,9 +13,9 @@ on real traces is often not the one the ranks waited in: it then names the rank 
 clock.)
 
 ``collective_skew``: per matched collective and rank, the arrival after the first rank (µs): the
-last to arrive is the one the others waited for. A collective of a step in which a member
-compiles or captures for the first time (:mod:`.one_time`: warm-up) is left out of both: the
-lateness there is that rank's warm-up, not how it runs (``attrs["warmup_left_out"]``: how many).
+last to arrive is the one the others waited for. Both read each rank's arrivals once warm
+(:func:`discount_warmup`): a rank that compiles, captures a graph or loads a module for the
+first time before a collective arrives that much later, which is warm-up, not how it runs.
 
 ``find_stragglers`` flags ranks whose lateness (:mod:`.lateness`: how far behind the first rank
 per step) is far above the other ranks' median and a share of the step, and at whose arrivals
@@ -33,13 +33,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..intervals import length_before
 from ..kineto import CPU_COLLECTIVE
 from ..load.rank_trace import RankTrace
 from .collectives.matching import Matching, match_traces
 from .common import select, us, wanted
 from .idle import gpu_idle_gaps
 from .lateness import RANK_COLUMNS, rank_skew  # noqa: F401 (the straggler finders' input)
-from .one_time import warmup_steps
+from .one_time import warmup_delay
 from .steps import profiled_steps
 
 
@@ -58,17 +59,38 @@ def _matched(
     if steps is not None:
         calls = calls[calls["step"].isin(list(steps))]
     calls = calls[calls["step"] >= 0]
-    warm = np.zeros(len(calls), bool)
-    for trace in selected:
-        bounds = profiled_steps(trace)
-        bounds = pd.DataFrame({"step": bounds["step"], "start": bounds["ts"],
-                               "end": bounds["ts"] + bounds["dur"]})  # fmt: skip
-        first = warmup_steps(trace, bounds)
-        if first:
-            warm |= ((calls["rank"] == trace.rank) & calls["step"].isin(list(first))).to_numpy()
-    left_out = calls.loc[warm, "instance"].unique()
-    calls = calls[~calls["instance"].isin(left_out)]
-    calls.attrs["warmup_left_out"] = len(left_out)
+    return discount_warmup(calls, {t.rank: warmup_delay(t) for t in selected})
+
+
+def discount_warmup(calls: pd.DataFrame, delays: Mapping[int, np.ndarray]) -> pd.DataFrame:
+    """The measured ``calls`` with each rank's arrivals once warm: ``ts`` less the rank's
+    warm-up delay (``delays[rank]``: :func:`.one_time.warmup_delay`) since the end of its latest
+    call that ended by then, with ``wait`` and ``arrived_last`` of their collectives taken
+    again from those arrivals; ``warmup`` (ns): what was taken off. ``attrs["warmup_ns"]``: its
+    sum. Only the warm-up since the previous call counts: a collective brings its members
+    together, so warm-up before it delays no later arrival."""
+    calls = calls.copy()
+    calls["warmup"] = np.zeros(len(calls), np.int64)
+    for rank, spans in delays.items():
+        mine = np.flatnonzero(calls["rank"].to_numpy() == rank)
+        if not len(spans) or not len(mine):
+            continue
+        ts = calls["ts"].to_numpy()[mine]
+        ended = np.sort(calls["end"].to_numpy()[mine])
+        latest = np.searchsorted(ended, ts, "right") - 1
+        since = np.where(latest >= 0, ended[np.maximum(latest, 0)], np.iinfo(np.int64).min)
+        before = length_before(spans[:, 0], spans[:, 1], ts)
+        calls.iloc[mine, calls.columns.get_loc("warmup")] = before - np.minimum(
+            length_before(spans[:, 0], spans[:, 1], since), before
+        )
+    calls.attrs["warmup_ns"] = int(calls["warmup"].sum())
+    if not calls.attrs["warmup_ns"]:
+        return calls
+    calls["ts"] = calls["ts"] - calls["warmup"]
+    last = calls.groupby("instance")["ts"].transform("max")
+    calls["wait"] = (last - calls["ts"]).astype(np.int64)
+    calls["arrived_last"] = False
+    calls.loc[calls.groupby("instance")["ts"].idxmax().to_numpy(), "arrived_last"] = True
     return calls
 
 
@@ -118,7 +140,7 @@ def collective_skew(
     rank), ``wait_us`` (time it waited for the last rank), ``arrived_last``."""
     calls = _matched(traces, ranks, steps, matching)
     table = skew_table(calls)
-    table.attrs["warmup_left_out"] = calls.attrs.get("warmup_left_out", 0)
+    table.attrs["warmup_ns"] = calls.attrs.get("warmup_ns", 0)
     return table
 
 
@@ -184,9 +206,12 @@ def _median_of_the_others(values: np.ndarray) -> np.ndarray:
     return rest(middle) if (n - 1) % 2 else (rest(middle - 1) + rest(middle)) / 2.0
 
 
-def straggler_rule(lateness: pd.DataFrame, step_us: float, found: list[int], **rule) -> str:
+def straggler_rule(
+    lateness: pd.DataFrame, step_us: float, found: list[int], warmup_ns: int = 0, **rule
+) -> str:
     """What :func:`find_stragglers` tested, and the latest rank's figures: the text of a
-    report that finds no straggler."""
+    report that finds no straggler; ``warmup_ns``: the warm-up taken off the arrivals
+    (:func:`discount_warmup`), said when there is any."""
     factor = rule.get("factor", 3.0)
     pctg = rule.get("min_step_pctg", 0.5)
     last = rule.get("min_wait_pctg", 25.0)
@@ -195,6 +220,11 @@ def straggler_rule(lateness: pd.DataFrame, step_us: float, found: list[int], **r
         f" the step, is more than {factor:g}x as late, and arrives last at the collectives"
         f" holding {last:g} % of the others' waiting or more"
     )
+    if warmup_ns:
+        test += (
+            f" (arrivals taken once warm: {warmup_ns / 1e6:,.1f} ms of first compiles, graph"
+            " captures and module loads before them taken off)"
+        )
     if found or lateness.empty:
         return test
     top = lateness.iloc[0]

@@ -175,11 +175,7 @@ class CrossRank:
             found,
         )
         rule = stragglers.straggler_rule(
-            lateness, step_us, found, factor=factor, min_step_pctg=min_step_pctg
-        )
-        if skew.attrs.get("warmup_left_out"):
-            rule += (
-                f" ({skew.attrs['warmup_left_out']} collective(s) of steps in which a rank"
-                " compiles or captures for the first time left out: that lateness is warm-up)"
-            )
+            lateness, step_us, found, skew.attrs.get("warmup_ns", 0), factor=factor,
+            min_step_pctg=min_step_pctg,
+        )  # fmt: skip
         return stragglers.StragglerReport(skew, lateness, found, causes, texts, rule)

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..analyses import (
@@ -22,6 +23,7 @@ from ..analyses import (
     idle,
     job_path,
     kernels,
+    one_time,
     operators,
     overlap,
     step_anomalies,
@@ -57,6 +59,7 @@ SUMMARY_TABLES = (
     "operator_summary",
     "collective_calls",
     "host_wait",
+    "warmup_delay",
     "annotation_timers",
     "step_anomalies",
     "job_path_segments",
@@ -95,10 +98,18 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         ),
         "collective_calls": collective_calls(trace),
         "host_wait": stragglers.host_wait_by_step(trace),
+        "warmup_delay": _warmup_delay(trace),
         "annotation_timers": timers.annotation_timers(one),
         "step_anomalies": _scored_steps(one),
         **{f"job_path_{name}": table for name, table in job_path.segments(trace).items()},
     }
+
+
+def _warmup_delay(trace) -> pd.DataFrame:
+    """``rank, start, end`` (ns): the rank's :func:`~hta_lite.analyses.one_time.warmup_delay`."""
+    spans = one_time.warmup_delay(trace)
+    return pd.DataFrame({"rank": np.full(len(spans), trace.rank, np.int64),
+                         "start": spans[:, 0], "end": spans[:, 1]})  # fmt: skip
 
 
 def _scored_steps(one: dict) -> pd.DataFrame:
@@ -227,7 +238,10 @@ def cross_rank(
     ``attrs["why"]`` says why)."""
     matching = match(partials["collective_calls"], ranks)
     calls = matching.measured()
-    skew = stragglers.skew_table(calls[calls["step"] >= 0])
+    delays = {int(r): rows[["start", "end"]].to_numpy(np.int64)
+              for r, rows in partials["warmup_delay"].groupby("rank")}  # fmt: skip
+    calls = stragglers.discount_warmup(calls[calls["step"] >= 0], delays)
+    skew = stragglers.skew_table(calls)
     lateness = stragglers.rank_skew(skew)
     step_us = float(partials["step_breakdown"]["step_time"].mean())
     flagged = stragglers.find_stragglers(lateness, step_us)
@@ -240,7 +254,7 @@ def cross_rank(
     )
     report = stragglers.StragglerReport(
         skew, lateness, flagged, causes, texts,
-        stragglers.straggler_rule(lateness, step_us, flagged),
+        stragglers.straggler_rule(lateness, step_us, flagged, calls.attrs["warmup_ns"]),
     )  # fmt: skip
     tidy = partials["annotation_timers"]
     scored = partials["step_anomalies"].reset_index(drop=True)

@@ -53,7 +53,7 @@ class Context:
     _pending: list = field(default_factory=list)
     _claims: dict = field(default_factory=dict)
     _after_call: np.ndarray | None = None  # per segment: the call it starts after, numbered
-    _warmup: set | None = None  # warmup_steps(), once
+    _warmup: dict = field(default_factory=dict)  # warmup_delay() per rank, once
 
     def __post_init__(self):
         seg = self.replay.segments
@@ -128,14 +128,12 @@ class Context:
             for t in self.traces.values()
         )
 
-    def warmup_steps(self) -> set[int]:
-        """The steps in which a rank compiles or captures a graph for the first time
-        (:mod:`..one_time`): what happens at the collectives there is warm-up."""
-        if self._warmup is None:
-            self._warmup = set()
-            for rank, trace in self.traces.items():
-                self._warmup |= one_time.warmup_steps(trace, self.step_bounds(rank))
-        return self._warmup
+    def warmup_delay(self, rank: int) -> np.ndarray:
+        """The rank's :func:`..one_time.warmup_delay` (``(n, 2)`` ns): the warm-up by which
+        its work started later than once warm."""
+        if rank not in self._warmup:
+            self._warmup[rank] = one_time.warmup_delay(self.traces[rank])
+        return self._warmup[rank]
 
     def step_bounds(self, rank: int) -> pd.DataFrame:
         """``step``, ``start``, ``end`` (ns) of the rank's steps, as :attr:`step_ns` measures

@@ -8,8 +8,9 @@ present or more: :func:`..collectives.matching.comparable`), and only the work
 between two points every member shares: its step's start or such a collective (which the
 members leave together), and such a collective or the step's end. Work after a call paired
 with a different one on another rank (a call missing there, a partial job) is not compared:
-its start is not the others'. Steps in which a rank compiles or captures for the first time are
-left out, as the straggler report leaves out their collectives: that lateness is warm-up.
+its start is not the others'. Each rank's work is taken once warm, as the straggler report
+takes its arrivals: less its warm-up in the segment (:func:`..one_time.warmup_delay`: first
+compiles, graph captures and module loads while its GPU runs nothing).
 
 Blind spots: the other ranks' work is taken as it was (a rank that is itself slow at another
 collective is its own finding); the typical rank is the median member, so with two ranks it is
@@ -22,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...intervals import length_before
 from ...units import fmt_us
 from ..collectives.matching import comparable
 from .context import Context
@@ -81,7 +83,13 @@ def _excess(ctx: Context, rank: int) -> np.ndarray:
         from_start | np.isin(ctx.instance_of_segment("prev"), measured)
     )
     key = pd.Series(np.where(shared, target, np.iinfo(np.int64).min))
-    frame = pd.DataFrame({"key": key, "rank": seg["rank"], "span": ctx.replay.spans})
+    warm = np.zeros(len(seg))
+    for rank_, rows in seg.groupby("rank").indices.items():
+        spans = ctx.warmup_delay(int(rank_))
+        at = seg[["start", "end"]].to_numpy(np.int64)[rows]
+        before = length_before(spans[:, 0], spans[:, 1], at.ravel()).reshape(-1, 2)
+        warm[rows] = before[:, 1] - before[:, 0]
+    frame = pd.DataFrame({"key": key, "rank": seg["rank"], "span": ctx.replay.spans - warm})
     others = frame[(frame["rank"] != rank) & (frame["key"] != np.iinfo(np.int64).min)]
     typical = others.groupby("key")["span"].median()
     mine = (frame["rank"] == rank).to_numpy() & frame["key"].isin(typical.index).to_numpy()
@@ -89,7 +97,6 @@ def _excess(ctx: Context, rank: int) -> np.ndarray:
     excess[mine] = np.maximum(
         frame.loc[mine, "span"].to_numpy() - typical.reindex(frame.loc[mine, "key"]).to_numpy(), 0
     )
-    excess[seg["step"].isin(list(ctx.warmup_steps())).to_numpy()] = 0
     return excess
 
 

@@ -9,9 +9,7 @@ state. No step time of the steady state is saved (:mod:`.launch_overhead` counts
 most its rank's median, so it does not claim this time either): the finding says the profile
 holds warm-up, and the time is claimed, so that no general kind (host_bound) prices it.
 
-Found: a kernel launch call longer than ``LONG_NS`` and ``LONG_TIMES`` x its rank's median
-launch call that is the first launch of its kernel (by name); every module-load call. Long
-launches that are not first ones (a full launch queue) are not this.
+Found: :func:`..one_time.first_long_launches` and :func:`..one_time.module_loads`.
 """
 
 from __future__ import annotations
@@ -19,18 +17,15 @@ from __future__ import annotations
 import numpy as np
 
 from ...classify import short_name
-from ...kineto import KERNEL_LAUNCH_NAMES, MODULE_LOAD_NAMES
 from ...units import fmt_pct, fmt_us
-from ..common import one_of
+from ..one_time import first_long_launches, module_loads
 from .context import Context
 from .finding import Finding
 
-LONG_NS, LONG_TIMES = 1_000_000, 100
-
 
 def find(ctx: Context) -> list[Finding]:
-    launches = {rank: _first_long_launches(trace) for rank, trace in ctx.traces.items()}
-    loads = {rank: _module_loads(trace) for rank, trace in ctx.traces.items()}
+    launches = {rank: first_long_launches(trace) for rank, trace in ctx.traces.items()}
+    loads = {rank: module_loads(trace) for rank, trace in ctx.traces.items()}
     ranks = sorted(r for r in ctx.traces if len(launches[r][0]) or len(loads[r][0]))
     if not ranks:
         return []
@@ -75,35 +70,3 @@ def _share(ctx: Context, ns: float, ranks: list[int]) -> str:
     """``ns`` as a share of the profiled time of ``ranks``."""
     profiled = ctx.replay.base * len(ranks)  # the job's time on each of those ranks
     return f"{fmt_pct(100 * ns / profiled if profiled > 0 else np.nan)} of the profiled time"
-
-
-def _module_loads(trace) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """(ns, [start, end) ns) of the rank's module-load calls."""
-    cpu = trace.cpu
-    if not len(cpu):
-        return np.zeros(0), []
-    rows = np.flatnonzero(one_of(cpu["name"], MODULE_LOAD_NAMES))
-    ts, dur = cpu["ts"].to_numpy()[rows], cpu["dur"].to_numpy()[rows]
-    return dur.astype(np.float64), list(zip(ts.tolist(), (ts + dur).tolist()))
-
-
-def _first_long_launches(trace) -> tuple[np.ndarray, list[str], list[tuple[int, int]]]:
-    """(ns, kernel name, [start, end) ns) of the rank's long first launches (module docstring)."""
-    cpu, gpu = trace.cpu, trace.gpu
-    if not len(cpu) or not len(gpu):
-        return np.zeros(0), [], []
-    launch = cpu["name"].isin(KERNEL_LAUNCH_NAMES).to_numpy()
-    durations = cpu["dur"].to_numpy()
-    if not launch.any():
-        return np.zeros(0), [], []
-    long = launch & (durations > LONG_NS) & (durations > LONG_TIMES * np.median(durations[launch]))
-    if not long.any():
-        return np.zeros(0), [], []
-    kernels = gpu[gpu["launch_row"].to_numpy() >= 0].sort_values("ts", kind="stable")
-    first = kernels[~kernels["name"].duplicated()]
-    rows = first["launch_row"].to_numpy()
-    rows = rows[long[rows]]
-    ts = cpu["ts"].to_numpy()[rows]
-    spans = list(zip(ts.tolist(), (ts + durations[rows]).tolist()))
-    names = first["name"].astype(str).to_numpy()[long[first["launch_row"].to_numpy()]].tolist()
-    return durations[rows], names, spans
