@@ -365,3 +365,32 @@ def test_running_max_by_group_with_times_decades_apart():
     assert (running_max_by_group(values, first) == expected).all()
     groups, lengths = union_length_by_group(np.arange(12) // 2, values, values + 1_000)
     assert (lengths >= 0).all() and lengths.tolist() == [2_000, 1_001, 1_001, 1_001, 1_001, 1_001]
+
+
+def test_interval_subtraction_and_length_before_a_point():
+    """[0,5) [10,20) [30,40) less [3,12) [15,35) leaves [0,3) [12,15) [35,40); against a brute
+    force over every ns, with overlapping and touching inputs; the length before points in,
+    between and past the intervals (none: 0)."""
+    from hta_lite.intervals import length_before, subtract
+
+    a = (np.array([0, 10, 30]), np.array([5, 20, 40]))
+    b = (np.array([3, 15]), np.array([12, 35]))
+    assert [x.tolist() for x in subtract(a, b)] == [[0, 12, 35], [3, 15, 40]]
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        sa, sb = rng.integers(0, 90, 6), rng.integers(0, 90, 5)
+        a, b = (sa, sa + rng.integers(0, 12, 6)), (sb, sb + rng.integers(0, 12, 5))
+        cover = np.zeros(110, bool)
+        for s, e in zip(*a):
+            cover[s:e] = True
+        for s, e in zip(*b):
+            cover[s:e] = False
+        lo, hi = subtract(a, b)
+        got = np.zeros(110, bool)
+        for s, e in zip(lo, hi):
+            got[s:e] = True
+        assert (got == cover).all() and (lo[1:] > hi[:-1]).all()
+    starts, ends = np.array([0, 10]), np.array([5, 20])
+    at = np.array([-1, 0, 3, 5, 7, 12, 25])
+    assert length_before(starts, ends, at).tolist() == [0, 0, 3, 5, 5, 7, 15]
+    assert length_before(starts[:0], ends[:0], at).tolist() == [0] * 7
