@@ -13,7 +13,7 @@ from hta_lite.views.report import build_report
 from tests.conftest import SAMPLES
 
 FOLDERS = ["two_ranks", "gloo_4ranks", "memory_leak", "long_run"]
-RARE = {"cupti_counters", "collective_problems", "graph_launches"}  # no line when absent
+RARE = {"cupti_counters", "collective_problems", "graph_launches", "pipeline_stages"}  # no line
 
 
 def test_every_view_has_a_builder_and_a_batch_table_that_exist():

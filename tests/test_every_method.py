@@ -66,6 +66,7 @@ CALLS = {
     "timers_text": lambda a, out: a.timers_text(),
     "get_potential_stragglers": lambda a, out: a.get_potential_stragglers(),
     "get_straggler_report": lambda a, out: a.get_straggler_report(),
+    "get_pipeline_stages": lambda a, out: a.get_pipeline_stages(visualize=True),
     "get_operator_instances": lambda a, out: a.get_operator_instances(),
     "get_operator_summary": lambda a, out: a.get_operator_summary(),
     "get_operator_roofline": lambda a, out: a.get_operator_roofline(device="H100 SXM"),
@@ -117,6 +118,7 @@ NO_MATCH = {
     "timers_text": (lambda a: a.timers_text(["no such timer"]), SelectionError),
     "get_potential_stragglers": (lambda a: a.get_potential_stragglers([999]), SelectionError),
     "get_straggler_report": (lambda a: a.get_straggler_report(steps=[999]), SelectionError),
+    "get_pipeline_stages": (lambda a: a.get_pipeline_stages(steps=[999]), SelectionError),
     "get_gpu_user_annotation_breakdown": (
         lambda a: a.get_gpu_user_annotation_breakdown(False, False, allowlist_patterns=["no such"]),
         SelectionError,

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
-from conftest import SAMPLES
+from conftest import DATA, SAMPLES
 from synth import TraceBuilder
 from test_job_critical_path import check_covers_each_step
 
 from hta_lite import TraceAnalysis
+from hta_lite.tools.batch import summarize_folder
 
 PIPELINE = SAMPLES / "gloo_pipeline"
 SEND_RECV = "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
@@ -117,3 +119,67 @@ def test_recorded_gloo_pipeline():
     ops = [e for e in raw["traceEvents"] if e.get("name") == "c10d::send"]
     sends = matching.calls[(matching.calls["rank"] == 2) & (matching.calls["collective"] == "send")]
     assert sends["ts"].iloc[0] == pytest.approx(min(e["ts"] for e in ops) * 1000, abs=1)
+
+
+PIPELINE_PAIR = DATA / "pipeline_pair"
+
+
+def live_step_ms(folder) -> float:
+    """The mean of every rank's live step time (ms) over the steps the analyses keep (1-7)."""
+    live = pd.read_csv(folder / "live_step_times.csv")
+    return 1e3 * float(live.loc[live["step"].between(1, 7), "seconds"].mean())
+
+
+def test_a_slow_pipeline_stage_is_named_and_priced_by_what_balancing_saves():
+    """A recorded 3-stage gloo pipeline whose middle stage works 8 ms a step and the others 4
+    (tests/data/pipeline_pair, record.py there), and the same balanced: the send / recv pairs
+    are no collectives, so no straggler is named (before: rank 1, "8.7 ms per step after the
+    others (88.7 % of the step)", cause "waiting on others"; and in the balanced run rank 1
+    again, 0.66 ms); rank 1 is the slowest stage, named by the report, the key findings, the
+    findings and the batch alike, and balancing it saves what the balanced run measured live,
+    within 25 %. The balanced run names nothing."""
+    slow = open_(PIPELINE_PAIR / "slow")
+    report = slow.get_straggler_report()
+    assert report.stragglers == [] and report.slow_stage == 1
+    assert "14 point-to-point send / recv pair(s) are not compared" in str(report)
+    assert "Rank 1 is the pipeline's slowest stage" in str(report)
+    stages = slow.get_pipeline_stages().set_index("rank")
+    assert stages.loc[1, "work_us"] == pytest.approx(8000, rel=0.15)  # 8 ms of sleep, a matmul
+    assert stages.loc[[0, 2], "work_us"].tolist() == pytest.approx([4000, 4000], rel=0.35)
+    keys = slow.get_key_findings().set_index("kind")
+    assert "straggler" not in keys.index and keys.loc["pipeline_stage", "rank"] == 1
+    found = slow.get_findings()
+    top = found.iloc[0]
+    assert (top["kind"], top["rank"]) == ("pipeline_stage", 1)
+    known = live_step_ms(PIPELINE_PAIR / "slow") - live_step_ms(PIPELINE_PAIR / "balanced")
+    assert top["saving_ms_per_step"] == pytest.approx(known, rel=0.25)
+    batch = summarize_folder(PIPELINE_PAIR / "slow", executor="serial", cache=None)
+    pd.testing.assert_frame_equal(batch["pipeline_stages"], report.stages)
+    assert batch["findings"]["kind"].tolist() == found["kind"].tolist()
+    balanced = open_(PIPELINE_PAIR / "balanced")
+    assert balanced.get_straggler_report().slow_stage is None
+    assert balanced.get_findings().empty
+    assert not {"straggler", "pipeline_stage"} & set(balanced.get_key_findings()["kind"])
+
+
+def test_the_slowest_stage_is_named_by_its_typical_step():
+    """Stage work by construction: one step of 9 ms on a 4 ms stage is no slow stage (its
+    median step is 4 ms); a stage 10 % above the median of the others is named, 5 % is not."""
+    from hta_lite.analyses.pipeline_stages import slow_stage
+
+    def work(per_rank: dict[int, list[float]]) -> pd.DataFrame:
+        rows = [(r, s, w, 6000.0) for r, ws in per_rank.items() for s, w in enumerate(ws)]
+        return pd.DataFrame(rows, columns=["rank", "step", "work_us", "step_us"])
+
+    _, slow = slow_stage(work({0: [4000] * 5, 1: [4000, 9000, 4000, 4000, 4000], 2: [4000] * 5}))
+    assert slow is None
+    table, slow = slow_stage(work({0: [4000] * 5, 1: [4420] * 5, 2: [4000] * 5}))
+    assert slow == 1 and table.iloc[0]["excess_us"] == 420
+    assert slow_stage(work({0: [4000] * 5, 1: [4200] * 5, 2: [4000] * 5}))[1] is None
+
+
+def test_the_recorded_four_stage_pipeline_names_its_slow_stage_not_a_straggler():
+    """sample_traces/gloo_pipeline (rank 2 runs twice the matmuls): before, the straggler
+    report named ranks 2 and 1 ("also late"), 18 ms per step (97.7 % of the step)."""
+    report = open_(PIPELINE).get_straggler_report()
+    assert report.stragglers == [] and report.slow_stage == 2

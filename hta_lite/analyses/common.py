@@ -202,3 +202,18 @@ def ranges_named(trace, regex: re.Pattern) -> dict[int, np.ndarray]:
         starts, ends = merge(part["ts"].to_numpy(), (part["ts"] + part["dur"]).to_numpy())
         out[int(tid)] = np.stack([starts, ends], axis=1)
     return out
+
+
+def median_of_the_others(values: np.ndarray) -> np.ndarray:
+    """For each value, the median of all the other values (vectorised leave-one-out)."""
+    n = len(values)
+    order = np.argsort(values, kind="stable")
+    ranked = values[order]
+    position = np.empty(n, np.int64)
+    position[order] = np.arange(n)
+
+    def rest(j: int) -> np.ndarray:  # the j-th smallest of the others, for every value
+        return np.where(j < position, ranked[j], ranked[min(j + 1, n - 1)])
+
+    middle = (n - 1) // 2
+    return rest(middle) if (n - 1) % 2 else (rest(middle - 1) + rest(middle)) / 2.0

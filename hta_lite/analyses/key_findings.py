@@ -23,8 +23,8 @@ from ..units import fmt_bytes, fmt_pct, fmt_us
 
 COLUMNS = ["kind", "rank", "finding", "value", "unit", "step_pctg", "section"]
 KINDS = (
-    "gpu_idle", "straggler", "exposed_communication", "step_anomalies", "top_operator", "mfu",
-    "memory_peak", "partial_job", "health",
+    "gpu_idle", "straggler", "pipeline_stage", "exposed_communication", "step_anomalies",
+    "top_operator", "mfu", "memory_peak", "partial_job", "health",
 )  # fmt: skip
 
 #: MFU is a headline only when its FLOP model covers at least this share of GPU time
@@ -126,6 +126,29 @@ def straggler(report, step_us: float) -> dict | None:
     if len(report.stragglers) > 1:
         text += f"; also late: ranks {', '.join(map(str, report.stragglers[1:]))}"
     return _row("straggler", text, late, "µs", pctg, "cross-rank", rank)
+
+
+def pipeline_stage(report, step_us: float) -> dict | None:
+    """The pipeline's slowest stage (``get_straggler_report().slow_stage``), when it is named and
+    is no straggler at the collectives (whose row says it)."""
+    rank = getattr(report, "slow_stage", None)
+    if rank is None or rank in report.stragglers:
+        return None
+    row = report.stages.set_index("rank").loc[rank]
+    excess = float(row["excess_us"])
+    pctg = 100.0 * excess / step_us if step_us > 0 else np.nan
+    text = (
+        f"Rank {rank} is the pipeline's slowest stage: it works {fmt_us(row['work_us'])} per"
+        f" step outside its sends, receives and collectives, {fmt_us(excess)} more than the"
+        f" median other stage ({fmt_pct(pctg)} of the {fmt_us(step_us)} step); the other stages"
+        " wait for it"
+    )
+    causes = report.causes.set_index("rank") if len(report.causes) else None
+    if causes is not None and rank in causes.index:
+        cause = causes.loc[rank]
+        region = cause.get("region") if "region" in cause.index else None
+        text += f" (cause: {cause['cause']}" + (f", in '{region}')" if region else ")")
+    return _row("pipeline_stage", text, excess, "µs", pctg, "cross-rank", rank)
 
 
 def exposed_communication(

@@ -34,14 +34,15 @@ import numpy as np
 import pandas as pd
 
 from ..intervals import length_before
-from ..kineto import CPU_COLLECTIVE
 from ..load.rank_trace import RankTrace
+from .collectives.calls import POINT_TO_POINT
 from .collectives.matching import Matching, match_traces
-from .common import select, us, wanted
-from .idle import gpu_idle_gaps
+from .common import median_of_the_others, select, us, wanted
 from .lateness import RANK_COLUMNS, rank_skew  # noqa: F401 (the straggler finders' input)
 from .one_time import warmup_delay
+from .pipeline_stages import STAGE_COLUMNS, slow_stage, stage_text
 from .steps import profiled_steps
+from .straggler_causes import explain
 
 
 def _matched(
@@ -58,8 +59,18 @@ def _matched(
     calls = matching.measured()
     if steps is not None:
         calls = calls[calls["step"].isin(list(steps))]
+    return joint_calls(calls, {t.rank: warmup_delay(t) for t in selected})
+
+
+def joint_calls(calls: pd.DataFrame, delays: Mapping[int, np.ndarray]) -> pd.DataFrame:
+    """The measured ``calls`` the straggler report compares: those of profiled steps, less the
+    point-to-point pairs (:mod:`.pipeline_stages`: a receiver waits for its sender by design;
+    ``attrs["point_to_point"]``: how many pairs), arrivals once warm (:func:`discount_warmup`)."""
     calls = calls[calls["step"] >= 0]
-    return discount_warmup(calls, {t.rank: warmup_delay(t) for t in selected})
+    pairs = calls["collective"].isin(POINT_TO_POINT).to_numpy()
+    joint = discount_warmup(calls[~pairs], delays)
+    joint.attrs["point_to_point"] = int(calls.loc[pairs, "instance"].nunique())
+    return joint
 
 
 def discount_warmup(calls: pd.DataFrame, delays: Mapping[int, np.ndarray]) -> pd.DataFrame:
@@ -138,18 +149,18 @@ def collective_skew(
     """Per matched collective (:mod:`~hta_lite.analyses.collectives.matching`) and rank:
     ``start_us`` (relative to the earliest call), ``skew_us`` (its arrival after the first
     rank), ``wait_us`` (time it waited for the last rank), ``arrived_last``."""
-    calls = _matched(traces, ranks, steps, matching)
-    table = skew_table(calls)
-    table.attrs["warmup_ns"] = calls.attrs.get("warmup_ns", 0)
-    return table
+    return skew_table(_matched(traces, ranks, steps, matching))
 
 
 def skew_table(calls: pd.DataFrame) -> pd.DataFrame:
-    """:func:`collective_skew` of measured matched calls (``Matching.measured()`` in steps)."""
+    """:func:`collective_skew` of measured matched calls (:func:`joint_calls`; their ``attrs``
+    kept: what the rule says was taken off or left out)."""
     if calls.empty:
-        return pd.DataFrame(columns=SKEW_COLUMNS)
+        table = pd.DataFrame(columns=SKEW_COLUMNS)
+        table.attrs.update(calls.attrs)
+        return table
     first = calls.groupby("instance")["ts"].transform("min")
-    return pd.DataFrame(
+    table = pd.DataFrame(
         {
             "step": calls["step"].to_numpy(),
             "pg": calls["pg"].to_numpy(),
@@ -162,6 +173,8 @@ def skew_table(calls: pd.DataFrame) -> pd.DataFrame:
             "arrived_last": calls["arrived_last"].to_numpy(),
         }
     ).sort_values(["instance", "rank"], ignore_index=True)
+    table.attrs.update(calls.attrs)
+    return table
 
 
 def find_stragglers(
@@ -182,7 +195,7 @@ def find_stragglers(
     if len(skew_by_rank) < 2:
         return []
     late = skew_by_rank["lateness_us"].to_numpy(np.float64)
-    others = _median_of_the_others(late)
+    others = median_of_the_others(late)
     excess = late - others
     floor = min_step_pctg / 100.0 * step_us if np.isfinite(step_us) else 0.0
     keep = (late > factor * others) & (excess >= floor) & (excess > 1.0)
@@ -191,27 +204,18 @@ def find_stragglers(
     return [int(r) for r in skew_by_rank.loc[keep, "rank"]]
 
 
-def _median_of_the_others(values: np.ndarray) -> np.ndarray:
-    """For each value, the median of all the other values (vectorised leave-one-out)."""
-    n = len(values)
-    order = np.argsort(values, kind="stable")
-    ranked = values[order]
-    position = np.empty(n, np.int64)
-    position[order] = np.arange(n)
-
-    def rest(j: int) -> np.ndarray:  # the j-th smallest of the others, for every value
-        return np.where(j < position, ranked[j], ranked[min(j + 1, n - 1)])
-
-    middle = (n - 1) // 2
-    return rest(middle) if (n - 1) % 2 else (rest(middle - 1) + rest(middle)) / 2.0
-
-
 def straggler_rule(
-    lateness: pd.DataFrame, step_us: float, found: list[int], warmup_ns: int = 0, **rule
+    lateness: pd.DataFrame,
+    step_us: float,
+    found: list[int],
+    attrs: Mapping | None = None,
+    **rule,
 ) -> str:
     """What :func:`find_stragglers` tested, and the latest rank's figures: the text of a
-    report that finds no straggler; ``warmup_ns``: the warm-up taken off the arrivals
-    (:func:`discount_warmup`), said when there is any."""
+    report that finds no straggler; ``attrs`` (the skew table's): the warm-up taken off the
+    arrivals and the point-to-point pairs not compared (:func:`joint_calls`), said where any."""
+    attrs = attrs or {}
+    warmup_ns, pairs = attrs.get("warmup_ns", 0), attrs.get("point_to_point", 0)
     factor = rule.get("factor", 3.0)
     pctg = rule.get("min_step_pctg", 0.5)
     last = rule.get("min_wait_pctg", 25.0)
@@ -225,6 +229,11 @@ def straggler_rule(
             f" (arrivals taken once warm: {warmup_ns / 1e6:,.1f} ms of first compiles, graph"
             " captures and module loads before them taken off)"
         )
+    if pairs:
+        test += (
+            f" ({pairs} point-to-point send / recv pair(s) not compared: a pipeline's stages"
+            " wait for each other by design; its slowest stage is in the report's stages)"
+        )
     if found or lateness.empty:
         return test
     top = lateness.iloc[0]
@@ -237,151 +246,15 @@ def straggler_rule(
     )
 
 
-def host_wait_by_step(trace: RankTrace) -> pd.DataFrame:
-    """``rank, step, host_wait_us``: the time per step the whole GPU (no stream busy) waited
-    for the host to launch work (a per-rank partial of :func:`explain`)."""
-    gaps = gpu_idle_gaps(trace) if not trace.is_cpu_only else None
-    if gaps is None or gaps.empty:
-        per_step = pd.Series(dtype=np.float64)
-    else:
-        waits = gaps[gaps["idle_category"] == "host_wait"]
-        per_step = waits.groupby("step")["idle_interval"].sum()
-    return pd.DataFrame(
-        {
-            "rank": np.full(len(per_step), trace.rank, np.int64),
-            "step": per_step.index.to_numpy(np.int64),
-            "host_wait_us": per_step.to_numpy(np.float64),
-        }
-    )
-
-
-def explain(
-    per_step: pd.DataFrame,
-    host_wait: pd.DataFrame,
-    timers: Callable[[], pd.DataFrame],
-    lateness: pd.DataFrame,
-    stragglers: list[int],
-) -> tuple[pd.DataFrame, dict[int, str]]:
-    """For each straggler: extra compute, host wait, communication and CPU step time per step
-    (µs) against the median of the other ranks, the cause and a paragraph.
-
-    Inputs are tables, so the same code runs on per-rank partials made in worker processes:
-    ``per_step`` (``step_breakdown`` of the chosen steps), ``host_wait``
-    (:func:`host_wait_by_step` of every rank), ``timers`` (gives ``annotation_timers`` of the
-    chosen steps: called only for CPU-only jobs).
-
-    The cause is the component that accounts for at least half of the rank's lateness: compute
-    kernels (compute-bound) or GPU idle waiting for the host (host-bound); else it was itself
-    waiting (on communication or other ranks)."""
-    if per_step.empty or per_step["gpu_busy"].sum() == 0:
-        return _explain_cpu(timers(), lateness, stragglers)
-    chosen = host_wait[host_wait["step"].isin(per_step["step"].unique())]
-    per_rank = per_step.groupby("rank")[
-        ["step_time", "compute", "communication", "gpu_busy"]
-    ].mean()
-    n_steps = per_step.groupby("rank")["step"].nunique()
-    waited = chosen.groupby("rank")["host_wait_us"].sum().reindex(per_rank.index, fill_value=0.0)
-    per_rank["host_wait"] = waited / n_steps
-    late_by_rank = (
-        lateness.set_index("rank")["lateness_us"] if len(lateness) else pd.Series(dtype=float)
-    )
-    rows, texts = [], {}
-    for rank in stragglers:
-        if rank not in per_rank.index or len(per_rank) < 2:
-            continue
-        me, typical = per_rank.loc[rank], per_rank.drop(index=rank).median()
-        extra = {
-            k: float(me[k] - typical[k])
-            for k in ("compute", "host_wait", "communication", "step_time")
-        }
-        late = float(late_by_rank.get(rank, 0.0))
-        if extra["compute"] >= 0.5 * late and extra["compute"] >= extra["host_wait"]:
-            cause, why = (
-                "compute-bound",
-                f"its GPU compute takes {extra['compute']:,.0f} µs more per step than the median"
-                " rank",
-            )
-        elif extra["host_wait"] >= 0.5 * late:
-            cause = "host-bound"
-            why = (
-                f"its GPU waits {extra['host_wait']:,.0f} µs more per step for the CPU to launch"
-                " work (host_wait idle) than the median rank: look at data loading, CPU"
-                " operators and synchronizations on this rank"
-            )
-        else:
-            cause = "waiting on others"
-            why = (
-                "neither its compute nor its host launch time accounts for the delay; it is"
-                " likely held up by communication or another rank"
-            )
-        rows.append(
-            {
-                "rank": rank,
-                "lateness_us": round(late, 1),
-                "cause": cause,
-                **{f"extra_{k}_us": round(v, 1) for k, v in extra.items()},
-            }
-        )
-        texts[rank] = (
-            f"Rank {rank} reaches its collectives {late:,.0f} µs per step after the others, who"
-            f" wait for it. It is {cause}: {why}. Per step it spends {me['compute']:,.0f} µs in"
-            f" compute kernels (median rank {typical['compute']:,.0f}), {me['host_wait']:,.0f} µs"
-            f" with the GPU idle waiting for the host (median {typical['host_wait']:,.0f}), and"
-            f" {me['communication']:,.0f} µs in communication (median"
-            f" {typical['communication']:,.0f}), "
-            f"over {int(n_steps[rank])} step(s)."
-        )
-    return pd.DataFrame(rows), texts
-
-
-def _explain_cpu(
-    timers: pd.DataFrame, lateness: pd.DataFrame, stragglers: list[int]
-) -> tuple[pd.DataFrame, dict[int, str]]:
-    """CPU-only jobs: the user annotation (timer) whose time per step exceeds the median rank's
-    the most; host-bound when it accounts for at least half of the lateness."""
-    from .timers import STEP_TIMER
-
-    timers = timers[(timers["name"] != STEP_TIMER) & ~timers["name"].str.match(CPU_COLLECTIVE)]
-    if timers.empty:
-        return pd.DataFrame(), {}
-    per_rank = (
-        timers.groupby(["name", "rank"])["elapsed_ms"].mean().unstack("rank").fillna(0.0) * 1000.0
-    )  # µs per step
-    late_by_rank = (
-        lateness.set_index("rank")["lateness_us"] if len(lateness) else pd.Series(dtype=float)
-    )
-    rows, texts = [], {}
-    for rank in stragglers:
-        if rank not in per_rank.columns or per_rank.shape[1] < 2:
-            continue
-        extra = per_rank[rank] - per_rank.drop(columns=rank).median(axis=1)
-        region, excess = extra.idxmax(), float(extra.max())
-        late = float(late_by_rank.get(rank, 0.0))
-        cause = "host-bound" if excess >= 0.5 * late else "waiting on others"
-        rows.append(
-            {
-                "rank": rank,
-                "lateness_us": round(late, 1),
-                "cause": cause,
-                "region": region,
-                "extra_region_us": round(excess, 1),
-            }
-        )
-        texts[rank] = (
-            f"Rank {rank} reaches its collectives {late:,.0f} µs per step after the others, who"
-            f" wait for it. It is {cause}: its '{region}' region takes {excess:,.0f} µs more per"
-            f" step than the median rank ({per_rank.loc[region, rank]:,.0f} vs"
-            f" {per_rank.loc[region].drop(rank).median():,.0f} µs)."
-        )
-    return pd.DataFrame(rows), texts
-
-
 @dataclass
 class StragglerReport:
     """``collectives``: per matched collective and rank (``collective_skew``); ``ranks``: lateness
-    per rank (``rank_skew``); ``stragglers``: flagged ranks; ``causes``: per straggler the cause
-    and the extra time per step; ``texts``: one paragraph per straggler; ``rule``: what was
-    tested (with the latest rank's figures when no rank is flagged)."""
+    per rank (``rank_skew``); ``stragglers``: flagged ranks; ``causes``: per straggler (and
+    slow stage) the cause and the extra time per step; ``texts``: one paragraph per straggler
+    (and slow stage); ``rule``: what was tested (with the latest rank's figures when no rank is
+    flagged); ``stages``: the pipeline's stages (:func:`.pipeline_stages.slow_stage`: the ranks
+    that send or receive point to point, their work per step), ``slow_stage``: the slowest
+    stage's rank when it is named, else None."""
 
     collectives: pd.DataFrame
     ranks: pd.DataFrame
@@ -389,10 +262,53 @@ class StragglerReport:
     causes: pd.DataFrame
     texts: dict[int, str] = field(default_factory=dict)
     rule: str = ""
+    stages: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=STAGE_COLUMNS))
+    slow_stage: int | None = None
 
     def __str__(self) -> str:
+        said = [self.texts[r] for r in self.stragglers if r in self.texts]
         if not self.stragglers:
-            if self.ranks.empty:
-                return "No straggler: no collective was matched across ranks in a profiled step."
-            return f"No straggler: {self.rule}."
-        return "\n\n".join(self.texts[r] for r in self.stragglers if r in self.texts)
+            pairs = self.collectives.attrs.get("point_to_point", 0)
+            said.append(
+                "No straggler: no collective was matched across ranks in a profiled step"
+                + (f" ({pairs} point-to-point send / recv pair(s) are not compared: a pipeline's"
+                   " stages wait for each other by design)." if pairs else ".")
+                if self.ranks.empty
+                else f"No straggler: {self.rule}."
+            )  # fmt: skip
+        if self.slow_stage is not None and self.slow_stage not in self.stragglers:
+            said.append(self.texts[self.slow_stage])
+        return "\n\n".join(said)
+
+
+def report(
+    skew: pd.DataFrame,
+    per_step: pd.DataFrame,
+    host_wait: pd.DataFrame,
+    timers: Callable[[], pd.DataFrame],
+    work: pd.DataFrame,
+    factor: float = 3.0,
+    min_step_pctg: float = 0.5,
+) -> StragglerReport:
+    """The report of a job from tables, where it is loaded or from per-rank partials: ``skew``
+    (:func:`skew_table` of :func:`joint_calls`), ``per_step`` (``step_breakdown``),
+    ``host_wait`` / ``timers`` (:func:`.straggler_causes.explain`'s), ``work``
+    (:func:`.pipeline_stages.stage_work` of every rank)."""
+    lateness = rank_skew(skew)
+    step_us = float(per_step["step_time"].mean()) if len(per_step) else float("nan")
+    found = find_stragglers(lateness, step_us, factor, min_step_pctg)
+    causes, texts = explain(per_step, host_wait, timers, lateness, found)
+    rule = straggler_rule(lateness, step_us, found, skew.attrs, factor=factor,
+                          min_step_pctg=min_step_pctg)  # fmt: skip
+    stages, slow = slow_stage(work, min_step_pctg=min_step_pctg)
+    if slow is not None and slow not in found:
+        extra = stages.rename(columns={"excess_us": "lateness_us"})
+        why, _ = explain(per_step, host_wait, timers, extra, [slow])
+        cause = ""
+        if len(why):
+            row = why.iloc[0]
+            region = row.get("region") if "region" in row.index else None
+            cause = str(row["cause"]) + (f", in '{region}'" if isinstance(region, str) else "")
+            causes = pd.concat([causes, why], ignore_index=True) if len(causes) else why
+        texts[slow] = stage_text(stages, slow, cause)
+    return StragglerReport(skew, lateness, found, causes, texts, rule, stages, slow)

@@ -7,7 +7,9 @@ from collections.abc import Iterable
 import pandas as pd
 
 from ..analyses import stragglers, timers
+from ..analyses.pipeline_stages import stage_work
 from ..analyses.steps import step_breakdown
+from ..analyses.straggler_causes import host_wait_by_step
 from ..analyses.timers import LogOption
 from ..errors import SelectionError
 from .base import plots
@@ -140,6 +142,31 @@ class CrossRank:
             plots.show(plots.plot_rank_lateness(stragglers.rank_skew(skew)))
         return found
 
+    def get_pipeline_stages(
+        self, *, steps: Iterable[int] | None = None, visualize: bool = False
+    ) -> pd.DataFrame:
+        """The stages of a pipeline (ranks that send and receive point to point) and the work
+        of each per step outside its sends, receives and collectives: a pipeline runs at the
+        pace of its slowest stage (docs/cross-rank.md).
+
+        Args:
+            steps: ProfilerSteps to use (default: all profiled).
+            visualize: show each stage's work per step against the median stage's.
+
+        Returns:
+            ``get_straggler_report(steps=steps).stages``: ``rank``, ``work_us`` (its median
+            step's), ``typical_us`` (the median of the other stages'), ``excess_us``,
+            ``steps``, the most work first; ``attrs["slow_stage"]``: the slowest stage's rank
+            when it works 10 % more than that median (else None). Empty where no rank sends or
+            receives point to point.
+        """
+        report = self.get_straggler_report(steps=steps)
+        table = report.stages.copy()
+        table.attrs["slow_stage"] = report.slow_stage
+        if visualize and len(table):
+            plots.show(plots.plot_pipeline_stages(table))
+        return table
+
     def get_straggler_report(
         self,
         *,
@@ -162,20 +189,18 @@ class CrossRank:
             ``ranks``, ``stragglers``, ``causes`` (tables), ``texts`` and ``rule`` (what was
             tested); ``str()`` is the text.
         """
-        skew = stragglers.collective_skew(self.traces, steps=steps, matching=self.get_collectives())
-        lateness = stragglers.rank_skew(skew)
+        matching = self.get_collectives()
+        skew = stragglers.collective_skew(self.traces, steps=steps, matching=matching)
         per_step = step_breakdown(self.traces, steps=steps)
-        step_us = float(per_step["step_time"].mean()) if len(per_step) else float("nan")
-        found = stragglers.find_stragglers(lateness, step_us, factor, min_step_pctg)
-        causes, texts = stragglers.explain(
+        work = pd.concat([stage_work(t, matching.calls) for t in self.traces.values()])
+        if steps is not None:
+            work = work[work["step"].isin(list(steps))]
+        return stragglers.report(
+            skew,
             per_step,
-            pd.concat([stragglers.host_wait_by_step(t) for t in self.traces.values()]),
+            pd.concat([host_wait_by_step(t) for t in self.traces.values()]),
             lambda: timers.annotation_timers(self.traces, steps=steps),
-            lateness,
-            found,
+            work,
+            factor,
+            min_step_pctg,
         )
-        rule = stragglers.straggler_rule(
-            lateness, step_us, found, skew.attrs.get("warmup_ns", 0), factor=factor,
-            min_step_pctg=min_step_pctg,
-        )  # fmt: skip
-        return stragglers.StragglerReport(skew, lateness, found, causes, texts, rule)

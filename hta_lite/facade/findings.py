@@ -126,6 +126,7 @@ class Findings:
         step_us = float(steps["step_time"].mean()) if len(steps) else math.nan
         report = self.get_straggler_report() if len(self.ranks) > 1 else None
         straggler = kf.straggler(report, step_us) if report is not None else None
+        stage = kf.pipeline_stage(report, step_us) if report is not None else None
         waits = report.ranks["wait_suffered_us"] if report is not None else None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # an unknown device: the MFU row says what to pass
@@ -135,6 +136,7 @@ class Findings:
         rows = [
             kf.gpu_idle(temporal, idle, self._idle_while_compiling()),
             straggler,
+            stage,
             kf.exposed_communication(steps, waits),
             self._step_anomaly_finding(),
             top,

@@ -37,6 +37,7 @@ from .critical_path import (
     plot_critical_path,
 )
 from .cross_rank import (
+    plot_pipeline_stages,
     plot_rank_lateness,
     plot_timer_heatmap,
     plot_timers_minmax,
@@ -93,6 +94,7 @@ __all__ = [
     "plot_frequent_sequences",
     "plot_timers_minmax",
     "plot_timer_heatmap",
+    "plot_pipeline_stages",
     "plot_rank_lateness",
     "plot_bus_bandwidth",
     "plot_critical_path",

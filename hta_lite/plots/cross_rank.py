@@ -70,6 +70,23 @@ def plot_timer_heatmap(tidy: pd.DataFrame, name: str | None = None) -> go.Figure
     return fig
 
 
+def plot_pipeline_stages(stages: pd.DataFrame) -> go.Figure:
+    """Each pipeline stage's work per step (``get_straggler_report().stages``), the slowest
+    first, against the median of the other stages'."""
+    fig = px.bar(
+        stages,
+        x=stages["rank"].astype(str),
+        y="work_us",
+        hover_data=["typical_us", "excess_us", "steps"],
+        title="Work per step of each pipeline stage, outside its sends, receives and collectives",
+        labels={"x": "Rank (stage)", "work_us": "Work per step (µs)"},
+    )
+    if len(stages):
+        typical = float(stages["work_us"].median())
+        fig.add_hline(y=typical, line_dash="dot", annotation_text="median stage")
+    return fig
+
+
 def plot_rank_lateness(lateness: pd.DataFrame) -> go.Figure:
     fig = px.bar(
         lateness,

@@ -38,7 +38,9 @@ from ..analyses.collectives.calls import collective_calls
 from ..analyses.collectives.matching import match
 from ..analyses.findings import COLUMNS
 from ..analyses.health import health_summary
+from ..analyses.pipeline_stages import stage_work
 from ..analyses.step_periodicity import periodicity
+from ..analyses.straggler_causes import host_wait_by_step
 from ..errors import MissingDataError, TraceError, TraceReadError
 from ..load import cache
 from ..load.loader import LoadOptions, collect, discover, load_part, load_parts
@@ -59,6 +61,7 @@ SUMMARY_TABLES = (
     "operator_summary",
     "collective_calls",
     "host_wait",
+    "stage_work",
     "warmup_delay",
     "annotation_timers",
     "step_anomalies",
@@ -74,9 +77,9 @@ SUMMARY_TABLES = (
 #: the findings ranked by the step time a fix saves, :mod:`.batch_findings`)
 CROSS_RANK_TABLES = (
     "collectives", "collectives_by_rank", "collective_problems", "rank_lateness",
-    "straggler_causes", "timers", "step_anomalies", "step_periodicity", "job_step_anomalies",
-    "job_critical_path", "job_critical_path_summary", "job_critical_path_hops",
-    "job_critical_path_steps", "job_critical_path_problems", "findings",
+    "straggler_causes", "pipeline_stages", "timers", "step_anomalies", "step_periodicity",
+    "job_step_anomalies", "job_critical_path", "job_critical_path_summary",
+    "job_critical_path_hops", "job_critical_path_steps", "job_critical_path_problems", "findings",
 )  # fmt: skip
 
 
@@ -85,6 +88,7 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
     one = {trace.rank: trace}
     type_df, _ = kernels.gpu_kernel_breakdown(one)
     queue = counters.queue_length_summary(counters.queue_length_time_series(one))
+    calls = collective_calls(trace)
     return {
         "temporal_breakdown": temporal.temporal_breakdown(one),
         "comm_comp_overlap": overlap.comm_comp_overlap(one),
@@ -96,8 +100,9 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "operator_summary": operators.operator_summary([operators.RankOperators.of(trace)]).assign(
             rank=trace.rank
         ),
-        "collective_calls": collective_calls(trace),
-        "host_wait": stragglers.host_wait_by_step(trace),
+        "collective_calls": calls,
+        "stage_work": stage_work(trace, calls),
+        "host_wait": host_wait_by_step(trace),
         "warmup_delay": _warmup_delay(trace),
         "annotation_timers": timers.annotation_timers(one),
         "step_anomalies": _scored_steps(one),
@@ -240,22 +245,14 @@ def cross_rank(
     calls = matching.measured()
     delays = {int(r): rows[["start", "end"]].to_numpy(np.int64)
               for r, rows in partials["warmup_delay"].groupby("rank")}  # fmt: skip
-    calls = stragglers.discount_warmup(calls[calls["step"] >= 0], delays)
-    skew = stragglers.skew_table(calls)
-    lateness = stragglers.rank_skew(skew)
-    step_us = float(partials["step_breakdown"]["step_time"].mean())
-    flagged = stragglers.find_stragglers(lateness, step_us)
-    causes, texts = stragglers.explain(
+    skew = stragglers.skew_table(stragglers.joint_calls(calls, delays))
+    report = stragglers.report(
+        skew,
         partials["step_breakdown"],
         partials["host_wait"],
         lambda: partials["annotation_timers"],
-        lateness,
-        flagged,
+        partials["stage_work"],
     )
-    report = stragglers.StragglerReport(
-        skew, lateness, flagged, causes, texts,
-        stragglers.straggler_rule(lateness, step_us, flagged, calls.attrs["warmup_ns"]),
-    )  # fmt: skip
     tidy = partials["annotation_timers"]
     scored = partials["step_anomalies"].reset_index(drop=True)
     if len(scored):
@@ -285,8 +282,9 @@ def cross_rank(
         "collectives": summaries.by_collective(matching),
         "collectives_by_rank": summaries.by_rank(matching),
         "collective_problems": matching.problems,
-        "rank_lateness": lateness,
-        "straggler_causes": causes,
+        "rank_lateness": report.ranks,
+        "straggler_causes": report.causes,
+        "pipeline_stages": report.stages,
         "timers": timers.timers_across_ranks(tidy).reset_index() if len(tidy) else tidy,
     }
 

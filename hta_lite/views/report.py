@@ -301,6 +301,11 @@ def _cross_rank_section(report: Report, analysis: TraceAnalysis) -> None:
                 report.chart(plots.plot_rank_lateness(straggler.ranks)),
                 table(straggler.causes, empty="No straggler: no cause to explain."),
             ]
+        if len(straggler.stages):
+            parts += [
+                report.chart(plots.plot_pipeline_stages(straggler.stages)),
+                table(straggler.stages),
+            ]
     if parts:
         report.section("cross-rank", "Cross-rank timers and stragglers", *parts)
 

@@ -174,6 +174,24 @@ def job_critical_path(analysis) -> pd.DataFrame | str:
     return table
 
 
+def pipeline_stages(analysis) -> pd.DataFrame | None:
+    """The pipeline's stages and their work per step (no section where no rank sends or
+    receives point to point); ``attrs["note"]``: the slowest stage, when one is named."""
+    if len(analysis.ranks) < 2:
+        return None
+    table = analysis.get_pipeline_stages()
+    if table.empty:
+        return None
+    slow = table.attrs.get("slow_stage")
+    table.attrs["note"] = (
+        f"rank {slow} is the slowest stage: the pipeline runs at its pace (findings:"
+        " pipeline_stage)."
+        if slow is not None
+        else "no stage works 10 % more than the median other stage."
+    )
+    return table
+
+
 #: the findings columns the summary shows (the evidence and method are in get_findings())
 FINDING_COLUMNS = [
     "kind", "rank", "where", "saving_ms_per_step", "saving_pctg", "saving_low_ms",

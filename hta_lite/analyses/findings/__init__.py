@@ -6,8 +6,9 @@ shorten or remove. :mod:`.ranking` replays each cut (:mod:`.replay`: the job's s
 collectives; :mod:`.graph_replay`: a rank's step graphs) and ranks the findings by the saving;
 the cumulative column replays the top fixes together, overlapping cuts discounted.
 
-Kinds: :mod:`.straggler`, :mod:`.host_work` (data loading), :mod:`.syncs` (host syncs,
-synchronizing collectives), :mod:`.exposed_communication`, :mod:`.launch_overhead`,
+Kinds: :mod:`.straggler`, :mod:`.pipeline_stage` (a pipeline's slowest stage), :mod:`.host_work`
+(data loading), :mod:`.syncs` (host syncs, synchronizing collectives),
+:mod:`.exposed_communication`, :mod:`.launch_overhead`,
 :mod:`.tiny_kernels` (fusion), :mod:`.below_roof` (GEMMs and convolutions), :mod:`.memcpy`
 (pageable copies), :mod:`.compilation` (recompiles; a first compile is warm-up),
 :mod:`.step_anomalies`, :mod:`.warmup` and :mod:`.memory` (no step time).
@@ -29,6 +30,7 @@ from . import (
     launch_overhead,
     memcpy,
     memory,
+    pipeline_stage,
     queue_drained,
     step_anomalies,
     straggler,
@@ -42,9 +44,9 @@ from .ranking import COLUMNS, rank_findings
 from .replay import Cut, Replay
 
 KINDS = (
-    straggler, host_work, compilation, sync_in_loop, launch_loop, queue_drained, syncs,
-    exposed_communication, launch_overhead, tiny_kernels, below_roof, memcpy, warmup, host_bound,
-    step_anomalies, memory,
+    straggler, pipeline_stage, host_work, compilation, sync_in_loop, launch_loop, queue_drained,
+    syncs, exposed_communication, launch_overhead, tiny_kernels, below_roof, memcpy, warmup,
+    host_bound, step_anomalies, memory,
 )  # fmt: skip
 
 __all__ = ["COLUMNS", "Context", "Cut", "Replay", "findings", "refuse_range_profiled"]

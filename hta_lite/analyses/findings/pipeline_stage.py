@@ -1,0 +1,60 @@
+"""A pipeline's slowest stage: the stages after it wait in their receives for it (and, where a
+send waits to be received, those before it in their sends).
+
+Model: the stage's work (:mod:`..pipeline_stages`: its time outside its calls) made the median
+other stage's: each of its segments shortened by the same share, ``excess / work``, and the job
+replayed through its send / recv pairs; low end: half of it. The stage the straggler report
+names (one rule, so the key findings and this table never disagree).
+
+Blind spots: the share is the same in every segment (a stage slow in one part only is priced as
+slow throughout); moving work to another stage makes that one slower, which the median stage
+does not see when the stages are few; a stage that is also the straggler at the collectives is
+that finding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...units import fmt_us
+from .context import Context
+from .finding import Finding
+from .replay import Cut
+
+
+def find(ctx: Context) -> list[Finding]:
+    report = ctx.stragglers
+    rank = getattr(report, "slow_stage", None)
+    if rank is None or rank in report.stragglers or ctx.segments.empty:
+        return []
+    row = report.stages.set_index("rank").loc[rank]
+    share = float(row["excess_us"]) / float(row["work_us"]) if row["work_us"] > 0 else 0.0
+    mine = ctx.segments["rank"].to_numpy() == rank
+    cut = np.where(mine, ctx.replay.spans * share, 0.0)
+    if not cut.any():
+        return []
+    causes = report.causes.set_index("rank") if len(report.causes) else None
+    cause = ""
+    if causes is not None and rank in causes.index:
+        region = causes.loc[rank].get("region")
+        cause = f"; cause: {causes.loc[rank, 'cause']}" + (
+            f" in '{region}'" if isinstance(region, str) and region else ""
+        )
+    return [
+        Finding(
+            "pipeline_stage",
+            f"rank {rank}",
+            f"rank {rank} works {fmt_us(row['work_us'])} per step outside its sends, receives"
+            f" and collectives, the median other stage {fmt_us(row['typical_us'])}: the stages"
+            f" after it wait for it in their receives{cause}",
+            "the stage's work made the median stage's (each of its segments shortened by"
+            f" {100 * share:.0f} %), job replayed through the send / recv pairs",
+            "balance the stages: move layers from this stage to the others (Megatron-LM:"
+            " --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers; a"
+            " custom split in torch.distributed.pipelining), or remove what makes this stage"
+            " slower (its cause above)",
+            Cut(cut),
+            Cut(cut / 2),
+            rank,
+        )
+    ]

@@ -1,0 +1,90 @@
+"""Pipeline stages: the ranks linked by point-to-point sends and receives, and the slowest one.
+
+The stages of a pipeline wait for each other by design: a stage receives what the stage before
+it sent, so it waits for that stage's work, and with a send that blocks until it is received
+(gloo; NCCL beyond its buffers) the sender waits for its receiver too. So a send / recv pair is
+no collective whose members should arrive together (the straggler report does not compare
+them); a pipeline runs at the pace of its slowest stage.
+
+A stage's *work* per step (:func:`stage_work`, µs) is the step's time outside the rank's calls
+(collectives, sends and receives: the union of their intervals), the step from its
+ProfilerStep's start to the later of its end and its calls' ends. :func:`slow_stage` compares
+each rank's typical work (its median step's: one slow step is no slow stage) with the median of
+the other ranks': the slowest stage is named when it
+works ``min_excess_pctg`` % more than that median and the difference is ``min_step_pctg`` % of
+the mean step or more.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..intervals import total
+from ..load.rank_trace import RankTrace
+from .collectives.calls import POINT_TO_POINT
+from .common import median_of_the_others, us
+from .steps import profiled_steps
+
+#: columns of :func:`stage_work`
+WORK_COLUMNS = ["rank", "step", "work_us", "step_us"]
+#: columns of :func:`slow_stage`'s table
+STAGE_COLUMNS = ["rank", "work_us", "typical_us", "excess_us", "steps"]
+
+
+def stage_work(trace: RankTrace, calls: pd.DataFrame) -> pd.DataFrame:
+    """Per profiled step of a rank that sends or receives point to point (columns
+    :data:`WORK_COLUMNS`): its ``work_us`` (module docstring) and ``step_us``; empty for a rank
+    without such a call. ``calls``: collective calls (:func:`~.collectives.calls.collective_calls`
+    columns; other ranks' are ignored). A per-rank partial."""
+    mine = calls[calls["rank"].to_numpy() == trace.rank]
+    if not mine["collective"].isin(POINT_TO_POINT).any():
+        return pd.DataFrame(columns=WORK_COLUMNS)
+    ts, end, step = (mine[c].to_numpy(np.int64) for c in ("ts", "end", "step"))
+    rows = []
+    for s in profiled_steps(trace).itertuples(index=False):
+        inside = step == s.step
+        lo = int(s.ts)
+        hi = max(lo + int(s.dur), int(end[inside].max()) if inside.any() else lo)
+        busy = total(np.clip(ts[inside], lo, hi), np.clip(end[inside], lo, hi))
+        rows.append((trace.rank, int(s.step), us(hi - lo - busy), us(hi - lo)))
+    return pd.DataFrame(rows, columns=WORK_COLUMNS)
+
+
+def slow_stage(
+    work: pd.DataFrame, min_excess_pctg: float = 10.0, min_step_pctg: float = 0.5
+) -> tuple[pd.DataFrame, int | None]:
+    """(per stage, most work first: ``work_us`` (its median step's), ``typical_us`` (the
+    median of the other stages'), ``excess_us``, ``steps``; the slowest stage's rank when it is
+    named (module docstring), else None). ``work``: :func:`stage_work` of the ranks (fewer
+    than two: none)."""
+    if work.empty or work["rank"].nunique() < 2:
+        return pd.DataFrame(columns=STAGE_COLUMNS), None
+    per = work.groupby("rank").agg(
+        work_us=("work_us", "median"), step_us=("step_us", "mean"), steps=("step", "nunique")
+    )
+    per["typical_us"] = median_of_the_others(per["work_us"].to_numpy(np.float64))
+    per["excess_us"] = per["work_us"] - per["typical_us"]
+    per = per.sort_values("excess_us", ascending=False, kind="stable")
+    top = per.iloc[0]
+    named = (
+        top["excess_us"] >= min_excess_pctg / 100.0 * top["typical_us"]
+        and top["excess_us"] >= min_step_pctg / 100.0 * float(per["step_us"].mean())
+        and top["excess_us"] > 0
+    )
+    table = per.reset_index()[STAGE_COLUMNS].round({"work_us": 1, "typical_us": 1,
+                                                    "excess_us": 1})  # fmt: skip
+    return table, (int(per.index[0]) if named else None)
+
+
+def stage_text(table: pd.DataFrame, rank: int, cause: str) -> str:
+    """The paragraph that names the slowest stage (``table``: :func:`slow_stage`'s)."""
+    row = table.set_index("rank").loc[rank]
+    return (
+        f"Rank {rank} is the pipeline's slowest stage: it works {row['work_us']:,.0f} µs per step"
+        f" outside its sends, receives and collectives, the median other stage"
+        f" {row['typical_us']:,.0f} µs; the stages after it wait in their receives and, where a"
+        f" send waits to be received, those before it in their sends"
+        + (f" (cause: {cause})" if cause else "")
+        + "."
+    )
