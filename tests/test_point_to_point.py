@@ -183,3 +183,17 @@ def test_the_recorded_four_stage_pipeline_names_its_slow_stage_not_a_straggler()
     report named ranks 2 and 1 ("also late"), 18 ms per step (97.7 % of the step)."""
     report = open_(PIPELINE).get_straggler_report()
     assert report.stragglers == [] and report.slow_stage == 2
+
+
+def test_a_gpu_pipeline_stage_is_its_gpu_work(tmp_path):
+    """The constructed NCCL pipeline: rank 0's GEMM runs 390 µs, the other stages' 180: its GPU
+    work (not its step, 1 ms on the host) makes it the slowest stage, 210 µs over the median,
+    compute-bound; made the median's, the job's one step ends 210 µs earlier (within 10 %)."""
+    analysis = open_(pipeline(tmp_path))
+    report = analysis.get_straggler_report()
+    assert report.stragglers == [] and report.slow_stage == 0
+    assert report.stages.set_index("rank")["work_us"].to_dict() == {0: 390, 1: 180, 2: 180, 3: 180}
+    assert report.causes.set_index("rank").loc[0, "cause"] == "compute-bound"
+    top = analysis.get_findings().iloc[0]
+    assert (top["kind"], top["rank"]) == ("pipeline_stage", 0)
+    assert top["saving_ms_per_step"] * 1e3 == pytest.approx(210, rel=0.1)

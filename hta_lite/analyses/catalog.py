@@ -70,7 +70,7 @@ VIEWS: tuple[View, ...] = (
          "Collectives by rank: who arrived last, the wait caused and suffered (µs)",
          "collectives_by_rank", "collectives", "collectives_by_rank"),
     View("pipeline_stages",
-         "Pipeline stages: work per step outside sends, receives and collectives (µs)",
+         "Pipeline stages: work per step outside communication (µs)",
          "pipeline_stages", "cross-rank", "pipeline_stages"),
     View("collective_problems", "Collectives not matched across ranks, or partial (reason)",
          "collective_problems", "collectives", "collective_problems"),

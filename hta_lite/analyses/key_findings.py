@@ -139,7 +139,7 @@ def pipeline_stage(report, step_us: float) -> dict | None:
     pctg = 100.0 * excess / step_us if step_us > 0 else np.nan
     text = (
         f"Rank {rank} is the pipeline's slowest stage: it works {fmt_us(row['work_us'])} per"
-        f" step outside its sends, receives and collectives, {fmt_us(excess)} more than the"
+        f" step outside communication, {fmt_us(excess)} more than the"
         f" median other stage ({fmt_pct(pctg)} of the {fmt_us(step_us)} step); the other stages"
         " wait for it"
     )

@@ -6,9 +6,11 @@ it sent, so it waits for that stage's work, and with a send that blocks until it
 no collective whose members should arrive together (the straggler report does not compare
 them); a pipeline runs at the pace of its slowest stage.
 
-A stage's *work* per step (:func:`stage_work`, µs) is the step's time outside the rank's calls
-(collectives, sends and receives: the union of their intervals), the step from its
-ProfilerStep's start to the later of its end and its calls' ends. :func:`slow_stage` compares
+A stage's *work* per step (:func:`stage_work`, µs) is, on a rank with GPU work, the time its GPU
+runs anything but communication in the step (the union of those kernels, copies and sets); on a
+CPU-only rank, the step's time outside its calls (collectives, sends and receives: the union of
+their intervals), the step from its ProfilerStep's start to the later of its end and its calls'
+ends. :func:`slow_stage` compares
 each rank's typical work (its median step's: one slow step is no slow stage) with the median of
 the other ranks': the slowest stage is named when it
 works ``min_excess_pctg`` % more than that median and the difference is ``min_step_pctg`` % of
@@ -20,10 +22,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..classify import COMMUNICATION
 from ..intervals import total
 from ..load.rank_trace import RankTrace
 from .collectives.calls import POINT_TO_POINT
-from .common import median_of_the_others, us
+from .common import GpuIntervals, median_of_the_others, us
 from .steps import profiled_steps
 
 #: columns of :func:`stage_work`
@@ -41,13 +44,22 @@ def stage_work(trace: RankTrace, calls: pd.DataFrame) -> pd.DataFrame:
     if not mine["collective"].isin(POINT_TO_POINT).any():
         return pd.DataFrame(columns=WORK_COLUMNS)
     ts, end, step = (mine[c].to_numpy(np.int64) for c in ("ts", "end", "step"))
+    gpu = GpuIntervals.of(trace)
+    gpu = gpu.subset(gpu.kernel_type != COMMUNICATION)
+    order = np.argsort(trace.gpu["iteration"].to_numpy()[gpu.rows], kind="stable")
+    gpu = gpu.subset(order)  # by step: each step's work is one slice
+    by_step = trace.gpu["iteration"].to_numpy()[gpu.rows]
     rows = []
     for s in profiled_steps(trace).itertuples(index=False):
         inside = step == s.step
         lo = int(s.ts)
         hi = max(lo + int(s.dur), int(end[inside].max()) if inside.any() else lo)
-        busy = total(np.clip(ts[inside], lo, hi), np.clip(end[inside], lo, hi))
-        rows.append((trace.rank, int(s.step), us(hi - lo - busy), us(hi - lo)))
+        if len(gpu.ts):
+            first, last = np.searchsorted(by_step, [s.step, s.step + 1])
+            work = total(gpu.ts[first:last], gpu.end[first:last])
+        else:
+            work = hi - lo - total(np.clip(ts[inside], lo, hi), np.clip(end[inside], lo, hi))
+        rows.append((trace.rank, int(s.step), us(work), us(hi - lo)))
     return pd.DataFrame(rows, columns=WORK_COLUMNS)
 
 
@@ -82,7 +94,7 @@ def stage_text(table: pd.DataFrame, rank: int, cause: str) -> str:
     row = table.set_index("rank").loc[rank]
     return (
         f"Rank {rank} is the pipeline's slowest stage: it works {row['work_us']:,.0f} µs per step"
-        f" outside its sends, receives and collectives, the median other stage"
+        f" outside communication, the median other stage"
         f" {row['typical_us']:,.0f} µs; the stages after it wait in their receives and, where a"
         f" send waits to be received, those before it in their sends"
         + (f" (cause: {cause})" if cause else "")

@@ -146,7 +146,8 @@ class CrossRank:
         self, *, steps: Iterable[int] | None = None, visualize: bool = False
     ) -> pd.DataFrame:
         """The stages of a pipeline (ranks that send and receive point to point) and the work
-        of each per step outside its sends, receives and collectives: a pipeline runs at the
+        of each per step outside communication (its GPU's, or a CPU-only rank's time outside
+        its calls): a pipeline runs at the
         pace of its slowest stage (docs/cross-rank.md).
 
         Args:

@@ -78,7 +78,7 @@ def plot_pipeline_stages(stages: pd.DataFrame) -> go.Figure:
         x=stages["rank"].astype(str),
         y="work_us",
         hover_data=["typical_us", "excess_us", "steps"],
-        title="Work per step of each pipeline stage, outside its sends, receives and collectives",
+        title="Work per step of each pipeline stage, outside communication",
         labels={"x": "Rank (stage)", "work_us": "Work per step (µs)"},
     )
     if len(stages):

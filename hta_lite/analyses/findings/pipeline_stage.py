@@ -1,15 +1,16 @@
 """A pipeline's slowest stage: the stages after it wait in their receives for it (and, where a
 send waits to be received, those before it in their sends).
 
-Model: the stage's work (:mod:`..pipeline_stages`: its time outside its calls) made the median
-other stage's: each of its segments shortened by the same share, ``excess / work``, and the job
-replayed through its send / recv pairs; low end: half of it. The stage the straggler report
-names (one rule, so the key findings and this table never disagree).
+Model: the stage's work (:mod:`..pipeline_stages`: its GPU's time outside communication, or on
+a CPU-only rank its time outside its calls) made the median other stage's: each of its segments
+shortened by the same share, ``excess / work``, and the job replayed through its send / recv
+pairs; low end: half of it. The stage the straggler report names (one rule, so the key findings
+and this table never disagree).
 
 Blind spots: the share is the same in every segment (a stage slow in one part only is priced as
-slow throughout); moving work to another stage makes that one slower, which the median stage
-does not see when the stages are few; a stage that is also the straggler at the collectives is
-that finding.
+slow throughout; on a GPU rank the segments also hold host time and idle, shortened alike);
+moving work to another stage makes that one slower, which the median stage does not see when
+the stages are few; a stage that is also the straggler at the collectives is that finding.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ def find(ctx: Context) -> list[Finding]:
         Finding(
             "pipeline_stage",
             f"rank {rank}",
-            f"rank {rank} works {fmt_us(row['work_us'])} per step outside its sends, receives"
-            f" and collectives, the median other stage {fmt_us(row['typical_us'])}: the stages"
-            f" after it wait for it in their receives{cause}",
+            f"rank {rank} works {fmt_us(row['work_us'])} per step outside communication, the"
+            f" median other stage {fmt_us(row['typical_us'])}: the stages after it wait for it"
+            f" in their receives{cause}",
             "the stage's work made the median stage's (each of its segments shortened by"
             f" {100 * share:.0f} %), job replayed through the send / recv pairs",
             "balance the stages: move layers from this stage to the others (Megatron-LM:"
