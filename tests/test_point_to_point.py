@@ -197,3 +197,42 @@ def test_a_gpu_pipeline_stage_is_its_gpu_work(tmp_path):
     top = analysis.get_findings().iloc[0]
     assert (top["kind"], top["rank"]) == ("pipeline_stage", 0)
     assert top["saving_ms_per_step"] * 1e3 == pytest.approx(210, rel=0.1)
+
+
+ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def test_a_slow_stage_that_is_also_the_straggler_of_its_data_parallel_group_is_one_finding(
+    tmp_path,
+):
+    """Two stages of two data-parallel ranks each (0, 1 send to 2, 3), each group all-reducing
+    after its stage's GEMM; rank 2's GEMM runs 360 µs, every other 180: it is the straggler at
+    its group's all_reduce and the slowest stage, one cause: one finding (straggler), one key
+    finding, and the send / recv pairs are said to be left out of the straggler test."""
+    for rank in range(4):
+        b = TraceBuilder(rank=rank, world_size=4)
+        b.step(1, 0, 1200)
+        group = "[0, 1]" if rank < 2 else "[2, 3]"
+        if rank < 2:
+            b.kernel("gemm_kernel", 10, 180, launch_ts=8)
+            p2p(b, "send", rank + 2, 20, 190, 200)
+            start = 200
+        else:
+            p2p(b, "recv", rank - 2, 25, 30, 200)
+            work = 360 if rank == 2 else 180
+            b.kernel("gemm_kernel", 200, work, launch_ts=8)
+            start = 200 + work
+        b.kernel(ALL_REDUCE, start, 560 - start + 40, launch_ts=9, stream=9,
+                 **{"Collective name": "allreduce", "In msg nelems": 1000,
+                    "Out msg nelems": 1000, "dtype": "Float", "Group size": 2,
+                    "Process Group Name": group, "Process Group Ranks": group})  # fmt: skip
+        b.write(tmp_path / f"rank-{rank}.json")
+    analysis = open_(tmp_path)
+    report = analysis.get_straggler_report()
+    assert report.stragglers == [2] and report.slow_stage == 2
+    assert "2 point-to-point send / recv pair(s) not compared" in report.rule
+    assert "pipeline's slowest stage" not in str(report)
+    kinds = analysis.get_findings()["kind"].tolist()
+    assert "straggler" in kinds and "pipeline_stage" not in kinds
+    keys = set(analysis.get_key_findings()["kind"])
+    assert "straggler" in keys and "pipeline_stage" not in keys

@@ -9,6 +9,10 @@ compilation (``kineto.COMPILE_PATTERNS``), or each capture (a ``BeginCapture`` c
 (``Torch-Compiled Region: 0/3``: a guard failed, the frame was compiled again), or, for work
 that names no number (other compilers, captures), when it is not the rank's first step that
 does it. Any other step that does it does it for the first time: warm-up.
+
+Module loads are warm-up too: the calls that load a compiled module, and a kernel's first launch
+that loads its module lazily (:func:`first_long_launches`). :func:`warmup_delay`: the warm-up
+by which a rank's next work started late, which the straggler report takes off its arrivals.
 """
 
 from __future__ import annotations

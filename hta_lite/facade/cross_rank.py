@@ -147,8 +147,7 @@ class CrossRank:
     ) -> pd.DataFrame:
         """The stages of a pipeline (ranks that send and receive point to point) and the work
         of each per step outside communication (its GPU's, or a CPU-only rank's time outside
-        its calls): a pipeline runs at the
-        pace of its slowest stage (docs/cross-rank.md).
+        its calls): a pipeline runs at the pace of its slowest stage (docs/cross-rank.md).
 
         Args:
             steps: ProfilerSteps to use (default: all profiled).
