@@ -197,6 +197,11 @@ def test_a_gpu_pipeline_stage_is_its_gpu_work(tmp_path):
     top = analysis.get_findings().iloc[0]
     assert (top["kind"], top["rank"]) == ("pipeline_stage", 0)
     assert top["saving_ms_per_step"] * 1e3 == pytest.approx(210, rel=0.1)
+    # the receives wait for the slow stage: exposed communication says so, as it did when the
+    # pairs were compared as collectives
+    keys = analysis.get_key_findings().set_index("kind")
+    assert "up to 428 µs of it waiting for the last rank" in keys.loc["exposed_communication",
+                                                                      "finding"]  # fmt: skip
 
 
 ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"

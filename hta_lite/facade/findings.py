@@ -12,8 +12,10 @@ import pandas as pd
 from ..analyses import findings as ranked
 from ..analyses import key_findings as kf
 from ..analyses.job_path import job_critical_path
+from ..analyses.lateness import rank_skew
 from ..analyses.one_time import idle_while_compiling
 from ..analyses.operators import DEVICES, architecture_hint
+from ..analyses.stragglers import skew_table
 from ..errors import MissingDataError
 from ..kineto import DATA_LOADING_PATTERN
 from .base import plots
@@ -127,7 +129,7 @@ class Findings:
         report = self.get_straggler_report() if len(self.ranks) > 1 else None
         straggler = kf.straggler(report, step_us) if report is not None else None
         stage = kf.pipeline_stage(report, step_us) if report is not None else None
-        waits = report.ranks["wait_suffered_us"] if report is not None else None
+        waits = self._waits_suffered() if report is not None else None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # an unknown device: the MFU row says what to pass
             operators = self.get_operator_summary(visualize=False)
@@ -149,6 +151,13 @@ class Findings:
         if visualize:
             plots.show(plots.plot_key_findings(table))
         return table
+
+    def _waits_suffered(self) -> pd.Series:
+        """Per rank, µs per step it sat in a collective or a send / recv waiting for its last
+        member, as measured (every matched call of a profiled step: a pipeline's receives
+        included, which the straggler report does not compare)."""
+        calls = self.get_collectives().measured()
+        return rank_skew(skew_table(calls[calls["step"] >= 0]))["wait_suffered_us"]
 
     def _idle_while_compiling(self) -> tuple[float, str]:
         """(µs the ranks' GPUs idle while their hosts compile, summed; the compiler)."""
