@@ -10,11 +10,10 @@ A stage's *work* per step (:func:`stage_work`, µs) is, on a rank with GPU work,
 runs anything but communication in the step (the union of those kernels, copies and sets); on a
 CPU-only rank, the step's time outside its calls (collectives, sends and receives: the union of
 their intervals), the step from its ProfilerStep's start to the later of its end and its calls'
-ends. :func:`slow_stage` compares
-each rank's typical work (its median step's: one slow step is no slow stage) with the median of
-the other ranks': the slowest stage is named when it
-works ``min_excess_pctg`` % more than that median and the difference is ``min_step_pctg`` % of
-the mean step or more.
+ends. :func:`slow_stage` compares each rank's typical work (its median step's: one slow step is
+no slow stage) with the median of the other ranks': the slowest stage is named when it works
+``min_excess_pctg`` % more than that median and the difference is ``min_step_pctg`` % of the
+mean step or more.
 """
 
 from __future__ import annotations
@@ -66,7 +65,7 @@ def stage_work(trace: RankTrace, calls: pd.DataFrame) -> pd.DataFrame:
 def slow_stage(
     work: pd.DataFrame, min_excess_pctg: float = 10.0, min_step_pctg: float = 0.5
 ) -> tuple[pd.DataFrame, int | None]:
-    """(per stage, most work first: ``work_us`` (its median step's), ``typical_us`` (the
+    """(per stage, the largest excess first: ``work_us`` (its median step's), ``typical_us`` (the
     median of the other stages'), ``excess_us``, ``steps``; the slowest stage's rank when it is
     named (module docstring), else None). ``work``: :func:`stage_work` of the ranks (fewer
     than two: none)."""

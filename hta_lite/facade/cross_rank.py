@@ -156,7 +156,7 @@ class CrossRank:
         Returns:
             ``get_straggler_report(steps=steps).stages``: ``rank``, ``work_us`` (its median
             step's), ``typical_us`` (the median of the other stages'), ``excess_us``,
-            ``steps``, the most work first; ``attrs["slow_stage"]``: the slowest stage's rank
+            ``steps``, the largest excess first; ``attrs["slow_stage"]``: the slowest stage's rank
             when it works 10 % more than that median (else None). Empty where no rank sends or
             receives point to point.
         """
