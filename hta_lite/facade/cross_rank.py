@@ -187,7 +187,8 @@ class CrossRank:
         Returns:
             :class:`~hta_lite.analyses.stragglers.StragglerReport` with ``collectives``,
             ``ranks``, ``stragglers``, ``causes`` (tables), ``texts`` and ``rule`` (what was
-            tested); ``str()`` is the text.
+            tested: send / recv pairs are not compared), ``stages`` and ``slow_stage`` (a
+            pipeline's: :meth:`get_pipeline_stages`); ``str()`` is the text.
         """
         matching = self.get_collectives()
         skew = stragglers.collective_skew(self.traces, steps=steps, matching=matching)
