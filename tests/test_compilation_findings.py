@@ -158,6 +158,11 @@ def test_the_key_findings_say_how_much_of_the_idle_gpu_is_the_host_compiling(tmp
     analysis = TraceAnalysis(trace_dir=folder, cache=False, parallel=False)
     idle = analysis.get_key_findings().set_index("kind").loc["gpu_idle", "finding"]
     assert "compiles" not in idle
+    # a graph capture too (before, the clause knew compiles only): 8 steps, step 1 captures
+    folder = capturing(8, {1}).write(tmp_path / "captures")
+    analysis = TraceAnalysis(trace_dir=folder, cache=False, parallel=False)
+    idle = analysis.get_key_findings().set_index("kind").loc["gpu_idle", "finding"]
+    assert "93.2 % of the idle time is while the host captures a CUDA graph" in idle
 
 
 def capture(s):

@@ -69,12 +69,13 @@ def step_anomalies(scored: pd.DataFrame | None, periods: pd.DataFrame | None) ->
 
 
 def gpu_idle(
-    temporal: pd.DataFrame, by_cause: pd.DataFrame, compiling: tuple[float, str] = (0.0, "")
+    temporal: pd.DataFrame, by_cause: pd.DataFrame, one_time: tuple[float, str] = (0.0, "")
 ) -> dict | None:
     """Share of the GPU span with no work on any stream (``get_temporal_breakdown``) and its
     main cause (``get_gpu_idle_by_cause``: that idle time by the event that ended each gap);
-    ``compiling``: (µs of that idle time, over the ranks, while a host compiles; the compiler),
-    said where it is at least a tenth of it (the findings' warmup / recompilation)."""
+    ``one_time``: (µs of that idle time, over the ranks, while a host compiles or captures a
+    graph; what it does, ``compiles (torch.compile)``: :func:`..one_time.idle_while_one_time`),
+    said where it is at least a tenth of it (the findings' warmup / recompilation / recapture)."""
     busy = temporal.dropna(subset=["idle_time_pctg"])
     if busy.empty:
         return None
@@ -90,10 +91,10 @@ def gpu_idle(
         share = 100.0 * causes[cause] / causes.sum()
         text += f", mostly {IDLE_CAUSES.get(cause, cause)} ({cause}: {fmt_pct(share)} of it)"
     idle_us = float(busy["idle_time(us)"].sum()) if "idle_time(us)" in busy else 0.0
-    if idle_us > 0 and compiling[0] >= 0.1 * idle_us:
+    if idle_us > 0 and one_time[0] >= 0.1 * idle_us:
         text += (
-            f"; {fmt_pct(min(100.0, 100.0 * compiling[0] / idle_us))} of the idle time is while"
-            f" the host compiles ({compiling[1]}): see the findings' warmup or recompilation"
+            f"; {fmt_pct(min(100.0, 100.0 * one_time[0] / idle_us))} of the idle time is while"
+            f" the host {one_time[1]}: see the findings' warmup, recompilation or recapture"
         )
     return _row("gpu_idle", text, mean, "%", mean, "idle")
 

@@ -188,15 +188,19 @@ def compiler(trace: RankTrace) -> str:
     return max(per, key=per.get)
 
 
-def idle_while_compiling(trace: RankTrace) -> tuple[float, str]:
+def idle_while_one_time(trace: RankTrace) -> tuple[float, str]:
     """(ns during which the rank's GPU runs nothing, between its first and last work, while a
-    host thread is in a compile range; the compiler), ``(0.0, "")`` where it never compiles."""
-    ranges = compile_ranges(trace)
+    host thread compiles or captures a graph; what it does: ``compiles (torch.compile)``,
+    ``captures a CUDA graph``, or both joined by "or"), ``(0.0, "")`` where it does neither."""
+    compiles, captures = compile_ranges(trace), capture_ranges(trace)
     gpu = GpuIntervals.of(trace)
-    if not ranges or not len(gpu.ts):
+    if not (compiles or captures) or not len(gpu.ts):
         return 0.0, ""
-    spans = np.concatenate(list(ranges.values()))
+    spans = np.concatenate([*compiles.values(), *captures.values()])
     lo = np.clip(spans[:, 0], gpu.ts.min(), gpu.end.max())
     hi = np.clip(spans[:, 1], gpu.ts.min(), gpu.end.max())
     idle = total(lo, hi) - overlap((lo, hi), (gpu.ts, gpu.end))
-    return float(max(idle, 0)), compiler(trace)
+    doing = ([f"compiles ({compiler(trace)})"] if compiles else []) + (
+        ["captures a CUDA graph"] if captures else []
+    )
+    return float(max(idle, 0)), " or ".join(doing)

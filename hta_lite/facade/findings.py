@@ -13,7 +13,7 @@ from ..analyses import findings as ranked
 from ..analyses import key_findings as kf
 from ..analyses.job_path import job_critical_path
 from ..analyses.lateness import rank_skew
-from ..analyses.one_time import idle_while_compiling
+from ..analyses.one_time import idle_while_one_time
 from ..analyses.operators import DEVICES, architecture_hint
 from ..analyses.stragglers import skew_table
 from ..errors import MissingDataError
@@ -136,7 +136,7 @@ class Findings:
             mfu = _or_none(self.get_mfu)
         top = kf.top_operator(operators)
         rows = [
-            kf.gpu_idle(temporal, idle, self._idle_while_compiling()),
+            kf.gpu_idle(temporal, idle, self._idle_while_one_time()),
             straggler,
             stage,
             kf.exposed_communication(steps, waits),
@@ -159,11 +159,12 @@ class Findings:
         calls = self.get_collectives().measured()
         return rank_skew(skew_table(calls[calls["step"] >= 0]))["wait_suffered_us"]
 
-    def _idle_while_compiling(self) -> tuple[float, str]:
-        """(µs the ranks' GPUs idle while their hosts compile, summed; the compiler)."""
-        per_rank = [idle_while_compiling(self.trace(r)) for r in sorted(self.traces)]
-        compilers = [c for ns, c in sorted(per_rank, reverse=True) if ns > 0]
-        return sum(ns for ns, _ in per_rank) / 1e3, compilers[0] if compilers else ""
+    def _idle_while_one_time(self) -> tuple[float, str]:
+        """(µs the ranks' GPUs idle while their hosts compile or capture a graph, summed; what
+        the rank with the most of it does)."""
+        per_rank = [idle_while_one_time(self.trace(r)) for r in sorted(self.traces)]
+        doing = [d for ns, d in sorted(per_rank, reverse=True) if ns > 0]
+        return sum(ns for ns, _ in per_rank) / 1e3, doing[0] if doing else ""
 
     def _step_anomaly_finding(self) -> dict | None:
         try:
