@@ -10,7 +10,9 @@ and this table never disagree).
 Blind spots: the share is the same in every segment (a stage slow in one part only is priced as
 slow throughout; on a GPU rank the segments also hold host time and idle, shortened alike);
 moving work to another stage makes that one slower, which the median stage does not see when
-the stages are few; a stage that is also the straggler at the collectives is that finding.
+the stages are few; a stage that is also the straggler at the collectives is that finding; on
+GPU ranks the stages' GPU work is compared, so a stage slow on its host while its GPU idles is
+not named.
 """
 
 from __future__ import annotations
