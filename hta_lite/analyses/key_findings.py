@@ -19,6 +19,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from ..kineto import CPU_COLLECTIVE, PARAM_COMMS_NAME
 from ..units import fmt_bytes, fmt_pct, fmt_us
 
 COLUMNS = ["kind", "rank", "finding", "value", "unit", "step_pctg", "section"]
@@ -200,6 +201,8 @@ def top_operator(operators: pd.DataFrame | None) -> dict | None:
         return None
     top = named.loc[named["device_self_sum(us)"].idxmax()]
     name, gpu_us = _short(str(top["name"])), top["device_self_sum(us)"]
+    if _is_communication(str(top["name"])):  # a wrapper whose GPU time is its collectives'
+        name += " (collective communication kernels)"
     unowned = operators[operators["name"].isin(list(UNOWNED))]
     more = "".join(
         f"; {fmt_pct(pctg)} is {UNOWNED[label]}"
@@ -211,6 +214,11 @@ def top_operator(operators: pd.DataFrame | None) -> dict | None:
         f" ({fmt_pct(top['device_self_pctg'])} of GPU time{more}) in {int(top['calls']):,} call(s)"
     )
     return _row("top_operator", text, top["device_self_sum(us)"], "µs", section="operators")
+
+
+def _is_communication(name: str) -> bool:
+    """Whether an operator is the profiler's or c10d's wrapper around a collective."""
+    return name == PARAM_COMMS_NAME or name.startswith("c10d::") or bool(CPU_COLLECTIVE.match(name))
 
 
 def mfu(table: pd.DataFrame | None, device_names: list[str], hint: str = "") -> dict | None:
