@@ -241,3 +241,9 @@ def test_a_slow_stage_that_is_also_the_straggler_of_its_data_parallel_group_is_o
     assert "straggler" in kinds and "pipeline_stage" not in kinds
     keys = set(analysis.get_key_findings()["kind"])
     assert "straggler" in keys and "pipeline_stage" not in keys
+
+
+def test_a_job_without_sends_has_no_stages_and_says_why():
+    stages = open_(SAMPLES / "gloo_4ranks").get_pipeline_stages()
+    assert stages.empty and stages.attrs["slow_stage"] is None
+    assert stages.attrs["why"].startswith("no pipeline: fewer than two ranks send or receive")

@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..kineto import CPU_COLLECTIVE, PARAM_COMMS_NAME
 from ..units import fmt_bytes, fmt_pct, fmt_us
+from .straggler_causes import cause_of
 
 COLUMNS = ["kind", "rank", "finding", "value", "unit", "step_pctg", "section"]
 KINDS = (
@@ -120,11 +121,7 @@ def straggler(report, step_us: float) -> dict | None:
         f" {fmt_pct(row['wait_share_pctg'])} of the waiting; each other rank waits"
         f" {fmt_us(row['wait_caused_us'])} per step for it"
     )
-    causes = report.causes.set_index("rank") if len(report.causes) else None
-    if causes is not None and rank in causes.index:
-        cause = causes.loc[rank]
-        region = cause.get("region") if "region" in cause.index else None
-        text += f" (cause: {cause['cause']}" + (f", in '{region}')" if region else ")")
+    text += _cause_clause(report, rank)
     if len(report.stragglers) > 1:
         text += f"; also late: ranks {', '.join(map(str, report.stragglers[1:]))}"
     return _row("straggler", text, late, "µs", pctg, "cross-rank", rank)
@@ -138,19 +135,21 @@ def pipeline_stage(report, step_us: float) -> dict | None:
         return None
     row = report.stages.set_index("rank").loc[rank]
     excess = float(row["excess_us"])
-    pctg = 100.0 * excess / step_us if step_us > 0 else np.nan
+    pctg = min(100.0, 100.0 * excess / step_us) if step_us > 0 else np.nan  # one rank, mean step
     text = (
         f"Rank {rank} is the pipeline's slowest stage: it works {fmt_us(row['work_us'])} per"
         f" step outside communication, {fmt_us(excess)} more than the"
         f" median other stage ({fmt_pct(pctg)} of the {fmt_us(step_us)} step); the other stages"
         " wait for it"
     )
-    causes = report.causes.set_index("rank") if len(report.causes) else None
-    if causes is not None and rank in causes.index:
-        cause = causes.loc[rank]
-        region = cause.get("region") if "region" in cause.index else None
-        text += f" (cause: {cause['cause']}" + (f", in '{region}')" if region else ")")
+    text += _cause_clause(report, rank)
     return _row("pipeline_stage", text, excess, "µs", pctg, "cross-rank", rank)
+
+
+def _cause_clause(report, rank: int) -> str:
+    """`` (cause: host-bound, in 'data-loading')`` of the straggler report's rank, or ``""``."""
+    cause, region = cause_of(report.causes, rank)
+    return f" (cause: {cause}" + (f", in '{region}')" if region else ")") if cause else ""
 
 
 def exposed_communication(

@@ -14,6 +14,16 @@ from ..load.rank_trace import RankTrace
 from .idle import gpu_idle_gaps
 
 
+def cause_of(causes: pd.DataFrame | None, rank: int) -> tuple[str, str]:
+    """(``cause``, ``region``: the annotation, ``""`` where none) of ``rank`` in an
+    :func:`explain` table; ``("", "")`` where the table has no row for it."""
+    if causes is None or causes.empty or rank not in causes["rank"].tolist():
+        return "", ""
+    row = causes.set_index("rank").loc[rank]
+    region = row.get("region") if "region" in row.index else None
+    return str(row["cause"]), region if isinstance(region, str) else ""
+
+
 def host_wait_by_step(trace: RankTrace) -> pd.DataFrame:
     """``rank, step, host_wait_us``: the time per step the whole GPU (no stream busy) waited
     for the host to launch work (a per-rank partial of :func:`explain`)."""

@@ -42,7 +42,7 @@ from .lateness import RANK_COLUMNS, rank_skew  # noqa: F401 (the straggler finde
 from .one_time import warmup_delay
 from .pipeline_stages import STAGE_COLUMNS, slow_stage, stage_text
 from .steps import profiled_steps
-from .straggler_causes import explain
+from .straggler_causes import cause_of, explain
 
 
 def _matched(
@@ -304,11 +304,8 @@ def report(
     if slow is not None and slow not in found:
         extra = stages.rename(columns={"excess_us": "lateness_us"})
         why, _ = explain(per_step, host_wait, timers, extra, [slow])
-        cause = ""
         if len(why):
-            row = why.iloc[0]
-            region = row.get("region") if "region" in row.index else None
-            cause = str(row["cause"]) + (f", in '{region}'" if isinstance(region, str) else "")
             causes = pd.concat([causes, why], ignore_index=True) if len(causes) else why
-        texts[slow] = stage_text(stages, slow, cause)
+        cause, region = cause_of(why, slow)
+        texts[slow] = stage_text(stages, slow, cause + (f", in '{region}'" if region else ""))
     return StragglerReport(skew, lateness, found, causes, texts, rule, stages, slow)

@@ -163,6 +163,11 @@ class CrossRank:
         report = self.get_straggler_report(steps=steps)
         table = report.stages.copy()
         table.attrs["slow_stage"] = report.slow_stage
+        if table.empty:
+            table.attrs["why"] = (
+                "no pipeline: fewer than two ranks send or receive point to point in the profiled"
+                " steps (get_straggler_report() compares the collectives)"
+            )
         if visualize and len(table):
             plots.show(plots.plot_pipeline_stages(table))
         return table

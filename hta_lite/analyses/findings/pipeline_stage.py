@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...units import fmt_us
+from ..straggler_causes import cause_of
 from .context import Context
 from .finding import Finding
 from .replay import Cut
@@ -36,13 +37,8 @@ def find(ctx: Context) -> list[Finding]:
     cut = np.where(mine, ctx.replay.spans * share, 0.0)
     if not cut.any():
         return []
-    causes = report.causes.set_index("rank") if len(report.causes) else None
-    cause = ""
-    if causes is not None and rank in causes.index:
-        region = causes.loc[rank].get("region")
-        cause = f"; cause: {causes.loc[rank, 'cause']}" + (
-            f" in '{region}'" if isinstance(region, str) and region else ""
-        )
+    cause, region = cause_of(report.causes, rank)
+    cause = (f"; cause: {cause}" + (f" in '{region}'" if region else "")) if cause else ""
     return [
         Finding(
             "pipeline_stage",

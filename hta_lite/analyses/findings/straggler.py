@@ -26,6 +26,7 @@ import pandas as pd
 from ...intervals import length_before
 from ...units import fmt_us
 from ..collectives.matching import comparable
+from ..straggler_causes import cause_of
 from .context import Context
 from .finding import Finding
 from .replay import Cut
@@ -102,10 +103,5 @@ def _excess(ctx: Context, rank: int) -> np.ndarray:
 
 def _cause(ctx: Context, rank: int) -> str:
     """The straggler report's cause of the rank, when it has one."""
-    report = ctx.stragglers
-    causes = getattr(report, "causes", None)
-    if causes is None or causes.empty or rank not in causes["rank"].tolist():
-        return ""
-    row = causes.set_index("rank").loc[rank]
-    region = row.get("region") if "region" in row.index else None
-    return str(row["cause"]) + (f" in '{region}'" if isinstance(region, str) and region else "")
+    cause, region = cause_of(getattr(ctx.stragglers, "causes", None), rank)
+    return cause + (f" in '{region}'" if region else "")
