@@ -99,7 +99,7 @@ BLOCKING_SYNC_NAMES = (
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
     "cudaMemcpy", "cudaMemcpyAsync",
     "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventQuery", "hipEventSynchronize",
-    "hipMemcpy", "hipMemcpyAsync",
+    "hipMemcpy", "hipMemcpyAsync", "hipMemcpyWithStream",  # a copy then a wait (PyTorch on ROCm)
 )  # fmt: skip
 #: record a CUDA / HIP event on a stream (what a ``Stream Wait Event`` / ``Event Sync`` waits on)
 EVENT_RECORD_NAMES = ("cudaEventRecord", "cudaEventRecordWithFlags", "hipEventRecord")

@@ -91,6 +91,27 @@ class Sim:
         self.b.cpu_op(op, op_start, self.t - op_start)
         return self
 
+    def copy_back(self, op: str = "aten::copy_", copy_us: float = 2,
+                  call: str = "hipMemcpyWithStream", pre: float = 4, post: float = 3):  # fmt: skip
+        """A blocking copy to the host in one call (PyTorch on ROCm: ``hipMemcpyWithStream``):
+        queued behind the stream's work, the call returning when it is done."""
+        op_start = self.t
+        call_start = op_start + pre
+        start = max(call_start + 5 + LATENCY, self.gpu_free)
+        self.gpu_free = start + copy_us
+        self.b.kernel("Memcpy DtoH (Device -> Host)", start, copy_us, stream=STREAM,
+                      launch_ts=call_start, launch_dur=self.gpu_free + 1 - call_start,
+                      cat="gpu_memcpy", launch_name=call)  # fmt: skip
+        self.t = self.gpu_free + 1 + post
+        self.b.cpu_op(op, op_start, self.t - op_start)
+        return self
+
+    def held(self, us: float):
+        """The stream runs ``us`` of work the trace does not show (launched before the profiler
+        started, another process): what is queued next waits for it."""
+        self.gpu_free = max(self.gpu_free, self.t) + us
+        return self
+
     # ---- steps -------------------------------------------------------------------------------
     def step(self, n: int, body):
         """``ProfilerStep#n`` around ``body(self)``; the step's time runs to the end of its GPU

@@ -153,7 +153,10 @@ def test_a_trace_without_profiler_steps_is_one_step():
     launch): a CUDA graph does not remove that, so no launch finding (it said 4.2 s saved),
     only warm-up, and the host-bound bound: the GPU waits for the host (the harness's
     [param|cuda] range) 89 % of it, the first launch left to warm-up. sglang_decode (one
-    CUDA-graph decode step) waits for its host's batch preparation."""
+    HIP-graph decode step): its host waits 463 ms in a blocking copy (hipMemcpyWithStream)
+    while the GPU runs nothing, the copy queued behind kernels launched 0.1 ms into the trace
+    that start 463 ms later: no host fix removes that wait (it was priced as host-bound,
+    464 ms); the findings say the GPU was held by what the trace does not show."""
     a = analysis(ROOT / "tests/data/critical_path/cp_simple_add")
     assert not a.get_profiler_steps()
     trace = a.trace(a.ranks[0])
@@ -165,8 +168,8 @@ def test_a_trace_without_profiler_steps_is_one_step():
     assert table["where"].iat[0] == "[param|cuda]"
     assert table["saving_pctg"].iat[0] == pytest.approx(89.3, abs=0.5)  # the 4.22 s launch left out
     decode = analysis(SAMPLES / "sglang_decode").get_findings()
-    assert decode["kind"].tolist() == ["host_bound"]
-    assert "populate_from_forward_batch" in decode["where"].iat[0]
+    assert decode.empty
+    assert decode.attrs["caveat"].startswith("On rank 0 the GPU sat idle 463.2 ms per step")
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,25 @@ from .common import select, us, wanted, windows_of
 
 IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")
 STATS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
+#: µs from a launch call's return to its kernel's start that is still the launch latency (and the
+#: threshold of ``kernel_wait``)
+CONSECUTIVE_KERNEL_DELAY_US = 30
+
+
+def queued_after_launch(
+    ts: np.ndarray, end: np.ndarray, returned: np.ndarray, delay_ns: int
+) -> np.ndarray:
+    """Per GPU event (``ts`` / ``end``, ns; ``returned``: when its launch call returned, ns, no
+    later than ``ts`` where unknown): ns it waited, launched and with nothing on the GPU running,
+    beyond ``delay_ns`` of launch latency — held by something the trace does not show (work
+    launched before the profiler started, an event recorded outside the trace, another process).
+    """
+    order = np.argsort(ts, kind="stable")
+    reach = np.maximum.accumulate(end[order]) if len(order) else end[order]
+    before = np.r_[np.iinfo(np.int64).min, reach[:-1]]  # latest end among the earlier events
+    out = np.zeros(len(ts), np.int64)
+    out[order] = np.maximum(ts[order] - np.maximum(before, returned[order]) - delay_ns, 0)
+    return out
 
 
 def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.DataFrame:
@@ -64,31 +83,72 @@ def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.D
     )
 
 
-def gpu_idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.DataFrame:
-    """The gaps of the whole GPU (no work on any stream), one row each: ``idle_category`` (by
-    the rule of :func:`idle_gaps`, applied to the GPU event that ends the gap; none from one
-    profiled window to the next),
-    ``idle_interval`` (µs), ``step`` (iteration of that event)."""
+def gpu_idle_gaps(
+    trace: RankTrace, consecutive_kernel_delay_us: float = 30, split_held: bool = True
+) -> pd.DataFrame:
+    """The gaps of the whole GPU (no work on any stream): ``idle_category``, ``idle_interval``
+    (µs), ``step`` (iteration of the GPU event that ends the gap); none from one profiled window
+    to the next.
+
+    The category is the rule of :func:`idle_gaps` applied to the event that ends the gap, with
+    one refinement: of a ``host_wait`` gap, only the time until that event's launch call returned
+    (plus ``consecutive_kernel_delay_us``, the launch latency) is the host's; the rest is a second
+    row, ``other`` — the work was launched and waited on something else (another stream, an
+    event, work the trace does not show). HTA's rule counts it all as host wait
+    (``split_held=False``)."""
     gpu = trace.gpu
     work = np.flatnonzero(np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES)))
     order = work[np.argsort(gpu["ts"].to_numpy()[work], kind="stable")]
     ts = gpu["ts"].to_numpy()[order]
     reach = np.maximum.accumulate(ts + gpu["dur"].to_numpy()[order]) if len(ts) else ts
-    launched = gather(
-        trace.cpu["ts"].to_numpy(), gpu["launch_row"].to_numpy()[order], np.iinfo(np.int64).min
-    )
+    launch = gpu["launch_row"].to_numpy()[order]
+    launched = gather(trace.cpu["ts"].to_numpy(), launch, np.iinfo(np.int64).min)
+    delay = int(consecutive_kernel_delay_us * 1000)
     gap = np.maximum(ts[1:] - reach[:-1], 0)
     host = launched[1:] > reach[:-1]
-    category = np.where(host, 0, np.where(gap < consecutive_kernel_delay_us * 1000, 1, 2))
+    category = np.where(host, 0, np.where(gap < delay, 1, 2))
+    queued = np.where(host, np.minimum(queued_waits(trace, delay)[order][1:], gap), 0)
+    if not split_held:
+        queued = np.zeros_like(gap)
     window = windows_of(gpu, order)
     inside = window[1:] == window[:-1]  # the gap from one window to the next is not idle
+    step = gpu["iteration"].to_numpy()[order][1:]
+    split = np.flatnonzero(inside & (queued > 0))
+    keep = np.flatnonzero(inside)
     return pd.DataFrame(
         {
-            "idle_category": pd.Categorical.from_codes(category[inside], IDLE_CATEGORIES),
-            "idle_interval": us(gap[inside]),
-            "step": gpu["iteration"].to_numpy()[order][1:][inside],
+            "idle_category": pd.Categorical.from_codes(
+                np.r_[category[keep], np.full(len(split), 2)], IDLE_CATEGORIES
+            ),
+            "idle_interval": us(np.r_[gap[keep] - queued[keep], queued[split]]),
+            "step": np.r_[step[keep], step[split]],
         }
     )
+
+
+def queued_waits(
+    trace: RankTrace, delay_ns: int = CONSECUTIVE_KERNEL_DELAY_US * 1000
+) -> np.ndarray:
+    """Per row of ``trace.gpu``: :func:`queued_after_launch` over the rank's GPU work (0 for other
+    rows, and for work without a launch call in the trace)."""
+    gpu = trace.gpu
+    work = np.flatnonzero(np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES)))
+    ts = gpu["ts"].to_numpy()[work]
+    end = ts + gpu["dur"].to_numpy()[work]
+    launch = gpu["launch_row"].to_numpy()[work]
+    returned = gather((trace.cpu["ts"] + trace.cpu["dur"]).to_numpy(), launch, 0)
+    out = np.zeros(len(gpu), np.int64)
+    out[work] = queued_after_launch(ts, end, np.where(launch >= 0, returned, ts), delay_ns)
+    return out
+
+
+def held_spans(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) ns of the rank's time the GPU ran nothing with work launched and waiting
+    (:func:`queued_waits`): whatever the host did then, it is not what the GPU waited for."""
+    queued = queued_waits(trace)
+    held = np.flatnonzero(queued > 0)
+    ts = trace.gpu["ts"].to_numpy(np.int64)[held]
+    return ts - queued[held], ts
 
 
 def gpu_idle_by_cause(

@@ -35,7 +35,8 @@ MIN_MODELLED_PCTG = 50.0
 IDLE_CAUSES = {
     "host_wait": "waiting for the host to launch work",
     "kernel_wait": "launch overhead between kernels",
-    "other": "waiting on other streams or synchronizations",
+    # no stream busy, the work launched: held by what the trace does not show (idle.queued_waits)
+    "other": "with launched work waiting, held by something the trace does not show",
 }
 
 

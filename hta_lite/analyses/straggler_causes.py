@@ -26,8 +26,10 @@ def cause_of(causes: pd.DataFrame | None, rank: int) -> tuple[str, str]:
 
 def host_wait_by_step(trace: RankTrace) -> pd.DataFrame:
     """``rank, step, host_wait_us``: the time per step the whole GPU (no stream busy) waited
-    for the host to launch work (a per-rank partial of :func:`explain`)."""
-    gaps = gpu_idle_gaps(trace) if not trace.is_cpu_only else None
+    for the host to launch work (a per-rank partial of :func:`explain`), by HTA's rule: each
+    gap whose work was launched after the GPU went idle, all of it (whether the rank's host
+    was late to launch, the question here; how long the work then waited is not asked)."""
+    gaps = gpu_idle_gaps(trace, split_held=False) if not trace.is_cpu_only else None
     if gaps is None or gaps.empty:
         per_step = pd.Series(dtype=np.float64)
     else:
@@ -92,7 +94,8 @@ def explain(
             cause = "host-bound"
             why = (
                 f"its GPU waits {extra['host_wait']:,.0f} µs more per step for the CPU to launch"
-                " work (host_wait idle) than the median rank: look at data loading, CPU"
+                " work (idle ended by work launched after the GPU went idle) than the median"
+                " rank: look at data loading, CPU"
                 " operators and synchronizations on this rank"
             )
         else:
@@ -113,7 +116,8 @@ def explain(
             f"Rank {rank} reaches its collectives {late:,.0f} µs per step after the others, who"
             f" wait for it. It is {cause}: {why}. Per step it spends {me['compute']:,.0f} µs in"
             f" compute kernels (median rank {typical['compute']:,.0f}), {me['host_wait']:,.0f} µs"
-            f" with the GPU idle waiting for the host (median {typical['host_wait']:,.0f}), and"
+            f" with the GPU idle until work launched after it went idle (median"
+            f" {typical['host_wait']:,.0f}), and"
             f" {me['communication']:,.0f} µs in communication (median"
             f" {typical['communication']:,.0f}), "
             f"over {int(n_steps[rank])} step(s)."

@@ -11,7 +11,8 @@ Kinds: :mod:`.straggler`, :mod:`.pipeline_stage` (a pipeline's slowest stage), :
 :mod:`.exposed_communication`, :mod:`.launch_overhead`,
 :mod:`.tiny_kernels` (fusion), :mod:`.below_roof` (GEMMs and convolutions), :mod:`.memcpy`
 (pageable copies), :mod:`.compilation` (recompiles; a first compile is warm-up),
-:mod:`.step_anomalies`, :mod:`.warmup` and :mod:`.memory` (no step time).
+:mod:`.step_anomalies`, :mod:`.warmup` and :mod:`.memory` (no step time); :mod:`.held_work`
+says where the GPU waited, work launched, on what the trace does not show (no finding).
 A new kind is a new module here, added to ``KINDS``.
 """
 
@@ -24,6 +25,7 @@ from . import (
     below_roof,
     compilation,
     exposed_communication,
+    held_work,
     host_bound,
     host_work,
     launch_loop,
@@ -73,8 +75,10 @@ def findings(ctx: Context) -> pd.DataFrame:
     found = [f for kind in KINDS for f in kind.find(ctx)]
     ctx.replay_graphs()  # the graph cuts the kinds asked for, one rank at a time
     table = rank_findings(ctx, found)
-    if ctx.whole_run_is_one_step and len(table):
-        table.attrs["caveat"] = WHOLE_RUN_CAVEAT
+    caveats = [WHOLE_RUN_CAVEAT] if ctx.whole_run_is_one_step and len(table) else []
+    caveats += [c for c in [held_work.caveat(ctx)] if c]
+    if caveats:
+        table.attrs["caveat"] = " ".join(caveats)
     return table
 
 

@@ -3,7 +3,9 @@
 Each step's graph is HTA's (:mod:`..critical_path.graph`), over the step's bounds as the job
 path cuts them, with three kinds of edge added (weight 0, each only where the trace's times
 agree): each kernel on a stream depends on the end of the kernel before it there, and on the
-call that launched it (its end where the kernel started after it, else its start); and a
+call that launched it (its end where the kernel started after it, else its start: weighing the
+launch latency, or the whole wait of a kernel held, launched and with the GPU idle, by something
+the trace does not show — :func:`..idle.queued_after_launch`; no host fix removes that); and a
 blocking call (a synchronization, a blocking copy) with no GPU -> CPU edge — a trace recorded
 without GPU-side sync events — waits for the latest GPU event that ended inside it. HTA's
 graph leaves the first out where the stream was idle when the kernel was launched, and the
@@ -29,6 +31,7 @@ from ..critical_path.events import Events
 from ..critical_path.graph import DEPENDENCY, KERNEL_KERNEL_DELAY, LAUNCH_DELAY, SYNC, Graph, build
 from ..critical_path.path import longest_distances, path_to
 from ..critical_path.window import event_index
+from ..idle import queued_waits
 from ..job_path.segments import between, step_bounds, whole_trace
 
 #: ``change(graph, events) -> (weight, keep)``: new weights (ns) and the edges kept (None: all)
@@ -41,6 +44,7 @@ class RankGraphs:
     def __init__(self, trace: RankTrace, patterns: list[str] | None = None):
         self.trace = trace
         self.events = Events.of(trace)
+        self.queued = np.r_[np.zeros(len(trace.cpu), np.int64), queued_waits(trace)]
         index = event_index(trace)
         self.steps = {  # the graph only: the longest paths are the replay's own (with_order_edges)
             number: build(trace, self.events, between(trace, start, end), index, patterns)
@@ -63,7 +67,7 @@ class RankGraphs:
     def _base_of(self, number: int, g: Graph) -> tuple[Graph, int, np.ndarray]:
         """The step's graph with the added edges, its longest path's length and edges."""
         if number not in self._base:
-            ordered = with_order_edges(g, self.events)
+            ordered = with_order_edges(g, self.events, self.queued)
             dist, best, _ = longest_distances(len(g.node_ts), ordered, Counter())
             end = int(np.argmax(dist))
             path = np.asarray(path_to(end, best.tolist(), ordered.src.tolist()))
@@ -86,10 +90,11 @@ def _saving(ordered: Graph, length: int, path, weight, keep) -> float:
     return float(max(length - int(dist.max()), 0))
 
 
-def with_order_edges(graph: Graph, events: Events) -> Graph:
-    """``graph`` with the weight-0 edges of the module docstring appended after HTA's: from each
-    GPU event's end to the start of the next one on its stream, and from its launch call's end
-    (start) to its start."""
+def with_order_edges(graph: Graph, events: Events, queued: np.ndarray | None = None) -> Graph:
+    """``graph`` with the edges of the module docstring appended after HTA's: from each GPU
+    event's end to the start of the next one on its stream, and from its launch call's end
+    (start) to its start; ``queued``: per event, ns it waited held by what the trace does not
+    show (:func:`..idle.queued_waits`; None: none)."""
     node_event, start = graph.node_event, graph.node_start
     start_node = np.full(len(events.ts), -1, np.int64)
     end_node = np.full(len(events.ts), -1, np.int64)
@@ -114,6 +119,8 @@ def with_order_edges(graph: Graph, events: Events) -> Graph:
     # replay that makes the host faster still starts a kernel that long after its launch
     waited_for = events.ts[ev][ok] - graph.node_ts[after[ok]]
     latency = np.where(returned[ok], np.minimum(waited_for, launch_latency(graph)), 0)
+    if queued is not None:  # held by something unseen: a faster host does not start it sooner
+        latency = np.where(returned[ok] & (queued[ev[ok]] > 0), waited_for, latency)
     weight = np.concatenate([np.zeros(len(src), np.int64), latency.astype(np.int64)])
     src, dst = np.concatenate([src, after[ok]]), np.concatenate([dst, starts[ok]])
     kind = np.full(len(src), DEPENDENCY, graph.kind.dtype)

@@ -29,6 +29,7 @@ import pandas as pd
 
 from ...kineto import BLOCKING_SYNC_NAMES, CPU_COLLECTIVE, CPU_OP_CATEGORY
 from ...units import fmt_us
+from ..idle import held_spans
 from .code_sites import PYTHON_CATEGORY, UNRECORDED, sites, sites_at
 from .context import Context, within
 from .finding import Finding
@@ -61,7 +62,8 @@ def find(ctx: Context) -> list[Finding]:
     host &= ~claimed
     waits = ev["bound_by"].isin(GPU_WAITS).to_numpy() & ~claimed  # the GPU waiting to launch
     host_time = host | waits
-    # of that time, what the GPU spends idle: host work under running kernels costs nothing
+    # of that time, what the GPU spends idle: host work under running kernels costs nothing, nor
+    # does a wait of a kernel held, once launched, by what the trace does not show
     duration = _gpu_idle_part(ctx, host_time)
     every = ev["duration"].to_numpy(np.float64)
     host_time &= duration > 0
@@ -161,8 +163,8 @@ def _gap_sites(ctx: Context, gaps) -> np.ndarray:
 
 
 def _gpu_idle_part(ctx: Context, rows: np.ndarray) -> np.ndarray:
-    """Per path event: ns of its time on the path during which its rank's GPU runs nothing
-    (0 for the events not in ``rows``)."""
+    """Per path event: ns of its time on the path during which its rank's GPU runs nothing and
+    holds no launched work (:func:`...idle.held_spans`; 0 for the events not in ``rows``)."""
     from ...intervals import merge
 
     ev = ctx.events
@@ -175,7 +177,9 @@ def _gpu_idle_part(ctx: Context, rows: np.ndarray) -> np.ndarray:
         gpu = trace.gpu[trace.gpu["stream"].to_numpy() >= 0]
         if not len(mine) or gpu.empty:  # a rank without a GPU: nothing waits for its host
             continue
-        lo, hi = merge(gpu["ts"].to_numpy(), (gpu["ts"] + gpu["dur"]).to_numpy())
+        held_lo, held_hi = held_spans(trace)  # launched work held by what the trace does not show
+        ends = (gpu["ts"] + gpu["dur"]).to_numpy()
+        lo, hi = merge(np.r_[gpu["ts"].to_numpy(), held_lo], np.r_[ends, held_hi])
         busy = np.stack([lo, hi], axis=1)
         out[mine] = (end[mine] - start[mine]) - (
             covered(busy, end[mine]) - covered(busy, start[mine])

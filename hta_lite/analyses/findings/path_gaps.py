@@ -6,7 +6,9 @@ a ``record_function`` / NVTX range with no operator in it (a JIT compile, post-p
 work no event records. When the rank's GPU runs nothing meanwhile, the step waits for that host
 time all the same. An *idle gap* here is such time of a segment's local path (the job path
 partials' ``gaps``, less a kernel's launch latency, which the host keeps paying), during which
-the rank's GPU runs nothing and no other finding has claimed the time.
+the rank's GPU runs nothing, no other finding has claimed the time and the host is not inside a
+blocking call (a synchronization, a blocking copy: waiting for the GPU, not working) and no
+launched work waits on the GPU for what the trace does not show (:func:`...idle.held_spans`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ...intervals import merge
+from ...kineto import BLOCKING_SYNC_NAMES
+from ..idle import held_spans
 from .context import Context
 
 #: columns of :func:`idle_gaps`: ``segment`` (row of the context's segments), ``rank``,
@@ -41,8 +45,15 @@ def idle_gaps(ctx: Context) -> tuple[pd.DataFrame, float]:
         if not len(mine) or gpu.empty:  # a rank without a GPU: nothing waits for its host
             continue
         claimed = ctx.claimed(rank)
-        starts = np.concatenate([gpu["ts"].to_numpy(np.int64), claimed[:, 0]])
-        ends = np.concatenate([(gpu["ts"] + gpu["dur"]).to_numpy(np.int64), claimed[:, 1]])
+        blocking = trace.cpu[trace.cpu["name"].isin(BLOCKING_SYNC_NAMES).to_numpy()]
+        held_lo, held_hi = held_spans(trace)
+        starts = np.concatenate([
+            gpu["ts"].to_numpy(np.int64), claimed[:, 0], blocking["ts"].to_numpy(np.int64), held_lo
+        ])  # fmt: skip
+        ends = np.concatenate([
+            (gpu["ts"] + gpu["dur"]).to_numpy(np.int64), claimed[:, 1],
+            (blocking["ts"] + blocking["dur"]).to_numpy(np.int64), held_hi,
+        ])  # fmt: skip
         busy_lo, busy_hi = merge(starts, ends)
         a, b, which = _minus(lo[mine], hi[mine], busy_lo, busy_hi)
         threads = tid[mine][which]
