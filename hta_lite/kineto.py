@@ -145,6 +145,8 @@ SNAPSHOT_TRACED_ACTIONS = ("alloc", "free_requested", "free_completed", "segment
 # ---- ProfilerStep ------------------------------------------------------------------------------
 STEP_PREFIX = "ProfilerStep#"
 STEP_PATTERN = re.compile(r"^ProfilerStep#(\d+)$")
+#: Kineto's instant at the end of the profiler's record window: no CPU range it records ends later
+RECORD_WINDOW_END = "Record Window End"
 
 # ---- operators -----------------------------------------------------------------------------
 #: prefix of the python_function event of an ``nn.Module`` forward (``nn.Module: BertLayer_0``)

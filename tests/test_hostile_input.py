@@ -453,3 +453,25 @@ def test_r5_critical_path_of_a_trace_with_gpu_events_only(tmp_path):
     assert a.cpu_events(0).empty and len(a.gpu_events(0))
     table = a.get_critical_path_summary(0, "")
     assert table.empty and list(table.columns) == ["duration_us", "pctg"]
+
+
+def test_a_step_past_the_record_window_is_cut_there_and_counted(tmp_path):
+    """A ProfilerStep cannot end after Kineto's ``Record Window End`` instant (HTA's triton
+    sample: a 13.3 s step in a 1.8 ms window, which the findings read as a 13.3 s host-bound
+    step). The last step of a real trace made to end 30 s later is cut at the window's end."""
+    doc = json.loads(gzip.open(BERT).read())
+    events = doc["traceEvents"]
+    window_end = next(e["ts"] for e in events if e.get("name") == "Record Window End")
+    steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")
+             and e.get("cat") == "user_annotation"]  # fmt: skip
+    last = max(steps, key=lambda e: e["ts"])
+    last["dur"] += 30e6  # under a minute: not dropped as an implausible duration
+    path = tmp_path / "rank-0.json"
+    path.write_text(json.dumps(doc))
+    a = TraceAnalysis(trace_dir=tmp_path, cache=False, include_last_profiler_step=True)
+    trace = a.trace(0)
+    cut = trace.steps.set_index("name").loc[last["name"]]
+    assert cut["ts"] + cut["dur"] == round(window_end * 1000)
+    assert trace.health["profiler_step_past_window"] == 1
+    assert "profiler_step_past_window" in a.health()["code"].tolist()
+    assert a._findings_context(None).step_ns < 1e9  # not 30 s

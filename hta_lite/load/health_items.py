@@ -87,6 +87,11 @@ ITEMS: dict[str, Item] = {
         "ProfilerSteps of zero length (a negative duration clamped to 0): no event belongs to"
         " them, so their events count as outside every step",
     ),
+    "profiler_step_past_window": Item(
+        WARNING,
+        "ProfilerSteps ending after the profiler's record window ended (Record Window End),"
+        " which cannot be: cut there",
+    ),
     "cpu_in_last_step": Item(EXCLUDED, "CPU events in the last ProfilerStep (excluded)"),
     "cpu_after_last_step": Item(EXCLUDED, "CPU events after the last ProfilerStep (excluded)"),
     "gpu_in_last_step": Item(EXCLUDED, "GPU events launched in the last ProfilerStep (excluded)"),
