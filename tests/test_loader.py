@@ -216,8 +216,17 @@ def test_bad_files_raise_errors_naming_the_file(tmp_path, content, error, messag
 def test_missing_and_empty_folders(tmp_path):
     with pytest.raises(TraceNotFoundError, match="does not exist"):
         TraceAnalysis(trace_dir=tmp_path / "nope")
-    with pytest.raises(NoTraceFilesError, match="no trace files"):
+    with pytest.raises(NoTraceFilesError, match="no trace files") as info:
         TraceAnalysis(trace_dir=tmp_path)
+    assert "subfolders" not in str(info.value)
+
+
+def test_a_parent_of_run_folders_says_which_subfolders_hold_traces():
+    """sample_traces/gloo_collectives holds two runs (4ranks, 8ranks): passing the parent names
+    them instead of only "no trace files"."""
+    with pytest.raises(NoTraceFilesError) as info:
+        TraceAnalysis(trace_dir=SAMPLES / "gloo_collectives")
+    assert str(info.value).endswith("its subfolders 4ranks, 8ranks hold traces: pass one of them")
 
 
 def test_unreadable_file_is_a_trace_error(tmp_path):

@@ -68,8 +68,26 @@ def discover(trace_dir: str | Path) -> list[Path]:
         if p.name.endswith(TRACE_SUFFIXES) and not p.name.startswith(".") and not p.is_dir()
     ]
     if not files:
-        raise NoTraceFilesError(folder, "no trace files (*.json, *.json.gz, *.sqlite) in folder")
+        raise NoTraceFilesError(
+            folder, "no trace files (*.json, *.json.gz, *.sqlite) in folder" + _subfolders(entries)
+        )
     return files
+
+
+def _subfolders(entries: list[Path], limit: int = 50) -> str:
+    """Where a folder has no trace but some of its first ``limit`` subfolders do: which (a
+    parent of several runs' folders given by mistake)."""
+    found = []
+    for sub in [p for p in entries if p.is_dir() and not p.name.startswith(".")][:limit]:
+        try:
+            if any(p.name.endswith(TRACE_SUFFIXES) for p in sub.iterdir()):
+                found.append(sub.name)
+        except OSError:
+            continue
+    if not found:
+        return ""
+    names = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    return f"; its subfolders {names} hold traces: pass one of them"
 
 
 def load_parts(
