@@ -8,7 +8,10 @@ synchronize) one rank, the straggler, arrives ``delay_us`` late:
   longer (and its GPU work after that kernel starts ``delay_us`` later);
 - ``cause="host"``: its CPU issues the collective (and everything after it) only ``delay_us``
   after the GPU reached that point, so its GPU sits idle waiting for the host (the rank is then
-  late by ``delay_us`` plus how far the CPU used to run ahead).
+  late by ``delay_us`` plus how far the CPU used to run ahead). The GPU times keep their
+  template's distance from their launches, so the collective starts that run-ahead after its
+  launch call returned, the GPU idle meanwhile: ``get_gpu_idle_by_cause()`` counts that part
+  as ``other`` (launched work held), not ``host_wait``, and the findings say so.
 
 Every other rank's collective kernel lasts that much longer (it waits), and everything after
 the collective is that much later on every rank, as in a real job. CPU ranges that enclose the
