@@ -46,6 +46,20 @@ def test_gpu_idle_by_cause_classifies_each_gap_of_the_whole_gpu(tmp_path):
     assert len(plots.plot_gpu_idle_by_cause(a.get_gpu_idle_by_cause()).data) == 3
 
 
+def test_a_gpu_span_far_shorter_than_the_step_says_the_share_of_the_step(tmp_path):
+    """One 4 µs kernel in each 1,000 µs step (HTA's triton sample: a 1.8 µs kernel in a 1.8 ms
+    step read "idle 0.0 %" of the GPU's span): the line adds that the span is a small share of
+    the steps' time and the GPU's busy share of them (4 of 1,000 µs: 0.4 %)."""
+    b = TraceBuilder()
+    for n in range(3):
+        b.step(n + 1, n * 1000, 1000)
+        b.kernel("k", n * 1000 + 500, 4, stream=7, launch_ts=n * 1000 + 490)
+    a = TraceAnalysis(trace_files={0: b.write(tmp_path / "t.json")}, parallel=False, cache=False)
+    text = a.get_key_findings().set_index("kind").loc["gpu_idle", "finding"]
+    assert "; that span is" in text
+    assert "of the steps' time: the GPU is busy 0.4 % of the steps" in text
+
+
 def test_launched_work_the_gpu_holds_is_not_host_wait(tmp_path):
     """The GPU is idle 100-600; the kernel after the gap was launched at 150 (its call returned
     at 151) but started at 600: held by something the trace does not show (sglang_decode: a

@@ -72,13 +72,19 @@ def step_anomalies(scored: pd.DataFrame | None, periods: pd.DataFrame | None) ->
 
 
 def gpu_idle(
-    temporal: pd.DataFrame, by_cause: pd.DataFrame, one_time: tuple[float, str] = (0.0, "")
+    temporal: pd.DataFrame,
+    by_cause: pd.DataFrame,
+    one_time: tuple[float, str] = (0.0, ""),
+    steps: pd.DataFrame | None = None,
 ) -> dict | None:
     """Share of the GPU span with no work on any stream (``get_temporal_breakdown``) and its
     main cause (``get_gpu_idle_by_cause``: that idle time by the event that ended each gap);
     ``one_time``: (µs of that idle time, over the ranks, while a host compiles or captures a
     graph; what it does, ``compiles (torch.compile)``: :func:`..one_time.idle_while_one_time`),
-    said where it is at least a tenth of it (the findings' warmup / recompilation / recapture)."""
+    said where it is at least a tenth of it (the findings' warmup / recompilation / recapture);
+    ``steps`` (``get_step_breakdown``): where the GPU's work spans under half of the steps' time
+    (HTA's triton sample: one 1.8 µs kernel in a 1.8 ms step, idle "0.0 %" of its span), the
+    share of the steps' time the GPU is busy."""
     busy = temporal.dropna(subset=["idle_time_pctg"])
     if busy.empty:
         return None
@@ -93,6 +99,14 @@ def gpu_idle(
         cause = str(causes.idxmax())
         share = 100.0 * causes[cause] / causes.sum()
         text += f", mostly {IDLE_CAUSES.get(cause, cause)} ({cause}: {fmt_pct(share)} of it)"
+    if steps is not None and len(steps) and steps["step_time"].sum() > 0:
+        total = float(steps["step_time"].sum())
+        span = float(steps["gpu_span"].sum()) / total
+        if span < 0.5:
+            text += (
+                f"; that span is {fmt_pct(100.0 * span)} of the steps' time: the GPU is busy"
+                f" {fmt_pct(100.0 * float(steps['gpu_busy'].sum()) / total)} of the steps"
+            )
     idle_us = float(busy["idle_time(us)"].sum()) if "idle_time(us)" in busy else 0.0
     if idle_us > 0 and one_time[0] >= 0.1 * idle_us:
         text += (

@@ -136,7 +136,7 @@ class Findings:
             mfu = _or_none(self.get_mfu)
         top = kf.top_operator(operators)
         rows = [
-            kf.gpu_idle(temporal, idle, self._idle_while_one_time()),
+            kf.gpu_idle(temporal, idle, self._idle_while_one_time(), steps),
             straggler,
             stage,
             kf.exposed_communication(steps, waits),
