@@ -1,8 +1,9 @@
 """A pipeline's slowest stage: the stages after it wait in their receives for it (and, where a
 send waits to be received, those before it in their sends).
 
-Model: the stage's work (:mod:`..pipeline_stages`: its GPU's time outside communication, or on
-a CPU-only rank its time outside its calls) made the median other stage's: each of its segments
+Model: the stage's work (:mod:`..pipeline_stages`: its GPU's time outside communication and
+waiting for its host, or on a CPU-only rank its time outside its calls) made the median other
+stage's: each of its segments
 shortened by the same share, ``excess / work``, and the job replayed through its send / recv
 pairs; low end: half of it. The stage the straggler report names (one rule, so the key findings
 and this table never disagree).
@@ -10,9 +11,9 @@ and this table never disagree).
 Blind spots: the share is the same in every segment (a stage slow in one part only is priced as
 slow throughout; on a GPU rank the segments also hold host time and idle, shortened alike);
 moving work to another stage makes that one slower, which the median stage does not see when
-the stages are few; a stage that is also the straggler at the collectives is that finding; on
-GPU ranks the stages' GPU work is compared, so a stage slow on its host while its GPU idles is
-not named.
+the stages are few; a stage that is also the straggler at the collectives is that finding; so
+is, on a GPU rank, a stage slow on its host (cause host-bound): the host-side kinds price it
+at its code site (host_bound, data_loading, ...), and balancing layers would not fix it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def find(ctx: Context) -> list[Finding]:
     if not cut.any():
         return []
     cause, region = cause_of(report.causes, rank)
+    if cause == "host-bound" and not ctx.traces[rank].is_cpu_only:
+        return []  # its GPU waits for its host: the host-side kinds price that, at its site
     cause = (f"; cause: {cause}" + (f" in '{region}'" if region else "")) if cause else ""
     return [
         Finding(
