@@ -93,8 +93,8 @@ def gpu_idle_gaps(
     The category is the rule of :func:`idle_gaps` applied to the event that ends the gap, with
     one refinement: of a ``host_wait`` gap, only the time until that event's launch call returned
     (plus ``consecutive_kernel_delay_us``, the launch latency) is the host's; the rest is a second
-    row, ``other`` — the work was launched and waited on something else (another stream, an
-    event, work the trace does not show). HTA's rule counts it all as host wait
+    row, ``other`` — the work was launched and, with nothing running, still waited: for what the
+    trace does not show (:func:`queued_after_launch`). HTA's rule counts it all as host wait
     (``split_held=False``)."""
     gpu = trace.gpu
     work = np.flatnonzero(np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES)))
@@ -107,9 +107,9 @@ def gpu_idle_gaps(
     gap = np.maximum(ts[1:] - reach[:-1], 0)
     host = launched[1:] > reach[:-1]
     category = np.where(host, 0, np.where(gap < delay, 1, 2))
-    queued = np.where(host, np.minimum(queued_waits(trace, delay)[order][1:], gap), 0)
-    if not split_held:
-        queued = np.zeros_like(gap)
+    queued = np.zeros_like(gap)
+    if split_held:
+        queued = np.where(host, np.minimum(queued_waits(trace, delay)[order][1:], gap), 0)
     window = windows_of(gpu, order)
     inside = window[1:] == window[:-1]  # the gap from one window to the next is not idle
     step = gpu["iteration"].to_numpy()[order][1:]
