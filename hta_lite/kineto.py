@@ -75,6 +75,12 @@ MODULE_LOAD_NAMES = (
     "cuLibraryLoadData", "cuLibraryLoadFromFile",
     "hipModuleLoad", "hipModuleLoadData", "hipModuleLoadDataEx",
 )  # fmt: skip
+#: start-up calls: a process joins MPI, NCCL creates a communicator, the driver initializes (once
+#: per process or communicator; an Nsight Systems export of a whole run holds them)
+STARTUP_NAMES = (
+    "MPI_Init", "MPI_Init_thread", "MPI_Finalize", "ncclCommInitRank", "ncclCommInitRankConfig",
+    "ncclCommInitAll", "ncclCommInitRankScalable", "cuInit",
+)  # fmt: skip
 #: calls correlated with a GPU-side event that enqueue no work: the host waits for the device,
 #: or a stream waits for an event (GPU events of category ``cuda_sync`` or markers)
 NON_ENQUEUING_NAMES = (

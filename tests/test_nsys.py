@@ -828,3 +828,17 @@ def test_findings_over_a_capture_without_steps_say_one_time_work_counts(tmp_path
         assert caveat in capsys.readouterr().out
     steps = TraceAnalysis(trace_dir=SAMPLES / "two_ranks", cache=False, progress=False)
     assert "whole trace" not in steps.get_findings().attrs.get("caveat", "")
+
+
+def test_start_up_calls_are_warm_up_not_host_work(tmp_path):
+    """Pipit's saxpy MPI run, a whole Nsight Systems capture: MPI_Init (646 ms) and MPI_Finalize
+    in NVTX ranges, and the first cudaHostRegister (the call that creates the device context,
+    far longer than the other eight) are start-up: a warmup finding with no step time, claimed,
+    so that host_bound no longer offers MPI_Init as the first fix (it did: 926 ms per step)."""
+    path = _gunzipped(DATA / "nsys" / "pipit_saxpy_mpi.sqlite.gz", tmp_path)
+    table = TraceAnalysis(trace_dir=path, cache=False, progress=False).get_findings()
+    warmup = table.set_index("kind").loc["warmup"]
+    assert warmup["where"] == "start-up calls"
+    assert "(MPI_Finalize, MPI_Init, cudaHostRegister)" in warmup["evidence"]
+    assert warmup["saving_ms_per_step"] == 0
+    assert not table["where"].astype(str).str.contains("MPI_Init").any()

@@ -11,8 +11,10 @@ that names no number (other compilers, captures), when it is not the rank's firs
 does it. Any other step that does it does it for the first time: warm-up.
 
 Module loads are warm-up too: the calls that load a compiled module, and a kernel's first launch
-that loads its module lazily (:func:`first_long_launches`). :func:`warmup_delay`: the warm-up
-by which a rank's next work started late, which the straggler report takes off its arrivals.
+that loads its module lazily (:func:`first_long_launches`); and so is start-up
+(:func:`startup_calls`: MPI and NCCL initialization, the call that creates the device context).
+:func:`warmup_delay`: the warm-up by which a rank's next work started late, which the straggler
+report takes off its arrivals.
 """
 
 from __future__ import annotations
@@ -24,11 +26,14 @@ import pandas as pd
 
 from ..intervals import merge, overlap, subtract, total
 from ..kineto import (
+    BLOCKING_SYNC_NAMES,
     COMPILE_PATTERNS,
     COMPILED_REGION,
     GRAPH_INSTANTIATE_NAMES,
     KERNEL_LAUNCH_NAMES,
     MODULE_LOAD_NAMES,
+    RUNTIME_CATEGORIES,
+    STARTUP_NAMES,
 )
 from ..load.rank_trace import RankTrace
 from .common import GpuIntervals, one_of, ranges_named
@@ -124,6 +129,32 @@ def module_loads(trace: RankTrace) -> tuple[np.ndarray, list[tuple[int, int]]]:
     return dur.astype(np.float64), list(zip(ts.tolist(), (ts + dur).tolist()))
 
 
+def startup_calls(trace: RankTrace) -> tuple[np.ndarray, list[tuple[int, int]], list[str]]:
+    """(ns, [start, end) ns, name) of the rank's start-up calls longer than ``LONG_NS``:
+    ``kineto.STARTUP_NAMES`` (MPI_Init, NCCL communicator creation), and the call that creates
+    the device context — the earliest runtime call (not a launch, not a wait) that is the first
+    of its name and ``LONG_TIMES`` x its name's median call (pipit_cloverleaf's first
+    cudaMalloc: 234 ms, the other 75 about 0.2 ms)."""
+    cpu = trace.cpu
+    if not len(cpu):
+        return np.zeros(0), [], []
+    durations = cpu["dur"].to_numpy()
+    rows = np.flatnonzero(one_of(cpu["name"], STARTUP_NAMES) & (durations > LONG_NS))
+    calls = one_of(cpu["cat"], RUNTIME_CATEGORIES) & (durations > LONG_NS)
+    calls &= ~one_of(cpu["name"], KERNEL_LAUNCH_NAMES + BLOCKING_SYNC_NAMES)
+    if calls.any():
+        runtime = cpu[one_of(cpu["cat"], RUNTIME_CATEGORIES)]
+        median = runtime.groupby("name", observed=True)["dur"].median()
+        first = runtime.sort_values("ts", kind="stable").drop_duplicates("name").index
+        long = [row for row in np.flatnonzero(calls) if cpu.index[row] in first
+                and durations[row] > LONG_TIMES * median[cpu["name"].iat[row]]]  # fmt: skip
+        if long:
+            rows = np.union1d(rows, [min(long, key=lambda r: cpu["ts"].iat[r])])
+    ts, dur = cpu["ts"].to_numpy()[rows], durations[rows]
+    names = cpu["name"].astype(str).to_numpy()[rows].tolist()
+    return dur.astype(np.float64), list(zip(ts.tolist(), (ts + dur).tolist())), names
+
+
 def first_long_launches(trace: RankTrace) -> tuple[np.ndarray, list[str], list[tuple[int, int]]]:
     """(ns, kernel name, [start, end) ns) of the rank's long first launches: kernel launch calls
     longer than ``LONG_NS`` and ``LONG_TIMES`` x its rank's median launch call that are the
@@ -152,10 +183,11 @@ def first_long_launches(trace: RankTrace) -> tuple[np.ndarray, list[str], list[t
 def warmup_delay(trace: RankTrace) -> np.ndarray:
     """``(n, 2)`` sorted, disjoint [start, end) ns: the rank's warm-up work — its compiles and
     captures in the steps that do them for the first time (:func:`warmup_steps` of its profiled
-    steps), its long first launches and its module loads — while its GPU runs nothing (all of
-    it on a rank without GPU work): the time by which what it did next started later than it
-    will once warm. A rank's arrival at a collective less this delay since its previous call
-    is its arrival once warm (:func:`hta_lite.analyses.stragglers.discount_warmup`)."""
+    steps), its long first launches, its module loads and its start-up calls — while its GPU
+    runs nothing (all of it on a rank without GPU work): the time by which what it did next
+    started later than it will once warm. A rank's arrival at a collective less this delay
+    since its previous call is its arrival once warm
+    (:func:`hta_lite.analyses.stragglers.discount_warmup`)."""
     spans = [np.zeros((0, 2), np.int64)]
     one_time = [r for r in (compile_ranges(trace), capture_ranges(trace)) if r]
     if one_time:
@@ -168,7 +200,8 @@ def warmup_delay(trace: RankTrace) -> np.ndarray:
                 for start, end in first[["start", "end"]].itertuples(index=False):
                     spans.append(np.clip(merged, start, end))
     spans += [np.array(s, np.int64).reshape(-1, 2)
-              for s in (first_long_launches(trace)[2], module_loads(trace)[1])]  # fmt: skip
+              for s in (first_long_launches(trace)[2], module_loads(trace)[1],
+                        startup_calls(trace)[1])]  # fmt: skip
     work = np.concatenate(spans)
     if not len(work):
         return work
