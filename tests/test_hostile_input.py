@@ -475,3 +475,21 @@ def test_a_step_past_the_record_window_is_cut_there_and_counted(tmp_path):
     assert trace.health["profiler_step_past_window"] == 1
     assert "profiler_step_past_window" in a.health()["code"].tolist()
     assert a._findings_context(None).step_ns < 1e9  # not 30 s
+
+
+def test_long_runtime_calls_without_a_name_are_no_start_up_and_no_error(tmp_path):
+    """Start-up detection compares a runtime call with the other calls of its name: a long call
+    with no name (or a null one) has none, and is left alone instead of raising."""
+    from synth import TraceBuilder
+
+    b = TraceBuilder()
+    b.step(1, 0, 5000)
+    b.step(2, 5000, 5000)
+    b.kernel("k", 100, 10, launch_ts=50)
+    doc = b.document()
+    for name, ts in ((None, 3300), ("", 200)):
+        event = {"ph": "X", "cat": "cuda_runtime", "ts": ts, "dur": 1500, "pid": 10, "tid": 1}
+        doc["traceEvents"].append(event if name == "" else {**event, "name": name})
+    (tmp_path / "rank-0.json").write_text(json.dumps(doc))
+    table = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False).get_findings()
+    assert "warmup" not in set(table["kind"])

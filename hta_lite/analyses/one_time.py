@@ -142,6 +142,7 @@ def startup_calls(trace: RankTrace) -> tuple[np.ndarray, list[tuple[int, int]], 
     rows = np.flatnonzero(one_of(cpu["name"], STARTUP_NAMES) & (durations > LONG_NS))
     calls = one_of(cpu["cat"], RUNTIME_CATEGORIES) & (durations > LONG_NS)
     calls &= ~one_of(cpu["name"], KERNEL_LAUNCH_NAMES + BLOCKING_SYNC_NAMES)
+    calls &= cpu["name"].notna().to_numpy()  # a call without a name has no median of its name
     if calls.any():
         runtime = cpu[one_of(cpu["cat"], RUNTIME_CATEGORIES)]
         median = runtime.groupby("name", observed=True)["dur"].median()
