@@ -130,7 +130,16 @@ def queued_waits(
     trace: RankTrace, delay_ns: int = CONSECUTIVE_KERNEL_DELAY_US * 1000
 ) -> np.ndarray:
     """Per row of ``trace.gpu``: :func:`queued_after_launch` over the rank's GPU work (0 for other
-    rows, and for work without a launch call in the trace)."""
+    rows, and for work without a launch call in the trace); kept with the trace (several kinds of
+    finding read it)."""
+    key = f"_queued_waits_{delay_ns}"
+    if key not in trace.__dict__:
+        trace.__dict__[key] = _queued_waits(trace, delay_ns)
+        trace.__dict__[key].flags.writeable = False  # shared by its readers
+    return trace.__dict__[key]
+
+
+def _queued_waits(trace: RankTrace, delay_ns: int) -> np.ndarray:
     gpu = trace.gpu
     work = np.flatnonzero(np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES)))
     ts = gpu["ts"].to_numpy()[work]
