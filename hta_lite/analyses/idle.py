@@ -49,7 +49,9 @@ def queued_after_launch(
     return out
 
 
-def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.DataFrame:
+def idle_gaps(
+    trace: RankTrace, consecutive_kernel_delay_us: float = CONSECUTIVE_KERNEL_DELAY_US
+) -> pd.DataFrame:
     """One row per gap: ``rank, stream, idle_category, idle_interval`` (µs), ``ts`` (ns, gap end)
     and ``step`` (iteration of the event after the gap)."""
     gpu = trace.gpu
@@ -84,7 +86,9 @@ def idle_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = 30) -> pd.D
 
 
 def gpu_idle_gaps(
-    trace: RankTrace, consecutive_kernel_delay_us: float = 30, split_held: bool = True
+    trace: RankTrace,
+    consecutive_kernel_delay_us: float = CONSECUTIVE_KERNEL_DELAY_US,
+    split_held: bool = True,
 ) -> pd.DataFrame:
     """The gaps of the whole GPU (no work on any stream): ``idle_category``, ``idle_interval``
     (µs), ``step`` (iteration of the GPU event that ends the gap); none from one profiled window
@@ -126,6 +130,17 @@ def gpu_idle_gaps(
     )
 
 
+def host_wait_per_step(trace: RankTrace, split_held: bool = True) -> pd.Series:
+    """µs per step (index) the rank's whole GPU idled waiting for its host to launch work: the
+    ``host_wait`` rows of :func:`gpu_idle_gaps` (``split_held``: its refinement, else HTA's
+    rule); empty for a CPU-only rank."""
+    if trace.is_cpu_only:
+        return pd.Series(dtype=np.float64)
+    gaps = gpu_idle_gaps(trace, split_held=split_held)
+    waits = gaps[(gaps["idle_category"] == "host_wait").to_numpy()]
+    return waits.groupby("step")["idle_interval"].sum().astype(np.float64)
+
+
 def queued_waits(
     trace: RankTrace, delay_ns: int = CONSECUTIVE_KERNEL_DELAY_US * 1000
 ) -> np.ndarray:
@@ -161,7 +176,8 @@ def held_spans(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
 
 
 def gpu_idle_by_cause(
-    traces: Mapping[int, RankTrace], consecutive_kernel_delay_us: float = 30
+    traces: Mapping[int, RankTrace],
+    consecutive_kernel_delay_us: float = CONSECUTIVE_KERNEL_DELAY_US,
 ) -> pd.DataFrame:
     """Idle time of the whole GPU (:func:`gpu_idle_gaps`; the idle time of
     ``get_temporal_breakdown``) by cause, per rank. Columns ``rank, idle_category,

@@ -8,14 +8,13 @@ them); a pipeline runs at the pace of its slowest stage.
 
 A stage's *work* per step (:func:`stage_work`, µs) is, on a rank with GPU work, the time its GPU
 runs anything but communication in the step (the union of those kernels, copies and sets) and
-the time it sits idle waiting for its host to launch work (``host_wait`` of
-:func:`.idle.gpu_idle_gaps`: a first stage loading data while its GPU idles is slow too); on a
-CPU-only rank, the step's time outside its calls (collectives, sends and receives: the union of
-their intervals), the step from its ProfilerStep's start to the later of its end and its calls'
-ends. :func:`slow_stage` compares each rank's typical work (its median step's: one slow step is
-no slow stage) with the median of the other ranks': the slowest stage is named when it works
-``min_excess_pctg`` % more than that median and the difference is ``min_step_pctg`` % of the
-mean step or more.
+the time it sits idle waiting for its host to launch work (:func:`.idle.host_wait_per_step`: a
+first stage loading data while its GPU idles is slow too); on a CPU-only rank, the step's time
+outside its calls (collectives, sends and receives: the union of their intervals), the step
+from its ProfilerStep's start to the later of its end and its calls' ends. :func:`slow_stage`
+compares each rank's typical work (its median step's: one slow step is no slow stage) with the
+median of the other ranks': the slowest stage is named when it works ``min_excess_pctg`` % more
+than that median and the difference is ``min_step_pctg`` % of the mean step or more.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from ..intervals import total
 from ..load.rank_trace import RankTrace
 from .collectives.calls import POINT_TO_POINT
 from .common import GpuIntervals, median_of_the_others, us
-from .idle import gpu_idle_gaps
+from .idle import host_wait_per_step
 from .steps import profiled_steps
 
 #: columns of :func:`stage_work`
@@ -51,7 +50,7 @@ def stage_work(trace: RankTrace, calls: pd.DataFrame) -> pd.DataFrame:
     order = np.argsort(trace.gpu["iteration"].to_numpy()[gpu.rows], kind="stable")
     gpu = gpu.subset(order)  # by step: each step's work is one slice
     by_step = trace.gpu["iteration"].to_numpy()[gpu.rows]
-    host_wait = _host_wait_by_step(trace) if len(gpu.ts) else {}
+    host_wait = host_wait_per_step(trace) if len(gpu.ts) else pd.Series(dtype=np.float64)
     rows = []
     for s in profiled_steps(trace).itertuples(index=False):
         inside = step == s.step
@@ -59,19 +58,12 @@ def stage_work(trace: RankTrace, calls: pd.DataFrame) -> pd.DataFrame:
         hi = max(lo + int(s.dur), int(end[inside].max()) if inside.any() else lo)
         if len(gpu.ts):
             first, last = np.searchsorted(by_step, [s.step, s.step + 1])
-            work = total(gpu.ts[first:last], gpu.end[first:last]) + host_wait.get(s.step, 0)
+            waited = int(round(1000 * host_wait.get(s.step, 0.0)))  # µs -> ns
+            work = total(gpu.ts[first:last], gpu.end[first:last]) + waited
         else:
             work = hi - lo - total(np.clip(ts[inside], lo, hi), np.clip(end[inside], lo, hi))
         rows.append((trace.rank, int(s.step), us(work), us(hi - lo)))
     return pd.DataFrame(rows, columns=WORK_COLUMNS)
-
-
-def _host_wait_by_step(trace: RankTrace) -> dict[int, int]:
-    """ns per step the rank's whole GPU idled waiting for its host to launch work."""
-    gaps = gpu_idle_gaps(trace)
-    waits = gaps[(gaps["idle_category"] == "host_wait").to_numpy()]
-    per_step = waits.groupby("step")["idle_interval"].sum()
-    return {int(k): int(round(v * 1000)) for k, v in per_step.items()}
 
 
 def slow_stage(

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..kineto import CPU_COLLECTIVE
 from ..load.rank_trace import RankTrace
-from .idle import gpu_idle_gaps
+from .idle import host_wait_per_step
 
 
 def cause_of(causes: pd.DataFrame | None, rank: int) -> tuple[str, str]:
@@ -29,12 +29,7 @@ def host_wait_by_step(trace: RankTrace) -> pd.DataFrame:
     for the host to launch work (a per-rank partial of :func:`explain`), by HTA's rule: each
     gap whose work was launched after the GPU went idle, all of it (whether the rank's host
     was late to launch, the question here; how long the work then waited is not asked)."""
-    gaps = gpu_idle_gaps(trace, split_held=False) if not trace.is_cpu_only else None
-    if gaps is None or gaps.empty:
-        per_step = pd.Series(dtype=np.float64)
-    else:
-        waits = gaps[gaps["idle_category"] == "host_wait"]
-        per_step = waits.groupby("step")["idle_interval"].sum()
+    per_step = host_wait_per_step(trace, split_held=False)
     return pd.DataFrame(
         {
             "rank": np.full(len(per_step), trace.rank, np.int64),
