@@ -102,3 +102,25 @@ class TraceBuilder:
         data = json.dumps(self.document()).encode()
         path.write_bytes(gzip.compress(data) if gz else data)
         return path
+
+
+def gpu_behind_cpu(path: Path, steps: int = 5) -> Path:
+    """A rank whose CPU launches each step in 1,000 µs and moves on without waiting (no sync at
+    the step's end) while the step's GPU work takes 3,500 µs: a 3,000 µs kernel, then a 500 µs
+    pageable host-to-device copy. The GPU runs further behind each step: step N's extent
+    (its CPU range to the end of its GPU work) overlaps the next steps', and the GPU's period,
+    3,500 µs, is the step (the first one's 20 µs launch latency aside)."""
+    b = TraceBuilder()
+    gpu_free = 0
+    for step in range(1, steps + 1):
+        base = step * 1000
+        b.step(step, base, 1000)
+        b.cpu_op("aten::mm", base + 5, 20)
+        start = max(base + 20, gpu_free)
+        b.kernel("gemm", start, 3000, launch_ts=base + 10)
+        b.cpu_op("aten::copy_", base + 100, 20)
+        start = max(base + 130, start + 3000)
+        b.kernel("Memcpy HtoD (Pageable -> Device)", start, 500, launch_ts=base + 105,
+                 cat="gpu_memcpy", launch_name="cudaMemcpyAsync")  # fmt: skip
+        gpu_free = start + 500
+    return b.write(path)

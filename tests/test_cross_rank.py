@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import SAMPLES
-from synth import TraceBuilder
+from synth import TraceBuilder, gpu_behind_cpu
 
 from hta_lite import TraceAnalysis, plots
 from hta_lite.tools.synthetic import make_straggler_folder
@@ -118,6 +118,18 @@ def test_step_breakdown_known(tmp_path):
         row["comm_overlapped"],
         row["comp_comm_overlap_pctg"],
     ) == (50, 60, 30, 50.0)
+
+
+def test_a_step_is_the_gpus_period_when_the_gpu_runs_behind_the_cpu(tmp_path):
+    # each step's extent ends 2,500 µs later than the one before (3,520 / 6,020 / 8,520 /
+    # 11,020 µs): the launch queue's depth, not the step; each step counts from the end of the
+    # one before it, and the steps add up to the time they cover
+    gpu_behind_cpu(tmp_path / "rank0.json")
+    df = TraceAnalysis(trace_dir=tmp_path, cache=False).get_step_breakdown()
+    assert df["step_time"].tolist() == [3520, 3500, 3500, 3500]
+    assert df["cpu_time"].tolist() == [1000] * 4
+    assert df["gpu_busy"].tolist() == [3500] * 4
+    assert df["step_time"].sum() == 1000 + 4 * 3500 + 20 - 1000  # first start to last GPU end
 
 
 CASES = [

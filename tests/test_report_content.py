@@ -190,7 +190,7 @@ def test_critical_path_note_measures_the_step_to_the_end_of_its_gpu_work(tmp_pat
         include_last_profiler_step=True,
     )  # fmt: skip
     note = critical_path_rows(a).attrs["note"]
-    assert "ProfilerStep#1's 100 µs" in note, note
+    assert "of the 100 µs from ProfilerStep#1's start" in note, note
     assert "the other -" not in note
 
 

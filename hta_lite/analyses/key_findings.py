@@ -105,7 +105,8 @@ def gpu_idle(
         if span < 0.5:
             text += (
                 f"; that span is {fmt_pct(100.0 * span)} of the steps' time: the GPU is busy"
-                f" {fmt_pct(100.0 * float(steps['gpu_busy'].sum()) / total)} of the steps"
+                f" {fmt_pct(min(100.0, 100.0 * float(steps['gpu_busy'].sum()) / total))} of the"
+                " steps"
             )
     idle_us = float(busy["idle_time(us)"].sum()) if "idle_time(us)" in busy else 0.0
     if idle_us > 0 and one_time[0] >= 0.1 * idle_us:

@@ -1,6 +1,6 @@
 """Anomalous steps in a run: which step spiked, on which rank, why, and who caused it.
 
-Per (rank, step) the components of the step (µs): ``step_time`` (the step's extent, as
+Per (rank, step) the components of the step (µs): ``step_time`` (the step's length, as
 :mod:`.steps` defines it: its ProfilerStep and the GPU work it launched), the GPU's
 ``gpu_busy``, ``gpu_idle``, ``compute``, ``exposed_communication`` (communication not under
 computation), ``memory`` (copies and sets), and each user annotation's time in the step

@@ -270,8 +270,9 @@ class Breakdowns:
 
         Returns:
             ``rank, step, step_time`` (the step's length: from its ProfilerStep's start to the
-            end of its CPU and GPU work), ``cpu_time`` (the ProfilerStep's), ``gpu_span``,
-            ``gpu_busy``,
+            end of its CPU and GPU work, counted from the end of the steps before it where the
+            GPU runs behind the CPU and steps overlap), ``cpu_time`` (the ProfilerStep's),
+            ``gpu_span``, ``gpu_busy``,
             ``gpu_idle``, ``compute``, ``communication``, ``memory``, ``comm_overlapped`` (all
             µs), ``comp_comm_overlap_pctg``; no rows for ranks without ProfilerStep.
         """

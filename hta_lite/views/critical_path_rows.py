@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..analyses.steps import step_rows
+from ..analyses.steps import step_extents
 from ..kineto import GPU_SYNC_CATEGORY
 from ..units import fmt_us
 
@@ -68,9 +68,11 @@ def critical_path_note(analysis, cp) -> str:
     if annotation:
         trace = analysis.trace(rank)
         step = trace.steps.sort_values("ts").iloc[instance]
-        rows = step_rows(trace, {int(step["step"])})  # its extent: CPU range and GPU work
-        step_us = float(rows[0][2]) if rows else float(step["dur"]) / 1e3
-        text += f" of {label}'s {fmt_us(step_us)} (to the end of the GPU work it launched)"
+        extent = step_extents(trace).set_index("step")  # the path's window: CPU and GPU work
+        at = int(step["step"])
+        ns = extent.loc[at, "end"] - extent.loc[at, "start"] if at in extent.index else step["dur"]
+        step_us = float(ns) / 1e3
+        text += f" of the {fmt_us(step_us)} from {label}'s start to the end of its GPU work"
         if step_us > cp.length_us:
             text += (
                 f"; the other {fmt_us(step_us - cp.length_us)} are gaps between top-level CPU"

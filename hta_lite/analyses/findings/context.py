@@ -14,6 +14,7 @@ from ...load.rank_trace import RankTrace
 from .. import one_time
 from ..job_path import JobCriticalPath
 from ..job_path.segments import CALL_KEY
+from ..steps import step_lengths
 from .graph_replay import Change, RankGraphs
 from .replay import Cut, Replay
 
@@ -110,13 +111,18 @@ class Context:
 
     @property
     def step_ns(self) -> float:
-        """The mean step (ns) over ranks and steps, each from its ProfilerStep's start to the
-        end of its CPU and GPU work: the one step length every "% of the step" uses."""
+        """The mean step (ns) over ranks and steps, each the time it adds to its rank's run
+        (:func:`..steps.step_lengths` of its extent, from its ProfilerStep's start to the end of
+        its CPU and GPU work): the one step length every "% of the step" uses."""
         seg = self.replay.segments
         if seg.empty:
             return np.nan
-        steps = seg.drop_duplicates(["rank", "step"])
-        return float((steps["step_end"] - steps["step_start"]).mean())
+        steps = seg.drop_duplicates(["rank", "step"]).sort_values(["rank", "step_start"])
+        lengths = [
+            step_lengths(part["step_start"], part["step_end"])
+            for _, part in steps.groupby("rank", sort=False)
+        ]
+        return float(np.concatenate(lengths).mean())
 
     @property
     def whole_run_is_one_step(self) -> bool:

@@ -32,7 +32,7 @@ from ..critical_path.path import (
     path_to,
 )
 from ..critical_path.window import between, event_index
-from ..steps import profiled_steps
+from ..steps import step_extents
 
 #: columns of :func:`segments`' ``segments`` table (ns ints; call keys -1 for none)
 SEGMENT_COLUMNS = [
@@ -112,19 +112,11 @@ def segments(
 def step_bounds(trace: RankTrace, steps=None) -> list[tuple[int, int, int]]:
     """``(step, start, end)`` ns of the rank's profiled steps (``steps``: those numbers only):
     from the ProfilerStep's start to the later of its end and the end of the last GPU event
-    launched in it."""
-    table = profiled_steps(trace)
+    launched in it (:func:`..steps.step_extents`), in time order."""
+    table = step_extents(trace)
     if steps is not None:
         table = table[table["step"].isin(list(steps))]
-    gpu = trace.gpu
-    gpu_step = gpu["iteration"].to_numpy() if len(gpu) else np.zeros(0, np.int64)
-    gpu_end = (gpu["ts"] + gpu["dur"]).to_numpy() if len(gpu) else np.zeros(0, np.int64)
-    out = []
-    for step in table.itertuples(index=False):
-        start, cpu_end = int(step.ts), int(step.ts + step.dur)
-        launched = gpu_end[gpu_step == step.step]
-        out.append((int(step.step), start, max(cpu_end, int(launched.max(initial=cpu_end)))))
-    return out
+    return [(int(s), int(a), int(b)) for s, a, b in table.itertuples(index=False)]
 
 
 def whole_trace(trace: RankTrace) -> tuple[int, int, int]:
