@@ -263,8 +263,97 @@ def test_steps_from_a_repeating_outermost_nvtx_range(tmp_path):
     assert set(trace.gpu["iteration"]) <= {0, 1}
 
 
+def _loop_export(tmp_path: Path, iterations: int = 6, host_wait: bool = True) -> Path:
+    """The vendored export's calls and GPU work replaced by a program known by construction:
+    ten start-up kernels, then ``iterations`` of a 1,000 µs loop, each launching four layers of
+    ``gemm`` and ``relu`` (50 µs each), a ``loss`` kernel and a device-to-host copy of it, then
+    waiting in ``cudaStreamSynchronize`` until the copy is done (481 µs after the iteration
+    starts); ``host_wait=False``: no copy and no wait (the layers repeat, no iteration does)."""
+    path = _copy_of(tmp_path)
+    con = sqlite3.connect(path)
+    tables = ("RUNTIME", "KERNEL", "MEMCPY", "SYNCHRONIZATION")
+    templates = {}  # a real row of each table, its columns by name
+    for table in tables:
+        cursor = con.execute(f"SELECT * FROM CUPTI_ACTIVITY_KIND_{table} LIMIT 1")
+        templates[table] = dict(zip([d[0] for d in cursor.description], cursor.fetchone()))
+        con.execute(f"DELETE FROM CUPTI_ACTIVITY_KIND_{table}")
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_MEMSET")
+    con.execute("DELETE FROM NVTX_EVENTS")
+    names = ["cudaLaunchKernel_v7000", "cudaMemcpyAsync_v3020", "cudaStreamSynchronize_v3020",
+             "gemm", "relu", "loss", *(f"init_{i}" for i in range(10))]  # fmt: skip
+    ids = {name: 1000 + i for i, name in enumerate(names)}
+    con.executemany(
+        "INSERT INTO StringIds (id, value) VALUES (?, ?)", [(v, k) for k, v in ids.items()]
+    )
+    corr = iter(range(1, 10**6))
+
+    def row(table, start_us, end_us, **changes):
+        values = {**templates[table], "start": start_us * 1000, "end": end_us * 1000, **changes}
+        columns = ", ".join(values)
+        con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_{table} ({columns}) VALUES"
+                    f" ({', '.join('?' * len(values))})", list(values.values()))  # fmt: skip
+
+    def launch(name, at, gpu_at):
+        c = next(corr)
+        row("RUNTIME", at, at + 5, correlationId=c, nameId=ids["cudaLaunchKernel_v7000"],
+            eventClass=0)  # fmt: skip
+        row("KERNEL", gpu_at, gpu_at + 50, correlationId=c, shortName=ids[name],
+            demangledName=ids[name], mangledName=ids[name])  # fmt: skip
+
+    t0 = 700_000  # µs
+    for i in range(10):
+        launch(f"init_{i}", t0 + 100 * i, t0 + 100 * i + 10)
+    for k in range(iterations):
+        s = t0 + 2000 + 1000 * k
+        for j, name in enumerate(["gemm", "relu"] * 4 + ["loss"]):
+            launch(name, s + 10 * j, s + 20 + 50 * j)  # the kernels end at s + 470 µs
+        if host_wait:
+            c = next(corr)
+            row("RUNTIME", s + 95, s + 100, correlationId=c, eventClass=0,
+                nameId=ids["cudaMemcpyAsync_v3020"])  # fmt: skip
+            row("MEMCPY", s + 470, s + 480, correlationId=c, copyKind=2, srcKind=2, dstKind=0)
+            c = next(corr)
+            row("RUNTIME", s + 100, s + 481, correlationId=c, eventClass=0,
+                nameId=ids["cudaStreamSynchronize_v3020"])  # fmt: skip
+            row("SYNCHRONIZATION", s + 100, s + 481, correlationId=c, syncType=3)
+    con.commit()
+    con.close()
+    return path
+
+
+def test_steps_from_the_repeating_gpu_work_of_a_loop_without_ranges(tmp_path):
+    """Six iterations of a 1,000 µs loop with a host wait each, after start-up, no NVTX range:
+    the steps are the iterations (each ending where the host resumes, 481 µs after the
+    iteration starts), the first from its first launch; the start-up is in none."""
+    path = _loop_export(tmp_path)
+    analysis = TraceAnalysis(trace_dir=path.parent, cache=False, progress=False)
+    trace = analysis.trace(0)
+    assert trace.health["steps_from_kernels:loss"] == 1
+    steps = analysis.get_step_breakdown()
+    assert steps["step"].tolist() == [0, 1, 2, 3, 4, 5]  # none cut short: none left out
+    assert steps["step_time"].tolist()[1:] == [1000.0] * 5
+    assert steps["gpu_busy"].tolist() == [60.0] + [460.0] * 5  # nine kernels and the copy
+    # (the first step holds what its repetition launched from the loss kernel on)
+    assert steps["step_time"].iloc[0] == 481 - 80  # from the first loss launch to the resume
+    assert (
+        not trace.gpu["name"].astype(str).str.startswith("init_")[trace.gpu["iteration"] >= 0].any()
+    )
+    caveat = analysis.get_findings().attrs.get("caveat", "")
+    assert "repetitions of its GPU work" in caveat or analysis.get_findings().empty
+
+
+def test_repeating_layers_without_a_host_wait_are_not_steps(tmp_path):
+    """The same loop without the copy and the wait (a model's layers repeat too, with no host
+    wait of their own): the capture stays one step."""
+    trace = parse_parts(_loop_export(tmp_path, host_wait=False))[0]
+    assert len(trace.steps) == 1 and trace.health["steps_whole_capture"] == 1
+
+
 def test_without_repeating_ranges_the_capture_is_one_step(export):
     trace = parse_parts(export)[0]
+    if export.name.startswith("pipit_saxpy_mpi"):  # a loop: five copies in, saxpy, a copy out
+        assert trace.health["steps_from_kernels:saxpy"] == 1 and len(trace.steps) == 5
+        return
     assert len(trace.steps) == 1 and trace.health["steps_whole_capture"] == 1
     assert (trace.gpu["iteration"] == 0).all()
 

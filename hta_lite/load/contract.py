@@ -22,6 +22,8 @@ import pandas as pd
 
 #: the ``name`` of a reader's one step when a capture has none of its own (the whole capture)
 WHOLE_CAPTURE = "capture"
+#: ... and of its steps when they are the repetitions of its GPU work (readers.kernel_steps)
+REPEATS = "iteration (repeating GPU work)"
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,7 @@ def finish(read: ReadRank, path: str | Path, include_last_profiler_step: StepRul
     steps = tables.get("steps")
     if rule.step_range is not None:
         steps = _named_steps(cpu, rule.step_range, path)
-        for key in [k for k in health if k.startswith(("steps_from_nvtx", "steps_whole"))]:
+        for key in [k for k in health if k.startswith(("steps_from_", "steps_whole"))]:
             del health[key]  # what the reader found instead: not what the steps are
         note(health, "steps_named", 1, rule.step_range)
     elif steps is None:
@@ -232,9 +232,10 @@ def _apply_step_window(cpu, gpu, annotations, steps, include_last, health):
     With two or more ProfilerSteps, CPU events that start at or after the last
     step's start (its end with ``include_last_profiler_step``) are dropped, and so
     are GPU events whose launching call was dropped or is absent from the trace.
-    With fewer than two steps nothing is dropped.
+    With fewer than two steps nothing is dropped, nor with steps found from the repeating GPU
+    work (:mod:`.readers.kernel_steps`: their bounds are host waits, so the last is whole).
     """
-    if len(steps) < 2:
+    if len(steps) < 2 or (steps["name"].astype(str) == contract.REPEATS).all():
         return cpu, gpu, annotations
     last = steps.iloc[-1]
     cutoff = int(last["ts"] + last["dur"]) if include_last else int(last["ts"])

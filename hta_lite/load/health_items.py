@@ -204,8 +204,13 @@ ITEMS: dict[str, Item] = {
     ),
     "steps_named": Item(INFO, "steps are the ranges named {detail} (step_range)"),
     "steps_from_nvtx": Item(INFO, "steps taken from the repeating outermost NVTX range {detail}"),
+    "steps_from_kernels": Item(
+        INFO,
+        "no repeating NVTX range: steps are the repetitions of the GPU work, each with a"
+        " host wait, marked by the kernel {detail} (step_range names the range of a step)",
+    ),
     "steps_whole_capture": Item(
-        INFO, "no repeating outermost NVTX range: the whole capture is one step"
+        INFO, "no repeating outermost NVTX range or GPU work: the whole capture is one step"
     ),
     "nvtx_operator_ranges": Item(INFO, "NVTX ranges read as operators (emit_nvtx)"),
     "nccl_payloads_absent": Item(

@@ -76,6 +76,7 @@ def findings(ctx: Context) -> pd.DataFrame:
     ctx.replay_graphs()  # the graph cuts the kinds asked for, one rank at a time
     table = rank_findings(ctx, found)
     caveats = [WHOLE_RUN_CAVEAT] if ctx.whole_run_is_one_step and len(table) else []
+    caveats += [REPEATS_CAVEAT] if ctx.steps_from_repeats and len(table) else []
     caveats += [c for c in [held_work.caveat(ctx)] if c]
     if caveats:
         table.attrs["caveat"] = " ".join(caveats)
@@ -87,4 +88,10 @@ WHOLE_RUN_CAVEAT = (
     "The whole trace is one step (no ProfilerStep, no repeating NVTX range), so one-time work"
     " (start-up, initialization, compilation) counts as step time: name the range that marks"
     " a step (step_range=..., --step-range) to leave it out."
+)
+#: ... and over traces whose steps are the repetitions of their GPU work
+REPEATS_CAVEAT = (
+    "The trace marks no step: its steps are the repetitions of its GPU work, each closed by a"
+    " host wait (health: steps_from_kernels); name the range that marks a step"
+    " (step_range=..., --step-range) if they are not your iterations."
 )

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ...intervals import sums_by_key
-from ...load.contract import WHOLE_CAPTURE
+from ...load.contract import REPEATS, WHOLE_CAPTURE
 from ...load.rank_trace import RankTrace
 from .. import one_time
 from ..job_path import JobCriticalPath
@@ -131,6 +131,15 @@ class Context:
         seg = self.replay.segments
         return bool(len(seg)) and all(
             (t.steps.empty or list(t.steps["name"]) == [WHOLE_CAPTURE])
+            for t in self.traces.values()
+        )
+
+    @property
+    def steps_from_repeats(self) -> bool:
+        """Whether a rank's steps were found from its repeating GPU work (no step range in an
+        Nsight Systems export: :mod:`...load.readers.kernel_steps`)."""
+        return any(
+            len(t.steps) and (t.steps["name"].astype(str) == REPEATS).any()
             for t in self.traces.values()
         )
 

@@ -2,12 +2,13 @@
 
 In order: ranges named ``ProfilerStep#N`` (the finishing step finds them); else the outermost
 NVTX range that repeats with a similar length (a training loop's ``step`` or ``iteration``
-range; Megatron-LM's ``--profile`` pushes none of its own): among the ranges no other range on
-their thread encloses, the name seen at least twice whose durations after the first vary by at
-most :data:`MAX_SPREAD` (standard deviation over mean) and which together cover at least
-:data:`MIN_COVER` of the capture, the one covering the most time; else the whole capture as one
-step. Which one was taken is said in health (``steps_from_nvtx:<name>``,
-``steps_whole_capture``).
+range): among the ranges no other range on their thread encloses, the name seen at least twice
+whose durations after the first vary by at most :data:`MAX_SPREAD` (standard deviation over
+mean) and which together cover at least :data:`MIN_COVER` of the capture, the one covering the
+most time; else the repetitions of the GPU work, each with a host wait (Megatron-LM's
+``--profile`` pushes no range of its own: :mod:`.kernel_steps`), named :data:`REPEATS`; else the
+whole capture as one step. Which one was taken is said in health (``steps_from_nvtx:<name>``,
+``steps_from_kernels:<kernel>``, ``steps_whole_capture``).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from ...classify import short_name
 from ...kineto import STEP_PREFIX
-from ..contract import WHOLE_CAPTURE
+from ..contract import REPEATS, WHOLE_CAPTURE
 from ..health_items import note
+from .kernel_steps import repeating_steps
 
 #: how much a repeating range's durations may vary to be taken for steps (std / mean)
 MAX_SPREAD = 1.0
@@ -44,6 +47,13 @@ def steps(cpu: pd.DataFrame, gpu: pd.DataFrame, problems: Counter) -> pd.DataFra
         return pd.DataFrame({"step": np.arange(len(picked), dtype=np.int64),
                              "ts": picked["ts"].to_numpy(), "dur": picked["dur"].to_numpy(),
                              "name": pd.array([name] * len(picked), dtype="str")})  # fmt: skip
+    repeats = repeating_steps(cpu, gpu)
+    if repeats is not None:
+        kernel, bounds = repeats
+        note(problems, "steps_from_kernels", 1, short_name(kernel))
+        return pd.DataFrame({"step": np.arange(len(bounds), dtype=np.int64), "ts": bounds[:, 0],
+                             "dur": bounds[:, 1] - bounds[:, 0],
+                             "name": pd.array([REPEATS] * len(bounds), dtype="str")})  # fmt: skip
     note(problems, "steps_whole_capture", 1)
     return pd.DataFrame({"step": np.zeros(1, np.int64), "ts": [first], "dur": [last - first],
                          "name": pd.array([WHOLE_CAPTURE], dtype="str")})  # fmt: skip

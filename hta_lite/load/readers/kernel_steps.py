@@ -1,0 +1,135 @@
+"""Steps of a capture without step ranges, from the GPU work that repeats in it.
+
+An Nsight Systems capture of a training loop often has no range per iteration (Megatron-LM's
+``--profile`` pushes none; a script may push none). Its iterations still launch the same GPU
+work each time, and the host waits for the GPU once in each (a loss read back, an optimizer's
+norm, a ``cudaStreamSynchronize``). The GPU work (kernels, copies, sets) in launch order, each by
+name: a name launched ``c`` >= 2 times at positions that come every ``L`` >= 2 launches (to
+:data:`TOLERANCE` of ``L``; the first period may run up to :data:`FIRST_LONGER` longer: it warms
+up) marks ``c`` repetitions when each launches the same work (to :data:`MIN_SAME` by name; the
+last one, which the capture may cut short or which may run into what follows the loop, only
+where it is the only other one), together they hold :data:`MIN_COVER` of the capture's
+GPU work, and the host waits for the GPU in each (a ``cuda_sync`` event that is not a stream's
+wait, or a device-to-host copy). Of the names that qualify, the one with the most repetitions
+(the finest unit with a host wait: a timestep, not two) and then the earliest is taken; a
+layer repeats too, but without a host wait of its own, so a single forward pass stays one step.
+
+Each step ends where the host resumes after the longest wait of its repetition (the end of
+the iteration: a loss read back, an optimizer's sync) and starts where the step before it ended;
+the first starts at its repetition's first launch. Work before it (start-up, model
+initialization) and after the last (what follows the loop) is in no step, and stays in the
+trace: no step is cut short, so none is left out as the profiler's last one is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...kineto import GPU_SYNC_CATEGORY, GPU_WORK_CATEGORIES, STREAM_WAIT_EVENT
+
+#: how far the periods after the first may differ from their median (share of it)
+TOLERANCE = 0.1
+#: how much longer than the others the first period may be (it may warm up)
+FIRST_LONGER = 1.5
+#: the share of a repetition's GPU work (by name) the others must launch too
+MIN_SAME = 0.9
+#: the share of the capture's GPU work the repetitions must hold together
+MIN_COVER = 0.5
+
+
+def repeating_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[str, np.ndarray] | None:
+    """(the name that marks the repetitions, ``(n, 2)`` ns: each step's start and end on the
+    host's clock), or None where no GPU work repeats as the module docstring says."""
+    launch_at, names = _work_in_launch_order(cpu, gpu)
+    if len(names) < 4:
+        return None
+    codes, unique = pd.factorize(names, use_na_sentinel=False)  # a missing name is one too
+    waits = _host_waits(gpu)
+    counts = np.bincount(codes)
+    for count in sorted(set(counts[counts >= 2].tolist()), reverse=True):
+        found = []  # (first position, name, repetitions) of the names launched `count` times
+        for code in np.flatnonzero(counts == count):
+            at = np.flatnonzero(codes == code)
+            starts = _repetitions(codes, at)
+            if starts is not None and _waits_in_each(launch_at, starts, waits):
+                found.append((int(at[0]), int(code), starts))
+        if found:
+            _, code, starts = min(found, key=lambda f: f[0])
+            return str(unique[code]), _bounds(launch_at, starts, waits)
+    return None
+
+
+def _work_in_launch_order(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Each GPU work event's launch time (its runtime call's start, else its own start) and
+    name, in launch order."""
+    work = gpu[np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES))]
+    calls = cpu[np.asarray(cpu["correlation"] >= 0)].drop_duplicates("correlation")
+    at = work["correlation"].map(pd.Series(calls["ts"].to_numpy(), index=calls["correlation"]))
+    launch_at = np.where(at.isna(), work["ts"].to_numpy(), at.to_numpy()).astype(np.int64)
+    order = np.argsort(launch_at, kind="stable")
+    return launch_at[order], work["name"].astype(str).to_numpy()[order]
+
+
+def _host_waits(gpu: pd.DataFrame) -> pd.DataFrame:
+    """``start``, ``end`` (ns) of each time the host waits for the GPU, in time order."""
+    name = gpu["name"].astype(str)
+    sync = (gpu["cat"] == GPU_SYNC_CATEGORY).to_numpy() & (name != STREAM_WAIT_EVENT).to_numpy()
+    read_back = name.str.contains("DtoH", regex=False).to_numpy()
+    waits = gpu[sync | read_back]
+    start = waits["ts"].to_numpy(np.int64)
+    table = pd.DataFrame({"start": start, "end": start + waits["dur"].to_numpy(np.int64)})
+    return table.sort_values("start", kind="stable", ignore_index=True)
+
+
+def _repetitions(codes: np.ndarray, at: np.ndarray) -> np.ndarray | None:
+    """The positions where each repetition starts, and where the last one ends (the capture's
+    end where it cuts it short), of a name launched at positions ``at``; None where they do not
+    repeat (module docstring)."""
+    period = np.diff(at)
+    length = int(np.median(period[1:])) if len(period) > 1 else int(period[0])
+    if length < 2 or np.any(np.abs(period[1:] - length) > TOLERANCE * length):
+        return None
+    if not (1 - TOLERANCE) * length <= period[0] <= FIRST_LONGER * length:
+        return None
+    starts = np.append(at, min(int(at[-1]) + length, len(codes)))
+    if starts[-1] - starts[0] < MIN_COVER * len(codes):
+        return None
+    # each repetition's work by name, against a whole one's (the last but one)
+    rep = np.repeat(np.arange(len(starts) - 1), np.diff(starts))
+    names = codes[starts[0] : starts[-1]]
+    reference = np.bincount(codes[starts[-3] : starts[-2]], minlength=int(codes.max()) + 1)
+    pairs, counts = np.unique(np.column_stack([rep, names]), axis=0, return_counts=True)
+    same = np.bincount(pairs[:, 0], np.minimum(counts, reference[pairs[:, 1]]), len(starts) - 1)
+    whole = np.full(len(same), starts[-2] - starts[-3], dtype=np.float64)
+    whole[-1] = starts[-1] - starts[-2]
+    checked = same if len(same) == 2 else same[:-1]  # the last: cut short, or run into teardown
+    if np.any(checked < MIN_SAME * whole[: len(checked)]):
+        return None
+    return starts
+
+
+def _edges(launch_at: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The host times (ns) the repetitions span: each from its first launch to the next one's;
+    the last to the next launch after it, or on to the capture's end."""
+    after = launch_at[starts[-1]] if starts[-1] < len(launch_at) else np.iinfo(np.int64).max
+    return np.append(launch_at[starts[:-1]], after)
+
+
+def _waits_in_each(launch_at: np.ndarray, starts: np.ndarray, waits: pd.DataFrame) -> bool:
+    """Whether the host waits for the GPU in every repetition (:func:`_edges`)."""
+    edges = _edges(launch_at, starts)
+    held = np.searchsorted(waits["start"].to_numpy(), edges)
+    return bool(np.all(np.diff(held) > 0))
+
+
+def _bounds(launch_at: np.ndarray, starts: np.ndarray, waits: pd.DataFrame) -> np.ndarray:
+    """Each step's start and end (ns): it ends where the host resumes after its repetition's
+    longest wait, and starts where the step before it ended (the first: at its first launch)."""
+    edges = _edges(launch_at, starts)
+    begin = waits["start"].to_numpy()
+    end, span = waits["end"].to_numpy(), (waits["end"] - waits["start"]).to_numpy()
+    lo, hi = np.searchsorted(begin, edges[:-1]), np.searchsorted(begin, edges[1:])
+    resumes = np.array([end[a + int(np.argmax(span[a:b]))] for a, b in zip(lo, hi)], np.int64)
+    ends = np.maximum.accumulate(resumes)
+    return np.column_stack([np.append(edges[0], ends[:-1]), ends]).astype(np.int64)
