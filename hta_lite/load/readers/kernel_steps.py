@@ -23,6 +23,8 @@ trace: no step is cut short, so none is left out as the profiler's last one is.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -44,31 +46,41 @@ def repeating_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[str, np.ndarr
     launch_at, names = _work_in_launch_order(cpu, gpu)
     if len(names) < 4:
         return None
-    codes, unique = pd.factorize(names, use_na_sentinel=False)  # a missing name is one too
+    named, codes = np.unique(names.codes, return_inverse=True)  # -1, a missing name, is one too
+    unique = np.asarray(names.categories.astype(str), dtype=object)[named].copy()
+    unique[named < 0] = "(no name)"
     waits = _host_waits(gpu)
     counts = np.bincount(codes)
+    by_name = np.argsort(codes, kind="stable")  # each name's positions, in order: one slice
+    first = np.concatenate([[0], np.cumsum(counts)])
     for count in sorted(set(counts[counts >= 2].tolist()), reverse=True):
         found = []  # (first position, name, repetitions) of the names launched `count` times
         for code in np.flatnonzero(counts == count):
-            at = np.flatnonzero(codes == code)
-            starts = _repetitions(codes, at)
-            if starts is not None and _waits_in_each(launch_at, starts, waits):
-                found.append((int(at[0]), int(code), starts))
+            starts = _periodic(by_name[first[code] : first[code + 1]], len(codes))
+            if (
+                starts is not None
+                and _waits_in_each(launch_at, starts, waits)
+                and _alike(codes, starts, len(unique))
+            ):
+                found.append((int(starts[0]), int(code), starts))
         if found:
             _, code, starts = min(found, key=lambda f: f[0])
             return str(unique[code]), _bounds(launch_at, starts, waits)
     return None
 
 
-def _work_in_launch_order(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _work_in_launch_order(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[np.ndarray, Any]:
     """Each GPU work event's launch time (its runtime call's start, else its own start) and
-    name, in launch order."""
-    work = gpu[np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES))]
-    calls = cpu[np.asarray(cpu["correlation"] >= 0)].drop_duplicates("correlation")
-    at = work["correlation"].map(pd.Series(calls["ts"].to_numpy(), index=calls["correlation"]))
-    launch_at = np.where(at.isna(), work["ts"].to_numpy(), at.to_numpy()).astype(np.int64)
+    name (a ``pd.Categorical``), in launch order."""
+    work = np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES))
+    correlation, launch_at = gpu["correlation"].to_numpy()[work], gpu["ts"].to_numpy()[work]
+    calls, first = np.unique(cpu["correlation"].to_numpy(), return_index=True)  # sorted
+    if len(calls):
+        at = np.searchsorted(calls, correlation).clip(max=len(calls) - 1)
+        linked = (correlation >= 0) & (calls[at] == correlation)
+        launch_at = np.where(linked, cpu["ts"].to_numpy()[first[at]], launch_at)
     order = np.argsort(launch_at, kind="stable")
-    return launch_at[order], work["name"].astype(str).to_numpy()[order]
+    return launch_at.astype(np.int64)[order], pd.Categorical(gpu["name"])[work][order]
 
 
 def _host_waits(gpu: pd.DataFrame) -> pd.DataFrame:
@@ -82,31 +94,33 @@ def _host_waits(gpu: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values("start", kind="stable", ignore_index=True)
 
 
-def _repetitions(codes: np.ndarray, at: np.ndarray) -> np.ndarray | None:
+def _periodic(at: np.ndarray, n: int) -> np.ndarray | None:
     """The positions where each repetition starts, and where the last one ends (the capture's
-    end where it cuts it short), of a name launched at positions ``at``; None where they do not
-    repeat (module docstring)."""
+    end, of ``n`` launches, where it cuts it short), of a name launched at positions ``at``;
+    None where they do not come every ``L`` launches or hold too little (module docstring)."""
     period = np.diff(at)
     length = int(np.median(period[1:])) if len(period) > 1 else int(period[0])
     if length < 2 or np.any(np.abs(period[1:] - length) > TOLERANCE * length):
         return None
     if not (1 - TOLERANCE) * length <= period[0] <= FIRST_LONGER * length:
         return None
-    starts = np.append(at, min(int(at[-1]) + length, len(codes)))
-    if starts[-1] - starts[0] < MIN_COVER * len(codes):
-        return None
-    # each repetition's work by name, against a whole one's (the last but one)
+    starts = np.append(at, min(int(at[-1]) + length, n))
+    return starts if starts[-1] - starts[0] >= MIN_COVER * n else None
+
+
+def _alike(codes: np.ndarray, starts: np.ndarray, k: int) -> bool:
+    """Whether the repetitions launch the same work: each holds :data:`MIN_SAME` of a whole
+    one's (the last but one), by name; the last is checked only where it is the only other one
+    (the capture may cut it short, or it may run into what follows the loop)."""
     rep = np.repeat(np.arange(len(starts) - 1), np.diff(starts))
-    names = codes[starts[0] : starts[-1]]
-    reference = np.bincount(codes[starts[-3] : starts[-2]], minlength=int(codes.max()) + 1)
-    pairs, counts = np.unique(np.column_stack([rep, names]), axis=0, return_counts=True)
-    same = np.bincount(pairs[:, 0], np.minimum(counts, reference[pairs[:, 1]]), len(starts) - 1)
+    key = rep * k + codes[starts[0] : starts[-1]]
+    pairs, counts = np.unique(key, return_counts=True)
+    reference = np.bincount(codes[starts[-3] : starts[-2]], minlength=k)
+    same = np.bincount(pairs // k, np.minimum(counts, reference[pairs % k]), len(starts) - 1)
     whole = np.full(len(same), starts[-2] - starts[-3], dtype=np.float64)
     whole[-1] = starts[-1] - starts[-2]
-    checked = same if len(same) == 2 else same[:-1]  # the last: cut short, or run into teardown
-    if np.any(checked < MIN_SAME * whole[: len(checked)]):
-        return None
-    return starts
+    checked = len(same) if len(same) == 2 else len(same) - 1
+    return bool(np.all(same[:checked] >= MIN_SAME * whole[:checked]))
 
 
 def _edges(launch_at: np.ndarray, starts: np.ndarray) -> np.ndarray:

@@ -18,7 +18,6 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from ...classify import short_name
 from ...kineto import STEP_PREFIX
 from ..contract import REPEATS, WHOLE_CAPTURE
 from ..health_items import note
@@ -50,7 +49,7 @@ def steps(cpu: pd.DataFrame, gpu: pd.DataFrame, problems: Counter) -> pd.DataFra
     repeats = repeating_steps(cpu, gpu)
     if repeats is not None:
         kernel, bounds = repeats
-        note(problems, "steps_from_kernels", 1, short_name(kernel))
+        note(problems, "steps_from_kernels", 1, kernel if len(kernel) <= 60 else kernel[:59] + "…")
         return pd.DataFrame({"step": np.arange(len(bounds), dtype=np.int64), "ts": bounds[:, 0],
                              "dur": bounds[:, 1] - bounds[:, 0],
                              "name": pd.array([REPEATS] * len(bounds), dtype="str")})  # fmt: skip
