@@ -127,7 +127,7 @@ def test_key_findings_on_the_two_rank_sample(findings, two_ranks):
         and "device=" in (by_kind.loc["mfu", "finding"])
     )
     assert "profile_memory=True" in by_kind.loc["memory_peak", "finding"]
-    assert "last ProfilerStep left out" in by_kind.loc["health", "finding"]
+    assert "last step left out, as HTA leaves out" in by_kind.loc["health", "finding"]
     # ranked: wall-clock findings by their share of the step, then the others
     timed = findings["step_pctg"].dropna()
     assert timed.is_monotonic_decreasing and timed.index.tolist() == [0, 1, 2]

@@ -356,8 +356,8 @@ def health(table: pd.DataFrame) -> dict:
         counts = last.groupby("code")["count"].sum()
         parts.append(
             f"{int(counts.get('gpu_in_last_step', 0)):,} GPU and"
-            f" {int(counts.get('cpu_in_last_step', 0)):,} CPU events of the last ProfilerStep left"
-            " out, as HTA does (include_last_profiler_step=True keeps them)"
+            f" {int(counts.get('cpu_in_last_step', 0)):,} CPU events of the last step left out, as"
+            " HTA leaves out the last ProfilerStep (include_last_profiler_step=True keeps them)"
         )
     text = "Trace health: " + (
         "; ".join(parts) if parts else "nothing skipped, clamped or left out"
