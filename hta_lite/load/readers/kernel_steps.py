@@ -16,9 +16,10 @@ layer repeats too, but without a host wait of its own, so a single forward pass 
 
 Each step ends where the host resumes after the longest wait of its repetition (the end of
 the iteration: a loss read back, an optimizer's sync) and starts where the step before it ended;
-the first starts at its repetition's first launch. Work before it (start-up, model
-initialization) and after the last (what follows the loop) is in no step, and stays in the
-trace: no step is cut short, so none is left out as the profiler's last one is.
+the first starts as many launches before its end as a step holds (a whole iteration). Work
+before it (start-up, model initialization) and after the last (what follows the loop) is in no
+step, and stays in the trace: no step is cut short, so none is left out as the profiler's last
+one is.
 """
 
 from __future__ import annotations
@@ -139,11 +140,15 @@ def _waits_in_each(launch_at: np.ndarray, starts: np.ndarray, waits: pd.DataFram
 
 def _bounds(launch_at: np.ndarray, starts: np.ndarray, waits: pd.DataFrame) -> np.ndarray:
     """Each step's start and end (ns): it ends where the host resumes after its repetition's
-    longest wait, and starts where the step before it ended (the first: at its first launch)."""
+    longest wait, and starts where the step before it ended; the first starts as many launches
+    before its end as a step holds (a whole iteration, where the capture has one)."""
     edges = _edges(launch_at, starts)
     begin = waits["start"].to_numpy()
     end, span = waits["end"].to_numpy(), (waits["end"] - waits["start"]).to_numpy()
     lo, hi = np.searchsorted(begin, edges[:-1]), np.searchsorted(begin, edges[1:])
     resumes = np.array([end[a + int(np.argmax(span[a:b]))] for a, b in zip(lo, hi)], np.int64)
     ends = np.maximum.accumulate(resumes)
-    return np.column_stack([np.append(edges[0], ends[:-1]), ends]).astype(np.int64)
+    after = np.searchsorted(launch_at, ends)  # the first launch of each next step
+    held = int(np.median(np.diff(after))) if len(after) > 1 else int(starts[1] - starts[0])
+    first = launch_at[max(int(after[0]) - held, 0)]
+    return np.column_stack([np.append(first, ends[:-1]), ends]).astype(np.int64)
