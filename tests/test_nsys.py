@@ -263,12 +263,17 @@ def test_steps_from_a_repeating_outermost_nvtx_range(tmp_path):
     assert set(trace.gpu["iteration"]) <= {0, 1}
 
 
-def _loop_export(tmp_path: Path, iterations: int = 6, host_wait: bool = True) -> Path:
+def _loop_export(
+    tmp_path: Path, iterations: int = 6, host_wait: bool = True, late_us: int | None = None
+) -> Path:
     """The vendored export's calls and GPU work replaced by a program known by construction:
     ten start-up kernels, then ``iterations`` of a 1,000 µs loop, each launching four layers of
     ``gemm`` and ``relu`` (50 µs each), a ``loss`` kernel and a device-to-host copy of it, then
     waiting in ``cudaStreamSynchronize`` until the copy is done (481 µs after the iteration
-    starts); ``host_wait=False``: no copy and no wait (the layers repeat, no iteration does)."""
+    starts); ``host_wait=False``: no copy and no wait (the layers repeat, no iteration does).
+    ``late_us``: the host then works ``late_us`` µs more and launches an NCCL all_reduce (on
+    stream 99, to 650 µs after the iteration starts, as every rank's does) before the copy, and
+    its wait (``cudaDeviceSynchronize``) lasts to 651 µs."""
     path = _copy_of(tmp_path)
     con = sqlite3.connect(path)
     tables = ("RUNTIME", "KERNEL", "MEMCPY", "SYNCHRONIZATION")
@@ -280,7 +285,8 @@ def _loop_export(tmp_path: Path, iterations: int = 6, host_wait: bool = True) ->
     con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_MEMSET")
     con.execute("DELETE FROM NVTX_EVENTS")
     names = ["cudaLaunchKernel_v7000", "cudaMemcpyAsync_v3020", "cudaStreamSynchronize_v3020",
-             "gemm", "relu", "loss", *(f"init_{i}" for i in range(10))]  # fmt: skip
+             "gemm", "relu", "loss", *(f"init_{i}" for i in range(10)), NCCL_KERNEL,
+             "cudaDeviceSynchronize_v3020"]  # fmt: skip
     ids = {name: 1000 + i for i, name in enumerate(names)}
     con.executemany(
         "INSERT INTO StringIds (id, value) VALUES (?, ?)", [(v, k) for k, v in ids.items()]
@@ -307,15 +313,29 @@ def _loop_export(tmp_path: Path, iterations: int = 6, host_wait: bool = True) ->
         s = t0 + 2000 + 1000 * k
         for j, name in enumerate(["gemm", "relu"] * 4 + ["loss"]):
             launch(name, s + 10 * j, s + 20 + 50 * j)  # the kernels end at s + 470 µs
+        late, until, sync = 0, 481, ("cudaStreamSynchronize_v3020", 3)
+        if late_us is not None:
+            late, until, sync = late_us, 651, ("cudaDeviceSynchronize_v3020", 4)
+            c = next(corr)
+            row("RUNTIME", s + 85 + late, s + 90 + late, correlationId=c, eventClass=0,
+                nameId=ids["cudaLaunchKernel_v7000"])  # fmt: skip
+            row(
+                "KERNEL",
+                s + 95 + late,
+                s + 650,
+                correlationId=c,
+                streamId=99,
+                **dict.fromkeys(("shortName", "demangledName", "mangledName"), ids[NCCL_KERNEL]),
+            )
         if host_wait:
             c = next(corr)
-            row("RUNTIME", s + 95, s + 100, correlationId=c, eventClass=0,
+            row("RUNTIME", s + 95 + late, s + 100 + late, correlationId=c, eventClass=0,
                 nameId=ids["cudaMemcpyAsync_v3020"])  # fmt: skip
             row("MEMCPY", s + 470, s + 480, correlationId=c, copyKind=2, srcKind=2, dstKind=0)
             c = next(corr)
-            row("RUNTIME", s + 100, s + 481, correlationId=c, eventClass=0,
-                nameId=ids["cudaStreamSynchronize_v3020"])  # fmt: skip
-            row("SYNCHRONIZATION", s + 100, s + 481, correlationId=c, syncType=3)
+            row("RUNTIME", s + 100 + late, s + until, correlationId=c, eventClass=0,
+                nameId=ids[sync[0]])  # fmt: skip
+            row("SYNCHRONIZATION", s + 100 + late, s + until, correlationId=c, syncType=sync[1])
     con.commit()
     con.close()
     return path
@@ -338,6 +358,24 @@ def test_steps_from_the_repeating_gpu_work_of_a_loop_without_ranges(tmp_path):
     )
     caveat = analysis.get_findings().attrs.get("caveat", "")
     assert "repetitions of its GPU work" in caveat or analysis.get_findings().empty
+
+
+def test_a_job_of_exports_without_ranges_finds_its_late_rank(tmp_path):
+    """Two ranks of the loop, each iteration ending in an all_reduce that both finish together,
+    rank 1 launching it 200 µs after rank 0: each rank's steps are its iterations, the same ones
+    on both (1,000 µs), and the straggler report names rank 1, 200 µs late at each."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for rank, late in ((0, 0), (1, 200)):
+        _loop_export(tmp_path / f"r{rank}", late_us=late).rename(folder / f"rank{rank}.sqlite")
+    analysis = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+    steps = analysis.get_step_breakdown()
+    assert steps.groupby("rank")["step"].apply(list).tolist() == [list(range(6))] * 2
+    assert (steps[steps["step"] > 0]["step_time"] == 1000.0).all()
+    report = analysis.get_straggler_report()
+    assert report.stragglers == [1]
+    late = report.ranks.set_index("rank").loc[1, "lateness_us"]
+    assert late == pytest.approx(200, rel=0.05)
 
 
 def test_repeating_layers_without_a_host_wait_are_not_steps(tmp_path):
