@@ -150,5 +150,6 @@ def _bounds(launch_at: np.ndarray, starts: np.ndarray, waits: pd.DataFrame) -> n
     ends = np.maximum.accumulate(resumes)
     after = np.searchsorted(launch_at, ends)  # the first launch of each next step
     held = int(np.median(np.diff(after))) if len(after) > 1 else int(starts[1] - starts[0])
+    held = max(held, 1)  # a step holds a launch at least: the first never starts after its end
     first = launch_at[max(int(after[0]) - held, 0)]
     return np.column_stack([np.append(first, ends[:-1]), ends]).astype(np.int64)
