@@ -249,11 +249,11 @@ def test_a_job_without_sends_has_no_stages_and_says_why():
     assert stages.attrs["why"].startswith("no pipeline: fewer than two ranks send or receive")
 
 
-def host_pipeline(folder, slow_host=True):
+def host_pipeline(folder, slow_host=True, delay_us=230):
     """4 NCCL stages, each a 10 µs prep kernel then a 180 µs GEMM; stage 0's host launches its
-    GEMM at 248 µs (slow: loading a batch while its GPU idles) or 18 µs; each next stage runs its
-    GEMM after its receive, then sends."""
-    launch0 = 248 if slow_host else 18
+    GEMM at 18 + ``delay_us`` µs (slow: loading a batch while its GPU idles) or 18 µs; each next
+    stage runs its GEMM after its receive, then sends."""
+    launch0 = 18 + delay_us if slow_host else 18
     arrival = None
     for rank in range(4):
         b = TraceBuilder(rank=rank, world_size=4)
@@ -298,3 +298,20 @@ def test_a_gpu_stage_slow_on_its_host_is_named_and_priced_at_its_host(tmp_path):
     assert "pipeline_stage" not in set(table["kind"])
     assert "pipeline_stage" in set(slow.get_key_findings()["kind"])
     assert fast.get_straggler_report().slow_stage is None
+
+
+@pytest.mark.parametrize("delay_us", [60, 120])
+def test_a_gpu_stage_a_little_slow_on_its_host_is_priced_as_the_stage(tmp_path, delay_us):
+    """Stage 0's host delays its GEMM 60 or 120 µs: too little host time on the path for
+    host_bound (20 % of it), so no host-side kind prices it; the stage's finding does, with
+    advice for its host: 114 µs for 120 (within 10 %), 52 µs for 60 (13 % under: the model
+    shortens each of the stage's segments alike, and part of the cut falls after its send,
+    where the others do not wait for it)."""
+    slow = open_(host_pipeline(tmp_path, delay_us=delay_us))
+    report = slow.get_straggler_report()
+    assert report.slow_stage == 0
+    assert report.causes.set_index("rank").loc[0, "cause"] == "host-bound"
+    top = slow.get_findings().iloc[0]
+    assert (top["kind"], top["rank"]) == ("pipeline_stage", 0)
+    assert top["saving_ms_per_step"] * 1e3 == pytest.approx(delay_us, rel=0.15)
+    assert top["advice"].startswith("its GPU waits for its host")

@@ -72,7 +72,7 @@ def refuse_range_profiled(traces) -> None:
 
 def findings(ctx: Context) -> pd.DataFrame:
     """Every kind's findings over ``ctx``, ranked (columns :data:`COLUMNS`)."""
-    found = [f for kind in KINDS for f in kind.find(ctx)]
+    found = pipeline_stage.priced_at_host([f for kind in KINDS for f in kind.find(ctx)])
     ctx.replay_graphs()  # the graph cuts the kinds asked for, one rank at a time
     table = rank_findings(ctx, found)
     caveats = [WHOLE_RUN_CAVEAT] if ctx.whole_run_is_one_step and len(table) else []
