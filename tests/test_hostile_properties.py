@@ -129,3 +129,50 @@ def test_every_method_survives_mutated_real_traces(tmp_path_factory, template, m
                 pytest.fail(f"{method} on {template} {mutations}: {type(exc).__name__}: {exc}")
         _check(method, result)
     assert math.isfinite(float(analysis.health()["count"].sum()))
+
+
+@st.composite
+def gpu_work(draw):
+    """(names, launch times, host-wait times) of GPU work: any names in any order, or a loop (a
+    pattern over and over, cut anywhere, with a wait after each pass or anywhere)."""
+    name = st.sampled_from(["a", "b", "c", "d", None])
+    if draw(st.booleans()):
+        names = draw(st.lists(name, max_size=80))
+        times = draw(st.lists(st.integers(-5, 10**6), min_size=len(names), max_size=len(names)))
+        return names, times, draw(st.lists(st.integers(0, 10**6), max_size=12))
+    pattern = draw(st.lists(name, min_size=2, max_size=9))
+    names = (pattern * 80)[: draw(st.integers(0, 80))]
+    times = [10_000 * i for i in range(len(names))]
+    passes = range(len(pattern) - 1, len(names), len(pattern))
+    waits = (
+        [10_000 * i + 5_000 for i in passes]
+        if draw(st.booleans())
+        else draw(st.lists(st.integers(0, 10**6), max_size=12))
+    )
+    return names, times, waits
+
+
+@settings(max_examples=300, deadline=None)
+@given(work=gpu_work())
+def test_steps_from_repeating_gpu_work_survive_any_tables(work):
+    """Any GPU work (names missing, times out of order, launches unlinked) and any host waits:
+    the steps found from the repeating work, if any, start no later than they end and follow
+    each other in time."""
+    from hta_lite.load.readers.kernel_steps import repeating_steps
+
+    names, times, waits = work
+    n = len(names)
+    gpu = pd.DataFrame({
+        "ts": np.asarray(times + waits, np.int64),
+        "dur": np.asarray([10] * n + [300] * len(waits), np.int64),
+        "name": pd.Categorical(names + ["Context Sync"] * len(waits)),
+        "cat": pd.Categorical(["kernel"] * n + ["cuda_sync"] * len(waits)),
+        "correlation": np.concatenate([np.arange(n) % 7 - 1, np.full(len(waits), -1)]),
+    })  # fmt: skip
+    cpu = pd.DataFrame({"ts": np.arange(0, 70, 10, dtype=np.int64) * 1000,
+                        "correlation": np.arange(-1, 6, dtype=np.int64)})  # fmt: skip
+    found = repeating_steps(cpu, gpu)
+    if found is not None:
+        bounds = found[1]
+        assert (bounds[:, 0] <= bounds[:, 1]).all()
+        assert (np.diff(bounds[:, 1]) >= 0).all() and (bounds[1:, 0] == bounds[:-1, 1]).all()
