@@ -85,9 +85,9 @@ def findings(ctx: Context) -> pd.DataFrame:
 
 #: ``attrs["caveat"]`` of findings over traces without steps
 WHOLE_RUN_CAVEAT = (
-    "The whole trace is one step (no ProfilerStep, no repeating NVTX range), so one-time work"
-    " (start-up, initialization, compilation) counts as step time: name the range that marks"
-    " a step (step_range=..., --step-range) to leave it out."
+    "The whole trace is one step (no ProfilerStep, no repeating NVTX range or GPU work), so"
+    " one-time work (start-up, initialization, compilation) counts as step time: name the"
+    " range that marks a step (step_range=..., --step-range) to leave it out."
 )
 #: ... and over traces whose steps are the repetitions of their GPU work
 REPEATS_CAVEAT = (
