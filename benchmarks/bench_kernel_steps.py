@@ -27,7 +27,8 @@ def capture(kernels: int, per_iteration: int, waits: bool) -> tuple[pd.DataFrame
     names = pd.Categorical(np.where(at == per_iteration - 1, "loss", kernel))
     gpu = pd.DataFrame({"ts": launch + 5_000, "dur": np.full(kernels, 4_000), "name": names,
                         "cat": pd.Categorical(["kernel"] * kernels), "correlation": i})  # fmt: skip
-    cpu = pd.DataFrame({"ts": launch, "correlation": i})
+    cpu = pd.DataFrame({"ts": launch, "dur": np.full(kernels, 2_000), "correlation": i,
+                        "name": pd.Categorical(["cudaLaunchKernel"] * kernels)})  # fmt: skip
     if waits:  # a stream synchronization at the end of each iteration
         ends = launch[per_iteration - 1 :: per_iteration] + 6_000
         sync = pd.DataFrame({"ts": ends, "dur": np.full(len(ends), 1_000),

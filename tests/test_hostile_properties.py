@@ -169,7 +169,9 @@ def test_steps_from_repeating_gpu_work_survive_any_tables(work):
         "cat": pd.Categorical(["kernel"] * n + ["cuda_sync"] * len(waits)),
         "correlation": np.concatenate([np.arange(n) % 7 - 1, np.full(len(waits), -1)]),
     })  # fmt: skip
+    calls = ["cudaLaunchKernel"] * 6 + ["cudaStreamSynchronize"]  # the last one waits
     cpu = pd.DataFrame({"ts": np.arange(0, 70, 10, dtype=np.int64) * 1000,
+                        "dur": np.full(7, 2_000, dtype=np.int64), "name": pd.Categorical(calls),
                         "correlation": np.arange(-1, 6, dtype=np.int64)})  # fmt: skip
     found = repeating_steps(cpu, gpu)
     if found is not None:

@@ -264,7 +264,11 @@ def test_steps_from_a_repeating_outermost_nvtx_range(tmp_path):
 
 
 def _loop_export(
-    tmp_path: Path, iterations: int = 6, host_wait: bool = True, late_us: int | None = None
+    tmp_path: Path,
+    iterations: int = 6,
+    host_wait: bool = True,
+    late_us: int | None = None,
+    sync_records: bool = True,
 ) -> Path:
     """The vendored export's calls and GPU work replaced by a program known by construction:
     ten start-up kernels, then ``iterations`` of a 1,000 µs loop, each launching four layers of
@@ -273,7 +277,8 @@ def _loop_export(
     starts); ``host_wait=False``: no copy and no wait (the layers repeat, no iteration does).
     ``late_us``: the host then works ``late_us`` µs more and launches an NCCL all_reduce (on
     stream 99, to 650 µs after the iteration starts, as every rank's does) before the copy, and
-    its wait (``cudaDeviceSynchronize``) lasts to 651 µs."""
+    its wait (``cudaDeviceSynchronize``) lasts to 651 µs. ``sync_records=False``: the capture
+    holds the synchronizing call only (no synchronization record, no copy)."""
     path = _copy_of(tmp_path)
     con = sqlite3.connect(path)
     tables = ("RUNTIME", "KERNEL", "MEMCPY", "SYNCHRONIZATION")
@@ -331,11 +336,14 @@ def _loop_export(
             c = next(corr)
             row("RUNTIME", s + 95 + late, s + 100 + late, correlationId=c, eventClass=0,
                 nameId=ids["cudaMemcpyAsync_v3020"])  # fmt: skip
-            row("MEMCPY", s + 470, s + 480, correlationId=c, copyKind=2, srcKind=2, dstKind=0)
+            if sync_records:
+                row("MEMCPY", s + 470, s + 480, correlationId=c, copyKind=2, srcKind=2, dstKind=0)
             c = next(corr)
             row("RUNTIME", s + 100 + late, s + until, correlationId=c, eventClass=0,
                 nameId=ids[sync[0]])  # fmt: skip
-            row("SYNCHRONIZATION", s + 100 + late, s + until, correlationId=c, syncType=sync[1])
+            if sync_records:
+                row("SYNCHRONIZATION", s + 100 + late, s + until, correlationId=c,
+                    syncType=sync[1])  # fmt: skip
     con.commit()
     con.close()
     return path
@@ -376,6 +384,14 @@ def test_a_job_of_exports_without_ranges_finds_its_late_rank(tmp_path):
     assert report.stragglers == [1]
     late = report.ranks.set_index("rank").loc[1, "lateness_us"]
     assert late == pytest.approx(200, rel=0.05)
+
+
+def test_a_synchronizing_call_alone_is_a_host_wait(tmp_path):
+    """The loop recorded without synchronization records or copies: its cudaStreamSynchronize
+    calls still close the iterations."""
+    trace = parse_parts(_loop_export(tmp_path, sync_records=False))[0]
+    assert trace.health["steps_from_kernels:loss"] == 1 and len(trace.steps) == 6
+    assert (np.diff(trace.steps["ts"].to_numpy()[1:]) == 1_000_000).all()
 
 
 def test_repeating_layers_without_a_host_wait_are_not_steps(tmp_path):

@@ -10,9 +10,10 @@ up) marks ``c`` repetitions when each launches the same work (to :data:`MIN_SAME
 last one, which the capture may cut short or which may run into what follows the loop, only
 where it is the only other one), together they hold :data:`MIN_COVER` of the capture's
 GPU work, and the host waits for the GPU in each (a ``cuda_sync`` event that is not a stream's
-wait, or a device-to-host copy). Of the names that qualify, the one with the most repetitions
-(the finest unit with a host wait: a timestep, not two) and then the earliest is taken; a
-layer repeats too, but without a host wait of its own, so a single forward pass stays one step.
+wait, a device-to-host copy, or a ``...Synchronize`` call). Of the names that qualify, the one
+with the most repetitions (the finest unit with a host wait: a timestep, not two) and then the
+earliest is taken; a layer repeats too, but without a host wait of its own, so a single forward
+pass stays one step.
 
 Each step ends where the host resumes after the longest wait of its repetition (the end of
 the iteration: a loss read back, an optimizer's sync) and starts where the step before it ended;
@@ -29,7 +30,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...kineto import GPU_SYNC_CATEGORY, GPU_WORK_CATEGORIES, STREAM_WAIT_EVENT
+from ...kineto import (
+    BLOCKING_SYNC_NAMES,
+    GPU_SYNC_CATEGORY,
+    GPU_WORK_CATEGORIES,
+    STREAM_WAIT_EVENT,
+)
 
 #: how far the periods after the first may differ from their median (share of it)
 TOLERANCE = 0.1
@@ -39,6 +45,8 @@ FIRST_LONGER = 1.5
 MIN_SAME = 0.9
 #: the share of the capture's GPU work the repetitions must hold together
 MIN_COVER = 0.5
+#: the host's calls that wait for the GPU to finish (not those that may only enqueue)
+HOST_WAIT_CALLS = tuple(name for name in BLOCKING_SYNC_NAMES if "Synchronize" in name)
 
 
 def repeating_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[str, np.ndarray] | None:
@@ -48,9 +56,8 @@ def repeating_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[str, np.ndarr
     if len(names) < 4:
         return None
     named, codes = np.unique(names.codes, return_inverse=True)  # -1, a missing name, is one too
-    unique = np.asarray(names.categories.astype(str), dtype=object)[named].copy()
-    unique[named < 0] = "(no name)"
-    waits = _host_waits(gpu)
+    unique = np.append(np.asarray(names.categories.astype(str), dtype=object), "(no name)")[named]
+    waits = _host_waits(cpu, gpu)
     counts = np.bincount(codes)
     by_name = np.argsort(codes, kind="stable")  # each name's positions, in order: one slice
     first = np.concatenate([[0], np.cumsum(counts)])
@@ -84,14 +91,17 @@ def _work_in_launch_order(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[np.ndar
     return launch_at.astype(np.int64)[order], pd.Categorical(gpu["name"])[work][order]
 
 
-def _host_waits(gpu: pd.DataFrame) -> pd.DataFrame:
-    """``start``, ``end`` (ns) of each time the host waits for the GPU, in time order."""
+def _host_waits(cpu: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
+    """``start``, ``end`` (ns) of each time the host waits for the GPU, in time order: the
+    GPU-side synchronizations (not a stream's wait for an event), the device-to-host copies, and
+    the host's synchronizing calls (where the capture holds no synchronization records)."""
     name = gpu["name"].astype(str)
     sync = (gpu["cat"] == GPU_SYNC_CATEGORY).to_numpy() & (name != STREAM_WAIT_EVENT).to_numpy()
     read_back = name.str.contains("DtoH", regex=False).to_numpy()
-    waits = gpu[sync | read_back]
-    start = waits["ts"].to_numpy(np.int64)
-    table = pd.DataFrame({"start": start, "end": start + waits["dur"].to_numpy(np.int64)})
+    calls = cpu[np.asarray(cpu["name"].isin(HOST_WAIT_CALLS))]
+    start = np.concatenate([gpu["ts"].to_numpy()[sync | read_back], calls["ts"].to_numpy()])
+    dur = np.concatenate([gpu["dur"].to_numpy()[sync | read_back], calls["dur"].to_numpy()])
+    table = pd.DataFrame({"start": start.astype(np.int64), "end": (start + dur).astype(np.int64)})
     return table.sort_values("start", kind="stable", ignore_index=True)
 
 
