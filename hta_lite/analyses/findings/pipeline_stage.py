@@ -33,6 +33,17 @@ HOST_KINDS = ("host_bound", "data_loading", "sync_in_loop", "launch_bound_loop",
               "host_sync")  # fmt: skip
 HOST_BOUND = "cause: host-bound"  # in the evidence of a stage whose GPU waits for its host
 
+BALANCE_ADVICE = (
+    "balance the stages: move layers from this stage to the others (Megatron-LM:"
+    " --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers; a custom split in"
+    " torch.distributed.pipelining), or remove what makes this stage slower (its cause above)"
+)
+HOST_ADVICE = (
+    "its GPU waits for its host before it works: shorten the host's work there (load batches"
+    " ahead: DataLoader workers, pin_memory, prefetch; move syncs out of the step; capture the"
+    " step in a CUDA graph) — moving layers to other stages would not fix it"
+)
+
 
 def priced_at_host(found: list[Finding]) -> list[Finding]:
     """``found`` less a host-bound stage's finding where a host-side kind has one on its rank
@@ -73,15 +84,3 @@ def find(ctx: Context) -> list[Finding]:
             rank,
         )
     ]
-
-
-BALANCE_ADVICE = (
-    "balance the stages: move layers from this stage to the others (Megatron-LM:"
-    " --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers; a custom split in"
-    " torch.distributed.pipelining), or remove what makes this stage slower (its cause above)"
-)
-HOST_ADVICE = (
-    "its GPU waits for its host before it works: shorten the host's work there (load batches"
-    " ahead: DataLoader workers, pin_memory, prefetch; move syncs out of the step; capture the"
-    " step in a CUDA graph) — moving layers to other stages would not fix it"
-)

@@ -95,9 +95,11 @@ def _host_waits(cpu: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
     """``start``, ``end`` (ns) of each time the host waits for the GPU, in time order: the
     GPU-side synchronizations (not a stream's wait for an event), the device-to-host copies, and
     the host's synchronizing calls (where the capture holds no synchronization records)."""
-    name = gpu["name"].astype(str)
-    sync = (gpu["cat"] == GPU_SYNC_CATEGORY).to_numpy() & (name != STREAM_WAIT_EVENT).to_numpy()
-    read_back = name.str.contains("DtoH", regex=False).to_numpy()
+    names = pd.Categorical(gpu["name"])  # each test once per name; code -1 (none): the last
+    labels = pd.Index(names.categories.astype(str))
+    read_back = np.append(labels.str.contains("DtoH", regex=False), False)[names.codes]
+    not_a_wait = np.append(labels != STREAM_WAIT_EVENT, True)[names.codes]
+    sync = (gpu["cat"] == GPU_SYNC_CATEGORY).to_numpy() & not_a_wait
     calls = cpu[np.asarray(cpu["name"].isin(HOST_WAIT_CALLS))]
     start = np.concatenate([gpu["ts"].to_numpy()[sync | read_back], calls["ts"].to_numpy()])
     dur = np.concatenate([gpu["dur"].to_numpy()[sync | read_back], calls["dur"].to_numpy()])
