@@ -181,6 +181,47 @@ def test_two_ranks_alternating_as_the_last_arrival(tmp_path):
     assert path.by_rank().set_index("rank")["duration_us"].to_dict() == {0: 400, 1: 300}
 
 
+def gpu_behind_cpu_ranks(folder: Path, gemm_us=(3000, 3200), steps=5) -> None:
+    """Ranks whose CPU launches each step in 1,000 µs and moves on while the GPU runs a gemm
+    (``gemm_us`` per rank) and an all-reduce that ends 300 µs after the last rank arrives: the
+    GPU's period is 3,500 µs, and each step's extent (its CPU range to the end of its GPU
+    work) starts 2,500 µs more before the end of the one before it than the last."""
+    for rank, gemm in enumerate(gemm_us):
+        b, free = TraceBuilder(rank=rank, world_size=len(gemm_us)), 0
+        for step in range(1, steps + 1):
+            base = step * 1000
+            b.step(step, base, 1000)
+            b.cpu_op("aten::mm", base + 5, 20)
+            start = max(base + 20, free)
+            b.kernel("gemm", start, gemm, launch_ts=base + 10)
+            free = start + max(gemm_us) + 300
+            b.kernel(ALL_REDUCE, start + gemm, free - start - gemm, launch_ts=base + 15,
+                     **{"Collective name": "allreduce", "In msg nelems": 1000,
+                        "Out msg nelems": 1000, "dtype": "Float", "Group size": len(gemm_us),
+                        "Process Group Name": "0",
+                        "Process Group Ranks": str(list(range(len(gemm_us))))})  # fmt: skip
+        b.write(folder / f"rank-{rank}.json")
+
+
+def test_the_job_paths_steps_are_the_step_tables_when_the_gpu_runs_behind(tmp_path):
+    """Extents of 3,520 / 6,020 / 8,520 / 11,020 µs; the steps, as in the step table, are the
+    GPU's 3,500 µs period (the first 3,520: its launch latency): rank 1's gemm (3,200 µs, the
+    last arrival) and the all-reduce's 300 µs after it, not the queue before them."""
+    gpu_behind_cpu_ranks(tmp_path)
+    a = open_(tmp_path)
+    path = a.get_job_critical_path()
+    check_covers_each_step(path)
+    table = a.get_step_breakdown().groupby("step")["step_time"].max()
+    assert path.steps()["step_us"].tolist() == table.tolist() == [3520, 3500, 3500, 3500]
+    assert path.steps()["start_us"].tolist() == [1000, 4520, 8020, 11520]
+    later = path.path()[path.path()["step"] > 1]
+    assert later[["rank", "bound_by", "duration_us"]].values.tolist() == [
+        [1, "gpu_compute_bound", 3200], [0, "communication", 300],
+    ] * 3  # fmt: skip
+    assert path.hops()["wait_us"].tolist() == [200] * 4
+    assert path.steps()[["start_rank", "hops"]].values.tolist() == [[1, 1]] * 4
+
+
 def test_a_missing_rank_is_a_problem_row_not_a_silent_path(tmp_path):
     """Of a 3-rank job, rank 2 is not loaded: its all-reduces are partial, and the path says
     it is a lower bound there."""

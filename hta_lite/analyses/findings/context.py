@@ -14,7 +14,6 @@ from ...load.rank_trace import RankTrace
 from .. import one_time
 from ..job_path import JobCriticalPath
 from ..job_path.segments import CALL_KEY
-from ..steps import step_lengths
 from .graph_replay import Change, RankGraphs
 from .replay import Cut, Replay
 
@@ -112,17 +111,13 @@ class Context:
     @property
     def step_ns(self) -> float:
         """The mean step (ns) over ranks and steps, each the time it adds to its rank's run
-        (:func:`..steps.step_lengths` of its extent, from its ProfilerStep's start to the end of
+        (as :func:`..steps.step_lengths` of its extent, from its ProfilerStep's start to the end of
         its CPU and GPU work): the one step length every "% of the step" uses."""
         seg = self.replay.segments
         if seg.empty:
             return np.nan
-        steps = seg.drop_duplicates(["rank", "step"]).sort_values(["rank", "step_start"])
-        lengths = [
-            step_lengths(part["step_start"], part["step_end"])
-            for _, part in steps.groupby("rank", sort=False)
-        ]
-        return float(np.concatenate(lengths).mean())
+        steps = seg.drop_duplicates(["rank", "step"])
+        return float((steps["step_end"] - _length_start(steps)).clip(lower=0).mean())
 
     @property
     def whole_run_is_one_step(self) -> bool:
@@ -152,11 +147,13 @@ class Context:
 
     def step_bounds(self, rank: int) -> pd.DataFrame:
         """``step``, ``start``, ``end`` (ns) of the rank's steps, as :attr:`step_ns` measures
-        them (to the end of the GPU work each launched)."""
+        them (to the end of the GPU work each launched, from the end of the earlier steps where
+        that is later than the step's start): they do not overlap."""
         seg = self.segments
         mine = seg[seg["rank"].to_numpy() == rank].drop_duplicates("step")
-        columns = {"step": "step", "start": "step_start", "end": "step_end"}
-        return pd.DataFrame({name: mine[c].to_numpy() for name, c in columns.items()})
+        end = mine["step_end"].to_numpy()
+        start = np.minimum(_length_start(mine).to_numpy(), end)
+        return pd.DataFrame({"step": mine["step"].to_numpy(), "start": start, "end": end})
 
     @property
     def training(self) -> bool:
@@ -269,6 +266,12 @@ class Context:
         seg = self.segments
         keys = zip(seg["rank"].tolist(), *(seg[f"{point}_{k}"].tolist() for k in CALL_KEY))
         return np.array([self.call_instance.get(k, -1) for k in keys], np.int64)
+
+
+def _length_start(steps: pd.DataFrame) -> pd.Series:
+    """Where each step's length starts (ns; rows of the segments table): the later of its
+    start and the end of the rank's earlier steps (``after``)."""
+    return np.maximum(steps["step_start"], steps["after"])
 
 
 def within(spans: np.ndarray, t: np.ndarray) -> np.ndarray:

@@ -34,11 +34,13 @@ from ..critical_path.path import (
 from ..critical_path.window import between, event_index
 from ..steps import step_extents
 
-#: columns of :func:`segments`' ``segments`` table (ns ints; call keys -1 for none)
+#: columns of :func:`segments`' ``segments`` table (ns ints; call keys -1 for none;
+#: ``after``: the end of the rank's earlier steps, :data:`NO_EARLIER_STEP` for its first)
 SEGMENT_COLUMNS = [
-    "rank", "step", "step_start", "step_end", "target_ts", "target_tid", "target_stream",
-    "start", "end", "prev_ts", "prev_tid", "prev_stream", "length",
+    "rank", "step", "step_start", "step_end", "after", "target_ts", "target_tid",
+    "target_stream", "start", "end", "prev_ts", "prev_tid", "prev_stream", "length",
 ]  # fmt: skip
+NO_EARLIER_STEP = np.iinfo(np.int64).min
 #: columns of :func:`segments`' ``events`` table: one row per event on a segment's local path
 EVENT_COLUMNS = [
     "rank", "step", "target_ts", "target_tid", "target_stream", "name", "category", "bound_by",
@@ -70,7 +72,10 @@ def segments(
     ``duration`` ns on the path; ``event``: its number in the rank's
     :class:`~..critical_path.events.Events`, cpu rows then gpu rows). ``gaps``: the time of
     each local path that no edge weighs (HTA's dependencies of zero weight: Python between
-    operators, a range with no operator in it, waits the trace does not link).
+    operators, a range with no operator in it, waits the trace does not link). A step's graph
+    spans its extent; ``after`` (the end of the rank's earlier steps: where the GPU runs behind
+    the CPU, a step's extent starts before it) is where the step table's step starts, and the
+    job path's walk cuts its steps there (:mod:`.walk`).
 
     The local path of a segment is the part inside the segment of the rank's longest path (over
     the step's graph) that ends at the target: at the collective kernel's start, or for a call
@@ -86,6 +91,9 @@ def segments(
     seg_rows: list[list] = []
     if not bounds:
         return _tables(trace, None, patterns, seg_rows, [])
+    extents = step_extents(trace)
+    earlier = np.r_[NO_EARLIER_STEP, np.maximum.accumulate(extents["end"].to_numpy())[:-1]]
+    after = dict(zip(extents["step"].tolist(), earlier.tolist()))
     events, index = Events.of(trace), event_index(trace)
     event_of = _call_events(trace, events, calls)
     parts = []  # per segment: (segment id, event, kind, start, weight) of its path's edges
@@ -104,7 +112,8 @@ def segments(
             edges, unweighted = local.edges(event, seg_start, at)
             parts.append((np.full(len(edges[0]), len(seg_rows)), *edges))
             gaps.append((np.full(len(unweighted[0]), len(seg_rows)), *unweighted))
-            seg_rows.append([trace.rank, number, start, end, *target, seg_start, at,
+            seg_rows.append([trace.rank, number, start, end, after.get(number, NO_EARLIER_STEP),
+                             *target, seg_start, at,
                              *prev, int(edges[3].sum())])  # fmt: skip
     return _tables(trace, events, patterns, seg_rows, parts, gaps)
 

@@ -18,6 +18,11 @@ operator records, waits on things the trace does not link, host idle), each wher
 Nothing is silent: a rank that lacks the step, a collective that is not matched, partial (a
 member not loaded: an absent rank may have arrived later) or unmeasured (its calls disagree)
 is listed in ``problems``; the path then goes on the rank it is on (a lower bound).
+
+Where the GPU runs behind the CPU, a step's extent (from its start to the end of its GPU work)
+begins while the GPU still runs the earlier steps: the walk's step starts at the end of the
+earlier steps of the rank it starts on, so that, as in the step table (:mod:`..steps`), each
+step holds the time it adds, not the queue before it.
 """
 
 from __future__ import annotations
@@ -113,7 +118,7 @@ def job_critical_path(
         else pd.Series(dtype="int64")
     ).to_dict()
     visited = []  # the segments on the path: their gaps are rows too
-    rows, hops, step_rows = [], [], []
+    rows, hops, step_rows, cut = [], [], [], {}
     for step in chosen:
         ends = segments[(segments["step"] == step) & (segments["target_ts"] == -1)]
         missing = sorted(set(loaded) - set(ends["rank"].tolist()))
@@ -158,16 +163,49 @@ def job_critical_path(
                 target = prev
         step_rows.append([step, us(step_start), us(step_end), us(step_end - step_start),
                           int(last["rank"]), rank, n_hops])  # fmt: skip
+        if int(s["after"]) > step_start:  # the rank it starts on ran its earlier steps till then
+            cut[step] = us(min(int(s["after"]), step_end))
     if has_gaps and visited:
         rows.append(_gap_rows(gaps, pd.DataFrame(visited, columns=keys)))
     table = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=PATH_COLUMNS)
     table = table.sort_values(["step", "start_us"], kind="stable", ignore_index=True)
+    hop_table = pd.DataFrame(hops, columns=HOP_COLUMNS)
+    step_table = pd.DataFrame(step_rows, columns=STEP_COLUMNS)
+    if cut:
+        table, hop_table, step_table = _cut(table, hop_table, step_table, cut)
     return JobCriticalPath(
         table[PATH_COLUMNS],
-        pd.DataFrame(hops, columns=HOP_COLUMNS).sort_values(["step", "at_us"], ignore_index=True),
-        pd.DataFrame(step_rows, columns=STEP_COLUMNS),
+        hop_table.sort_values(["step", "at_us"], ignore_index=True),
+        step_table,
         pd.DataFrame(problems, columns=PROBLEM_COLUMNS).drop_duplicates(ignore_index=True),
     )
+
+
+def _cut(path: pd.DataFrame, hops: pd.DataFrame, steps: pd.DataFrame, cut: dict) -> tuple:
+    """The path (rows in time order), hops and steps with each step in ``cut`` (step -> µs)
+    starting there: the path's time before it was the job's earlier steps'. The step's first
+    rows give up that much time (a row across the cut keeps its part after it), so that the
+    rows still add up to the step."""
+    began = steps.set_index("step")["start_us"]
+    drop = path["step"].map({s: at - began[s] for s, at in cut.items()}).fillna(0.0)
+    done = path.groupby("step", sort=False)["duration_us"].cumsum()  # the path's time so far
+    path = path[(done > drop + 1e-9).to_numpy()].copy()
+    left = (done - drop)[path.index]  # what each kept row has after the cut
+    shortened = left < path["duration_us"]
+    path.loc[shortened, "duration_us"] = left[shortened]
+    at = path["step"].map(cut)
+    path.loc[shortened, "start_us"] = np.maximum(path["start_us"], at)[shortened]
+    hops = hops[~(hops["at_us"].to_numpy(float) < hops["step"].map(cut).to_numpy(float))]
+    steps = steps.copy()
+    for step, start_us in cut.items():
+        row = steps["step"] == step
+        steps.loc[row, "start_us"] = start_us
+        steps.loc[row, "step_us"] = steps.loc[row, "end_us"] - start_us
+        steps.loc[row, "hops"] = int((hops["step"] == step).sum())
+        first = path[path["step"] == step]
+        if len(first):
+            steps.loc[row, "start_rank"] = int(first["rank"].iloc[0])
+    return path.reset_index(drop=True), hops.reset_index(drop=True), steps
 
 
 def _row(step, rank, name, bound_by, start, end, tid, stream) -> pd.DataFrame:
