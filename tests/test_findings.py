@@ -313,6 +313,11 @@ def test_a_share_of_the_step_is_of_the_gpus_period_when_the_gpu_runs_behind(tmp_
     assert row["saving_ms_per_step"] == pytest.approx(0.250, rel=0.02)
     assert row["saving_pctg"] == pytest.approx(100 * 250 / 3505, rel=0.02)
     assert a.get_step_breakdown()["step_time"].mean() == 3505
+    # the windows the kinds count time per step in are those steps: they follow each other
+    # (extents 1,000-4,520, 2,000-8,020, ... would count a moment in up to 4 steps)
+    bounds = a._findings_context(None).step_bounds(0).sort_values("start")
+    assert ((bounds["end"] - bounds["start"]) // 1000).tolist() == [3520, 3500, 3500, 3500]
+    assert (bounds["start"].to_numpy()[1:] == bounds["end"].to_numpy()[:-1]).all()
 
 
 @needs_shared
