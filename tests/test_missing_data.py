@@ -4,6 +4,7 @@ the API saying the same thing about the same trace."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 import os
@@ -205,3 +206,14 @@ def test_critical_path_says_once_what_it_cannot_see():
     synced = TraceAnalysis(trace_dir=DATA / "critical_path" / "cp_cuda_event_sync")
     assert (synced.trace(0).gpu["cat"] == "cuda_sync").any()
     assert "no CUDA synchronization" not in critical_path_rows(synced).attrs["note"]
+
+
+def test_an_nsys_export_without_sync_records_is_not_told_to_upgrade_pytorch(tmp_path):
+    """pipit_saxpy_mpi (nsys 2022.2, a C++ MPI program) has no synchronization table: the
+    caveat names the export's missing records, not PyTorch."""
+    from hta_lite.views.critical_path_rows import critical_path_rows
+
+    export = tmp_path / "rank0.sqlite"
+    export.write_bytes(gzip.decompress((DATA / "nsys" / "pipit_saxpy_mpi.sqlite.gz").read_bytes()))
+    note = critical_path_rows(TraceAnalysis(trace_dir=tmp_path, cache=False)).attrs["note"]
+    assert "no CUDA synchronization records" in note and "PyTorch" not in note
