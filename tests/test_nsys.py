@@ -351,19 +351,22 @@ def _loop_export(
 
 def test_steps_from_the_repeating_gpu_work_of_a_loop_without_ranges(tmp_path):
     """Six iterations of a 1,000 µs loop with a host wait each, after start-up, no NVTX range:
-    the steps are the iterations (each ending where the host resumes, 481 µs after the
-    iteration starts), the first from the iteration's first launch; the start-up is in none."""
+    the steps are whole iterations, from one host resume (481 µs after an iteration starts) to
+    the next; the first iteration, whose start on the host is not known, is in none (its
+    launches come 2,000 µs after the start-up's first), nor is the start-up."""
     path = _loop_export(tmp_path)
     analysis = TraceAnalysis(trace_dir=path.parent, cache=False, progress=False)
     trace = analysis.trace(0)
     assert trace.health["steps_from_kernels:loss"] == 1
     steps = analysis.get_step_breakdown()
-    assert steps["step"].tolist() == [0, 1, 2, 3, 4, 5]  # none cut short: none left out
-    assert steps["step_time"].tolist() == [481.0] + [1000.0] * 5  # the first: from its launch
-    assert steps["gpu_busy"].tolist() == [460.0] * 6  # nine kernels and the copy
-    assert (
-        not trace.gpu["name"].astype(str).str.startswith("init_")[trace.gpu["iteration"] >= 0].any()
-    )
+    assert steps["step"].tolist() == [1, 2, 3, 4, 5]  # none cut short: none left out
+    assert steps["step_time"].tolist() == [1000.0] * 5
+    assert steps["gpu_busy"].tolist() == [460.0] * 5  # nine kernels and the copy
+    names = trace.gpu["name"].astype(str)
+    in_steps = names[trace.gpu["iteration"] >= 0]
+    assert not in_steps.str.startswith("init_").any() and (in_steps == "loss").sum() == 5
+    began = trace.gpu.loc[names == "loss", "ts"].min() - 420_000  # its loss runs 420 µs in
+    assert trace.steps["ts"].min() == began + 481_000  # where the host resumes
     caveat = analysis.get_findings().attrs.get("caveat", "")
     assert "repetitions of its GPU work" in caveat or analysis.get_findings().empty
 
@@ -378,8 +381,8 @@ def test_a_job_of_exports_without_ranges_finds_its_late_rank(tmp_path):
         _loop_export(tmp_path / f"r{rank}", late_us=late).rename(folder / f"rank{rank}.sqlite")
     analysis = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
     steps = analysis.get_step_breakdown()
-    assert steps.groupby("rank")["step"].apply(list).tolist() == [list(range(6))] * 2
-    assert (steps[steps["step"] > 0]["step_time"] == 1000.0).all()
+    assert steps.groupby("rank")["step"].apply(list).tolist() == [list(range(1, 6))] * 2
+    assert (steps["step_time"] == 1000.0).all()
     report = analysis.get_straggler_report()
     assert report.stragglers == [1]
     late = report.ranks.set_index("rank").loc[1, "lateness_us"]
@@ -390,8 +393,9 @@ def test_a_synchronizing_call_alone_is_a_host_wait(tmp_path):
     """The loop recorded without synchronization records or copies: its cudaStreamSynchronize
     calls still close the iterations."""
     trace = parse_parts(_loop_export(tmp_path, sync_records=False))[0]
-    assert trace.health["steps_from_kernels:loss"] == 1 and len(trace.steps) == 6
-    assert (np.diff(trace.steps["ts"].to_numpy()[1:]) == 1_000_000).all()
+    assert trace.health["steps_from_kernels:loss"] == 1 and len(trace.steps) == 5
+    assert (np.diff(trace.steps["ts"].to_numpy()) == 1_000_000).all()
+    assert (trace.steps["dur"] == 1_000_000).all()
 
 
 def test_repeating_layers_without_a_host_wait_are_not_steps(tmp_path):
@@ -405,7 +409,7 @@ def test_without_repeating_ranges_the_capture_is_one_step(export):
     trace = parse_parts(export)[0]
     if export.name.startswith("pipit_saxpy_mpi"):  # a loop: five copies in, saxpy, a copy out
         marked = "steps_from_kernels:saxpy(double *, double *, double *, double, int)"
-        assert trace.health[marked] == 1 and len(trace.steps) == 5
+        assert trace.health[marked] == 1 and len(trace.steps) == 4  # the first repetition: none
         return
     assert len(trace.steps) == 1 and trace.health["steps_whole_capture"] == 1
     assert (trace.gpu["iteration"] == 0).all()

@@ -207,7 +207,9 @@ ITEMS: dict[str, Item] = {
     "steps_from_kernels": Item(
         INFO,
         "no repeating NVTX range: steps are the repetitions of the GPU work, each with a"
-        " host wait, marked by the kernel {detail} (step_range names the range of a step)",
+        " host wait, marked by the kernel {detail}, from one host resume to the next (the first"
+        " repetition, whose start on the host is not known, is in none; step_range names the"
+        " range of a step)",
     ),
     "steps_whole_capture": Item(
         INFO, "no repeating outermost NVTX range or GPU work: the whole capture is one step"

@@ -16,9 +16,12 @@ earliest is taken; a layer repeats too, but without a host wait of its own, so a
 pass stays one step.
 
 Each step ends where the host resumes after the longest wait of its repetition (the end of
-the iteration: a loss read back, an optimizer's sync) and starts where the step before it ended;
-the first starts as many launches before its end as a step holds (a whole iteration). Work
-before it (start-up, model initialization) and after the last (what follows the loop) is in no
+the iteration: a loss read back, an optimizer's sync) and starts where the step before it ended:
+every step runs from one such resume to the next, a whole iteration, its host work included.
+The first repetition is in no step: where its iteration began on the host is not known (the
+host's work for it comes before its first launch, and follows start-up), so the steps are
+numbered from 1, each after the repetition it follows. Work before the first step (start-up,
+model initialization, the first repetition) and after the last (what follows the loop) is in no
 step, and stays in the trace: no step is cut short, so none is left out as the profiler's last
 one is.
 """
@@ -51,7 +54,8 @@ HOST_WAIT_CALLS = tuple(name for name in BLOCKING_SYNC_NAMES if "Synchronize" in
 
 def repeating_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[str, np.ndarray] | None:
     """(the name that marks the repetitions, ``(n, 2)`` ns: each step's start and end on the
-    host's clock), or None where no GPU work repeats as the module docstring says."""
+    host's clock, one fewer than the repetitions), or None where no GPU work repeats as the
+    module docstring says."""
     launch_at, names = _work_in_launch_order(cpu, gpu)
     if len(names) < 4:
         return None
@@ -151,17 +155,13 @@ def _waits_in_each(launch_at: np.ndarray, starts: np.ndarray, waits: pd.DataFram
 
 
 def _bounds(launch_at: np.ndarray, starts: np.ndarray, waits: pd.DataFrame) -> np.ndarray:
-    """Each step's start and end (ns): it ends where the host resumes after its repetition's
-    longest wait, and starts where the step before it ended; the first starts as many launches
-    before its end as a step holds (a whole iteration, where the capture has one)."""
+    """Each step's start and end (ns): from where the host resumes after one repetition's
+    longest wait to where it resumes after the next one's (the first repetition has no step:
+    module docstring)."""
     edges = _edges(launch_at, starts)
     begin = waits["start"].to_numpy()
     end, span = waits["end"].to_numpy(), (waits["end"] - waits["start"]).to_numpy()
     lo, hi = np.searchsorted(begin, edges[:-1]), np.searchsorted(begin, edges[1:])
     resumes = np.array([end[a + int(np.argmax(span[a:b]))] for a, b in zip(lo, hi)], np.int64)
     ends = np.maximum.accumulate(resumes)
-    after = np.searchsorted(launch_at, ends)  # the first launch of each next step
-    held = int(np.median(np.diff(after))) if len(after) > 1 else int(starts[1] - starts[0])
-    held = max(held, 1)  # a step holds a launch at least: the first never starts after its end
-    first = launch_at[max(int(after[0]) - held, 0)]
-    return np.column_stack([np.append(first, ends[:-1]), ends]).astype(np.int64)
+    return np.column_stack([ends[:-1], ends[1:]]).astype(np.int64)

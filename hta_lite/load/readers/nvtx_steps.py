@@ -50,7 +50,9 @@ def steps(cpu: pd.DataFrame, gpu: pd.DataFrame, problems: Counter) -> pd.DataFra
     if repeats is not None:
         kernel, bounds = repeats
         note(problems, "steps_from_kernels", 1, kernel if len(kernel) <= 60 else kernel[:59] + "…")
-        return pd.DataFrame({"step": np.arange(len(bounds), dtype=np.int64), "ts": bounds[:, 0],
+        # numbered after the repetition each follows: the first repetition, 0, has no step
+        return pd.DataFrame({"step": np.arange(1, len(bounds) + 1, dtype=np.int64),
+                             "ts": bounds[:, 0],
                              "dur": bounds[:, 1] - bounds[:, 0],
                              "name": pd.array([REPEATS] * len(bounds), dtype="str")})  # fmt: skip
     note(problems, "steps_whole_capture", 1)
