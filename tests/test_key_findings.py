@@ -179,3 +179,22 @@ def test_cpu_only_trace_has_no_gpu_findings():
     a = TraceAnalysis(trace_dir=SAMPLES / "gloo_4ranks", parallel=False)
     kinds = a.get_key_findings()["kind"].tolist()
     assert kinds == ["straggler", "memory_peak", "health"]
+
+
+def test_idle_of_a_span_mostly_outside_the_steps_says_the_steps_own_share(tmp_path):
+    """Start-up launches a 10 µs kernel every 2,000 µs for 8,000 µs, then three 1,000 µs steps
+    each run a 950 µs kernel (the last step left out): the GPU's span is idle ~80 %, mostly
+    before the steps; the steps cover 2,000 of its 9,960 µs, and in them the GPU is busy 95 %."""
+    b = TraceBuilder()
+    b.cpu_op("aten::empty", 0, 7000)
+    for k in range(4):
+        b.kernel("init", 10 + 2000 * k, 10, launch_ts=5 + 2000 * k)
+    for step in range(3):
+        start = 8000 + 1000 * step
+        b.step(step + 1, start, 1000)
+        b.cpu_op("aten::mm", start + 5, 20)
+        b.kernel("gemm", start + 20, 950, launch_ts=start + 10)
+    b.write(tmp_path / "rank0.json")
+    row = TraceAnalysis(trace_dir=tmp_path, cache=False).get_key_findings().set_index("kind")
+    text = row.loc["gpu_idle", "finding"]
+    assert "the steps cover 20.1 % of that time, and in them the GPU is busy 95.0 %" in text

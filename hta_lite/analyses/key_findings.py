@@ -71,6 +71,10 @@ def step_anomalies(scored: pd.DataFrame | None, periods: pd.DataFrame | None) ->
     return _row("step_anomalies", text, share, "%", share, section="step-anomalies")
 
 
+#: the share of the GPU's span below which the steps' own busy share is said beside the span's
+STEPS_COVER = 0.9
+
+
 def gpu_idle(
     temporal: pd.DataFrame,
     by_cause: pd.DataFrame,
@@ -84,7 +88,9 @@ def gpu_idle(
     said where it is at least a tenth of it (the findings' warmup / recompilation / recapture);
     ``steps`` (``get_step_breakdown``): where the GPU's work spans under half of the steps' time
     (HTA's triton sample: one 1.8 µs kernel in a 1.8 ms step, idle "0.0 %" of its span), the
-    share of the steps' time the GPU is busy."""
+    share of the steps' time the GPU is busy; where the steps cover under :data:`STEPS_COVER`
+    of the GPU's span (start-up before them, an Nsight Systems capture's model initialization),
+    that share too: the findings price the steps."""
     busy = temporal.dropna(subset=["idle_time_pctg"])
     if busy.empty:
         return None
@@ -107,6 +113,12 @@ def gpu_idle(
                 f"; that span is {fmt_pct(100.0 * span)} of the steps' time: the GPU is busy"
                 f" {fmt_pct(min(100.0, 100.0 * float(steps['gpu_busy'].sum()) / total))} of the"
                 " steps"
+            )
+        elif "kernel_time(us)" in busy and total < STEPS_COVER * busy["kernel_time(us)"].sum():
+            cover = 100.0 * total / float(busy["kernel_time(us)"].sum())
+            text += (
+                f"; the steps cover {fmt_pct(cover)} of that time, and in them the GPU is busy"
+                f" {fmt_pct(min(100.0, 100.0 * float(steps['gpu_busy'].sum()) / total))}"
             )
     idle_us = float(busy["idle_time(us)"].sum()) if "idle_time(us)" in busy else 0.0
     if idle_us > 0 and one_time[0] >= 0.1 * idle_us:
