@@ -95,6 +95,15 @@ NON_ENQUEUING_NAMES = (
 #: the GPU-side synchronizations (``cuda_sync`` event names)
 STREAM_WAIT_EVENT, EVENT_SYNC = "Stream Wait Event", "Event Sync"
 STREAM_SYNC, CONTEXT_SYNC = "Stream Sync", "Context Sync"
+#: the GPU-side synchronization record each host call makes, as Kineto names CUPTI's (runtime
+#: and driver calls)
+SYNC_OF_CALL = {
+    "cudaDeviceSynchronize": CONTEXT_SYNC, "cuCtxSynchronize": CONTEXT_SYNC,
+    "cudaStreamSynchronize": STREAM_SYNC, "cuStreamSynchronize": STREAM_SYNC,
+    "cudaEventSynchronize": EVENT_SYNC, "cuEventSynchronize": EVENT_SYNC,
+    "cudaEventQuery": EVENT_SYNC, "cuEventQuery": EVENT_SYNC,
+    "cudaStreamWaitEvent": STREAM_WAIT_EVENT, "cuStreamWaitEvent": STREAM_WAIT_EVENT,
+}  # fmt: skip
 #: calls that hold the CUDA / HIP runtime lock: only one runs at a time, across threads
 RUNTIME_LOCK_NAMES = (
     "cudaHostAlloc", "cudaLaunchKernel", "cudaMemcpyAsync",

@@ -23,7 +23,7 @@ from conftest import DATA, SAMPLES, SHARED
 
 from hta_lite import TraceAnalysis
 from hta_lite.errors import SelectionError, TraceFormatError
-from hta_lite.kineto import COMMUNICATION_KERNEL
+from hta_lite.kineto import COMMUNICATION_KERNEL, SYNC_OF_CALL
 from hta_lite.load import contract, readers
 from hta_lite.load.rank_trace import RankTrace, parse_parts
 from hta_lite.tools.batch import summarize_folder
@@ -91,6 +91,45 @@ def test_every_shared_export_gives_the_numbers_of_its_sqlite(path):
     gpu = analysis.trace(0).gpu
     assert int((gpu["cat"] == "kernel").sum()) == kernels
     assert (gpu["launch_row"] >= 0).all()  # every kernel, copy and set has its launching call
+
+
+def _sync_names_by_call(trace) -> dict:
+    """{(the host call, the sync record's name): how many} of a trace's sync records."""
+    syncs = trace.gpu[trace.gpu["cat"] == "cuda_sync"]
+    calls = trace.cpu["name"].astype(str).to_numpy()[syncs["launch_row"].to_numpy()]
+    return dict(Counter(zip(calls.tolist(), syncs["name"].astype(str).tolist())))
+
+
+@pytest.mark.parametrize("path", SHARED_EXPORTS, ids=lambda p: p.parent.name)
+def test_every_shared_exports_syncs_are_named_after_their_calls(path):
+    """The exports' syncType codes do not follow their own enum table (nsys 2025.1 writes 2,
+    "stream wait" there, for each cudaStreamSynchronize; 2024.5 writes 1, "event sync", for
+    each cudaDeviceSynchronize): each record is named after its call, as Kineto names them."""
+    trace = TraceAnalysis(trace_files={0: path}, cache=False, progress=False).trace(0)
+    pairs = _sync_names_by_call(trace)
+    assert all(SYNC_OF_CALL[call] == name for call, name in pairs)
+    expected = {
+        "cs336_a100": {("cudaStreamSynchronize", "Stream Sync"): 112,
+                       ("cudaDeviceSynchronize", "Context Sync"): 3,
+                       ("cudaEventQuery", "Event Sync"): 1},
+        "pipit_cloverleaf": {("cudaDeviceSynchronize", "Context Sync"): 1312},
+        "pipit_saxpy_mpi": {},
+    }  # fmt: skip
+    if path.parent.name in expected:
+        assert pairs == expected[path.parent.name]
+
+
+def test_a_stream_synchronize_coded_as_a_stream_wait_is_a_stream_sync(tmp_path):
+    """nvfuser_h200 (nsys 2024.6): its one record, code 2 (the enum's stream wait), is the
+    cudaStreamSynchronize's."""
+    path = _gunzipped(DATA / "nsys" / "nvfuser_h200.sqlite.gz", tmp_path)
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT syncType FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION").fetchall() == [
+        (2,)
+    ]
+    con.close()
+    trace = parse_parts(path)[0]
+    assert _sync_names_by_call(trace) == {("cudaStreamSynchronize", "Stream Sync"): 1}
 
 
 def test_vendored_export_numbers_and_contract(export):

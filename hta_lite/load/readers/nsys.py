@@ -75,9 +75,10 @@ def _read(db: nt.Export, path: Path) -> list[ReadRank]:
             path, f"an Nsight Systems export without CUDA kernels: {RECORD_HINT}"
         )
     problems: Counter = Counter()
-    gpu = _concat([nt.kernels(db, problems), nt.copies(db), nt.sets(db), nt.syncs(db)])
+    calls = nt.runtime(db, problems)
+    gpu = _concat([nt.kernels(db, problems), nt.copies(db), nt.sets(db), nt.syncs(db, calls)])
     spans, marks = nt.nvtx(db, problems)
-    cpu = _concat([nt.runtime(db, problems), spans])
+    cpu = _concat([calls, spans])
     kinds = {kernel_type(str(n)) for n in gpu["name"].categories}
     if COMMUNICATION in kinds and not (cpu["msg_bytes"] >= 0).any():  # said once: sizes unknown
         note(problems, "nccl_payloads_absent", 1)

@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...kineto import CPU_OP_CATEGORY
+from ...kineto import CPU_OP_CATEGORY, SYNC_OF_CALL
 from ...rows import combine_codes
 from ..health_items import note
 from . import nccl_groups, nvtx_payloads
@@ -40,7 +40,8 @@ COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 
               8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}  # fmt: skip
 MEMORY_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed",
                 5: "Device Static", 6: "Managed Static"}  # fmt: skip
-#: CUPTI's synchronization types, as Kineto names the GPU-side syncs
+#: CUPTI's synchronization types, as Kineto names the GPU-side syncs: only for a record whose
+#: host call is not in the export (:func:`syncs`)
 SYNC_TYPES = {1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
 #: ``CUPTI_ACTIVITY_KIND_RUNTIME.eventClass``: the calls kept (others, such as backtrace rows,
 #: repeat a call's correlation id)
@@ -238,13 +239,30 @@ def _with_bytes(rows: dict, nbytes: np.ndarray) -> dict:
             "memory_bw_gbps": np.where(dur > 0, nbytes / np.maximum(dur, 1), np.nan)}  # fmt: skip
 
 
-def syncs(db: Export) -> dict:
+def syncs(db: Export, calls: dict) -> dict:
+    """The synchronization records, each named after the host call it belongs to (``calls``:
+    :func:`runtime`'s rows; same process and correlation id), as Kineto names CUPTI's
+    (:data:`...kineto.SYNC_OF_CALL`). The exports' type codes do not follow their own
+    ``ENUM_CUPTI_SYNC_TYPE`` table (nsys 2024.6 and 2025.1 write 2, a stream's wait for an
+    event there, for ``cudaStreamSynchronize``, and 0 for ``cudaDeviceSynchronize``; 2024.5
+    writes 1, an event sync, for ``cudaDeviceSynchronize``): they name only a record whose call
+    is not in the export."""
     cols = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "syncType",
             "deprecatedSyncType"]  # fmt: skip
     s = db.ints("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", cols)
     kind = np.where(s[:, 6] > 0, s[:, 6], s[:, 7])  # syncType 0 in some 2025 exports
-    names = _by_value(kind, lambda k: SYNC_TYPES.get(k, "Unknown Sync"))
-    return _gpu_base(s[:, :6], "cuda_sync", names)
+    coded = np.asarray(_by_value(kind, lambda k: SYNC_TYPES.get(k, "Unknown Sync")), object)
+    names = calls["name"]
+    known = np.append([c in SYNC_OF_CALL for c in names.categories], False)[names.codes]
+    made = pd.Series(
+        np.append([SYNC_OF_CALL.get(c) for c in names.categories], None)[names.codes][known],
+        index=pd.MultiIndex.from_arrays([pid_of(calls["global_tid"][known]),
+                                         calls["correlation"][known]]),  # fmt: skip
+    )
+    made = made[~made.index.duplicated()]
+    by_call = made.reindex(pd.MultiIndex.from_arrays([pid_of(s[:, 5]), s[:, 4]])).to_numpy()
+    named = np.where(pd.isna(by_call), coded, by_call)
+    return _gpu_base(s[:, :6], "cuda_sync", categorical(named, np.arange(len(named))))
 
 
 def _by_value(values: np.ndarray, name_of) -> pd.Categorical:
