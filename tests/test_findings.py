@@ -263,6 +263,31 @@ def test_host_sync_saving_is_known_by_construction(tmp_path):
     row = table.loc["host_sync"]
     assert row["where"] == "cudaDeviceSynchronize"
     assert row["saving_ms_per_step"] == pytest.approx(0.110, rel=0.02)
+    assert "(cudaDeviceSynchronize x2 per step)" in row["evidence"]  # one step: the last left out
+
+
+def test_host_sync_counts_the_calls_of_the_steps_per_step(tmp_path):
+    """Three steps of the synchronizing step, and three more syncs before the first: 2 per step
+    in the steps (the ones before them are in none)."""
+    b = TraceBuilder()
+    for k in range(3):
+        b.kernel("k0", 10 + 10 * k, 1, launch_ts=5 + 10 * k)
+        b.kernel("Context Sync", 12 + 10 * k, 1, stream=-1, cat="cuda_sync", launch_ts=7 + 10 * k,
+                 launch_dur=1, launch_name="cudaDeviceSynchronize")  # fmt: skip
+    for step in range(4):
+        t = 100 + 600 * step
+        b.step(step + 1, t, 520)
+        b.kernel("k1", t + 10, 200, launch_ts=t, launch_dur=5)
+        b.kernel("Context Sync", t + 209, 1, stream=-1, cat="cuda_sync", launch_ts=t + 10,
+                 launch_dur=200, launch_name="cudaDeviceSynchronize")  # fmt: skip
+        b.cpu_op("aten::host_work", t + 210, 100)
+        b.kernel("k2", t + 320, 200, launch_ts=t + 310, launch_dur=5)
+        b.kernel("Context Sync", t + 519, 1, stream=-1, cat="cuda_sync", launch_ts=t + 320,
+                 launch_dur=200, launch_name="cudaDeviceSynchronize")  # fmt: skip
+    b.write(tmp_path / "rank0.json")
+    row = analysis(tmp_path).get_findings().set_index("kind").loc["host_sync"]
+    assert "(cudaDeviceSynchronize x2 per step)" in row["evidence"]  # 3 steps (the last left out)
+    assert row["saving_ms_per_step"] == pytest.approx(0.110, rel=0.02)
 
 
 def pageable_copy(tmp_path: Path) -> Path:

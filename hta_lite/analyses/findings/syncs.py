@@ -105,8 +105,6 @@ def _host(ctx: Context) -> Finding | None:
         syncs = cpu[cpu["name"].isin(HOST_SYNC_NAMES)]
         if syncs.empty:
             continue
-        for name, n in syncs["name"].astype(str).value_counts().items():
-            counts[name] = counts.get(name, 0) + int(n)
         rows = np.flatnonzero((seg["rank"] == rank).to_numpy())
         mid = (syncs["ts"] + syncs["dur"] // 2).to_numpy()
         order = np.argsort(mid, kind="stable")
@@ -115,6 +113,10 @@ def _host(ctx: Context) -> Finding | None:
         first = np.searchsorted(mid, seg["start"].to_numpy()[rows])
         stop = np.searchsorted(mid, seg["end"].to_numpy()[rows])
         waits[rows] = before[stop] - before[first]
+        names = syncs["name"].astype(str).to_numpy()[order]
+        for name in np.unique(names):  # the calls in the steps, by name
+            seen = np.append(0, np.cumsum(names == name))
+            counts[name] = counts.get(name, 0) + int((seen[stop] - seen[first]).sum())
     if not waits.any():
         return None
 
@@ -127,11 +129,12 @@ def _host(ctx: Context) -> Finding | None:
 
         return apply
 
-    per_step = waits.sum() / 1e3 / max(ctx.replay.n_steps, 1)
+    n_steps = max(ctx.replay.n_steps, 1)
+    per_step = waits.sum() / 1e3 / n_steps
     top = max(counts, key=counts.get)
     evidence = (
         f"the host waits {fmt_us(per_step)} per step in device synchronizations"
-        f" ({', '.join(f'{n} x{c}' for n, c in counts.items())})"
+        f" ({', '.join(f'{n} x{c / n_steps:g}' for n, c in counts.items() if c)} per step)"
     )
     return Finding(
         "host_sync",
