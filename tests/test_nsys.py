@@ -132,6 +132,28 @@ def test_a_stream_synchronize_coded_as_a_stream_wait_is_a_stream_sync(tmp_path):
     assert _sync_names_by_call(trace) == {("cudaStreamSynchronize", "Stream Sync"): 1}
 
 
+def test_a_sync_record_without_its_call_keeps_its_codes_name():
+    """No runtime row, or none with the record's correlation id: the code names it (the
+    enum's); an unnamed call is no call."""
+    from hta_lite.load.readers import nsys_tables as nt
+
+    class Records:
+        def ints(self, table, columns):  # one record: code 2, correlation 5, process 1
+            return np.array([[10, 20, 0, 7, 5, 1 << 24, 2, 0]], np.int64)
+
+    def calls(names, codes, correlation):
+        return {"name": pd.Categorical.from_codes(codes, categories=pd.Index(names, dtype="str")),
+                "global_tid": np.full(len(codes), 1 << 24, np.int64),
+                "correlation": np.asarray(correlation, np.int64)}  # fmt: skip
+
+    none = calls([], np.zeros(0, np.int64), [])
+    assert list(nt.syncs(Records(), none)["name"]) == ["Stream Wait Event"]
+    other = calls(["cudaStreamSynchronize"], np.array([-1, 0]), [5, 6])
+    assert list(nt.syncs(Records(), other)["name"]) == ["Stream Wait Event"]
+    mine = calls(["cudaStreamSynchronize"], np.array([-1, 0]), [4, 5])
+    assert list(nt.syncs(Records(), mine)["name"]) == ["Stream Sync"]
+
+
 def test_vendored_export_numbers_and_contract(export):
     idle, compute, kernels = independent_breakdown(export)
     analysis = TraceAnalysis(trace_dir=export.parent, cache=False, progress=False)
