@@ -9,13 +9,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import assert_missing, needs_shared, shared_cases
+from conftest import DATA, SHARED_TRACES, assert_missing, needs_shared, shared_cases
 from synth import TraceBuilder, gpu_behind_cpu
 
 import hta_lite
 import hta_lite.views.cli
 from hta_lite.analyses.findings import Cut, straggler
 from hta_lite.analyses.findings.replay import combine
+from hta_lite.tools.synthetic import make_straggler_folder
 from hta_lite.views.report import build_report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -437,6 +438,41 @@ def test_host_collectives_are_not_hidden():
     finding (the recorded bucket pair saved nothing by overlapping)."""
     table = analysis(SAMPLES / "gloo_buckets").get_findings()
     assert "exposed_communication" not in set(table["kind"])
+
+
+def straggler_pair(template: Path, tmp_path: Path, cause: str) -> tuple[float, pd.Series]:
+    """(ms per step a 20 ms straggler of ``cause`` adds to 4 generated ranks of ``template``,
+    measured against the same ranks without it; the straggler finding's row)."""
+    means = []
+    for name, kind, delay in (("none", "compute", 0.001), ("late", cause, 20_000)):
+        make_straggler_folder(template, tmp_path / name, 4, 1, kind, delay_us=delay, gz=False)
+        a = hta_lite.TraceAnalysis(trace_dir=tmp_path / name, cache=False, progress=False)
+        means.append(a.get_step_breakdown()["step_time"].mean() / 1e3)
+    return means[1] - means[0], a.get_findings().set_index("kind").loc["straggler"]
+
+
+@pytest.mark.parametrize("cause", ["compute", "host"])
+def test_a_generated_stragglers_saving_is_the_step_time_it_adds(tmp_path, cause):
+    # host: late by 20 ms plus how far its CPU ran ahead of its GPU there (0.5 ms here)
+    added, row = straggler_pair(DATA / "nccl_parser_config" / "nccl_data.json.gz", tmp_path, cause)
+    assert added == pytest.approx(20.0 if cause == "compute" else 20.5, abs=0.1)
+    assert row["saving_ms_per_step"] == pytest.approx(added, rel=0.02)
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    "template", ["hta/diff_test/test.json.gz", "hta/diff_control/control.json.gz"]
+)
+@pytest.mark.parametrize("cause", ["compute", "host"])
+def test_a_generated_stragglers_saving_on_traces_with_collectives_in_between(
+    tmp_path, template, cause
+):
+    """In these steps another collective runs between the delayed kernel and the collective
+    the straggler is late for: the others wait for it there (the generator once made them pass
+    it, a collective that ended on them before it began on the straggler: diff_test's saving
+    read 4.0 of 20 ms, diff_control's 16.0)."""
+    added, row = straggler_pair(SHARED_TRACES / template, tmp_path, cause)
+    assert row["saving_ms_per_step"] == pytest.approx(added, rel=0.02)
 
 
 def test_straggler_compares_only_work_between_points_the_ranks_share():

@@ -5,7 +5,9 @@ last long communication kernel launched in each ProfilerStep (a collective, wher
 synchronize) one rank, the straggler, arrives ``delay_us`` late:
 
 - ``cause="compute"``: its last computation kernel before the collective runs ``delay_us``
-  longer (and its GPU work after that kernel starts ``delay_us`` later);
+  longer (and its GPU work after that kernel starts ``delay_us`` later); the other ranks wait
+  for it at the first communication kernel after that kernel's end (the collective, or one
+  before it);
 - ``cause="host"``: its CPU issues the collective (and everything after it) only ``delay_us``
   after the GPU reached that point, so its GPU sits idle waiting for the host (the rank is then
   late by ``delay_us`` plus how far the CPU used to run ahead). The GPU times keep their
@@ -13,8 +15,9 @@ synchronize) one rank, the straggler, arrives ``delay_us`` late:
   launch call returned, the GPU idle meanwhile: ``get_gpu_idle_by_cause()`` counts that part
   as ``other`` (launched work held), not ``host_wait``, and the findings say so.
 
-Every other rank's collective kernel lasts that much longer (it waits), and everything after
-the collective is that much later on every rank, as in a real job. CPU ranges that enclose the
+Every other rank's collective kernel where it waits lasts that much longer, and everything after
+it is that much later on every rank, as in a real job (no collective ends on one rank before it
+starts on another). CPU ranges that enclose the
 point where time is inserted (the ProfilerStep, the op that launches the collective) grow by the
 inserted time, so nesting and step membership stay as in the template. Collective metadata that
 names the template's whole world as the group names the new world. The straggler and the cause
@@ -77,14 +80,17 @@ def _launch_ts(events: list[dict]) -> dict:
 
 @dataclass
 class _Point:
-    """One injection point: the collective kernel (index, GPU start ``ts``, CPU ``launched``)
-    and the computation kernel that ends last before it (index, end)."""
+    """One injection point: the collective kernel (index, GPU start ``ts``, CPU ``launched``),
+    the computation kernel that ends last before it (index, end) and the first communication
+    kernel after that end (index, GPU start: where the others wait for a slower computation)."""
 
     collective: int
     ts: float
     launched: float
     compute: int
     compute_end: float
+    wait: int
+    wait_ts: float
 
 
 class _Template:
@@ -116,7 +122,11 @@ class _Template:
             before = np.flatnonzero((types == COMPUTATION) & (end <= p))
             compute = int(before[np.argmax(end[before])]) if len(before) else collective
             launched = launches.get(events[collective]["args"].get("correlation"), p)
-            self.points.append(_Point(collective, p, launched, compute, float(end[compute])))
+            after = np.flatnonzero((types == COMMUNICATION) & (self.ts >= end[compute]))
+            wait = int(after[np.argmin(self.ts[after])]) if len(after) else collective
+            wait = wait if self.ts[wait] <= p else collective
+            self.points.append(_Point(collective, p, launched, compute, float(end[compute]),
+                                      wait, float(self.ts[wait])))  # fmt: skip
 
     def rank(self, rank, world, straggler, cause, delay_us, clock_offset_us) -> bytes:
         shift = np.zeros(len(self.events))
@@ -126,11 +136,12 @@ class _Template:
             # how late the straggler reaches the collective: with cause "host" its CPU issues it
             # delay_us after its GPU got there, on top of how far the CPU used to run ahead
             delay = delay_us + (pt.ts - pt.launched if cause == "host" else 0.0)
+            waits = pt.wait if cause == "compute" else pt.collective  # for the straggler
             if rank != straggler:
-                gpu_from, cpu_from = np.nextafter(pt.ts, np.inf), pt.ts
-                grow[pt.collective] += delay  # waits for the straggler
+                gpu_from, cpu_from = np.nextafter(self.ts[waits], np.inf), self.ts[waits]
+                grow[waits] += delay
             elif cause == "compute":
-                gpu_from, cpu_from = pt.compute_end, pt.ts
+                gpu_from, cpu_from = pt.compute_end, self.ts[waits]
                 grow[pt.compute] += delay
             else:
                 gpu_from, cpu_from = pt.ts, pt.launched
