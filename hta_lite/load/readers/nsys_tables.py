@@ -252,11 +252,11 @@ def syncs(db: Export, calls: dict) -> dict:
     s = db.ints("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", cols)
     kind = np.where(s[:, 6] > 0, s[:, 6], s[:, 7])  # syncType 0 in some 2025 exports
     coded = np.asarray(_by_value(kind, lambda k: SYNC_TYPES.get(k, "Unknown Sync")), object)
-    names = calls["name"]  # per call, the record it makes (code -1, no name: the last, None)
-    makes = np.array([SYNC_OF_CALL.get(c) for c in names.categories] + [None], object)[names.codes]
-    known = pd.notna(makes)
+    names = calls["name"]  # the calls that make a record (tested once per name)
+    makes = np.array([SYNC_OF_CALL.get(c) for c in names.categories], object)
+    known = np.isin(names.codes, np.flatnonzero(pd.notna(makes)))
     where = [pid_of(calls["global_tid"][known]), calls["correlation"][known]]
-    made = pd.Series(makes[known], index=pd.MultiIndex.from_arrays(where))
+    made = pd.Series(makes[names.codes[known]], index=pd.MultiIndex.from_arrays(where))
     made = made[~made.index.duplicated()]
     by_call = made.reindex(pd.MultiIndex.from_arrays([pid_of(s[:, 5]), s[:, 4]])).to_numpy()
     named = np.where(pd.isna(by_call), coded, by_call)
