@@ -466,6 +466,22 @@ def test_repeating_layers_without_a_host_wait_are_not_steps(tmp_path):
     assert len(trace.steps) == 1 and trace.health["steps_whole_capture"] == 1
 
 
+def test_start_up_outside_the_steps_is_said_to_be_outside_them(tmp_path):
+    """pipit_saxpy_mpi: MPI_Init, the context's creation (cudaHostRegister) and MPI_Finalize
+    come before and after the loop's steps: the warm-up finding says none of it is in them, and
+    does not advise profiling after warm-up (the steps are not longer for it)."""
+    from hta_lite.analyses.findings.warmup import OUTSIDE_ADVICE
+
+    path = _gunzipped(DATA / "nsys" / "pipit_saxpy_mpi.sqlite.gz", tmp_path)
+    row = TraceAnalysis(trace_dir=path.parent, cache=False).get_findings().set_index("kind")
+    row = row.loc["warmup"]
+    assert row["evidence"] == (
+        "3 start-up call(s) on rank(s) 0 (MPI_Finalize, MPI_Init, cudaHostRegister) took"
+        " 957.3 ms (outside the steps): warm-up outside the steps"
+    )
+    assert row["advice"] == OUTSIDE_ADVICE and row["saving_ms_per_step"] == 0
+
+
 def test_without_repeating_ranges_the_capture_is_one_step(export):
     trace = parse_parts(export)[0]
     if export.name.startswith("pipit_saxpy_mpi"):  # a loop: five copies in, saxpy, a copy out

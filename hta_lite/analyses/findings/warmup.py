@@ -19,8 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...classify import short_name
+from ...intervals import merge
 from ...units import fmt_pct, fmt_us
-from ..one_time import first_long_launches, module_loads, startup_calls
+from ..one_time import first_long_launches, module_loads, startup_calls, time_per_step
 from .context import Context
 from .finding import Finding
 
@@ -43,9 +44,10 @@ def find(ctx: Context) -> list[Finding]:
                            key=lambda r: launches[r][0].max())  # fmt: skip
         names = launches[longest_rank][1]
         longest = names[int(np.argmax(launches[longest_rank][0]))]
+        spans = {r: launches[r][2] for r in ranks}
         said.append(
             f"{len(durations)} first launch call(s) of a kernel {listed} took"
-            f" {fmt_us(durations.sum() / 1e3)} ({_share(ctx, durations.sum(), ranks)}; the"
+            f" {fmt_us(durations.sum() / 1e3)} ({_share(ctx, spans, durations.sum())}; the"
             f" longest {fmt_us(durations.max() / 1e3)}, of {short_name(longest)})"
         )
     loaded = np.concatenate([loads[r][0] for r in ranks])
@@ -53,7 +55,7 @@ def find(ctx: Context) -> list[Finding]:
         where = "" if said else f" {listed}"
         said.append(
             f"{len(loaded)} module-load call(s){where} took {fmt_us(loaded.sum() / 1e3)}"
-            f" ({_share(ctx, loaded.sum(), ranks)})"
+            f" ({_share(ctx, {r: loads[r][1] for r in ranks}, loaded.sum())})"
         )
     started = np.concatenate([startup[r][0] for r in ranks])
     if len(started):
@@ -61,28 +63,50 @@ def find(ctx: Context) -> list[Finding]:
         said.append(
             f"{len(started)} start-up call(s){'' if said else ' ' + listed}"
             f" ({', '.join(names[:4])}) took {fmt_us(started.sum() / 1e3)}"
-            f" ({_share(ctx, started.sum(), ranks)})"
+            f" ({_share(ctx, {r: startup[r][1] for r in ranks}, started.sum())})"
         )
     label = ("first kernel launches" if len(durations) else
              "module loads" if len(loaded) else "start-up calls")  # fmt: skip
+    outside = all(f"({OUTSIDE}" in s for s in said)
+    where = f"warm-up {OUTSIDE}" if outside else "warm-up inside the profile"
     return [
         Finding(
             "warmup",
             label,
-            "; ".join(said) + ": warm-up inside the profile",
+            "; ".join(said) + ": " + where,
             "no step time: launch calls far longer than their rank's median that are their"
             " kernel's first launch, the calls that load a compiled module, and start-up calls"
             " (MPI and NCCL initialization, the call that creates the device context)",
-            "profile after warm-up (torch.profiler.schedule(wait=1, warmup=1, active=...), or"
-            " skip the first iterations; in Nsight Systems, a capture range such as"
-            " --capture-range=cudaProfilerApi, or --step-range here): their steps are longer"
-            " than the run's; CUDA_MODULE_LOADING=EAGER loads every module at start-up instead",
+            OUTSIDE_ADVICE if outside else INSIDE_ADVICE,
             rank=ranks[0] if len(ranks) == 1 else None,
         )
     ]
 
 
-def _share(ctx: Context, ns: float, ranks: list[int]) -> str:
-    """``ns`` as a share of the profiled time of ``ranks``."""
-    profiled = ctx.replay.base * len(ranks)  # the job's time on each of those ranks
-    return f"{fmt_pct(100 * ns / profiled if profiled > 0 else np.nan)} of the profiled time"
+#: where warm-up is in the steps, and where none of it is (the calls' share then says OUTSIDE)
+OUTSIDE = "outside the steps"
+INSIDE_ADVICE = (
+    "profile after warm-up (torch.profiler.schedule(wait=1, warmup=1, active=...), or skip the"
+    " first iterations; in Nsight Systems, a capture range such as"
+    " --capture-range=cudaProfilerApi, or --step-range here): their steps are longer than the"
+    " run's; CUDA_MODULE_LOADING=EAGER loads every module at start-up instead"
+)
+OUTSIDE_ADVICE = (
+    "nothing to change for the steps, which hold none of it; a capture range"
+    " (--capture-range=cudaProfilerApi) keeps start-up out of the capture"
+)
+
+
+def _share(ctx: Context, spans: dict[int, list], ns: float) -> str:
+    """How much of the calls' ``ns`` (``spans``: ``{rank: [(start, end) ns]}``) is in the
+    ranks' steps, as a share of the profiled time (the job's time on each of those ranks)."""
+    inside = 0.0
+    for rank, calls in spans.items():
+        at = np.asarray(calls, np.int64).reshape(-1, 2)
+        union = np.column_stack(merge(at[:, 0], at[:, 1]))  # calls of several threads may overlap
+        inside += sum(time_per_step({0: union}, ctx.step_bounds(rank)).values())
+    if inside <= 0:
+        return OUTSIDE
+    profiled = ctx.replay.base * len(spans)
+    share = f"{fmt_pct(100 * inside / profiled if profiled > 0 else np.nan)} of the profiled time"
+    return share if inside >= 0.99 * ns else f"{fmt_us(inside / 1e3)} of it in the steps, {share}"
