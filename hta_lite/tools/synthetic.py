@@ -17,11 +17,10 @@ synchronize) one rank, the straggler, arrives ``delay_us`` late:
 
 Every other rank's collective kernel where it waits lasts that much longer, and everything after
 it is that much later on every rank, as in a real job (no collective ends on one rank before it
-starts on another). CPU ranges that enclose the
-point where time is inserted (the ProfilerStep, the op that launches the collective) grow by the
-inserted time, so nesting and step membership stay as in the template. Collective metadata that
-names the template's whole world as the group names the new world. The straggler and the cause
-are the known answer for tests and benchmarks.
+starts on another). CPU ranges that enclose the point where time is inserted (the ProfilerStep,
+the op that launches the collective) grow by the inserted time, so nesting and step membership
+stay as in the template. Collective metadata that names the template's whole world as the group
+names the new world. The straggler and the cause are the known answer for tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -90,7 +89,6 @@ class _Point:
     compute: int
     compute_end: float
     wait: int
-    wait_ts: float
 
 
 class _Template:
@@ -125,8 +123,7 @@ class _Template:
             after = np.flatnonzero((types == COMMUNICATION) & (self.ts >= end[compute]))
             wait = int(after[np.argmin(self.ts[after])]) if len(after) else collective
             wait = wait if self.ts[wait] <= p else collective
-            self.points.append(_Point(collective, p, launched, compute, float(end[compute]),
-                                      wait, float(self.ts[wait])))  # fmt: skip
+            self.points.append(_Point(collective, p, launched, compute, float(end[compute]), wait))
 
     def rank(self, rank, world, straggler, cause, delay_us, clock_offset_us) -> bytes:
         shift = np.zeros(len(self.events))

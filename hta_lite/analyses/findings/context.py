@@ -110,9 +110,10 @@ class Context:
 
     @property
     def step_ns(self) -> float:
-        """The mean step (ns) over ranks and steps, each the time it adds to its rank's run
-        (as :func:`..steps.step_lengths` of its extent, from its ProfilerStep's start to the end of
-        its CPU and GPU work): the one step length every "% of the step" uses."""
+        """The mean step (ns) over ranks and steps, each the time it adds to its rank's run (its
+        extent, to the end of its CPU and GPU work, from the later of its start and the end of
+        the rank's earlier steps, as :func:`..steps.step_lengths`): the one step length every
+        "% of the step" uses."""
         seg = self.replay.segments
         if seg.empty:
             return np.nan

@@ -37,17 +37,17 @@ def find(ctx: Context) -> list[Finding]:
     for rank in ranks:  # not host work of the steady state
         ctx.claim(rank, launches[rank][2] + loads[rank][1] + startup[rank][1])
     listed = f"on rank(s) {', '.join(map(str, ranks[:8]))}{' ...' if len(ranks) > 8 else ''}"
-    said = []
+    said, inside = [], []  # the evidence's parts; ns of each kind's calls inside the steps
     durations = np.concatenate([launches[r][0] for r in ranks])
     if len(durations):
         longest_rank = max((r for r in ranks if len(launches[r][0])),
                            key=lambda r: launches[r][0].max())  # fmt: skip
         names = launches[longest_rank][1]
         longest = names[int(np.argmax(launches[longest_rank][0]))]
-        spans = {r: launches[r][2] for r in ranks}
+        share = _share(ctx, {r: launches[r][2] for r in ranks}, durations.sum(), inside)
         said.append(
             f"{len(durations)} first launch call(s) of a kernel {listed} took"
-            f" {fmt_us(durations.sum() / 1e3)} ({_share(ctx, spans, durations.sum())}; the"
+            f" {fmt_us(durations.sum() / 1e3)} ({share}; the"
             f" longest {fmt_us(durations.max() / 1e3)}, of {short_name(longest)})"
         )
     loaded = np.concatenate([loads[r][0] for r in ranks])
@@ -55,7 +55,7 @@ def find(ctx: Context) -> list[Finding]:
         where = "" if said else f" {listed}"
         said.append(
             f"{len(loaded)} module-load call(s){where} took {fmt_us(loaded.sum() / 1e3)}"
-            f" ({_share(ctx, {r: loads[r][1] for r in ranks}, loaded.sum())})"
+            f" ({_share(ctx, {r: loads[r][1] for r in ranks}, loaded.sum(), inside)})"
         )
     started = np.concatenate([startup[r][0] for r in ranks])
     if len(started):
@@ -63,12 +63,12 @@ def find(ctx: Context) -> list[Finding]:
         said.append(
             f"{len(started)} start-up call(s){'' if said else ' ' + listed}"
             f" ({', '.join(names[:4])}) took {fmt_us(started.sum() / 1e3)}"
-            f" ({_share(ctx, {r: startup[r][1] for r in ranks}, started.sum())})"
+            f" ({_share(ctx, {r: startup[r][1] for r in ranks}, started.sum(), inside)})"
         )
     label = ("first kernel launches" if len(durations) else
              "module loads" if len(loaded) else "start-up calls")  # fmt: skip
-    outside = all(f"({OUTSIDE}" in s for s in said)
-    where = f"warm-up {OUTSIDE}" if outside else "warm-up inside the profile"
+    outside = sum(inside) <= 0
+    where = "warm-up outside the steps" if outside else "warm-up inside the profile"
     return [
         Finding(
             "warmup",
@@ -83,8 +83,7 @@ def find(ctx: Context) -> list[Finding]:
     ]
 
 
-#: where warm-up is in the steps, and where none of it is (the calls' share then says OUTSIDE)
-OUTSIDE = "outside the steps"
+#: where warm-up is in the steps, and where none of it is
 INSIDE_ADVICE = (
     "profile after warm-up (torch.profiler.schedule(wait=1, warmup=1, active=...), or skip the"
     " first iterations; in Nsight Systems, a capture range such as"
@@ -97,16 +96,18 @@ OUTSIDE_ADVICE = (
 )
 
 
-def _share(ctx: Context, spans: dict[int, list], ns: float) -> str:
+def _share(ctx: Context, spans: dict[int, list], ns: float, inside: list[float]) -> str:
     """How much of the calls' ``ns`` (``spans``: ``{rank: [(start, end) ns]}``) is in the
-    ranks' steps, as a share of the profiled time (the job's time on each of those ranks)."""
-    inside = 0.0
+    ranks' steps (appended to ``inside``), as a share of the profiled time (the job's time on
+    each of those ranks)."""
+    held = 0.0
     for rank, calls in spans.items():
         at = np.asarray(calls, np.int64).reshape(-1, 2)
         union = np.column_stack(merge(at[:, 0], at[:, 1]))  # calls of several threads may overlap
-        inside += sum(time_per_step({0: union}, ctx.step_bounds(rank)).values())
-    if inside <= 0:
-        return OUTSIDE
+        held += sum(time_per_step({0: union}, ctx.step_bounds(rank)).values())
+    inside.append(held)
+    if held <= 0:
+        return "outside the steps"
     profiled = ctx.replay.base * len(spans)
-    share = f"{fmt_pct(100 * inside / profiled if profiled > 0 else np.nan)} of the profiled time"
-    return share if inside >= 0.99 * ns else f"{fmt_us(inside / 1e3)} of it in the steps, {share}"
+    share = f"{fmt_pct(100 * held / profiled if profiled > 0 else np.nan)} of the profiled time"
+    return share if held >= 0.99 * ns else f"{fmt_us(held / 1e3)} of it in the steps, {share}"
