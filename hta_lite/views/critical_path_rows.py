@@ -87,17 +87,17 @@ def critical_path_caveats(trace) -> list[str]:
     path is the host's), or GPU work without CUDA synchronization events (HTA warns alike)."""
     if trace.gpu.empty:
         return ["No GPU work in the trace: every edge is on the host (CPU-only traces)."]
-    if not (trace.gpu["cat"] == GPU_SYNC_CATEGORY).any() and trace.source_format == "nsys":
+    if (trace.gpu["cat"] == GPU_SYNC_CATEGORY).any():
+        return []
+    if trace.source_format == "nsys":
         return [
             "The export has no CUDA synchronization records (nsys writes one for each"
             " cudaStreamSynchronize, cudaDeviceSynchronize or cudaEventSynchronize it traces; a"
             " blocking cudaMemcpy gets none): where the host waited for the GPU the path cannot"
             " follow the wait, so it may be inaccurate."
         ]
-    if not (trace.gpu["cat"] == GPU_SYNC_CATEGORY).any():
-        return [
-            "The trace has no CUDA synchronization events (cuda_sync: PyTorch 2.1+ records"
-            " them): where the host waited for the GPU the path cannot follow the wait, so it"
-            " may be inaccurate; record with a recent PyTorch to see them."
-        ]
-    return []
+    return [
+        "The trace has no CUDA synchronization events (cuda_sync: PyTorch 2.1+ records"
+        " them): where the host waited for the GPU the path cannot follow the wait, so it"
+        " may be inaccurate; record with a recent PyTorch to see them."
+    ]
