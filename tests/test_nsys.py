@@ -482,6 +482,17 @@ def test_start_up_outside_the_steps_is_said_to_be_outside_them(tmp_path):
     assert row["advice"] == OUTSIDE_ADVICE and row["saving_ms_per_step"] == 0
 
 
+@pytest.mark.parametrize("name, pytorch", [("pipit_saxpy_mpi", False), ("nvfuser_h200", True)])
+def test_advice_for_a_program_without_pytorch_says_the_cuda_fix(tmp_path, name, pytorch):
+    """saxpy is C++ with MPI: the findings say their advice names PyTorch's calls and give the
+    CUDA ones; nvFuser's test binary runs ATen kernels (at::native::): no such caveat."""
+    path = _gunzipped(DATA / "nsys" / f"{name}.sqlite.gz", tmp_path)
+    table = TraceAnalysis(trace_dir=path.parent, cache=False).get_findings()
+    assert len(table)
+    caveat = table.attrs.get("caveat", "")
+    assert ("shows no PyTorch" in caveat and "cudaHostAlloc" in caveat) is not pytorch
+
+
 def test_without_repeating_ranges_the_capture_is_one_step(export):
     trace = parse_parts(export)[0]
     if export.name.startswith("pipit_saxpy_mpi"):  # a loop: five copies in, saxpy, a copy out

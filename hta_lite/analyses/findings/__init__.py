@@ -77,6 +77,7 @@ def findings(ctx: Context) -> pd.DataFrame:
     table = rank_findings(ctx, found)
     caveats = [WHOLE_RUN_CAVEAT] if ctx.whole_run_is_one_step and len(table) else []
     caveats += [REPEATS_CAVEAT] if ctx.steps_from_repeats and len(table) else []
+    caveats += [NOT_PYTORCH_CAVEAT] if not ctx.runs_pytorch and len(table) else []
     caveats += [c for c in [held_work.caveat(ctx)] if c]
     if caveats:
         table.attrs["caveat"] = " ".join(caveats)
@@ -94,4 +95,13 @@ REPEATS_CAVEAT = (
     "The trace marks no step: its steps are the repetitions of its GPU work, each closed by a"
     " host wait (health: steps_from_kernels); name the range that marks a step"
     " (step_range=..., --step-range) if they are not your iterations."
+)
+#: ... and over a capture of a program that shows no PyTorch (an Nsight Systems export)
+NOT_PYTORCH_CAVEAT = (
+    "The capture shows no PyTorch (no aten operator, no PyTorch kernel): the advice names"
+    " PyTorch's calls; in CUDA code the same fixes are one cudaMemcpy after the loop for"
+    " .item() / .cpu() in it, cudaStreamSynchronize on one stream for torch.cuda.synchronize(),"
+    " page-locked memory (cudaHostAlloc, cudaHostRegister) with cudaMemcpyAsync for"
+    " pin_memory() and non_blocking copies, fused kernels for torch.compile, and CUDA graphs"
+    " (cudaStreamBeginCapture) for graph capture."
 )

@@ -157,6 +157,21 @@ class Context:
         return pd.DataFrame({"step": mine["step"].to_numpy(), "start": start, "end": end})
 
     @property
+    def runs_pytorch(self) -> bool:
+        """Whether the run shows PyTorch, so that advice naming its calls fits: a Kineto trace
+        (PyTorch's profiler wrote it), or an Nsight Systems export with an aten operator range
+        (emit_nvtx) or a kernel of PyTorch's (``at::native::``, ``at::cuda::``, ``c10::``)."""
+        marks = ("aten::", "at::native::", "at::cuda::", "c10::")
+        for trace in self.traces.values():
+            if trace.source_format != "nsys":
+                return True
+            for table in (trace.cpu, trace.gpu):
+                names = table["name"].astype("category").cat.categories if len(table) else []
+                if any(m in str(n) for n in names for m in marks):
+                    return True
+        return False
+
+    @property
     def training(self) -> bool:
         """Whether the run trains (a backward pass or an optimizer step in a rank's trace), so
         that advice about gradients and optimizers fits it; an inference run gets none."""
