@@ -487,6 +487,8 @@ def test_straggler_compares_only_work_between_points_the_ranks_share():
     assert straggler._excess(a._findings_context(None), 1).sum() == 452_000
     row = a.get_findings().set_index("kind").loc["straggler"]
     assert row["rank"] == 1 and row["saving_ms_per_step"] <= 0.452 + 1e-9
+    assert "; 3 of the 5 collectives cannot be compared" in row["evidence"]
+    assert row["evidence"].endswith("so the saving is a lower bound")
 
 
 def test_anomalous_steps_amortised_equal_the_live_excess():

@@ -51,6 +51,7 @@ def find(ctx: Context) -> list[Finding]:
         f" other rank waits {fmt_us(row['wait_caused_us'])} per step for it; its work before"
         f" them is {fmt_us(longer / 1e3)} per step longer than the median member's"
         + (f"; cause: {cause}" if cause else "")
+        + _left_out(ctx.instances)
     )
     return [
         Finding(
@@ -65,6 +66,21 @@ def find(ctx: Context) -> list[Finding]:
             rank,
         )
     ]
+
+
+def _left_out(instances: pd.DataFrame) -> str:
+    """What the evidence says of the collectives of two loaded ranks or more whose arrivals
+    cannot be compared (their calls disagree, or the order is impossible): their work is not
+    compared, so the saving is a lower bound."""
+    shared = instances["ranks_present"] >= 2
+    n = int((shared & ~comparable(instances)).sum())
+    if not n:
+        return ""
+    return (
+        f"; {n} of the {int(shared.sum())} collectives cannot be compared (their calls disagree"
+        " or their order is impossible: get_collectives().problems), so the saving is a lower"
+        " bound"
+    )
 
 
 def _measured(instances: pd.DataFrame) -> pd.DataFrame:
