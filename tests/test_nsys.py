@@ -413,8 +413,8 @@ def _loop_export(
 def test_steps_from_the_repeating_gpu_work_of_a_loop_without_ranges(tmp_path):
     """Six iterations of a 1,000 µs loop with a host wait each, after start-up, no NVTX range:
     the steps are whole iterations, from one host resume (481 µs after an iteration starts) to
-    the next; the first iteration, whose start on the host is not known, is in none (its
-    launches come 2,000 µs after the start-up's first), nor is the start-up."""
+    the next; the first iteration, whose start on the host is not known, is in none, nor is
+    the start-up."""
     path = _loop_export(tmp_path)
     analysis = TraceAnalysis(trace_dir=path.parent, cache=False, progress=False)
     trace = analysis.trace(0)
