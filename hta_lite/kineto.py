@@ -229,6 +229,8 @@ CROSSING_MEMCPY_KINDS = ("Memcpy HtoD", "Memcpy DtoH", "Memcpy PtoP")
 MEMCPY_CATEGORIES = ("gpu_memcpy", "Memcpy")
 #: ATen operators' name prefix
 ATEN_PREFIX = "aten::"
+#: parts of a name that only PyTorch's code gives: its operators and its kernels' namespaces
+PYTORCH_NAME_MARKS = (ATEN_PREFIX, "at::native::", "at::cuda::", "c10::")
 #: the distributed backend whose collectives run on CPU worker threads
 GLOO_BACKEND = "gloo"
 #: CPU-side range c10d records around each collective (``gloo:all_reduce``, ``nccl:all_reduce``)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ...intervals import sums_by_key
+from ...kineto import PYTORCH_NAME_MARKS
 from ...load.contract import REPEATS, WHOLE_CAPTURE
 from ...load.rank_trace import RankTrace
 from .. import one_time
@@ -161,13 +162,12 @@ class Context:
         """Whether the run shows PyTorch, so that advice naming its calls fits: a Kineto trace
         (PyTorch's profiler wrote it), or an Nsight Systems export with an aten operator range
         (emit_nvtx) or a kernel of PyTorch's (``at::native::``, ``at::cuda::``, ``c10::``)."""
-        marks = ("aten::", "at::native::", "at::cuda::", "c10::")
         for trace in self.traces.values():
             if trace.source_format != "nsys":
                 return True
             for table in (trace.cpu, trace.gpu):
                 names = table["name"].astype("category").cat.categories if len(table) else []
-                if any(m in str(n) for n in names for m in marks):
+                if any(m in str(n) for n in names for m in PYTORCH_NAME_MARKS):
                     return True
         return False
 
