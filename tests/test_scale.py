@@ -302,6 +302,9 @@ def test_a_dask_worker_that_dies_costs_its_file_only(tmp_path):
         ):
             client.run(lambda: __import__("sys").path.insert(0, str(Path(__file__).parent)))
             results = run_jobs(die_on_poison, jobs, client, LoadOptions())
+            # the nanny restarts the dead worker: closing the cluster during the restart races
+            # in distributed's teardown ("can only join a started process")
+            client.wait_for_workers(1, timeout=60)
     assert results[0] == ("rank-0.json", None) and results[2] == ("rank-2.json", None)
     error, tables = results[1]
     assert isinstance(error, TraceReadError) and tables is None
