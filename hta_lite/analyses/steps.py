@@ -67,10 +67,14 @@ def step_lengths(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     the CPU launches the next) and a step's length is then the GPU's period, not the queue's
     depth; the lengths add up to the union of the extents."""
     start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
-    if not len(start):
-        return np.zeros(0, np.int64)
-    earlier = np.concatenate([[np.iinfo(np.int64).min], np.maximum.accumulate(end)[:-1]])
-    return np.maximum(end - np.maximum(start, earlier), 0)
+    return np.maximum(end - np.maximum(start, earlier_ends(end)), 0)
+
+
+def earlier_ends(end: np.ndarray) -> np.ndarray:
+    """Per step (extents' ``end`` ns, in time order): the end of every earlier step (ns; the
+    int64 minimum for the first)."""
+    end = np.asarray(end, np.int64)
+    return np.concatenate([[np.iinfo(np.int64).min], np.maximum.accumulate(end)[:-1]])[: len(end)]
 
 
 def step_rows(trace: RankTrace, steps: Iterable[int] | None = None) -> list[list]:

@@ -32,7 +32,7 @@ from ..critical_path.path import (
     path_to,
 )
 from ..critical_path.window import between, event_index
-from ..steps import step_extents
+from ..steps import earlier_ends, step_extents
 
 #: columns of :func:`segments`' ``segments`` table (ns ints; call keys -1 for none;
 #: ``after``: the end of the rank's earlier steps, :data:`NO_EARLIER_STEP` for its first)
@@ -40,7 +40,7 @@ SEGMENT_COLUMNS = [
     "rank", "step", "step_start", "step_end", "after", "target_ts", "target_tid",
     "target_stream", "start", "end", "prev_ts", "prev_tid", "prev_stream", "length",
 ]  # fmt: skip
-NO_EARLIER_STEP = np.iinfo(np.int64).min
+NO_EARLIER_STEP = np.iinfo(np.int64).min  # as :func:`..steps.earlier_ends` gives it
 #: columns of :func:`segments`' ``events`` table: one row per event on a segment's local path
 EVENT_COLUMNS = [
     "rank", "step", "target_ts", "target_tid", "target_stream", "name", "category", "bound_by",
@@ -85,15 +85,14 @@ def segments(
     trace without ProfilerSteps is one step, numbered -1, from its first event to its last."""
     patterns = data_load_events if data_load_events is not None else [DATA_LOADING_PATTERN]
     calls = collective_calls(trace)
-    bounds = step_bounds(trace, steps)
+    extents = step_extents(trace)
+    bounds = _chosen(extents, steps)
     if whole and not bounds and not len(trace.steps):
         bounds = [whole_trace(trace)]
     seg_rows: list[list] = []
     if not bounds:
         return _tables(trace, None, patterns, seg_rows, [])
-    extents = step_extents(trace)
-    earlier = np.r_[NO_EARLIER_STEP, np.maximum.accumulate(extents["end"].to_numpy())[:-1]]
-    after = dict(zip(extents["step"].tolist(), earlier.tolist()))
+    after = dict(zip(extents["step"].tolist(), earlier_ends(extents["end"]).tolist()))
     events, index = Events.of(trace), event_index(trace)
     event_of = _call_events(trace, events, calls)
     parts = []  # per segment: (segment id, event, kind, start, weight) of its path's edges
@@ -122,10 +121,14 @@ def step_bounds(trace: RankTrace, steps=None) -> list[tuple[int, int, int]]:
     """``(step, start, end)`` ns of the rank's profiled steps (``steps``: those numbers only):
     from the ProfilerStep's start to the later of its end and the end of the last GPU event
     launched in it (:func:`..steps.step_extents`), in time order."""
-    table = step_extents(trace)
+    return _chosen(step_extents(trace), steps)
+
+
+def _chosen(extents: pd.DataFrame, steps=None) -> list[tuple[int, int, int]]:
+    """``(step, start, end)`` of the :func:`..steps.step_extents` rows numbered ``steps``."""
     if steps is not None:
-        table = table[table["step"].isin(list(steps))]
-    return [(int(s), int(a), int(b)) for s, a, b in table.itertuples(index=False)]
+        extents = extents[extents["step"].isin(list(steps))]
+    return [(int(s), int(a), int(b)) for s, a, b in extents.itertuples(index=False)]
 
 
 def whole_trace(trace: RankTrace) -> tuple[int, int, int]:
