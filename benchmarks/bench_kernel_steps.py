@@ -1,5 +1,5 @@
 """Time to find the steps of an Nsight Systems capture from its repeating GPU work
-(hta_lite.load.readers.kernel_steps) on a synthetic loop: ``--kernels`` launches in iterations of
+(hta_lite.load.steps_from_gpu_work) on a synthetic loop: ``--kernels`` launches in iterations of
 ``--per-iteration`` launches (50 kernel names over and over, then a ``loss`` kernel), each ending
 in a host wait (a stream synchronization); the worst case for the search is the same loop
 without any wait (every name is tried and none qualifies).
@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from hta_lite.load.readers.kernel_steps import repeating_steps
+from hta_lite.load.steps_from_gpu_work import repeating_steps
 
 
 def capture(kernels: int, per_iteration: int, waits: bool) -> tuple[pd.DataFrame, pd.DataFrame]:

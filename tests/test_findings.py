@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import pickle
 from pathlib import Path
 
@@ -148,9 +149,23 @@ def test_a_trace_recorded_with_the_range_profiler_gets_no_findings():
     assert list(table.columns) == list(analysis(SAMPLES / "two_ranks").get_findings().columns)
 
 
-def test_a_trace_without_profiler_steps_is_one_step():
-    """cp_simple_add (HTA's test trace: no ProfilerStep): the trace, first event to last, is
-    the step (41.6 s). Its first launch call takes 4.22 s (the module loaded at the first
+def _warm_up_only(tmp_path: Path) -> Path:
+    """cp_simple_add up to its measured forward pass: the harness's start-up and its warm-up
+    forward, one repetition of the GPU work, so no step is found."""
+    source = next((ROOT / "tests/data/critical_path/cp_simple_add").iterdir())
+    document = json.loads(gzip.decompress(source.read_bytes()))
+    events = document["traceEvents"]
+    cut = min(e["ts"] for e in events if "|measure|" in e.get("name", ""))
+    document["traceEvents"] = [e for e in events if e.get("ts", 0) < cut]
+    (tmp_path / "warm_up").mkdir()
+    (tmp_path / "warm_up" / "rank0.json").write_text(json.dumps(document))
+    return tmp_path / "warm_up"
+
+
+def test_a_trace_without_profiler_steps_is_one_step(tmp_path):
+    """cp_simple_add (HTA's test trace: no ProfilerStep) cut before its measured forward pass:
+    nothing repeats, so the trace, first event to last, is the step (41.6 s). Its first launch
+    call takes 4.22 s (the module loaded at the first
     launch): a CUDA graph does not remove that, so no launch finding (it said 4.2 s saved),
     only warm-up. So is its first cudaDeviceGetStreamPriorityRange, 24.6 s (the device context
     created; its 10 other calls take none), which host_bound priced as host time to save (the
@@ -160,7 +175,7 @@ def test_a_trace_without_profiler_steps_is_one_step():
     while the GPU runs nothing, the copy queued behind kernels launched 0.1 ms into the trace
     that start 463 ms later: no host fix removes that wait (it was priced as host-bound,
     464 ms); the findings say the GPU was held by what the trace does not show."""
-    a = analysis(ROOT / "tests/data/critical_path/cp_simple_add")
+    a = analysis(_warm_up_only(tmp_path))
     assert not a.get_profiler_steps()
     trace = a.trace(a.ranks[0])
     span = max((t["ts"] + t["dur"]).max() for t in (trace.cpu, trace.gpu))
@@ -175,6 +190,27 @@ def test_a_trace_without_profiler_steps_is_one_step():
     decode = analysis(SAMPLES / "sglang_decode").get_findings()
     assert decode.empty
     assert decode.attrs["caveat"].startswith("On rank 0 the GPU sat idle 463.2 ms per step")
+
+
+def test_a_trace_without_profiler_steps_takes_its_loop_for_the_step():
+    """The whole cp_simple_add: AlexNet's forward runs twice, a warm-up then the measured one,
+    each ending in a host wait: the one step is the measured forward (297 ms, from the host's
+    resume after the warm-up to its resume after the measured one), so host_bound prices the
+    measured forward, not the warm-up, and the start-up calls are outside the step."""
+    a = analysis(ROOT / "tests/data/critical_path/cp_simple_add")
+    trace = a.trace(a.ranks[0])
+    assert a.get_profiler_steps() == [1] and trace.steps["dur"].tolist() == [297_067_000]
+    measured = trace.cpu[trace.cpu["name"].astype(str).str.contains("|measure|", regex=False)]
+    assert (measured["ts"] >= trace.steps["ts"].iat[0]).all()
+    table = a.get_findings()
+    assert table["kind"].tolist() == ["host_bound", "warmup"]
+    assert table["where"].iat[0] == "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
+    assert table["saving_pctg"].iat[0] <= 100
+    assert (
+        "cudaDeviceGetStreamPriorityRange) took 24.59 s (outside the steps)"
+        in (table["evidence"].iat[1])
+    )
+    assert "repetitions of its GPU work" in table.attrs["caveat"]
 
 
 @pytest.mark.parametrize(

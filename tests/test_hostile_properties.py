@@ -158,7 +158,7 @@ def test_steps_from_repeating_gpu_work_survive_any_tables(work):
     """Any GPU work (names missing, times out of order, launches unlinked) and any host waits:
     the steps found from the repeating work, if any, start no later than they end and follow
     each other in time."""
-    from hta_lite.load.readers.kernel_steps import repeating_steps
+    from hta_lite.load.steps_from_gpu_work import repeating_steps
 
     names, times, waits = work
     n = len(names)

@@ -318,7 +318,7 @@ def test_steps_from_a_repeating_outermost_nvtx_range(tmp_path):
     con.close()
     trace = parse_parts(path)[0]
     assert trace.steps["step"].tolist() == [0, 1, 2]
-    assert trace.health["steps_from_nvtx:iteration"] == 1
+    assert trace.health["steps_from_range:iteration"] == 1
     assert (trace.steps["dur"].to_numpy() > 0).all()
     # the last step is dropped like the profiler's last step (include_last_profiler_step keeps it)
     assert set(trace.gpu["iteration"]) <= {0, 1}
@@ -866,7 +866,7 @@ def test_a_groups_kernel_gets_its_calls_payload():
 def test_a_constructed_two_rank_job_gives_its_collectives_and_the_late_rank(tmp_path):
     analysis = TraceAnalysis(trace_dir=_job(tmp_path / "job"), cache=False, progress=False)
     assert analysis.ranks == [0, 1]
-    assert all(analysis.trace(r).health["steps_from_nvtx:iteration"] == 1 for r in (0, 1))
+    assert all(analysis.trace(r).health["steps_from_range:iteration"] == 1 for r in (0, 1))
     # NCCL kernels, no NCCL payloads: the calls' sizes are unknown, said once per file
     assert all(analysis.trace(r).health["nccl_payloads_absent"] == 1 for r in (0, 1))
     calls = analysis.get_collectives().calls
@@ -941,7 +941,7 @@ def test_a_named_nvtx_range_is_the_step(tmp_path):
     named = TraceAnalysis(trace_dir=folder, step_range="iteration", cache=False, progress=False)
     assert len(named.trace(0).steps) == 5
     health = named.trace(0).health  # asked for, not found: said as such
-    assert health["steps_named:iteration"] == 1 and "steps_from_nvtx:iteration" not in health
+    assert health["steps_named:iteration"] == 1 and "steps_from_range:iteration" not in health
     with pytest.raises(SelectionError, match="rank0.sqlite: no range named 'Megatron'"):
         TraceAnalysis(trace_dir=folder, step_range="Megatron", cache=False, progress=False)
 

@@ -4,7 +4,9 @@ bfce178 made them, for the repository's traces and the shared ones (regenerated 
 ``launched_kernel``, and when it gained ``forward_row``, linked at load instead of by the operator
 view: every table without them equal to the pinned one, checked; b200_eager's ``gpu`` table when
 its symmetric-memory all-reduces became COMMUNICATION: with the old rule equal to the pinned one,
-checked). A loader change
+checked; cp_simple_add's ``steps`` and ``iteration`` columns when a Kineto trace without
+ProfilerSteps took its steps from its repeating GPU work: every table without them equal to the
+pinned one, checked). A loader change
 that alters any table fails here; a deliberate one regenerates the file and says why in its
 commit."""
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 #: the ``name`` of a reader's one step when a capture has none of its own (the whole capture)
 WHOLE_CAPTURE = "capture"
-#: ... and of its steps when they are the repetitions of its GPU work (readers.kernel_steps)
+#: ... and of its steps when they are the repetitions of its GPU work (steps_from_gpu_work)
 REPEATS = "iteration (repeating GPU work)"
 
 

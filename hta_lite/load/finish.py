@@ -9,7 +9,8 @@ gives a :class:`ReadRank` per rank its file holds: the tables before linking, th
 metadata and what it counted. :func:`finish` then, the same for every format:
 
 - finds the steps (the reader's ``steps`` table when it gives one, else the ``ProfilerStep#``
-  ranges of the CPU table);
+  ranges of the CPU table, else a repeating range or the repeating GPU work:
+  :mod:`.steps_from_ranges`);
 - keeps the profiled iterations (the step window, as the reference does);
 - links rows: each CPU row's iteration, depth, parent and enclosing operator, and a backward
   operator's forward one; each GPU row's launching call and iteration;
@@ -39,7 +40,7 @@ from ..kineto import (
     RUNTIME_CATEGORIES,
     STEP_PREFIX,
 )
-from . import contract
+from . import contract, steps_from_ranges
 from .forward_links import forward_rows
 from .health_items import note
 from .links import (
@@ -111,8 +112,6 @@ def finish(read: ReadRank, path: str | Path, include_last_profiler_step: StepRul
     steps = tables.get("steps")
     if rule.step_range is not None:
         steps = _named_steps(cpu, rule.step_range, path)
-        for key in [k for k in health if k.startswith(("steps_from_", "steps_whole"))]:
-            del health[key]  # what the reader found instead: not what the steps are
         note(health, "steps_named", 1, rule.step_range)
     elif steps is None:
         _cut_steps_at_window_end(cpu, tables["instants"], health)
@@ -120,6 +119,9 @@ def finish(read: ReadRank, path: str | Path, include_last_profiler_step: StepRul
             steps = profiler_steps(cpu)
         except TraceFormatError as exc:
             raise TraceFormatError(path, exc.problem) from None
+        if steps.empty:  # a capture has one step where nothing repeats; a Kineto trace none
+            found = steps_from_ranges.steps(cpu, gpu, health, read.source_format == "nsys")
+            steps = steps if found is None else found
     note(health, "profiler_step_empty", int((steps["dur"] <= 0).sum()))
     cpu, gpu, annotations = _apply_step_window(
         cpu, gpu, tables["gpu_annotations"], steps, rule.include_last, health

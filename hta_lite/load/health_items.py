@@ -203,10 +203,12 @@ ITEMS: dict[str, Item] = {
         WARNING, "rows with a negative time or duration, or past 2**62 ns (dropped)"
     ),
     "steps_named": Item(INFO, "steps are the ranges named {detail} (step_range)"),
-    "steps_from_nvtx": Item(INFO, "steps taken from the repeating outermost NVTX range {detail}"),
+    "steps_from_range": Item(
+        INFO, "steps taken from the repeating outermost range {detail} (NVTX or record_function)"
+    ),
     "steps_from_kernels": Item(
         INFO,
-        "no repeating NVTX range: steps are the repetitions of the GPU work, each with a"
+        "no repeating range: steps are the repetitions of the GPU work, each with a"
         " host wait, marked by the kernel {detail}, from one host resume to the next (the first"
         " repetition, whose start on the host is not known, is in none; step_range names the"
         " range of a step)",

@@ -133,8 +133,8 @@ class Context:
 
     @property
     def steps_from_repeats(self) -> bool:
-        """Whether a rank's steps were found from its repeating GPU work (no step range in an
-        Nsight Systems export: :mod:`...load.readers.kernel_steps`)."""
+        """Whether a rank's steps were found from its repeating GPU work (a trace without a
+        step range: :mod:`...load.steps_from_gpu_work`)."""
         return any(
             len(t.steps) and (t.steps["name"].astype(str) == REPEATS).any()
             for t in self.traces.values()

@@ -7,8 +7,9 @@ Kernels, copies (named as Kineto does, with pageable / pinned / device from ``sr
 ``instants``, process names to ``meta_events`` (:mod:`.nsys_tables`). Kernels link to their
 launching call by (process, correlation id) in the finishing step, as Kineto's do. Times are
 placed in wall-clock time (``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` + nsys' ns), so the
-reports of one job line up. Steps from NVTX ranges (:mod:`.nvtx_steps`: ``ProfilerStep#N``, else
-the outermost range that repeats with a similar length, else the capture as one step).
+reports of one job line up. Steps are found by the finishing step, as for every format
+(``ProfilerStep#N`` NVTX ranges, else :mod:`..steps_from_ranges`: a repeating range, the
+repeating GPU work, else the capture as one step).
 
 A file of one process with GPU work is one rank (its rank from the file name, as for Kineto
 files); several are one rank each: the rank NCCL's payload gives each at its largest
@@ -35,7 +36,6 @@ from ..finish import ReadRank
 from ..health_items import note
 from ..tables import TIME_LIMIT_NS
 from . import nsys_tables as nt
-from . import nvtx_steps
 
 SUFFIXES = (".sqlite",)
 #: a report as ``nsys profile`` writes it: read after ``nsys export --type sqlite``
@@ -104,9 +104,6 @@ def _read(db: nt.Export, path: Path) -> list[ReadRank]:
             note(mine, "nsys_other_process_rows", int((cpu_pid != pid).sum()))
         tables = _tables(_rows(gpu, gpu_pid == pid), _rows(cpu, cpu_pid == pid),
                          _rows(marks, marks["pid"] == pid), _meta_events(db, pid))  # fmt: skip
-        found = nvtx_steps.steps(tables["cpu"], tables["gpu"], mine)
-        if found is not None:
-            tables["steps"] = found
         rank = (ranks[i] if ranks else i) if len(processes) > 1 else None
         parts.append(ReadRank(tables, header, _events_read(tables), mine, rank, "nsys"))
     return parts

@@ -9,7 +9,9 @@ name: a name launched ``c`` >= 2 times at positions that come every ``L`` >= 2 l
 up) marks ``c`` repetitions when each launches the same work (to :data:`MIN_SAME` by name; the
 last one, which the capture may cut short or which may run into what follows the loop, only
 where it is the only other one), together they hold :data:`MIN_COVER` of the capture's
-GPU work, and the host waits for the GPU in each (a ``cuda_sync`` event that is not a stream's
+GPU work, the host waits for the GPU in each, and the steps they give take similar time (the
+longest at most :data:`MAX_RATIO` times the shortest: a loop's iterations do; three calls of
+a test spread over start-up do not) (a ``cuda_sync`` event that is not a stream's
 wait, a device-to-host copy, or a ``...Synchronize`` call). Of the names that qualify, the one
 with the most repetitions (the finest unit with a host wait: a timestep, not two) and then the
 earliest is taken; a layer repeats too, but without a host wait of its own, so a single forward
@@ -33,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...kineto import (
+from ..kineto import (
     BLOCKING_SYNC_NAMES,
     GPU_SYNC_CATEGORY,
     GPU_WORK_CATEGORIES,
@@ -48,6 +50,8 @@ FIRST_LONGER = 1.5
 MIN_SAME = 0.9
 #: the share of the capture's GPU work the repetitions must hold together
 MIN_COVER = 0.5
+#: how many times the shortest step the longest may take
+MAX_RATIO = 10
 #: the host's calls that wait for the GPU to finish (not those that may only enqueue)
 HOST_WAIT_CALLS = tuple(name for name in BLOCKING_SYNC_NAMES if "Synchronize" in name)
 
@@ -66,7 +70,7 @@ def repeating_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[str, np.ndarr
     by_name = np.argsort(codes, kind="stable")  # each name's positions, in order: one slice
     first = np.concatenate([[0], np.cumsum(counts)])
     for count in sorted(set(counts[counts >= 2].tolist()), reverse=True):
-        found = []  # (first position, name, repetitions) of the names launched `count` times
+        found = []  # (first position, name, step bounds) of the names launched `count` times
         for code in np.flatnonzero(counts == count):
             starts = _periodic(by_name[first[code] : first[code + 1]], len(codes))
             if (
@@ -74,10 +78,13 @@ def repeating_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[str, np.ndarr
                 and _waits_in_each(launch_at, starts, waits)
                 and _alike(codes, starts, len(unique))
             ):
-                found.append((int(starts[0]), int(code), starts))
+                bounds = _bounds(launch_at, starts, waits)
+                took = bounds[:, 1] - bounds[:, 0]
+                if len(took) and took.max() <= MAX_RATIO * took.min():
+                    found.append((int(starts[0]), int(code), bounds))
         if found:
-            _, code, starts = min(found, key=lambda f: f[0])
-            return str(unique[code]), _bounds(launch_at, starts, waits)
+            _, code, bounds = min(found, key=lambda f: f[0])
+            return str(unique[code]), bounds
     return None
 
 

@@ -1,14 +1,16 @@
-"""Steps of a capture without ProfilerSteps, from its NVTX ranges (Nsight Systems exports).
+"""Steps of a trace without ProfilerSteps (any format: the finishing step asks), from its ranges.
 
-In order: ranges named ``ProfilerStep#N`` (the finishing step finds them); else the outermost
-NVTX range that repeats with a similar length (a training loop's ``step`` or ``iteration``
-range): among the ranges no other range on their thread encloses, the name seen at least twice
-whose durations after the first vary by at most :data:`MAX_SPREAD` (standard deviation over
-mean) and which together cover at least :data:`MIN_COVER` of the capture, the one covering the
-most time; else the repetitions of the GPU work, each with a host wait (Megatron-LM's
-``--profile`` pushes no range of its own: :mod:`.kernel_steps`), named :data:`REPEATS`; else the
-whole capture as one step. Which one was taken is said in health (``steps_from_nvtx:<name>``,
-``steps_from_kernels:<kernel>``, ``steps_whole_capture``).
+The outermost range (NVTX, ``record_function``) that repeats with a similar length, one
+occurrence after another (a training loop's ``step`` or ``iteration`` range): among the ranges
+no other range on their thread encloses, the name seen at least twice whose occurrences do not
+overlap in time (ranges of concurrent requests on several threads are not steps), whose
+durations after the first vary by at most :data:`MAX_SPREAD` (standard deviation over mean) and
+which together cover at least :data:`MIN_COVER` of the capture, the one covering the most time;
+else the repetitions of the GPU work, each with a host wait (Megatron-LM's ``--profile`` pushes
+no range of its own: :mod:`.steps_from_gpu_work`), named :data:`REPEATS`; else, where the
+format has no step of its own (an Nsight Systems capture), the whole capture as one step. Which
+one was taken is said in health (``steps_from_range:<name>``, ``steps_from_kernels:<kernel>``,
+``steps_whole_capture``).
 """
 
 from __future__ import annotations
@@ -18,10 +20,9 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from ...kineto import STEP_PREFIX
-from ..contract import REPEATS, WHOLE_CAPTURE
-from ..health_items import note
-from .kernel_steps import repeating_steps
+from .contract import REPEATS, WHOLE_CAPTURE
+from .health_items import note
+from .steps_from_gpu_work import repeating_steps
 
 #: how much a repeating range's durations may vary to be taken for steps (std / mean)
 MAX_SPREAD = 1.0
@@ -29,20 +30,21 @@ MAX_SPREAD = 1.0
 MIN_COVER = 0.5
 
 
-def steps(cpu: pd.DataFrame, gpu: pd.DataFrame, problems: Counter) -> pd.DataFrame | None:
-    """The ``steps`` table of a rank (columns of the contract), or None where its ranges are
-    named ``ProfilerStep#N`` (the finishing step reads those)."""
+def steps(
+    cpu: pd.DataFrame, gpu: pd.DataFrame, problems: Counter, whole_capture: bool
+) -> pd.DataFrame | None:
+    """The ``steps`` table of a rank without ProfilerSteps (columns of the contract); where
+    nothing repeats, the whole capture as one step (``whole_capture``), else None."""
     ranges = cpu[np.asarray(cpu["cat"] == "user_annotation")]
-    names = ranges["name"].astype(object)
-    if names.str.startswith(STEP_PREFIX, na=False).any():
-        return None
+    if not len(gpu):
+        return None  # a CPU-only trace keeps no steps, as the reference
     starts = [t["ts"].to_numpy() for t in (cpu, gpu) if len(t)]
     ends = [(t["ts"] + t["dur"]).to_numpy() for t in (cpu, gpu) if len(t)]
     first, last = int(min(s.min() for s in starts)), int(max(e.max() for e in ends))
     chosen = _repeating_outermost(ranges, MIN_COVER * (last - first))
     if chosen is not None:
         name, picked = chosen
-        note(problems, "steps_from_nvtx", 1, name)
+        note(problems, "steps_from_range", 1, name)
         return pd.DataFrame({"step": np.arange(len(picked), dtype=np.int64),
                              "ts": picked["ts"].to_numpy(), "dur": picked["dur"].to_numpy(),
                              "name": pd.array([name] * len(picked), dtype="str")})  # fmt: skip
@@ -55,6 +57,8 @@ def steps(cpu: pd.DataFrame, gpu: pd.DataFrame, problems: Counter) -> pd.DataFra
                              "ts": bounds[:, 0],
                              "dur": bounds[:, 1] - bounds[:, 0],
                              "name": pd.array([REPEATS] * len(bounds), dtype="str")})  # fmt: skip
+    if not whole_capture:
+        return None
     note(problems, "steps_whole_capture", 1)
     return pd.DataFrame({"step": np.zeros(1, np.int64), "ts": [first], "dur": [last - first],
                          "name": pd.array([WHOLE_CAPTURE], dtype="str")})  # fmt: skip
@@ -79,9 +83,13 @@ def _repeating_outermost(ranges: pd.DataFrame, cover: float) -> tuple[str, pd.Da
     for name, group in outer.groupby("name", sort=True):
         if len(group) < 2:
             continue
+        group = group.sort_values("ts", kind="stable")
+        ends = (group["ts"] + group["dur"]).to_numpy()
+        if np.any(group["ts"].to_numpy()[1:] < np.maximum.accumulate(ends)[:-1]):
+            continue  # concurrent (requests on several threads), not one after another
         rest = group["dur"].to_numpy()[1:].astype(float)  # the first one warms up
         spread = rest.std() / rest.mean() if len(rest) > 1 and rest.mean() > 0 else 0.0
         total = int(group["dur"].sum())
         if spread <= MAX_SPREAD and total >= best_total:
-            best, best_total = (str(name), group.sort_values("ts", kind="stable")), total
+            best, best_total = (str(name), group), total
     return best

@@ -1,0 +1,113 @@
+"""Steps of a Kineto trace without ProfilerSteps, found as in an Nsight Systems export
+(hta_lite.load.steps_from_ranges): a repeating outermost range, else the repeating GPU work
+closed by a host wait, else none (the whole trace is one step). Loops known by construction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from synth import TraceBuilder
+
+from hta_lite import TraceAnalysis
+from hta_lite.analyses.findings import REPEATS_CAVEAT, WHOLE_RUN_CAVEAT
+
+ITERATION_US = 1000
+
+
+def _loop(path: Path, iterations: int = 5, ranges: str = "", wait: bool = True,
+          starts: list[int] | None = None) -> Path:  # fmt: skip
+    """Three start-up kernels, then ``iterations`` of a loop (each ``ITERATION_US`` apart, or at
+    ``starts``): a gemm (300 µs) and a relu (50 µs), then (``wait``) a device-to-host copy of the
+    loss and a ``cudaStreamSynchronize`` from 50 to 405 µs into the iteration, until the copy is
+    done. ``ranges``: "sequential" wraps each iteration in a 900 µs ``train_step`` range;
+    "concurrent" puts 1,500 µs ``request`` ranges on alternating threads (they overlap)."""
+    b = TraceBuilder()
+    for i in range(3):
+        b.kernel(f"init_{i}", 100 + 10 * i, 5, launch_ts=50 + 10 * i)
+    for k, s in enumerate(starts or [1000 + ITERATION_US * k for k in range(iterations)]):
+        if ranges == "sequential":
+            b.cpu_op("train_step", s, 900, cat="user_annotation")
+        elif ranges == "concurrent":
+            b.cpu_op("request", s, 1500, tid=2 + k % 2, cat="user_annotation")
+        b.cpu_op("aten::mm", s + 5, 20)
+        b.kernel("gemm", s + 20, 300, launch_ts=s + 10)
+        b.kernel("relu", s + 330, 50, launch_ts=s + 30)
+        if wait:
+            b.kernel("Memcpy DtoH (Device -> Pageable)", s + 390, 10, launch_ts=s + 40,
+                     cat="gpu_memcpy", launch_name="cudaMemcpyAsync")  # fmt: skip
+            b.cpu_op("cudaStreamSynchronize", s + 50, 355, cat="cuda_runtime")
+    return b.write(path / "rank0.json")
+
+
+def _analysis(path: Path, **kwargs) -> TraceAnalysis:
+    return TraceAnalysis(trace_dir=path.parent, cache=False, progress=False, **kwargs)
+
+
+def test_a_repeating_range_is_the_step(tmp_path):
+    """train_step ranges, one after another: the steps are those ranges (the last left out, as
+    the reference leaves out the last ProfilerStep), and the trace has steps."""
+    analysis = _analysis(_loop(tmp_path, ranges="sequential"))
+    trace = analysis.trace(0)
+    assert trace.health["steps_from_range:train_step"] == 1
+    assert trace.steps["ts"].tolist() == [(1000 + ITERATION_US * k) * 1000 for k in range(5)]
+    assert (trace.steps["dur"] == 900_000).all()
+    steps = analysis.get_step_breakdown()
+    assert steps["step"].tolist() == [0, 1, 2, 3]
+    assert (steps["gpu_busy"] == 360.0).all()  # gemm, relu and the copy
+    health = analysis.health()
+    assert not health["code"].str.startswith("no_profiler_step").any()
+
+
+def test_ranges_of_concurrent_requests_are_not_steps(tmp_path):
+    """request ranges that overlap (two threads) are not iterations: the steps come from the
+    repeating GPU work instead, each from one host resume (405 µs into an iteration) to the
+    next: 1,000 µs, the first iteration in none."""
+    analysis = _analysis(_loop(tmp_path, ranges="concurrent"))
+    trace = analysis.trace(0)
+    assert not any(k.startswith("steps_from_range") for k in trace.health)
+    assert trace.health["steps_from_kernels:gemm"] == 1
+    assert trace.steps["step"].tolist() == [1, 2, 3, 4]
+    assert trace.steps["ts"].iloc[0] == (1000 + 405) * 1000
+    assert (trace.steps["dur"] == ITERATION_US * 1000).all()
+
+
+def test_the_repeating_gpu_work_of_a_loop_without_ranges_is_the_step(tmp_path):
+    """No range: the iterations, from one host resume to the next; the findings say where the
+    steps came from."""
+    analysis = _analysis(_loop(tmp_path))
+    steps = analysis.get_step_breakdown()
+    assert steps["step"].tolist() == [1, 2, 3, 4]
+    assert (steps["step_time"] == float(ITERATION_US)).all()
+    names = analysis.trace(0).gpu["name"].astype(str)
+    in_steps = names[analysis.trace(0).gpu["iteration"] >= 0]
+    assert not in_steps.str.startswith("init_").any() and (in_steps == "gemm").sum() == 4
+    findings = analysis.get_findings()
+    assert len(findings) and REPEATS_CAVEAT in findings.attrs["caveat"]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        {"wait": False},  # the kernels repeat, no iteration waits for the GPU: layers, not steps
+        {"starts": [1000, 1500, 40_000]},  # iterations 500 and 38,500 µs apart: not a loop
+    ],
+    ids=["no_host_wait", "irregular"],
+)
+def test_without_a_loop_the_trace_keeps_no_step(tmp_path, case):
+    analysis = _analysis(_loop(tmp_path, **case))
+    assert analysis.trace(0).steps.empty
+    health = analysis.health()
+    assert health["code"].str.startswith("no_profiler_step").any()
+    findings = analysis.get_findings()
+    assert not len(findings) or WHOLE_RUN_CAVEAT in findings.attrs.get("caveat", "")
+
+
+def test_a_named_range_is_taken_over_the_found_one(tmp_path):
+    """step_range names the step: nothing is found, and health says only what was named."""
+    analysis = _analysis(_loop(tmp_path, ranges="sequential"), include_last_profiler_step=False,
+                         step_range="aten::mm")  # fmt: skip
+    health = analysis.trace(0).health
+    assert health["steps_named:aten::mm"] == 1
+    assert not any(k.startswith(("steps_from_", "steps_whole")) for k in health)
+    assert len(analysis.trace(0).steps) == 5
