@@ -111,3 +111,22 @@ def test_a_named_range_is_taken_over_the_found_one(tmp_path):
     assert health["steps_named:aten::mm"] == 1
     assert not any(k.startswith(("steps_from_", "steps_whole")) for k in health)
     assert len(analysis.trace(0).steps) == 5
+
+
+def test_data_loader_fetches_are_not_steps(tmp_path):
+    """A data-bound loop: each iteration first fetches its batch for 600 µs in a DataLoader
+    range (60 % of the capture, one fetch after another) that launches nothing, then the model
+    launches its work: the fetches are not the steps; the iterations are (from the GPU work)."""
+    b = TraceBuilder()
+    for k in range(5):
+        s = 1000 + ITERATION_US * k
+        b.cpu_op("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", s, 600,
+                 cat="user_annotation")  # fmt: skip
+        b.kernel("gemm", s + 620, 300, launch_ts=s + 610)
+        b.kernel("Memcpy DtoH (Device -> Pageable)", s + 930, 10, launch_ts=s + 615,
+                 cat="gpu_memcpy", launch_name="cudaMemcpyAsync")  # fmt: skip
+        b.cpu_op("cudaStreamSynchronize", s + 620, 325, cat="cuda_runtime")
+    trace = _analysis(b.write(tmp_path / "rank0.json")).trace(0)
+    assert not any(k.startswith("steps_from_range") for k in trace.health)
+    assert trace.health["steps_from_kernels:gemm"] == 1
+    assert (trace.steps["dur"] == ITERATION_US * 1000).all() and len(trace.steps) == 4

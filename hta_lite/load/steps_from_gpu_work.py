@@ -60,7 +60,7 @@ def repeating_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[str, np.ndarr
     """(the name that marks the repetitions, ``(n, 2)`` ns: each step's start and end on the
     host's clock, one fewer than the repetitions), or None where no GPU work repeats as the
     module docstring says."""
-    launch_at, names = _work_in_launch_order(cpu, gpu)
+    launch_at, names = work_in_launch_order(cpu, gpu)
     if len(names) < 4:
         return None
     named, codes = np.unique(names.codes, return_inverse=True)  # -1, a missing name, is one too
@@ -88,7 +88,7 @@ def repeating_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[str, np.ndarr
     return None
 
 
-def _work_in_launch_order(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[np.ndarray, Any]:
+def work_in_launch_order(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[np.ndarray, Any]:
     """Each GPU work event's launch time (its runtime call's start, else its own start) and
     name (a ``pd.Categorical``), in launch order."""
     work = np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES))

@@ -3,9 +3,11 @@
 The outermost range (NVTX, ``record_function``) that repeats with a similar length, one
 occurrence after another (a training loop's ``step`` or ``iteration`` range): among the ranges
 no other range on their thread encloses, the name seen at least twice whose occurrences do not
-overlap in time (ranges of concurrent requests on several threads are not steps), whose
-durations after the first vary by at most :data:`MAX_SPREAD` (standard deviation over mean) and
-which together cover at least :data:`MIN_COVER` of the capture, the one covering the most time;
+overlap in time (ranges of concurrent requests on several threads are not steps), in which
+at least :data:`MIN_COVER` of the GPU work is launched (a data loader's fetches follow one
+another too, but launch nothing), whose durations after the first vary by at most
+:data:`MAX_SPREAD` (standard deviation over mean) and which together cover at least
+:data:`MIN_COVER` of the capture, the one covering the most time;
 else the repetitions of the GPU work, each with a host wait (Megatron-LM's ``--profile`` pushes
 no range of its own: :mod:`.steps_from_gpu_work`), named :data:`REPEATS`; else, where the
 format has no step of its own (an Nsight Systems capture), the whole capture as one step. Which
@@ -22,11 +24,12 @@ import pandas as pd
 
 from .contract import REPEATS, WHOLE_CAPTURE
 from .health_items import note
-from .steps_from_gpu_work import repeating_steps
+from .steps_from_gpu_work import repeating_steps, work_in_launch_order
 
 #: how much a repeating range's durations may vary to be taken for steps (std / mean)
 MAX_SPREAD = 1.0
-#: how much of the capture (first to last event) the steps must cover together
+#: how much of the capture (first to last event) the steps must cover together, and how much
+#: of its GPU work must be launched in them
 MIN_COVER = 0.5
 
 
@@ -41,7 +44,8 @@ def steps(
     starts = [t["ts"].to_numpy() for t in (cpu, gpu) if len(t)]
     ends = [(t["ts"] + t["dur"]).to_numpy() for t in (cpu, gpu) if len(t)]
     first, last = int(min(s.min() for s in starts)), int(max(e.max() for e in ends))
-    chosen = _repeating_outermost(ranges, MIN_COVER * (last - first))
+    launches = work_in_launch_order(cpu, gpu)[0]  # sorted
+    chosen = _repeating_outermost(ranges, MIN_COVER * (last - first), launches)
     if chosen is not None:
         name, picked = chosen
         note(problems, "steps_from_range", 1, name)
@@ -75,7 +79,11 @@ def _outermost(ranges: pd.DataFrame) -> pd.DataFrame:
     return order[(held.isna() | (order["ts"] >= held)).to_numpy()]
 
 
-def _repeating_outermost(ranges: pd.DataFrame, cover: float) -> tuple[str, pd.DataFrame] | None:
+def _repeating_outermost(
+    ranges: pd.DataFrame, cover: float, launches: np.ndarray
+) -> tuple[str, pd.DataFrame] | None:
+    """(name, its ranges in time order) of the module docstring's range: ``cover`` ns at least
+    together; ``launches``: the GPU work's launch times (ns, sorted)."""
     if ranges.empty:
         return None
     outer = _outermost(ranges).assign(name=lambda t: t["name"].astype(object))
@@ -87,6 +95,9 @@ def _repeating_outermost(ranges: pd.DataFrame, cover: float) -> tuple[str, pd.Da
         ends = (group["ts"] + group["dur"]).to_numpy()
         if np.any(group["ts"].to_numpy()[1:] < np.maximum.accumulate(ends)[:-1]):
             continue  # concurrent (requests on several threads), not one after another
+        held = np.searchsorted(launches, ends) - np.searchsorted(launches, group["ts"].to_numpy())
+        if held.sum() < MIN_COVER * len(launches):
+            continue  # the GPU work is launched outside them (a data loader's fetches)
         rest = group["dur"].to_numpy()[1:].astype(float)  # the first one warms up
         spread = rest.std() / rest.mean() if len(rest) > 1 and rest.mean() > 0 else 0.0
         total = int(group["dur"].sum())
