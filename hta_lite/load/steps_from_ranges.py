@@ -44,8 +44,7 @@ def steps(
     starts = [t["ts"].to_numpy() for t in (cpu, gpu) if len(t)]
     ends = [(t["ts"] + t["dur"]).to_numpy() for t in (cpu, gpu) if len(t)]
     first, last = int(min(s.min() for s in starts)), int(max(e.max() for e in ends))
-    launches = work_in_launch_order(cpu, gpu)[0]  # sorted
-    chosen = _repeating_outermost(ranges, MIN_COVER * (last - first), launches)
+    chosen = _repeating_outermost(ranges, MIN_COVER * (last - first), cpu, gpu)
     if chosen is not None:
         name, picked = chosen
         note(problems, "steps_from_range", 1, name)
@@ -80,27 +79,32 @@ def _outermost(ranges: pd.DataFrame) -> pd.DataFrame:
 
 
 def _repeating_outermost(
-    ranges: pd.DataFrame, cover: float, launches: np.ndarray
+    ranges: pd.DataFrame, cover: float, cpu: pd.DataFrame, gpu: pd.DataFrame
 ) -> tuple[str, pd.DataFrame] | None:
-    """(name, its ranges in time order) of the module docstring's range: ``cover`` ns at least
-    together; ``launches``: the GPU work's launch times (ns, sorted)."""
+    """(name, its ranges in time order) of the module docstring's range, ``cover`` ns at least
+    together, of the ``ranges`` of a rank whose tables are ``cpu`` and ``gpu``."""
     if ranges.empty:
         return None
     outer = _outermost(ranges).assign(name=lambda t: t["name"].astype(object))
-    best, best_total = None, cover
-    for name, group in outer.groupby("name", sort=True):
+    candidates = []  # (total ns, name, its ranges): the name sort's last first among equals
+    for name, group in reversed(list(outer.groupby("name", sort=True))):
         if len(group) < 2:
             continue
         group = group.sort_values("ts", kind="stable")
         ends = (group["ts"] + group["dur"]).to_numpy()
         if np.any(group["ts"].to_numpy()[1:] < np.maximum.accumulate(ends)[:-1]):
             continue  # concurrent (requests on several threads), not one after another
-        held = np.searchsorted(launches, ends) - np.searchsorted(launches, group["ts"].to_numpy())
-        if held.sum() < MIN_COVER * len(launches):
-            continue  # the GPU work is launched outside them (a data loader's fetches)
         rest = group["dur"].to_numpy()[1:].astype(float)  # the first one warms up
         spread = rest.std() / rest.mean() if len(rest) > 1 and rest.mean() > 0 else 0.0
         total = int(group["dur"].sum())
-        if spread <= MAX_SPREAD and total >= best_total:
-            best, best_total = (str(name), group), total
-    return best
+        if spread <= MAX_SPREAD and total >= cover:
+            candidates.append((total, str(name), group))
+    if not candidates:
+        return None
+    launches = work_in_launch_order(cpu, gpu)[0]  # sorted; read only where a range may be a step
+    for _, name, group in sorted(candidates, key=lambda c: -c[0]):
+        starts, ends = group["ts"].to_numpy(), (group["ts"] + group["dur"]).to_numpy()
+        held = np.searchsorted(launches, ends) - np.searchsorted(launches, starts)
+        if held.sum() >= MIN_COVER * len(launches):  # not a data loader's fetches: no launch
+            return name, group
+    return None
