@@ -21,8 +21,10 @@ STREAM = 7
 class Sim:
     """One rank's program, op by op; times in µs."""
 
-    def __init__(self, sync_events: bool = True, rank: int = 0, world_size: int = 1):
+    def __init__(self, sync_events: bool = True, rank: int = 0, world_size: int = 1,
+                 mark_steps: bool = True):  # fmt: skip
         self.b = TraceBuilder(rank=rank, world_size=world_size)
+        self.mark_steps = mark_steps  # False: no ProfilerStep written (the steps are found)
         self.t = 1000.0  # host clock
         self.gpu_free = 0.0  # when the stream has run everything queued
         self.sync_events = sync_events
@@ -119,7 +121,8 @@ class Sim:
         start = self.t
         body(self)
         self.t += 2
-        self.b.step(n, start, self.t - start)
+        if self.mark_steps:
+            self.b.step(n, start, self.t - start)
         self.steps.append((start, max(self.t, self.gpu_free)))
         self.t = max(self.t, self.gpu_free) + 5  # the next step starts when this one is done
         return self

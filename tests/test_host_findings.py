@@ -178,3 +178,40 @@ def test_every_shared_trace_waiting_on_its_host_gets_a_host_finding(name):
     # a host-side fix is priced, or the idle time is warm-up in the profile (amd_mi250: a first
     # launch loading its module, 70 % of the profiled time): the finding says why
     assert (HOST_KINDS | {"warmup"}) & set(table["kind"]), table[["kind", "saving_pctg"]]
+
+
+@pytest.mark.parametrize("program", ["host_region", "queue_drained"])
+def test_steps_found_without_profiler_steps_give_the_same_finding(tmp_path, program):
+    """The programs above, each step ending in a loss read back (``.item()``), recorded with and
+    without ProfilerSteps: without them the steps are found from the repeating GPU work (each
+    from one host resume to the next), and the first finding is the same, with the same saving
+    per step, within 10 % of the known one."""
+
+    def body(s):
+        if program == "host_region":
+            for _ in range(20):
+                s.launch("aten::mm", "gemm_kernel", 50)
+            s.region("postprocess", lambda s: s.host("aten::copy_", 2000))
+        else:
+            for i in range(24):
+                s.launch(f"aten::op{i}", f"small_kernel_{i}", 4)
+            s.launch("aten::mm", "big_gemm", 2000)
+        s.read("aten::item")
+
+    def fixed(s):
+        if program == "host_region":
+            for _ in range(20):
+                s.launch("aten::mm", "gemm_kernel", 50)
+        else:
+            s.launch("aten::mm", "big_gemm", 2000)
+            for i in range(24):
+                s.launch(f"aten::op{i}", f"small_kernel_{i}", 4)
+        s.read("aten::item")
+
+    known = run(body, steps=6).mean_step_us() - run(fixed, steps=6).mean_step_us()
+    kind = {"host_region": "host_bound", "queue_drained": "queue_drained"}[program]
+    marked = findings_of(run(body, steps=6), tmp_path / "marked")
+    found = findings_of(run(body, steps=6, mark_steps=False), tmp_path / "found")
+    check_first(marked, kind, known)
+    check_first(found, kind, known)
+    assert "repetitions of its GPU work" in found.attrs["caveat"]
