@@ -1,7 +1,8 @@
 """Steps of a capture without step ranges, from the GPU work that repeats in it.
 
-An Nsight Systems capture of a training loop often has no range per iteration (Megatron-LM's
-``--profile`` pushes none; a script may push none). Its iterations still launch the same GPU
+A capture of a training loop often has no range per iteration (Megatron-LM's ``--profile``
+pushes none to Nsight Systems; a Kineto trace recorded without ``prof.step()`` has no
+ProfilerStep). Its iterations still launch the same GPU
 work each time, and the host waits for the GPU once in each (a loss read back, an optimizer's
 norm, a ``cudaStreamSynchronize``). The GPU work (kernels, copies, sets) in launch order, each by
 name: a name launched ``c`` >= 2 times at positions that come every ``L`` >= 2 launches (to
@@ -9,10 +10,10 @@ name: a name launched ``c`` >= 2 times at positions that come every ``L`` >= 2 l
 up) marks ``c`` repetitions when each launches the same work (to :data:`MIN_SAME` by name; the
 last one, which the capture may cut short or which may run into what follows the loop, only
 where it is the only other one), together they hold :data:`MIN_COVER` of the capture's
-GPU work, the host waits for the GPU in each, and the steps they give take similar time (the
-longest at most :data:`MAX_RATIO` times the shortest: a loop's iterations do; three calls of
-a test spread over start-up do not) (a ``cuda_sync`` event that is not a stream's
-wait, a device-to-host copy, or a ``...Synchronize`` call). Of the names that qualify, the one
+GPU work, the host waits for the GPU in each (a ``cuda_sync`` event that is not a stream's
+wait, a device-to-host copy, or a ``...Synchronize`` call), and the steps they give take
+similar time (the longest at most :data:`MAX_RATIO` times the shortest: a loop's iterations
+do; three calls of a test spread over start-up do not). Of the names that qualify, the one
 with the most repetitions (the finest unit with a host wait: a timestep, not two) and then the
 earliest is taken; a layer repeats too, but without a host wait of its own, so a single forward
 pass stays one step.
