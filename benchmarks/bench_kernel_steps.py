@@ -1,4 +1,4 @@
-"""Time to find the steps of an Nsight Systems capture from its repeating GPU work
+"""Time to find the steps of a capture without step ranges from its repeating GPU work
 (hta_lite.load.steps_from_gpu_work) on a synthetic loop: ``--kernels`` launches in iterations of
 ``--per-iteration`` launches (50 kernel names over and over, then a ``loss`` kernel), each ending
 in a host wait (a stream synchronization); the worst case for the search is the same loop
