@@ -178,3 +178,54 @@ def test_steps_from_repeating_gpu_work_survive_any_tables(work):
         bounds = found[1]
         assert (bounds[:, 0] <= bounds[:, 1]).all()
         assert (np.diff(bounds[:, 1]) >= 0).all() and (bounds[1:, 0] == bounds[:-1, 1]).all()
+
+
+@st.composite
+def ranges_and_launches(draw):
+    """(ranges: (name, thread, start, duration), launch times): random ones, or a loop of
+    ``step`` ranges one after another holding the launches, with random ranges added."""
+    noise = draw(st.lists(
+        st.tuples(st.sampled_from(["step", "request", "fetch"]), st.integers(1, 3),
+                  st.integers(0, 10**6), st.integers(0, 10**5)),
+        max_size=20 if draw(st.booleans()) else 0,
+    ))  # fmt: skip
+    if draw(st.booleans()):
+        return noise, draw(st.lists(st.integers(0, 11 * 10**5), min_size=1, max_size=40))
+    length, count = draw(st.integers(1, 10**5)), draw(st.integers(2, 12))
+    loop = [("step", 1, i * length, draw(st.integers(length // 2, length))) for i in range(count)]
+    launches = [i * length + draw(st.integers(0, length // 2)) for i in range(count)]
+    return loop + noise, launches
+
+
+@settings(max_examples=300, deadline=None)
+@given(work=ranges_and_launches())
+def test_steps_from_ranges_survive_any_ranges(work):
+    """Any ranges (names repeated or not, on several threads, overlapping, of zero length) and
+    any launches: the steps found, if any, are one after another and start no later than they
+    end; where a range gives them, they are that range's occurrences."""
+    from collections import Counter
+
+    from hta_lite.load.steps_from_ranges import steps
+
+    ranges, launches = work
+    n = len(launches)
+    cpu = pd.DataFrame({
+        "ts": np.asarray([r[2] for r in ranges] + launches, np.int64),
+        "dur": np.asarray([r[3] for r in ranges] + [5] * n, np.int64),
+        "name": pd.Categorical([r[0] for r in ranges] + ["cudaLaunchKernel"] * n),
+        "cat": pd.Categorical(["user_annotation"] * len(ranges) + ["cuda_runtime"] * n),
+        "pid": np.ones(len(ranges) + n, np.int64),
+        "tid": np.asarray([r[1] for r in ranges] + [1] * n, np.int64),
+        "correlation": np.asarray([-1] * len(ranges) + list(range(n)), np.int64),
+    })  # fmt: skip
+    gpu = pd.DataFrame({"ts": np.asarray(launches, np.int64) + 10, "dur": np.full(n, 50),
+                        "name": pd.Categorical(["gemm"] * n), "cat": pd.Categorical(["kernel"] * n),
+                        "correlation": np.arange(n, dtype=np.int64)})  # fmt: skip
+    health = Counter()
+    found = steps(cpu, gpu, health, whole_capture=False)
+    if found is not None:
+        ts, end = found["ts"].to_numpy(), (found["ts"] + found["dur"]).to_numpy()
+        assert (found["dur"] >= 0).all() and (ts[1:] >= end[:-1]).all()
+        named = [k.split(":", 1)[1] for k in health if k.startswith("steps_from_range:")]
+        if named:
+            assert set(found["name"].astype(str)) == set(named)
