@@ -16,13 +16,13 @@ ITERATION_US = 1000
 
 
 def _loop(path: Path, iterations: int = 5, ranges: str = "", wait: bool = True,
-          starts: list[int] | None = None) -> Path:  # fmt: skip
+          starts: list[int] | None = None, rank: int = 0) -> Path:  # fmt: skip
     """Three start-up kernels, then ``iterations`` of a loop (each ``ITERATION_US`` apart, or at
     ``starts``): a gemm (300 µs) and a relu (50 µs), then (``wait``) a device-to-host copy of the
     loss and a ``cudaStreamSynchronize`` from 50 to 405 µs into the iteration, until the copy is
     done. ``ranges``: "sequential" wraps each iteration in a 900 µs ``train_step`` range;
     "concurrent" puts 1,500 µs ``request`` ranges on alternating threads (they overlap)."""
-    b = TraceBuilder()
+    b = TraceBuilder(rank=rank, world_size=2)
     for i in range(3):
         b.kernel(f"init_{i}", 100 + 10 * i, 5, launch_ts=50 + 10 * i)
     for k, s in enumerate(starts or [1000 + ITERATION_US * k for k in range(iterations)]):
@@ -37,7 +37,7 @@ def _loop(path: Path, iterations: int = 5, ranges: str = "", wait: bool = True,
             b.kernel("Memcpy DtoH (Device -> Pageable)", s + 390, 10, launch_ts=s + 40,
                      cat="gpu_memcpy", launch_name="cudaMemcpyAsync")  # fmt: skip
             b.cpu_op("cudaStreamSynchronize", s + 50, 355, cat="cuda_runtime")
-    return b.write(path / "rank0.json")
+    return b.write(path / f"rank{rank}.json")
 
 
 def _analysis(path: Path, **kwargs) -> TraceAnalysis:
@@ -130,3 +130,22 @@ def test_data_loader_fetches_are_not_steps(tmp_path):
     assert not any(k.startswith("steps_from_range") for k in trace.health)
     assert trace.health["steps_from_kernels:gemm"] == 1
     assert (trace.steps["dur"] == ITERATION_US * 1000).all() and len(trace.steps) == 4
+
+
+@pytest.mark.parametrize("unlike", [True, False])
+def test_ranks_whose_steps_are_found_otherwise_are_said(tmp_path, unlike):
+    """Two ranks of the loop, rank 0 with train_step ranges and rank 1 without (its steps from
+    the repeating GPU work): health warns on both that step N may not be the same iteration;
+    both with the ranges: no warning."""
+    _loop(tmp_path, ranges="sequential", rank=0)
+    _loop(tmp_path, ranges="" if unlike else "sequential", rank=1)
+    health = _analysis(tmp_path / "rank0.json").health()
+    warned = health[health["code"] == "steps_unlike_other_ranks"]
+    if not unlike:
+        assert warned.empty
+        return
+    items = warned.set_index("rank")["item"]
+    assert list(items.index) == [0, 1]
+    assert items[0].startswith("this rank's steps are the repeating range 'train_step',")
+    assert items[1].startswith("this rank's steps are the repetitions of its GPU work,")
+    assert (warned["severity"] == "warning").all()

@@ -30,8 +30,11 @@ def health_table(
     not be loaded with rank -1 and severity ``error``."""
     found = found or {}
     rows = []
+    sources = {rank: step_source(trace) for rank, trace in traces.items()}
     for rank, trace in sorted(traces.items()):
         facts = []
+        if len(set(sources.values())) > 1:
+            facts.append((f"steps_unlike_other_ranks:{sources[rank]}", 1))
         for key, count in sorted(trace.events_read.items()):
             phase, _, cat = key.partition("/")
             detail = f"phase {phase!r}" + (f", category {cat!r}" if cat else "")
@@ -52,6 +55,21 @@ def health_table(
     for path, problem in (skipped_files or {}).items():
         rows.append((-1, path, *describe(f"file_skipped:{problem}"), 1))
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def step_source(trace: RankTrace) -> str:
+    """What a rank's steps are: its ProfilerSteps, the ranges named by ``step_range``, a range
+    or the repeating GPU work found in it, the whole capture, or none."""
+    codes = {key.partition(":")[0]: key.partition(":")[2] for key in trace.health}
+    if "steps_named" in codes:
+        return f"the ranges named {codes['steps_named']!r}"
+    if "steps_from_range" in codes:
+        return f"the repeating range {codes['steps_from_range']!r}"
+    if "steps_from_kernels" in codes:
+        return "the repetitions of its GPU work"
+    if "steps_whole_capture" in codes:
+        return "its whole capture"
+    return "its ProfilerSteps" if len(trace.steps) else "none (no ProfilerStep)"
 
 
 def problems(table: pd.DataFrame) -> pd.DataFrame:

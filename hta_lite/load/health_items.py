@@ -243,6 +243,11 @@ ITEMS: dict[str, Item] = {
     "profiler_steps": Item(INFO, "ProfilerSteps"),
     "cpu_only": Item(INFO, "no GPU events (CPU-only trace)"),
     "no_profiler_step": Item(WARNING, "no ProfilerStep in the trace (iterations unknown)"),
+    "steps_unlike_other_ranks": Item(
+        WARNING,
+        "this rank's steps are {detail}, another rank's are found otherwise: step N may not be"
+        " the same iteration on every rank (step_range=... names one range for all)",
+    ),
     "no_distributed_info": Item(INFO, "no distributedInfo in the trace"),
     "file_skipped": Item(ERROR, "file skipped: {detail}"),
 }
