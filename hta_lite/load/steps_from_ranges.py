@@ -38,9 +38,9 @@ def steps(
 ) -> pd.DataFrame | None:
     """The ``steps`` table of a rank without ProfilerSteps (columns of the contract); where
     nothing repeats, the whole capture as one step (``whole_capture``), else None."""
-    ranges = cpu[np.asarray(cpu["cat"] == "user_annotation")]
     if not len(gpu):
         return None  # a CPU-only trace keeps no steps, as the reference
+    ranges = cpu[np.asarray(cpu["cat"] == "user_annotation")]
     starts = [t["ts"].to_numpy() for t in (cpu, gpu) if len(t)]
     ends = [(t["ts"] + t["dur"]).to_numpy() for t in (cpu, gpu) if len(t)]
     first, last = int(min(s.min() for s in starts)), int(max(e.max() for e in ends))
