@@ -31,10 +31,9 @@ def health_table(
     found = found or {}
     rows = []
     sources = {rank: step_source(trace) for rank, trace in traces.items()}
+    unlike = len(set(sources.values())) > 1
     for rank, trace in sorted(traces.items()):
-        facts = []
-        if len(set(sources.values())) > 1:
-            facts.append((f"steps_unlike_other_ranks:{sources[rank]}", 1))
+        facts = [(f"steps_unlike_other_ranks:{sources[rank]}", 1)] if unlike else []
         for key, count in sorted(trace.events_read.items()):
             phase, _, cat = key.partition("/")
             detail = f"phase {phase!r}" + (f", category {cat!r}" if cat else "")

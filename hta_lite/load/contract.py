@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-#: the ``name`` of a reader's one step when a capture has none of its own (the whole capture)
+#: the ``name`` of a capture's one step where it has none and nothing repeats (the whole capture)
 WHOLE_CAPTURE = "capture"
 #: ... and of its steps when they are the repetitions of its GPU work (steps_from_gpu_work)
 REPEATS = "iteration (repeating GPU work)"
@@ -137,7 +137,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         C("device", "int64", "", "GPU index", "annotations"),
         C("iteration", "int64", "", "step it starts in", "annotations", set_by="finish"),
     )),
-    Table("steps", "the steps (ProfilerStep#N ranges, or the reader's own)", (
+    Table("steps", "the steps (ProfilerStep#N ranges, a reader's own, else found: a repeating"
+          " range or loop)", (
         C("step", "int64", "", "step number", "per-step views", required=True),
         C("ts", "int64", "ns", "start", "per-step views", required=True),
         C("dur", "int64", "ns", "duration", "per-step views", required=True),
