@@ -208,13 +208,14 @@ def test_reader_by_content_when_the_suffix_says_nothing(tmp_path):
 
 def test_a_named_step_range_makes_the_steps(tmp_path):
     """``step_range``: the ranges of that name are the steps (memory_leak's four ``leak``
-    ranges, one a step; the last left out as the last ProfilerStep is); through the cache and
+    ranges, one a step; the program went on after the last, so it is kept, unlike the last
+    ProfilerStep); through the cache and
     the CLI too; a name no range has is an error naming the file."""
     leak = ROOT / "sample_traces" / "memory_leak"
     named = TraceAnalysis(trace_dir=leak, step_range="leak", **QUIET)
     steps = named.trace(0).steps
     assert steps["name"].tolist() == ["leak"] * 4 and steps["step"].tolist() == [0, 1, 2, 3]
-    assert named.get_step_breakdown()["step"].tolist() == [0, 1, 2]
+    assert named.get_step_breakdown()["step"].tolist() == [0, 1, 2, 3]
     cached = LoadOptions(step_range="leak", cache=tmp_path / "c", progress=False, parallel=False)
     TraceAnalysis(trace_dir=leak, options=cached)
     again = TraceAnalysis(trace_dir=leak, options=cached)

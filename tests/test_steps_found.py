@@ -16,12 +16,13 @@ ITERATION_US = 1000
 
 
 def _loop(path: Path, iterations: int = 5, ranges: str = "", wait: bool = True,
-          starts: list[int] | None = None, rank: int = 0) -> Path:  # fmt: skip
+          starts: list[int] | None = None, rank: int = 0, after: bool = False) -> Path:  # fmt: skip
     """Three start-up kernels, then ``iterations`` of a loop (each ``ITERATION_US`` apart, or at
     ``starts``): a gemm (300 µs) and a relu (50 µs), then (``wait``) a device-to-host copy of the
     loss and a ``cudaStreamSynchronize`` from 50 to 405 µs into the iteration, until the copy is
     done. ``ranges``: "sequential" wraps each iteration in a 900 µs ``train_step`` range;
-    "concurrent" puts 1,500 µs ``request`` ranges on alternating threads (they overlap)."""
+    "concurrent" puts 1,500 µs ``request`` ranges on alternating threads (they overlap).
+    ``after``: an operator 100 µs after the loop."""
     b = TraceBuilder(rank=rank, world_size=2)
     for i in range(3):
         b.kernel(f"init_{i}", 100 + 10 * i, 5, launch_ts=50 + 10 * i)
@@ -37,6 +38,8 @@ def _loop(path: Path, iterations: int = 5, ranges: str = "", wait: bool = True,
             b.kernel("Memcpy DtoH (Device -> Pageable)", s + 390, 10, launch_ts=s + 40,
                      cat="gpu_memcpy", launch_name="cudaMemcpyAsync")  # fmt: skip
             b.cpu_op("cudaStreamSynchronize", s + 50, 355, cat="cuda_runtime")
+    if after:
+        b.cpu_op("aten::empty", s + ITERATION_US + 100, 5)
     return b.write(path / f"rank{rank}.json")
 
 
@@ -45,8 +48,9 @@ def _analysis(path: Path, **kwargs) -> TraceAnalysis:
 
 
 def test_a_repeating_range_is_the_step(tmp_path):
-    """train_step ranges, one after another: the steps are those ranges (the last left out, as
-    the reference leaves out the last ProfilerStep), and the trace has steps."""
+    """train_step ranges, one after another: the steps are those ranges, and the trace has
+    steps. Nothing follows the last range (the profiler may have closed it when it stopped): it
+    is left out, as the reference leaves out the last ProfilerStep."""
     analysis = _analysis(_loop(tmp_path, ranges="sequential"))
     trace = analysis.trace(0)
     assert trace.health["steps_from_range:train_step"] == 1
@@ -57,6 +61,21 @@ def test_a_repeating_range_is_the_step(tmp_path):
     assert (steps["gpu_busy"] == 360.0).all()  # gemm, relu and the copy
     health = analysis.health()
     assert not health["code"].str.startswith("no_profiler_step").any()
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_a_last_range_the_program_closed_is_kept(tmp_path, named):
+    """The same loop, then an operator after the last train_step range: the program closed that
+    range, so it is a whole iteration and kept (all five gemms are in a step), whether the range
+    is found or named; nothing is counted as left out."""
+    path = _loop(tmp_path, ranges="sequential", after=True)
+    kwargs = {"step_range": "train_step"} if named else {}
+    analysis = _analysis(path, **kwargs)
+    trace = analysis.trace(0)
+    assert trace.steps["step"].tolist() == [0, 1, 2, 3, 4]
+    assert analysis.get_step_breakdown()["step"].tolist() == [0, 1, 2, 3, 4]
+    assert (trace.gpu[trace.gpu["name"] == "gemm"]["iteration"] == [0, 1, 2, 3, 4]).all()
+    assert not any("last_step" in k for k in trace.health)
 
 
 def test_ranges_of_concurrent_requests_are_not_steps(tmp_path):

@@ -11,7 +11,8 @@ metadata and what it counted. :func:`finish` then, the same for every format:
 - finds the steps (the reader's ``steps`` table when it gives one, else the ``ProfilerStep#``
   ranges of the CPU table, else a repeating range or the repeating GPU work:
   :mod:`.steps_from_ranges`);
-- keeps the profiled iterations (the step window, as the reference does);
+- keeps the profiled iterations (the step window, as the reference does; where the steps are
+  ranges and the last ended before the capture did, everything);
 - links rows: each CPU row's iteration, depth, parent and enclosing operator, and a backward
   operator's forward one; each GPU row's launching call and iteration;
 - names each kernel's type.
@@ -110,7 +111,8 @@ def finish(read: ReadRank, path: str | Path, include_last_profiler_step: StepRul
     checked(tables, path, TraceFormatError, "reader")
     cpu, gpu = tables["cpu"], tables["gpu"]
     steps = tables.get("steps")
-    if rule.step_range is not None:
+    ranges = rule.step_range is not None  # the steps are ranges the program opened and closed
+    if ranges:
         steps = _named_steps(cpu, rule.step_range, path)
         note(health, "steps_named", 1, rule.step_range)
     elif steps is None:
@@ -122,10 +124,13 @@ def finish(read: ReadRank, path: str | Path, include_last_profiler_step: StepRul
         if steps.empty:  # a capture has one step where nothing repeats; a Kineto trace none
             found = steps_from_ranges.steps(cpu, gpu, health, read.source_format == "nsys")
             steps = steps if found is None else found
+            ranges = found is not None and found["name"].iloc[0] != contract.REPEATS
     note(health, "profiler_step_empty", int((steps["dur"] <= 0).sum()))
-    cpu, gpu, annotations = _apply_step_window(
-        cpu, gpu, tables["gpu_annotations"], steps, rule.include_last, health
-    )
+    annotations = tables["gpu_annotations"]
+    if not (ranges and steps_from_ranges.last_is_whole(cpu, steps)):
+        cpu, gpu, annotations = _apply_step_window(
+            cpu, gpu, annotations, steps, rule.include_last, health
+        )
     _link(cpu, gpu, steps, health)
     cpu["forward_row"] = forward_rows(cpu, tables["flows"])
     gpu["kernel_type"] = kernel_types(gpu["name"])

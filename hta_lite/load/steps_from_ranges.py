@@ -67,6 +67,16 @@ def steps(
                          "name": pd.array([WHOLE_CAPTURE], dtype="str")})  # fmt: skip
 
 
+def last_is_whole(cpu: pd.DataFrame, steps: pd.DataFrame) -> bool:
+    """Whether the last of ``steps`` (ranges) ended before the capture did: a CPU event starts
+    after its end, so the program closed it. A ``record_function`` range still open when the
+    profiler stops is closed there, cut short like the profiler's last step; an Nsight Systems
+    capture leaves such a range out (``nvtx_range_without_end``)."""
+    if len(steps) < 2 or not len(cpu):
+        return False
+    return int(cpu["ts"].max()) > int(steps["ts"].iloc[-1] + steps["dur"].iloc[-1])
+
+
 def _outermost(ranges: pd.DataFrame) -> pd.DataFrame:
     """The ranges no earlier range of their thread still holds at their start (ranges that only
     touch, one ending where the next starts, are both outermost)."""
