@@ -6,27 +6,36 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis
 from hta_lite.analyses.findings import REPEATS_CAVEAT, WHOLE_RUN_CAVEAT
+from hta_lite.tools.batch import summarize_folder
 
 ITERATION_US = 1000
+ALL_REDUCE = {"Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000,
+              "Group size": 2, "dtype": "Float", "Process Group Name": "0",
+              "Process Group Ranks": "[0, 1]"}  # fmt: skip
 
 
 def _loop(path: Path, iterations: int = 5, ranges: str = "", wait: bool = True,
-          starts: list[int] | None = None, rank: int = 0, after: bool = False) -> Path:  # fmt: skip
+          starts: list[int] | None = None, rank: int = 0, after: bool = False,
+          first: int = 0) -> Path:  # fmt: skip
     """Three start-up kernels, then ``iterations`` of a loop (each ``ITERATION_US`` apart, or at
     ``starts``): a gemm (300 µs) and a relu (50 µs), then (``wait``) a device-to-host copy of the
     loss and a ``cudaStreamSynchronize`` from 50 to 405 µs into the iteration, until the copy is
     done. ``ranges``: "sequential" wraps each iteration in a 900 µs ``train_step`` range;
     "concurrent" puts 1,500 µs ``request`` ranges on alternating threads (they overlap).
-    ``after``: an operator 100 µs after the loop."""
+    ``after``: an operator 100 µs after the loop. Each iteration all-reduces the gradients of
+    the two ranks (a 40 µs NCCL kernel after the relu); ``first``: the capture starts that many
+    iterations into the loop (the iterations keep their times: the other rank's start 0)."""
     b = TraceBuilder(rank=rank, world_size=2)
     for i in range(3):
         b.kernel(f"init_{i}", 100 + 10 * i, 5, launch_ts=50 + 10 * i)
-    for k, s in enumerate(starts or [1000 + ITERATION_US * k for k in range(iterations)]):
+    default = [1000 + ITERATION_US * k for k in range(first, first + iterations)]
+    for k, s in enumerate(starts or default):
         if ranges == "sequential":
             b.cpu_op("train_step", s, 900, cat="user_annotation")
         elif ranges == "concurrent":
@@ -34,6 +43,8 @@ def _loop(path: Path, iterations: int = 5, ranges: str = "", wait: bool = True,
         b.cpu_op("aten::mm", s + 5, 20)
         b.kernel("gemm", s + 20, 300, launch_ts=s + 10)
         b.kernel("relu", s + 330, 50, launch_ts=s + 30)
+        b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", s + 340, 40, stream=9,
+                 launch_ts=s + 35, **ALL_REDUCE)  # fmt: skip
         if wait:
             b.kernel("Memcpy DtoH (Device -> Pageable)", s + 390, 10, launch_ts=s + 40,
                      cat="gpu_memcpy", launch_name="cudaMemcpyAsync")  # fmt: skip
@@ -168,3 +179,89 @@ def test_ranks_whose_steps_are_found_otherwise_are_said(tmp_path, unlike):
     assert items[0].startswith("this rank's steps are the repeating range 'train_step',")
     assert items[1].startswith("this rank's steps are the repetitions of its GPU work,")
     assert (warned["severity"] == "warning").all()
+
+
+@pytest.mark.parametrize("ranges", ["sequential", ""], ids=["range", "gpu_work"])
+def test_found_steps_are_numbered_alike_on_every_rank(tmp_path, ranges):
+    """Rank 1's capture starts one iteration before rank 0's (6 iterations to rank 0's 5, the
+    same loop at the same times): each rank numbers its found steps from its own capture's
+    start, so rank 0's are renumbered after rank 1's (+1: health says so) and step N is one
+    iteration on both ranks. Each all-reduce is then matched with the other rank's of the same
+    iteration: nobody waits, and neither view names a straggler. Without the renumbering rank
+    0 "arrives" a whole iteration (1,000 µs) late."""
+    _loop(tmp_path, ranges=ranges, rank=0, iterations=5, first=1)
+    _loop(tmp_path, ranges=ranges, rank=1, iterations=6, first=0)
+    analysis = _analysis(tmp_path / "rank0.json")
+    starts = {r: analysis.trace(r).steps.set_index("step")["ts"] for r in (0, 1)}
+    common = starts[0].index.intersection(starts[1].index)
+    assert len(common) >= 3 and (starts[0][common] == starts[1][common]).all()
+    assert analysis.trace(0).health["steps_renumbered:+1"] == 1
+    assert not any(k.startswith("steps_renumbered") for k in analysis.trace(1).health)
+    iteration = analysis.trace(0).gpu["iteration"]  # the iteration columns are renumbered too
+    kept, numbers = iteration[iteration >= 0], analysis.trace(0).steps["step"]
+    assert set(kept) <= set(numbers) and kept.min() == numbers.min() >= 1
+    calls = analysis.get_collectives().calls
+    matched = calls[(calls["instance"] >= 0) & (calls["step"] >= 0)]
+    assert len(matched) and (matched.groupby("instance")["ts"].nunique() == 1).all()
+    assert (matched["wait"] == 0).all()
+    key = analysis.get_key_findings().set_index("kind")
+    assert key.loc["straggler", "finding"].startswith("No straggler")
+    assert "straggler" not in set(analysis.get_findings()["kind"])
+
+
+def test_numbers_stay_at_zero_or_more(tmp_path):
+    """Rank 0's capture starts one iteration earlier but holds fewer steps: the reference is
+    rank 1 (more steps, numbered from 0), rank 0's first range would be step -1, so both
+    ranks' steps move up by one."""
+    _loop(tmp_path, ranges="sequential", rank=0, iterations=5, first=0)
+    _loop(tmp_path, ranges="sequential", rank=1, iterations=6, first=1)
+    analysis = _analysis(tmp_path / "rank0.json")
+    assert analysis.trace(0).steps["step"].tolist() == [0, 1, 2, 3, 4]
+    assert analysis.trace(1).steps["step"].tolist() == [1, 2, 3, 4, 5, 6]
+    assert analysis.trace(1).health["steps_renumbered:+1"] == 1
+
+
+def test_steps_that_start_apart_are_not_renumbered_but_said(tmp_path):
+    """Rank 1's train_step ranges start half an iteration after rank 0's: no step of one rank
+    starts with a step of the other, so nothing is renumbered and health warns on rank 1."""
+    _loop(tmp_path, ranges="sequential", rank=0)
+    _loop(tmp_path, ranges="sequential", rank=1,
+          starts=[1500 + ITERATION_US * k for k in range(5)])  # fmt: skip
+    analysis = _analysis(tmp_path / "rank0.json")
+    assert analysis.trace(1).steps["step"].tolist() == [0, 1, 2, 3, 4]
+    health = analysis.health()
+    warned = health[health["code"] == "steps_not_aligned"]
+    assert warned["rank"].tolist() == [1] and (warned["severity"] == "warning").all()
+
+
+def test_profiler_steps_keep_the_program_s_numbers(tmp_path):
+    """ProfilerSteps are numbered by the program: ranks whose captures start at different
+    steps keep their numbers (rank 0's steps 2-5, rank 1's 1-5: the last left out)."""
+    for rank, first in ((0, 2), (1, 1)):
+        b = TraceBuilder(rank=rank, world_size=2)
+        for n in range(first, 7):
+            s = 1000 + ITERATION_US * n
+            b.step(n, s, 900)
+            b.kernel("gemm", s + 20, 300, launch_ts=s + 10)
+        b.write(tmp_path / f"rank{rank}.json")
+    analysis = _analysis(tmp_path / "rank0.json")
+    assert analysis.get_step_breakdown().groupby("rank")["step"].min().tolist() == [2, 1]
+    assert not any(k.startswith("steps_") for r in (0, 1) for k in analysis.trace(r).health)
+
+
+def test_the_batch_numbers_found_steps_as_the_analysis_does(tmp_path):
+    """summarize_folder (per-rank tables made in workers, matched in the driver) renumbers
+    rank 0's steps as TraceAnalysis does: the same step numbers, collective calls, lateness and
+    findings (reopened from the cache)."""
+    _loop(tmp_path, rank=0, iterations=5, first=1)
+    _loop(tmp_path, rank=1, iterations=6, first=0)
+    options = {"cache": tmp_path / "cache", "progress": False}
+    summary = summarize_folder(tmp_path, executor="serial", **options)
+    analysis = TraceAnalysis(trace_dir=tmp_path, **options)
+    by_rank = summary["step_breakdown"].groupby("rank")["step"].apply(list).to_dict()
+    assert by_rank == analysis.get_step_breakdown().groupby("rank")["step"].apply(list).to_dict()
+    assert by_rank[0][0] == 2
+    calls = analysis.get_collectives().calls
+    assert summary["collective_calls"]["step"].tolist() == calls["step"].tolist()
+    assert (summary["rank_lateness"]["lateness_us"] == 0).all()
+    pd.testing.assert_frame_equal(summary["findings"], analysis.get_findings(), check_like=True)

@@ -216,6 +216,16 @@ ITEMS: dict[str, Item] = {
     "steps_whole_capture": Item(
         INFO, "no repeating outermost NVTX range or GPU work: the whole capture is one step"
     ),
+    "steps_renumbered": Item(
+        INFO,
+        "found steps renumbered by {detail} to the other ranks' iterations (this rank's capture"
+        " starts at another iteration)",
+    ),
+    "steps_not_aligned": Item(
+        WARNING,
+        "found steps that do not start with rank {detail}'s steps: step N may not be the same"
+        " iteration on every rank (step_range=... names one range for all)",
+    ),
     "nvtx_operator_ranges": Item(INFO, "NVTX ranges read as operators (emit_nvtx)"),
     "nccl_payloads_absent": Item(
         INFO,

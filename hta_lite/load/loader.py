@@ -31,7 +31,7 @@ from ..errors import (
     TraceParseError,
     TraceReadError,
 )
-from . import cache, decode, gzip_text, stream
+from . import cache, decode, gzip_text, step_alignment, stream
 from .health_items import record
 from .options import ON_ERROR, LoadOptions, OnError  # noqa: F401 - the loader's interface
 from .rank_trace import RankTrace, parse_parts
@@ -330,7 +330,7 @@ def load(
     if options.cache_root is not None:
         cache.evict(options.cache_root, keep_since=started - 1.0)  # 1 s: coarse file times
     loaded, skipped = collect([p for p, _ in jobs], results, options.on_error, warn, trace_dir)
-    return assign_ranks(loaded, warn), skipped
+    return step_alignment.aligned(assign_ranks(loaded, warn)), skipped
 
 
 #: TraceLens' list of the captures in a capture folder (not a trace: ignored there)

@@ -42,7 +42,7 @@ from ..analyses.pipeline_stages import stage_work
 from ..analyses.step_periodicity import periodicity
 from ..analyses.straggler_causes import host_wait_by_step
 from ..errors import MissingDataError, TraceError, TraceReadError
-from ..load import cache
+from ..load import cache, step_alignment
 from ..load.loader import LoadOptions, collect, discover, load_part, load_parts
 from ..load.ranks import assign_ranks
 from ..load.series import join_windows
@@ -107,6 +107,7 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "annotation_timers": timers.annotation_timers(one),
         "step_anomalies": _scored_steps(one),
         **{f"job_path_{name}": table for name, table in job_path.segments(trace).items()},
+        "steps": trace.steps,  # read by the driver to number found steps alike, not a summary
     }
 
 
@@ -174,6 +175,26 @@ def _join_series(ranked: dict, by_path: dict, executor: Any, options: LoadOption
     return out
 
 
+def _number_steps_alike(ranked: dict, by_path: dict) -> dict[int, tuple[int, dict[str, int]]]:
+    """The found steps of every rank numbered alike, as the loader does
+    (:mod:`~hta_lite.load.step_alignment`): the ``step`` columns of a renumbered rank's tables
+    in ``by_path`` moved, its stub's health replaced (a warning counted in its health summary's
+    ``problems``); returns the moves, for the ranks reopened by the findings."""
+    tables = {rank: by_path[stub.path, stub.part] for rank, stub in ranked.items()}
+    moves = step_alignment.renumbering(
+        {rank: stub.health for rank, stub in ranked.items()}, lambda rank: tables[rank]["steps"]
+    )
+    for rank, (by, health) in moves.items():
+        stub = ranked[rank]
+        moved = {name: step_alignment.moved(t, "step", by) for name, t in tables[rank].items()}
+        warned = sum(1 for key in health if key.startswith("steps_not_aligned"))
+        moved["health_summary"] = moved["health_summary"].assign(
+            problems=moved["health_summary"]["problems"] + warned
+        )
+        by_path[stub.path, stub.part], stub.health = moved, health
+    return moves
+
+
 def summarize_folder(
     trace_dir: str | Path,
     executor: Any = "process",
@@ -219,6 +240,7 @@ def summarize_folder(
     assigned = assign_ranks(loaded, lambda msg: None, join=list)
     files = {rank: [(stub.path, stub.part) for stub in parts] for rank, parts in assigned.items()}
     ranked = _join_series(assigned, by_path, executor, options)
+    moves = _number_steps_alike(ranked, by_path)
     out = Summary(skipped_files=skipped)
     for name in SUMMARY_TABLES:
         parts = []
@@ -228,7 +250,7 @@ def summarize_folder(
                 table = table.assign(rank=rank)
             parts.append(table)
         out[name] = pd.concat(parts, ignore_index=True)
-    out.update(cross_rank(out, ranked, Reopened(files, options) if findings else None))
+    out.update(cross_rank(out, ranked, Reopened(files, options, moves) if findings else None))
     return out
 
 

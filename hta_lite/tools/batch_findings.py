@@ -21,6 +21,7 @@ from ..analyses.collectives.matching import Matching
 from ..analyses.job_path import JobCriticalPath
 from ..errors import MissingDataError, TraceError
 from ..kineto import DATA_LOADING_PATTERN
+from ..load import step_alignment
 from ..load.loader import LoadOptions, load_part
 from ..load.rank_trace import RankTrace
 from ..load.series import join_windows
@@ -34,8 +35,10 @@ class Reopened(Mapping):
     is read (its tables read as they are used) and not kept: a kind that reads every rank holds
     one at a time (holding them all cost 8 MB a rank of a real-size trace)."""
 
-    def __init__(self, files: dict[int, list[tuple[str, int]]], options: LoadOptions):
+    def __init__(self, files: dict[int, list[tuple[str, int]]], options: LoadOptions,
+                 moves: dict[int, tuple[int, dict[str, int]]] | None = None):  # fmt: skip
         self.files, self.options = files, options  # {rank: [(path, part), ...]}
+        self.moves = moves or {}  # {rank: (step numbers moved by, health)}: step_alignment
 
     def __getitem__(self, rank: int) -> RankTrace:
         parts = []
@@ -46,7 +49,8 @@ class Reopened(Mapping):
             if isinstance(trace, TraceError):
                 raise trace
             parts.append(trace)
-        return parts[0] if len(parts) == 1 else join_windows(parts)
+        trace = parts[0] if len(parts) == 1 else join_windows(parts)
+        return step_alignment.renumbered(trace, *self.moves[rank]) if rank in self.moves else trace
 
     def __iter__(self) -> Iterator[int]:
         return iter(sorted(self.files))
