@@ -204,6 +204,13 @@ def test_found_steps_are_numbered_alike_on_every_rank(tmp_path, ranges):
     matched = calls[(calls["instance"] >= 0) & (calls["step"] >= 0)]
     assert len(matched) and (matched.groupby("instance")["ts"].nunique() == 1).all()
     assert (matched["wait"] == 0).all()
+    # the calls outside the steps (each rank's first repetition of the GPU work, in no step:
+    # iteration 1 on rank 0, 0 on rank 1) are other iterations on each rank: not matched
+    assert (analysis.get_collective_summary()["wait_us"] == 0).all()
+    outside = calls[calls["step"] < 0]
+    assert (outside["instance"] == -1).all() and len(outside) == (2 if ranges == "" else 0)
+    problems = analysis.get_collectives().problems
+    assert (problems["reason"] == "outside the steps").sum() == (1 if ranges == "" else 0)
     key = analysis.get_key_findings().set_index("kind")
     assert key.loc["straggler", "finding"].startswith("No straggler")
     assert "straggler" not in set(analysis.get_findings()["kind"])

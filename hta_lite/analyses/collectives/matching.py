@@ -129,6 +129,23 @@ def _members(calls: pd.DataFrame) -> dict[str, set[int]]:
     return out
 
 
+def _outside_steps_apart(calls: pd.DataFrame, p2p: np.ndarray) -> tuple[np.ndarray, list]:
+    """The calls outside every step (step -1) of each group whose ranks' calls in steps begin
+    or end at different steps (a rank's capture started an iteration earlier): on each rank
+    they are other iterations, so they are not matched (one problem row per group)."""
+    inside = calls[~p2p & (calls["step"].to_numpy() >= 0)]
+    span = inside.groupby(["pg", "rank"], observed=True)["step"].agg(["min", "max"])
+    differ = span.groupby(level="pg", observed=True).nunique().max(axis=1) > 1
+    apart = ~p2p & (calls["step"].to_numpy() < 0) & calls["pg"].isin(differ[differ].index)
+    problems = [
+        (pg, -1, "outside the steps", _ranks(rows), len(rows),
+         "the ranks' steps begin or end at different steps, so their calls outside the steps"
+         " are other iterations: not matched")
+        for pg, rows in calls[apart].groupby("pg", sort=True)
+    ]  # fmt: skip
+    return apart.to_numpy(bool), problems
+
+
 def match_traces(traces: Mapping[int, RankTrace]) -> Matching:
     """:func:`match` over the :func:`~.calls.collective_calls` of every loaded rank."""
     parts = [collective_calls(traces[r]) for r in sorted(traces)]
@@ -199,7 +216,9 @@ def match(calls: pd.DataFrame, loaded: Iterable[int]) -> Matching:
         calls["out_bytes"] = np.where(
             calls["out_bytes"].to_numpy() < 0, derived, calls["out_bytes"]
         )
-    counts = calls[~p2p].groupby(["pg", "step", "rank"]).size()
+    apart, outside = _outside_steps_apart(calls, p2p)
+    problems += outside
+    counts = calls[~p2p & ~apart].groupby(["pg", "step", "rank"]).size()
     for (pg, step), per_rank in counts.groupby(level=["pg", "step"]):
         per_rank = per_rank.droplevel(["pg", "step"])
         limit = int(per_rank.min())
@@ -217,7 +236,8 @@ def match(calls: pd.DataFrame, loaded: Iterable[int]) -> Matching:
             )  # fmt: skip
     keyed = calls.set_index(["pg", "step"]).index
     limits = counts.groupby(level=["pg", "step"]).min()
-    matched = ~p2p & (calls["ordinal"].to_numpy() < limits.reindex(keyed).to_numpy(na_value=0))
+    limit = limits.reindex(keyed).to_numpy(na_value=0)
+    matched = ~p2p & ~apart & (calls["ordinal"].to_numpy() < limit)
     key = calls.loc[matched, ["pg", "step", "ordinal"]]
     codes = key.groupby(["pg", "step", "ordinal"], sort=True).ngroup().to_numpy()
     calls.loc[matched, "instance"] = codes
