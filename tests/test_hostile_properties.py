@@ -229,3 +229,37 @@ def test_steps_from_ranges_survive_any_ranges(work):
         named = [k.split(":", 1)[1] for k in health if k.startswith("steps_from_range:")]
         if named:
             assert set(found["name"].astype(str)) == set(named)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    period=st.integers(1_000, 10_000_000),
+    jitter=st.lists(st.floats(-0.05, 0.05), min_size=30, max_size=30),
+    ref_first=st.integers(0, 5), ref_count=st.integers(2, 20),
+    mine_first=st.integers(0, 5), mine_count=st.integers(1, 20),
+    clock=st.floats(-0.1, 0.1), start=st.integers(0, 3),
+)  # fmt: skip
+def test_the_step_shift_is_found_or_refused(period, jitter, ref_first, ref_count, mine_first,
+                                            mine_count, clock, start):  # fmt: skip
+    """Two ranks of one loop (iterations ``period`` ns apart, each start off by up to 5 %),
+    each capturing its own run of iterations and numbering its steps from ``start``, one clock
+    off by up to 10 % of a step: where their captures share an iteration the shift found gives
+    each shared iteration one number on both; where they share none, none is found."""
+    from hta_lite.load.step_alignment import shift
+
+    def steps(first, count, offset):
+        iterations = np.arange(first, first + count)
+        ts = (iterations + np.asarray(jitter)[iterations]) * period + offset
+        return iterations, pd.DataFrame({"step": np.arange(count) + start,
+                                         "ts": ts.astype(np.int64),
+                                         "dur": np.full(count, int(0.9 * period))})  # fmt: skip
+
+    ref_iterations, reference = steps(ref_first, ref_count, 0)
+    mine_iterations, mine = steps(mine_first, mine_count, clock * period)
+    by = shift(mine, reference)
+    shared = np.intersect1d(ref_iterations, mine_iterations)
+    # iteration i is step start + (i - first) on each rank: mine move by their firsts' difference
+    if len(shared):
+        assert by == mine_first - ref_first
+    else:
+        assert by is None  # nothing in common: no shift, and the ranks are said to be apart

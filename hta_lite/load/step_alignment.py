@@ -13,7 +13,8 @@ the reference's step that starts nearest to it, within :data:`NEAR` of the refer
 step, for at least :data:`AGREE` of the steps (``steps_renumbered:<shift>`` in health). Where no
 shift fits (the ranks' steps are not the same iterations, or their clocks disagree), nothing is
 renumbered and health warns (``steps_not_aligned``). Numbers stay at 0 or more: where a shift
-would make one negative, every rank's steps move up alike.
+would make one negative, every rank's steps move up alike. Clocks apart by more than three
+quarters of a step cannot be told from another iteration.
 """
 
 from __future__ import annotations
