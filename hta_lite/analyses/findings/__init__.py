@@ -75,7 +75,7 @@ def findings(ctx: Context) -> pd.DataFrame:
     found = pipeline_stage.priced_at_host([f for kind in KINDS for f in kind.find(ctx)])
     ctx.replay_graphs()  # the graph cuts the kinds asked for, one rank at a time
     table = rank_findings(ctx, found)
-    caveats = [WHOLE_RUN_CAVEAT] if ctx.whole_run_is_one_step and len(table) else []
+    caveats = [WHOLE_RUN_CAVEAT] if ctx.whole_run_is_one_step else []  # what "per step" means
     caveats += [REPEATS_CAVEAT] if ctx.steps_from_repeats and len(table) else []
     caveats += [NOT_PYTORCH_CAVEAT] if not ctx.runs_pytorch and len(table) else []
     caveats += [c for c in [held_work.caveat(ctx)] if c]
