@@ -91,3 +91,34 @@ def test_no_sample_shows_a_share_of_the_step_above_100(name, folder):
     named_by_findings = table.loc[table["kind"] == "straggler", "rank"].dropna().tolist()
     assert [int(r) for r in named_by_keys] == [int(r) for r in named_by_findings]
     assert np.isfinite(keys["step_pctg"].dropna()).all()
+
+
+def test_a_rank_late_by_more_than_a_step_is_named_by_both_tables_and_no_share(tmp_path):
+    """Two ranks whose programs number their ProfilerSteps one apart (rank 1 called prof.step()
+    once more): step N of rank 0 is rank 1's N + 1, so rank 0 "arrives" 1,000 µs late at every
+    all-reduce, more than the 900 µs step. That is no share of a step (no percentage above
+    100), and rank 0's own work is no longer than rank 1's: the findings list it all the same,
+    saving nothing and saying why, so that both tables name the same rank."""
+    from synth import TraceBuilder
+
+    all_reduce = {"Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000,
+                  "Group size": 2, "dtype": "Float", "Process Group Name": "0",
+                  "Process Group Ranks": "[0, 1]"}  # fmt: skip
+    for rank in (0, 1):
+        b = TraceBuilder(rank=rank, world_size=2)
+        for k in range(1, 7):
+            s = 1000 * k
+            b.step(k + rank, s, 900)
+            b.kernel("gemm", s + 20, 300, launch_ts=s + 10)
+            b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", s + 330, 100, stream=9,
+                     launch_ts=s + 30, **all_reduce)  # fmt: skip
+        b.write(tmp_path / f"rank{rank}.json")
+    analysis = TraceAnalysis(trace_dir=tmp_path, cache=False, parallel=False)
+    keys = analysis.get_key_findings().set_index("kind")
+    assert keys.loc["straggler", "rank"] == 0 and np.isnan(keys.loc["straggler", "step_pctg"])
+    assert "more than the 900 µs step" in keys.loc["straggler", "finding"]
+    table = analysis.get_findings()
+    late = table[table["kind"] == "straggler"]
+    assert late["rank"].tolist() == [0] and late["saving_ms_per_step"].tolist() == [0.0]
+    assert "the lateness is not its own work" in late["evidence"].iat[0]
+    assert not (table["saving_pctg"] > 100).any()

@@ -142,9 +142,15 @@ def straggler(report, step_us: float) -> dict | None:
     row = report.ranks.set_index("rank").loc[rank]
     late = float(row["lateness_us"])
     pctg = 100.0 * late / step_us if step_us > 0 else np.nan
+    share = f"{fmt_pct(pctg)} of the {fmt_us(step_us)} step"
+    if pctg > 100:  # no share of a step: its step N is not the others' iteration, or its clock
+        pctg, share = np.nan, (
+            f"more than the {fmt_us(step_us)} step, which one iteration cannot be: the ranks'"
+            " step N is not the same iteration, or their clocks are apart"
+        )  # fmt: skip
     text = (
         f"Rank {rank} reaches its collectives {fmt_us(late)} per step after the others"
-        f" ({fmt_pct(pctg)} of the {fmt_us(step_us)} step), last at"
+        f" ({share}), last at"
         f" {int(row['last_arrivals'])} of {int(row['collectives'])} collectives holding"
         f" {fmt_pct(row['wait_share_pctg'])} of the waiting; each other rank waits"
         f" {fmt_us(row['wait_caused_us'])} per step for it"
