@@ -14,7 +14,10 @@ step, for at least :data:`AGREE` of the steps (``steps_renumbered:<shift>`` in h
 shift fits (the ranks' steps are not the same iterations, or their clocks disagree), nothing is
 renumbered and health warns (``steps_not_aligned``). Numbers stay at 0 or more: where a shift
 would make one negative, every rank's steps move up alike. Clocks apart by more than three
-quarters of a step cannot be told from another iteration.
+quarters of a step cannot be told from another iteration; nor can pipeline stages, each of which
+runs an iteration about a step after the stage before it (the gloo pipeline pair of
+tests/data): their steps keep the numbers that start together, and may be other iterations.
+ProfilerSteps are never moved for the same reason.
 """
 
 from __future__ import annotations
