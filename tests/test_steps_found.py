@@ -22,7 +22,7 @@ ALL_REDUCE = {"Collective name": "allreduce", "In msg nelems": 1000, "Out msg ne
 
 def _loop(path: Path, iterations: int = 5, ranges: str = "", wait: bool = True,
           starts: list[int] | None = None, rank: int = 0, after: bool = False,
-          first: int = 0) -> Path:  # fmt: skip
+          first: int = 0, send: bool = False) -> Path:  # fmt: skip
     """Three start-up kernels, then ``iterations`` of a loop (each ``ITERATION_US`` apart, or at
     ``starts``): a gemm (300 µs) and a relu (50 µs), then (``wait``) a device-to-host copy of the
     loss and a ``cudaStreamSynchronize`` from 50 to 405 µs into the iteration, until the copy is
@@ -30,7 +30,8 @@ def _loop(path: Path, iterations: int = 5, ranges: str = "", wait: bool = True,
     "concurrent" puts 1,500 µs ``request`` ranges on alternating threads (they overlap).
     ``after``: an operator 100 µs after the loop. Each iteration all-reduces the gradients of
     the two ranks (a 40 µs NCCL kernel after the relu); ``first``: the capture starts that many
-    iterations into the loop (the iterations keep their times: the other rank's start 0)."""
+    iterations into the loop (the iterations keep their times: the other rank's start 0);
+    ``send``: each iteration sends to the next pipeline stage (a ``c10d::send`` op)."""
     b = TraceBuilder(rank=rank, world_size=2)
     for i in range(3):
         b.kernel(f"init_{i}", 100 + 10 * i, 5, launch_ts=50 + 10 * i)
@@ -41,6 +42,8 @@ def _loop(path: Path, iterations: int = 5, ranges: str = "", wait: bool = True,
         elif ranges == "concurrent":
             b.cpu_op("request", s, 1500, tid=2 + k % 2, cat="user_annotation")
         b.cpu_op("aten::mm", s + 5, 20)
+        if send:
+            b.cpu_op("c10d::send", s + 1, 3)
         b.kernel("gemm", s + 20, 300, launch_ts=s + 10)
         b.kernel("relu", s + 330, 50, launch_ts=s + 30)
         b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", s + 340, 40, stream=9,
@@ -272,3 +275,19 @@ def test_the_batch_numbers_found_steps_as_the_analysis_does(tmp_path):
     assert summary["collective_calls"]["step"].tolist() == calls["step"].tolist()
     assert (summary["rank_lateness"]["lateness_us"] == 0).all()
     pd.testing.assert_frame_equal(summary["findings"], analysis.get_findings(), check_like=True)
+
+
+def test_pipeline_stages_keep_the_numbers_of_their_captures(tmp_path):
+    """Two pipeline stages (rank 0 sends to rank 1), each capturing the same five iterations,
+    rank 1 running each a step after rank 0 (as a stage runs after the one before it): time
+    cannot say which steps are one iteration, so the steps keep their captures' numbers (both
+    0-4, the same iterations here) and health says nothing; without the send, rank 1's would be
+    renumbered after the steps that start with them."""
+    _loop(tmp_path, ranges="sequential", rank=0, send=True)
+    _loop(tmp_path, ranges="sequential", rank=1, first=1)
+    analysis = _analysis(tmp_path / "rank0.json")
+    assert all(analysis.trace(r).steps["step"].tolist() == [0, 1, 2, 3, 4] for r in (0, 1))
+    assert not any(k.startswith(("steps_renumbered", "steps_not_aligned"))
+                   for r in (0, 1) for k in analysis.trace(r).health)  # fmt: skip
+    _loop(tmp_path, ranges="sequential", rank=0)  # no longer a pipeline: rank 1 moves
+    assert _analysis(tmp_path / "rank0.json").trace(1).steps["step"].tolist() == [1, 2, 3, 4, 5]

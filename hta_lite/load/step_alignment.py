@@ -16,8 +16,10 @@ renumbered and health warns (``steps_not_aligned``). Numbers stay at 0 or more: 
 would make one negative, every rank's steps move up alike. Clocks apart by more than three
 quarters of a step cannot be told from another iteration; nor can pipeline stages, each of which
 runs an iteration about a step after the stage before it (the gloo pipeline pair of
-tests/data): their steps keep the numbers that start together, and may be other iterations.
-ProfilerSteps are never moved for the same reason.
+tests/data): where a rank sends or receives point to point, the steps keep the numbers of each
+capture, the same iteration where every rank started its capture at the same iteration (as
+Megatron-LM's ``--profile-step-start`` does), and nothing is said. ProfilerSteps are never
+moved.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from ..collective_names import collective_kind
 from .health_items import note
 from .rank_trace import RankTrace
 
@@ -45,17 +48,23 @@ def aligned(traces: dict[int, RankTrace]) -> dict[int, RankTrace]:
     """``traces`` with the steps of each rank renumbered as the module docstring says (the
     same traces where there is nothing to align)."""
     health = {rank: trace.health for rank, trace in traces.items()}
-    moves = renumbering(health, lambda rank: traces[rank].steps)
+    moves = renumbering(
+        health, lambda rank: traces[rank].steps, lambda rank: point_to_point(traces[rank].cpu)
+    )
     return {rank: renumbered(trace, *moves[rank]) if rank in moves else trace
             for rank, trace in traces.items()}  # fmt: skip
 
 
 def renumbering(
-    health: dict[int, dict[str, int]], steps: Callable[[int], pd.DataFrame]
+    health: dict[int, dict[str, int]],
+    steps: Callable[[int], pd.DataFrame],
+    sends: Callable[[int], bool],
 ) -> dict[int, tuple[int, dict[str, int]]]:
     """``{rank: (what to add to its step numbers, its health counters after)}`` of the ranks
-    whose numbers move or which are warned about, from each rank's ``health`` counters and
-    ``steps(rank)`` (its steps table, read only where every rank's steps were found alike)."""
+    whose numbers move or which are warned about, from each rank's ``health`` counters,
+    ``steps(rank)`` (its steps table, read only where every rank's steps were found alike) and
+    ``sends(rank)`` (whether it sends or receives point to point: read only where a rank's
+    steps start apart from the reference's)."""
     sources = {rank: found_source(counters) for rank, counters in health.items()}
     if len(health) < 2 or None in sources.values() or len(set(sources.values())) > 1:
         return {}
@@ -65,6 +74,8 @@ def renumbering(
         return {}
     shifts = {rank: 0 if rank == reference else shift(tables[rank], tables[reference])
               for rank in tables}  # fmt: skip
+    if any(by != 0 for by in shifts.values()) and any(sends(rank) for rank in health):
+        return {}  # pipeline stages: a step apart in time, the same iteration (module docstring)
     lift = max(0, -min(int(tables[r]["step"].min()) + (s or 0) for r, s in shifts.items()))
     moves = {}
     for rank, by in shifts.items():
@@ -76,6 +87,13 @@ def renumbering(
         if after != Counter(health[rank]):
             moves[rank] = (0 if by is None else by + lift, dict(after))
     return moves
+
+
+def point_to_point(cpu: pd.DataFrame) -> bool:
+    """Whether the rank sends or receives point to point (``c10d::send``, ``nccl:recv``,
+    ``ncclSend``, ...: a pipeline stage), from the names of its CPU rows."""
+    names = cpu["name"].astype("category").cat.categories
+    return any(collective_kind(str(name)) in ("send", "recv") for name in names)
 
 
 def found_source(health: dict[str, int]) -> str | None:

@@ -107,7 +107,9 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "annotation_timers": timers.annotation_timers(one),
         "step_anomalies": _scored_steps(one),
         **{f"job_path_{name}": table for name, table in job_path.segments(trace).items()},
-        "steps": trace.steps,  # read by the driver to number found steps alike, not a summary
+        # read by the driver to number found steps alike (step_alignment), not summaries
+        "steps": trace.steps,
+        "point_to_point": pd.DataFrame({"sends": [step_alignment.point_to_point(trace.cpu)]}),
     }
 
 
@@ -182,7 +184,9 @@ def _number_steps_alike(ranked: dict, by_path: dict) -> dict[int, tuple[int, dic
     ``problems``); returns the moves, for the ranks reopened by the findings."""
     tables = {rank: by_path[stub.path, stub.part] for rank, stub in ranked.items()}
     moves = step_alignment.renumbering(
-        {rank: stub.health for rank, stub in ranked.items()}, lambda rank: tables[rank]["steps"]
+        {rank: stub.health for rank, stub in ranked.items()},
+        lambda rank: tables[rank]["steps"],
+        lambda rank: bool(tables[rank]["point_to_point"]["sends"].iat[0]),
     )
     for rank, (by, health) in moves.items():
         stub = ranked[rank]
