@@ -291,3 +291,26 @@ def test_pipeline_stages_keep_the_numbers_of_their_captures(tmp_path):
                    for r in (0, 1) for k in analysis.trace(r).health)  # fmt: skip
     _loop(tmp_path, ranges="sequential", rank=0)  # no longer a pipeline: rank 1 moves
     assert _analysis(tmp_path / "rank0.json").trace(1).steps["step"].tolist() == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("measured_us", [3_000, 9_500])
+def test_a_trace_without_steps_is_told_which_range_could_be_its_step(tmp_path, measured_us):
+    """A benchmark as cs336's: a 5,000 µs init_model range that launches one kernel, then a
+    benchmark_loop range whose kernels (eight, no host wait: no loop is found) run back to back.
+    The whole trace is one step, and the caveat names the range that launches most of the GPU
+    work (8 of 9 launches). A range spanning most of the trace (9,500 of 10,000 µs, after a
+    400 µs init_model) is the whole run, not a step: no name."""
+    b = TraceBuilder()
+    b.cpu_op("init_model", 100, 5_000 if measured_us == 3_000 else 400, cat="user_annotation")
+    b.kernel("fill", 200, 10, launch_ts=150)
+    start = 10_100 - measured_us
+    b.cpu_op("benchmark_loop", start, measured_us, cat="user_annotation")
+    for k in range(8):
+        b.kernel("gemm", start + 50 + 100 * k, 90, launch_ts=start + 10 + 5 * k)
+    analysis = _analysis(b.write(tmp_path / "rank0.json"))
+    caveat = analysis.get_findings().attrs["caveat"]
+    assert caveat.startswith(WHOLE_RUN_CAVEAT)
+    hint = "Here, perhaps step_range='benchmark_loop' (--step-range 'benchmark_loop'): that range"
+    assert (hint in caveat) == (measured_us == 3_000)
+    if measured_us == 3_000:
+        assert "launches 88.9 % of the GPU work" in caveat

@@ -12,7 +12,8 @@ Kinds: :mod:`.straggler`, :mod:`.pipeline_stage` (a pipeline's slowest stage), :
 :mod:`.tiny_kernels` (fusion), :mod:`.below_roof` (GEMMs and convolutions), :mod:`.memcpy`
 (pageable copies), :mod:`.compilation` (recompiles; a first compile is warm-up),
 :mod:`.step_anomalies`, :mod:`.warmup` and :mod:`.memory` (no step time); :mod:`.held_work`
-says where the GPU waited, work launched, on what the trace does not show (no finding).
+says where the GPU waited, work launched, on what the trace does not show (no finding);
+:mod:`.step_hint` names the range that could mark a step where the trace has none.
 A new kind is a new module here, added to ``KINDS``.
 """
 
@@ -44,6 +45,7 @@ from . import (
 from .context import Context
 from .ranking import COLUMNS, rank_findings
 from .replay import Cut, Replay
+from .step_hint import step_range_hint
 
 KINDS = (
     straggler, pipeline_stage, host_work, compilation, sync_in_loop, launch_loop, queue_drained,
@@ -75,7 +77,9 @@ def findings(ctx: Context) -> pd.DataFrame:
     found = pipeline_stage.priced_at_host([f for kind in KINDS for f in kind.find(ctx)])
     ctx.replay_graphs()  # the graph cuts the kinds asked for, one rank at a time
     table = rank_findings(ctx, found)
-    caveats = [WHOLE_RUN_CAVEAT] if ctx.whole_run_is_one_step else []  # what "per step" means
+    caveats = (  # what "per step" means
+        [WHOLE_RUN_CAVEAT + step_range_hint(ctx.traces)] if ctx.whole_run_is_one_step else []
+    )
     caveats += [REPEATS_CAVEAT] if ctx.steps_from_repeats and len(table) else []
     caveats += [NOT_PYTORCH_CAVEAT] if not ctx.runs_pytorch and len(table) else []
     caveats += [c for c in [held_work.caveat(ctx)] if c]
