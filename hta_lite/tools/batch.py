@@ -109,8 +109,15 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         **{f"job_path_{name}": table for name, table in job_path.segments(trace).items()},
         # read by the driver to number found steps alike (step_alignment), not summaries
         "steps": trace.steps,
-        "point_to_point": pd.DataFrame({"sends": [step_alignment.point_to_point(trace.cpu)]}),
+        "point_to_point": pd.DataFrame({"sends": [_sends(trace)]}),
     }
+
+
+def _sends(trace) -> bool:
+    """Whether a rank whose steps were found sends or receives point to point (False where its
+    steps are its ProfilerSteps: not read)."""
+    found = step_alignment.found_source(trace.health) is not None
+    return found and step_alignment.point_to_point(trace.cpu)
 
 
 def _warmup_delay(trace) -> pd.DataFrame:
