@@ -122,3 +122,29 @@ def test_a_rank_late_by_more_than_a_step_is_named_by_both_tables_and_no_share(tm
     assert late["rank"].tolist() == [0] and late["saving_ms_per_step"].tolist() == [0.0]
     assert "the lateness is not its own work" in late["evidence"].iat[0]
     assert not (table["saving_pctg"] > 100).any()
+    health = analysis.health()  # and health says why
+    apart = health[health["code"] == "profiler_steps_apart"]
+    assert apart["rank"].tolist() == [1] and (apart["severity"] == "warning").all()
+    assert "rank 0's step N-1" in apart["item"].iat[0]
+    from hta_lite.tools.batch import summarize_folder  # the batch counts it as the analysis does
+
+    summary = summarize_folder(tmp_path, executor="serial", cache=False, progress=False)
+    columns = ["rank", "problems"]
+    pd.testing.assert_frame_equal(summary["health_summary"][columns],
+                                  analysis.health_summary()[columns])  # fmt: skip
+
+
+@pytest.mark.parametrize("folder", [DATA / "pipeline_pair" / "balanced", STALL])
+def test_profiler_steps_of_pipeline_stages_or_one_job_are_not_said_apart(folder):
+    """The gloo pipeline pair: each stage's ProfilerStep N starts with the stage before it's
+    N + 1 (a stage runs an iteration about a step after the one before it), as a pipeline
+    does: no warning, in TraceAnalysis and in the batch. Nor on a data-parallel job."""
+    from hta_lite.tools.batch import summarize_folder
+
+    analysis = TraceAnalysis(trace_dir=folder, cache=False, parallel=False)
+    health = analysis.health()
+    assert not (health["code"] == "profiler_steps_apart").any()
+    summary = summarize_folder(folder, executor="serial", cache=False, progress=False)
+    columns = ["rank", "problems"]
+    pd.testing.assert_frame_equal(summary["health_summary"][columns],
+                                  analysis.health_summary()[columns])  # fmt: skip

@@ -226,6 +226,12 @@ ITEMS: dict[str, Item] = {
         "found steps that do not start with rank {detail}'s steps: step N may not be the same"
         " iteration on every rank (step_range=... names one range for all)",
     ),
+    "profiler_steps_apart": Item(
+        WARNING,
+        "ProfilerStep N starts with {detail}: the programs numbered their steps apart (one"
+        " called prof.step() more often) or the clocks are apart by most of a step, so the"
+        " cross-rank views compare other iterations",
+    ),
     "nvtx_operator_ranges": Item(INFO, "NVTX ranges read as operators (emit_nvtx)"),
     "nccl_payloads_absent": Item(
         INFO,

@@ -18,8 +18,11 @@ quarters of a step cannot be told from another iteration; nor can pipeline stage
 runs an iteration about a step after the stage before it (the gloo pipeline pair of
 tests/data): where a rank sends or receives point to point, the steps keep the numbers of each
 capture, the same iteration where every rank started its capture at the same iteration (as
-Megatron-LM's ``--profile-step-start`` does), and nothing is said. ProfilerSteps are never
-moved.
+Megatron-LM's ``--profile-step-start`` does), and nothing is said.
+
+ProfilerSteps are never moved. Where a rank's ProfilerStep N starts with another step of the rank
+with the most steps (its program called ``prof.step()`` once more or less, or its clock is apart
+by most of a step), health warns (``profiler_steps_apart``), pipeline stages again excepted.
 """
 
 from __future__ import annotations
@@ -66,8 +69,10 @@ def renumbering(
     ``sends(rank)`` (whether it sends or receives point to point: read only where a rank's
     steps start apart from the reference's)."""
     sources = {rank: found_source(counters) for rank, counters in health.items()}
-    if len(health) < 2 or None in sources.values() or len(set(sources.values())) > 1:
+    if len(health) < 2 or len(set(sources.values())) > 1:
         return {}
+    if None in sources.values():  # ProfilerSteps (or none) on every rank: the program's numbers
+        return _program_numbers_apart(health, {rank: steps(rank) for rank in health}, sends)
     tables = {rank: steps(rank) for rank in health}
     reference = max(tables, key=lambda rank: (len(tables[rank]), -rank))
     if len(tables[reference]) < 2:
@@ -86,6 +91,34 @@ def renumbering(
             note(after, "steps_renumbered", 1, f"{by + lift:+d}")
         if after != Counter(health[rank]):
             moves[rank] = (0 if by is None else by + lift, dict(after))
+    return moves
+
+
+def _program_numbers_apart(
+    health: dict[int, dict[str, int]],
+    tables: dict[int, pd.DataFrame],
+    sends: Callable[[int], bool],
+) -> dict[int, tuple[int, dict[str, int]]]:
+    """The ranks whose ProfilerStep N starts with another step of the rank with the most steps,
+    warned about (``profiler_steps_apart``), never renumbered (the numbers are the program's):
+    their programs numbered their steps apart (a ``prof.step()`` more or less), or their clocks
+    are apart by most of a step. Not where a rank sends point to point (pipeline stages start
+    their iterations a step apart)."""
+    tables = {rank: table for rank, table in tables.items() if len(table)}
+    if len(tables) < 2:
+        return {}
+    reference = max(tables, key=lambda rank: (len(tables[rank]), -rank))
+    if len(tables[reference]) < 2:
+        return {}
+    shifts = {rank: shift(table, tables[reference]) for rank, table in tables.items()}
+    apart = {rank: by for rank, by in shifts.items() if by}
+    if not apart or any(sends(rank) for rank in health):
+        return {}
+    moves = {}
+    for rank, by in apart.items():
+        after = Counter(health[rank])
+        note(after, "profiler_steps_apart", 1, f"rank {reference}'s step N{by:+d}")
+        moves[rank] = (0, dict(after))
     return moves
 
 

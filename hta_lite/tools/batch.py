@@ -43,6 +43,7 @@ from ..analyses.step_periodicity import periodicity
 from ..analyses.straggler_causes import host_wait_by_step
 from ..errors import MissingDataError, TraceError, TraceReadError
 from ..load import cache, step_alignment
+from ..load.health_items import PROBLEMS, describe
 from ..load.loader import LoadOptions, collect, discover, load_part, load_parts
 from ..load.ranks import assign_ranks
 from ..load.series import join_windows
@@ -109,15 +110,8 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         **{f"job_path_{name}": table for name, table in job_path.segments(trace).items()},
         # read by the driver to number found steps alike (step_alignment), not summaries
         "steps": trace.steps,
-        "point_to_point": pd.DataFrame({"sends": [_sends(trace)]}),
+        "point_to_point": pd.DataFrame({"sends": [step_alignment.point_to_point(trace.cpu)]}),
     }
-
-
-def _sends(trace) -> bool:
-    """Whether a rank whose steps were found sends or receives point to point (False where its
-    steps are its ProfilerSteps: not read)."""
-    found = step_alignment.found_source(trace.health) is not None
-    return found and step_alignment.point_to_point(trace.cpu)
 
 
 def _warmup_delay(trace) -> pd.DataFrame:
@@ -198,7 +192,8 @@ def _number_steps_alike(ranked: dict, by_path: dict) -> dict[int, tuple[int, dic
     for rank, (by, health) in moves.items():
         stub = ranked[rank]
         moved = {name: step_alignment.moved(t, "step", by) for name, t in tables[rank].items()}
-        warned = sum(1 for key in health if key.startswith("steps_not_aligned"))
+        warned = sum(n for key, n in health.items() if key not in stub.health
+                     and describe(key)[1] in PROBLEMS)  # fmt: skip
         moved["health_summary"] = moved["health_summary"].assign(
             problems=moved["health_summary"]["problems"] + warned
         )
