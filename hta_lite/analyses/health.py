@@ -12,8 +12,12 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..load import step_alignment
 from ..load.health_items import EXCLUDED, PROBLEMS, describe
 from ..load.rank_trace import RankTrace
+
+#: what :func:`step_source` says of ranks whose steps are the program's
+PROFILER_STEPS = "its ProfilerSteps"
 
 COLUMNS = ["rank", "file", "code", "severity", "item", "count"]
 
@@ -32,8 +36,14 @@ def health_table(
     rows = []
     sources = {rank: step_source(trace) for rank, trace in traces.items()}
     unlike = len(set(sources.values())) > 1
+    profiler_steps = len(traces) > 1 and set(sources.values()) == {PROFILER_STEPS}
+    apart = {} if not profiler_steps else step_alignment.program_numbers_apart(
+        {rank: trace.steps for rank, trace in traces.items()},
+        lambda rank: step_alignment.point_to_point(traces[rank].cpu),
+    )  # fmt: skip
     for rank, trace in sorted(traces.items()):
         facts = [(f"steps_unlike_other_ranks:{sources[rank]}", 1)] if unlike else []
+        facts += [(f"profiler_steps_apart:{apart[rank]}", 1)] if rank in apart else []
         for key, count in sorted(trace.events_read.items()):
             phase, _, cat = key.partition("/")
             detail = f"phase {phase!r}" + (f", category {cat!r}" if cat else "")
@@ -68,7 +78,7 @@ def step_source(trace: RankTrace) -> str:
         return "the repetitions of its GPU work"
     if "steps_whole_capture" in codes:
         return "its whole capture"
-    return "its ProfilerSteps" if len(trace.steps) else "none (no ProfilerStep)"
+    return PROFILER_STEPS if len(trace.steps) else "none (no ProfilerStep)"
 
 
 def problems(table: pd.DataFrame) -> pd.DataFrame:

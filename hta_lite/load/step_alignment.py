@@ -22,7 +22,8 @@ Megatron-LM's ``--profile-step-start`` does), and nothing is said.
 
 ProfilerSteps are never moved. Where a rank's ProfilerStep N starts with another step of the rank
 with the most steps (its program called ``prof.step()`` once more or less, or its clock is apart
-by most of a step), health warns (``profiler_steps_apart``), pipeline stages again excepted.
+by most of a step), the health table warns (:func:`program_numbers_apart`:
+``profiler_steps_apart``), pipeline stages again excepted.
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ def renumbering(
     sources = {rank: found_source(counters) for rank, counters in health.items()}
     if len(health) < 2 or len(set(sources.values())) > 1:
         return {}
-    if None in sources.values():  # ProfilerSteps (or none) on every rank: the program's numbers
-        return _program_numbers_apart(health, {rank: steps(rank) for rank in health}, sends)
+    if None in sources.values():  # ProfilerSteps (or none): the program's numbers, never moved
+        return {}
     tables = {rank: steps(rank) for rank in health}
     reference = max(tables, key=lambda rank: (len(tables[rank]), -rank))
     if len(tables[reference]) < 2:
@@ -94,16 +95,15 @@ def renumbering(
     return moves
 
 
-def _program_numbers_apart(
-    health: dict[int, dict[str, int]],
-    tables: dict[int, pd.DataFrame],
-    sends: Callable[[int], bool],
-) -> dict[int, tuple[int, dict[str, int]]]:
-    """The ranks whose ProfilerStep N starts with another step of the rank with the most steps,
-    warned about (``profiler_steps_apart``), never renumbered (the numbers are the program's):
-    their programs numbered their steps apart (a ``prof.step()`` more or less), or their clocks
-    are apart by most of a step. Not where a rank sends point to point (pipeline stages start
-    their iterations a step apart)."""
+def program_numbers_apart(
+    tables: dict[int, pd.DataFrame], sends: Callable[[int], bool]
+) -> dict[int, str]:
+    """``{rank: "rank R's step N+k"}`` of the ranks whose ProfilerStep N (``tables``: each
+    rank's steps) starts with another step of the rank R with the most steps: their programs
+    numbered their steps apart (a ``prof.step()`` more or less), or their clocks are apart by
+    most of a step. None where a rank ``sends`` point to point (pipeline stages start their
+    iterations a step apart). Said by the health table (``profiler_steps_apart``), never
+    renumbered: the numbers are the program's."""
     tables = {rank: table for rank, table in tables.items() if len(table)}
     if len(tables) < 2:
         return {}
@@ -112,14 +112,9 @@ def _program_numbers_apart(
         return {}
     shifts = {rank: shift(table, tables[reference]) for rank, table in tables.items()}
     apart = {rank: by for rank, by in shifts.items() if by}
-    if not apart or any(sends(rank) for rank in health):
+    if not apart or any(sends(rank) for rank in tables):
         return {}
-    moves = {}
-    for rank, by in apart.items():
-        after = Counter(health[rank])
-        note(after, "profiler_steps_apart", 1, f"rank {reference}'s step N{by:+d}")
-        moves[rank] = (0, dict(after))
-    return moves
+    return {rank: f"rank {reference}'s step N{by:+d}" for rank, by in apart.items()}
 
 
 def point_to_point(cpu: pd.DataFrame) -> bool:
