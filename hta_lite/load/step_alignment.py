@@ -70,13 +70,11 @@ def renumbering(
     ``sends(rank)`` (whether it sends or receives point to point: read only where a rank's
     steps start apart from the reference's)."""
     sources = {rank: found_source(counters) for rank, counters in health.items()}
-    if len(health) < 2 or len(set(sources.values())) > 1:
-        return {}
-    if None in sources.values():  # ProfilerSteps (or none): the program's numbers, never moved
-        return {}
+    if len(health) < 2 or None in sources.values() or len(set(sources.values())) > 1:
+        return {}  # ProfilerSteps (or none): the program's numbers, never moved
     tables = {rank: steps(rank) for rank in health}
-    reference = max(tables, key=lambda rank: (len(tables[rank]), -rank))
-    if len(tables[reference]) < 2:
+    reference = _reference(tables)
+    if reference is None:
         return {}
     shifts = {rank: 0 if rank == reference else shift(tables[rank], tables[reference])
               for rank in tables}  # fmt: skip
@@ -105,16 +103,20 @@ def program_numbers_apart(
     iterations a step apart). Said by the health table (``profiler_steps_apart``), never
     renumbered: the numbers are the program's."""
     tables = {rank: table for rank, table in tables.items() if len(table)}
-    if len(tables) < 2:
-        return {}
-    reference = max(tables, key=lambda rank: (len(tables[rank]), -rank))
-    if len(tables[reference]) < 2:
+    reference = _reference(tables) if len(tables) > 1 else None
+    if reference is None:
         return {}
     shifts = {rank: shift(table, tables[reference]) for rank, table in tables.items()}
     apart = {rank: by for rank, by in shifts.items() if by}
     if not apart or any(sends(rank) for rank in tables):
         return {}
     return {rank: f"rank {reference}'s step N{by:+d}" for rank, by in apart.items()}
+
+
+def _reference(tables: dict[int, pd.DataFrame]) -> int | None:
+    """The rank with the most steps (the lowest of those), None where it has fewer than two."""
+    reference = max(tables, key=lambda rank: (len(tables[rank]), -rank))
+    return reference if len(tables[reference]) >= 2 else None
 
 
 def point_to_point(cpu: pd.DataFrame) -> bool:
