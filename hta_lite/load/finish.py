@@ -124,7 +124,10 @@ def finish(read: ReadRank, path: str | Path, include_last_profiler_step: StepRul
         if steps.empty:  # a capture has one step where nothing repeats; a Kineto trace none
             found = steps_from_ranges.steps(cpu, gpu, health, read.source_format == "nsys")
             steps = steps if found is None else found
-            ranges = found is not None and found["name"].iloc[0] != contract.REPEATS
+            ranges = found is not None and found["name"].iloc[0] not in (
+                contract.REPEATS,
+                contract.WHOLE_CAPTURE,
+            )  # a found range, not the loop's repetitions or the capture
     note(health, "profiler_step_empty", int((steps["dur"] <= 0).sum()))
     annotations = tables["gpu_annotations"]
     if not (ranges and steps_from_ranges.last_is_whole(cpu, steps)):

@@ -16,6 +16,7 @@ import numpy as np
 
 from ...kineto import CPU_ANNOTATION_CATEGORY
 from ...load.rank_trace import RankTrace
+from ...load.series import time_range
 from ...units import fmt_pct
 
 #: the share of the GPU work (launches) the range must launch ...
@@ -38,8 +39,7 @@ def step_range_hint(traces: Mapping[int, RankTrace]) -> str:
     start, end = outer["ts"].to_numpy(), (outer["ts"] + outer["dur"]).to_numpy()
     held = np.searchsorted(launched, end) - np.searchsorted(launched, start)
     best = int(np.argmax(held))
-    first = min(int(cpu["ts"].min()), int(gpu["ts"].min()))
-    last = max(int((cpu["ts"] + cpu["dur"]).max()), int((gpu["ts"] + gpu["dur"]).max()))
+    first, last = time_range(trace)
     share = held[best] / len(launched)
     if share < MIN_SHARE or end[best] - start[best] > MAX_SPAN * (last - first):
         return ""
