@@ -45,6 +45,10 @@ def test_a_check_is_reported_before_its_view_runs(tmp_path):
     assert a.health_summary()["problems"].iloc[0] >= 1
     a.get_memory_timeline()
     pd.testing.assert_frame_equal(a.health(), before)
+    from hta_lite.tools.batch import summarize_folder  # the batch counts it too
+
+    batch = summarize_folder(tmp_path, executor="serial", cache=False, progress=False)
+    assert batch["health_summary"]["problems"].tolist() == a.health_summary()["problems"].tolist()
 
 
 def test_every_health_code_is_documented():
@@ -56,3 +60,31 @@ def test_every_health_code_is_documented():
     page = (ROOT / "docs" / "health.md").read_text()
     documented = set(re.findall(r"[a-z][a-z0-9_]+", page))
     assert sorted(code for code in ITEMS if code not in documented) == []
+
+
+@pytest.mark.parametrize("case", ["steps_unlike", "sglang_decode", "gloo_4ranks"])
+def test_health_summary_counts_the_warnings_of_the_health_table(tmp_path, case):
+    """health_summary()'s ``problems`` is the rank's warning counts in health() added up (as
+    docs/health.md says), the facts the health table adds next to the other ranks included:
+    two ranks whose steps are found otherwise (steps_unlike_other_ranks, 1 each), a trace with
+    no ProfilerStep (no_profiler_step). The batch counts them alike."""
+    from test_steps_found import _loop
+
+    from hta_lite.analyses.health import problems
+    from hta_lite.tools.batch import summarize_folder
+
+    folder = ROOT / "sample_traces" / case
+    if case == "steps_unlike":
+        folder = tmp_path
+        _loop(tmp_path, ranges="sequential", rank=0)
+        _loop(tmp_path, ranges="", rank=1)
+    analysis = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+    health = analysis.health()
+    warned = problems(health).groupby("rank")["count"].sum()
+    summary = analysis.health_summary().set_index("rank")["problems"]
+    assert summary.to_dict() == {rank: warned.get(rank, 0) for rank in analysis.ranks}
+    expected = {"steps_unlike": "steps_unlike_other_ranks", "sglang_decode": "no_profiler_step"}
+    if case in expected:
+        assert expected[case] in set(problems(health)["code"]) and (summary >= 1).all()
+    batch = summarize_folder(folder, executor="serial", cache=False, progress=False)
+    assert batch["health_summary"].set_index("rank")["problems"].to_dict() == summary.to_dict()

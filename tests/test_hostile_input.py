@@ -161,6 +161,18 @@ def test_one_rank_with_bad_collective_metadata_never_empties_the_job(
     listed = health["code"].isin([DISAGREES, INVALID, NOT_NUMERIC])
     codes = set(health.loc[listed, "rank"].astype(str) + ":" + health.loc[listed, "code"])
     assert codes == ({f"2:{counted}"} if counted else set())
+    _batch_counts_alike(a)
+
+
+def _batch_counts_alike(analysis):
+    """The batch's health summary counts what the checks found as health_summary() does."""
+    from hta_lite.tools.batch import summarize_folder
+
+    batch = summarize_folder(analysis.trace_dir, executor="serial", cache=False, progress=False)
+    columns = ["rank", "problems"]
+    pd.testing.assert_frame_equal(batch["health_summary"][columns],
+                                  analysis.health_summary()[columns])  # fmt: skip
+    assert analysis.health_summary()["problems"].sum() > 0
 
 
 def test_argument_errors_are_selection_errors_and_value_errors(two_ranks):
@@ -403,6 +415,7 @@ def test_a_clock_1000_s_ahead_is_estimated_and_makes_no_wait(four_ranks, tmp_pat
     report = a.get_straggler_report()
     assert (report.ranks["lateness_us"] < 1e6).all() and 1 not in report.stragglers
     assert a.health().set_index("code").loc["clock_offset", "rank"] == 1
+    _batch_counts_alike(a)
     assert good.get_collectives().instances["ordered"].all()
     instances = a.get_collectives().instances  # no 1e9 µs skew shown as if measured
     assert instances.loc[~instances["ordered"], "arrival_skew_us"].isna().all()

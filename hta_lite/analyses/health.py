@@ -7,7 +7,7 @@ every item.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -34,16 +34,9 @@ def health_table(
     not be loaded with rank -1 and severity ``error``."""
     found = found or {}
     rows = []
-    sources = {rank: step_source(trace) for rank, trace in traces.items()}
-    unlike = len(set(sources.values())) > 1
-    profiler_steps = len(traces) > 1 and set(sources.values()) == {PROFILER_STEPS}
-    apart = {} if not profiler_steps else step_alignment.program_numbers_apart(
-        {rank: trace.steps for rank, trace in traces.items()},
-        lambda rank: step_alignment.point_to_point(traces[rank].cpu),
-    )  # fmt: skip
+    across = _across(traces)
     for rank, trace in sorted(traces.items()):
-        facts = [(f"steps_unlike_other_ranks:{sources[rank]}", 1)] if unlike else []
-        facts += [(f"profiler_steps_apart:{apart[rank]}", 1)] if rank in apart else []
+        facts = [(key, 1) for key in across[rank]]
         for key, count in sorted(trace.events_read.items()):
             phase, _, cat = key.partition("/")
             detail = f"phase {phase!r}" + (f", category {cat!r}" if cat else "")
@@ -52,12 +45,8 @@ def health_table(
             ("gpu_events_kept", len(trace.gpu)),
             ("cpu_events_kept", len(trace.cpu)),
             ("profiler_steps", len(trace.steps)),
+            *_own_facts(trace),
         ]
-        facts += [(code, 1) for code, missing in (
-            ("cpu_only", trace.is_cpu_only),
-            ("no_profiler_step", trace.steps.empty),
-            ("no_distributed_info", not trace.meta.has_distributed_info),
-        ) if missing]  # fmt: skip
         counted = {**trace.health, **found.get(rank, {})}
         for key, count in [*facts, *sorted(counted.items())]:
             rows.append((rank, trace.path, *describe(key), count))
@@ -66,10 +55,51 @@ def health_table(
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def step_source(trace: RankTrace) -> str:
-    """What a rank's steps are: its ProfilerSteps, the ranges named by ``step_range``, a range
-    or the repeating GPU work found in it, the whole capture, or none."""
-    codes = {key.partition(":")[0]: key.partition(":")[2] for key in trace.health}
+def _own_facts(trace: RankTrace) -> list[tuple[str, int]]:
+    """What a rank's tables say of it alone: CPU only, no ProfilerStep, no distributedInfo."""
+    return [(code, 1) for code, missing in (
+        ("cpu_only", trace.is_cpu_only),
+        ("no_profiler_step", trace.steps.empty),
+        ("no_distributed_info", not trace.meta.has_distributed_info),
+    ) if missing]  # fmt: skip
+
+
+def _across(traces: Mapping[int, RankTrace]) -> dict[int, list[str]]:
+    """:func:`across_ranks` of loaded traces."""
+    return across_ranks(
+        {rank: step_source(trace.health, len(trace.steps)) for rank, trace in traces.items()},
+        lambda rank: traces[rank].steps,
+        lambda rank: step_alignment.point_to_point(traces[rank].cpu),
+    )
+
+
+def across_ranks(
+    sources: Mapping[int, str],
+    steps: Callable[[int], pd.DataFrame],
+    sends: Callable[[int], bool],
+) -> dict[int, list[str]]:
+    """``{rank: [health key, ...]}``: what a rank's health says only next to the other ranks',
+    from each rank's :func:`step_source`, ``steps(rank)`` (its steps table) and ``sends(rank)``
+    (whether it sends point to point): ``steps_unlike_other_ranks:<source>`` where the ranks'
+    steps come from different sources, ``profiler_steps_apart:<...>`` where ProfilerSteps are
+    numbered apart (:func:`~hta_lite.load.step_alignment.program_numbers_apart`)."""
+    unlike = len(set(sources.values())) > 1
+    profiler_steps = len(sources) > 1 and set(sources.values()) == {PROFILER_STEPS}
+    apart = {} if not profiler_steps else step_alignment.program_numbers_apart(
+        {rank: steps(rank) for rank in sources}, sends
+    )  # fmt: skip
+    return {
+        rank: [f"steps_unlike_other_ranks:{source}"] * unlike
+        + ([f"profiler_steps_apart:{apart[rank]}"] if rank in apart else [])
+        for rank, source in sources.items()
+    }
+
+
+def step_source(health: Mapping[str, int], steps: int) -> str:
+    """What a rank's steps are, from its ``health`` counters and its number of ``steps``: its
+    ProfilerSteps, the ranges named by ``step_range``, a range or the repeating GPU work found
+    in it, the whole capture, or none."""
+    codes = {key.partition(":")[0]: key.partition(":")[2] for key in health}
     if "steps_named" in codes:
         return f"the ranges named {codes['steps_named']!r}"
     if "steps_from_range" in codes:
@@ -78,7 +108,7 @@ def step_source(trace: RankTrace) -> str:
         return "the repetitions of its GPU work"
     if "steps_whole_capture" in codes:
         return "its whole capture"
-    return PROFILER_STEPS if len(trace.steps) else "none (no ProfilerStep)"
+    return PROFILER_STEPS if steps else "none (no ProfilerStep)"
 
 
 def problems(table: pd.DataFrame) -> pd.DataFrame:
@@ -116,9 +146,11 @@ def health_summary(
     ProfilerSteps, kept events, ``clock_offset_us`` (first event relative to the earliest rank's
     first event; large values mean unsynchronized clocks or late starts),
     ``excluded_outside_steps`` (events left out with the last ProfilerStep) and ``problems``
-    (events skipped, clamped or not linked, and what the checks of the data ``found``, all
-    reasons together)."""
+    (the counts of the rank's warnings in :func:`health_table`, all reasons together: events
+    skipped, clamped or not linked, steps unknown or unlike the other ranks', and what the checks
+    of the data ``found``)."""
     found = found or {}
+    across = _across(traces)
     firsts = {r: first_event_ns(t) for r, t in traces.items()}
     known = [v for v in firsts.values() if v is not None]
     origin = min(known) if known else 0
@@ -144,14 +176,21 @@ def health_summary(
                 "excluded_outside_steps": sum(
                     n for key, n in trace.health.items() if describe(key)[1] == EXCLUDED
                 ),
-                "problems": sum(
-                    n
-                    for key, n in {**trace.health, **found.get(rank, {})}.items()
-                    if describe(key)[1] in PROBLEMS
-                ),
+                "problems": problem_count(
+                    [
+                        *_own_facts(trace),
+                        *((key, 1) for key in across[rank]),
+                        *{**trace.health, **found.get(rank, {})}.items(),
+                    ]
+                ),  # fmt: skip
             }
         )
     return pd.DataFrame(rows)
+
+
+def problem_count(items) -> int:
+    """The counts of the ``(health key, count)`` items that are problems (warning or error)."""
+    return sum(n for key, n in items if describe(key)[1] in PROBLEMS)
 
 
 def _gpu_name(trace) -> str | None:

@@ -119,7 +119,8 @@ class TraceSet:
         problems = int(summary["problems"].sum())
         if problems or self.skipped_files:
             lines.append(
-                f"  health: {problems} event(s) skipped, clamped or not linked"
+                f"  health: {problems} problem(s) (events skipped, clamped or not linked, steps"
+                " unknown or unlike)"
                 f"; {len(self.skipped_files)} file(s) not loaded: see .health()"
             )
         return "\n".join(lines)

@@ -7,10 +7,9 @@ from typing import Literal
 
 import pandas as pd
 
-from ..analyses.collectives import summaries
+from ..analyses.collectives import checks, summaries
 from ..analyses.collectives.matching import Matching, match_traces
 from ..errors import SelectionError
-from ..load.health_items import record
 from .base import plots
 
 
@@ -31,14 +30,8 @@ class Collectives:
         """
         if self.memo.collectives is None:
             self.memo.collectives = match_traces(self.traces)
-            problems = self.memo.collectives.problems
-            for row in problems[problems["reason"] == "metadata disagree"].itertuples():
-                for rank in (int(r) for r in row.ranks.split(",") if r):
-                    record(self._found(rank), "collective_metadata_disagrees",
-                           row.calls, f"{row.pg}, step {row.step}")  # fmt: skip
-            for row in problems[problems["reason"] == "clock offset"].itertuples():
-                offset = row.detail.split("about ", 1)[1].split(" the others", 1)[0]
-                record(self._found(int(row.ranks)), "clock_offset", row.calls, offset)
+            for rank, found in checks.found(self.memo.collectives.problems).items():
+                self._found(rank).update(found)
             for rank, found in self.memo.collectives.rank_problems.items():
                 self._found(rank).update(found)
         return self.memo.collectives

@@ -14,7 +14,6 @@ from ..analyses.memory import lifetimes as life
 from ..analyses.memory import operators, timeline
 from ..analyses.memory.events import MEMORY_COLUMNS, memory_events
 from ..errors import MissingDataError, SelectionError
-from ..load.health_items import record
 from ..load.readers import memory_timeline as raw_timeline
 from ..safe_output import write_atomically
 from .base import plots
@@ -56,9 +55,7 @@ class Memory:
             trace = self.trace(rank)
             events = memory_events(trace)
             line = timeline.timeline(events, rank)
-            found = self._found(rank)
-            record(found, "memory_total_mismatch", timeline.total_mismatches(line))
-            record(found, "memory_total_negative", timeline.negative_totals(events))
+            self._found(rank).update(timeline.found(events, line))
             cache[rank] = events, line
         return cache[rank]
 

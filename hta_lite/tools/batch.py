@@ -43,13 +43,13 @@ from ..analyses.step_periodicity import periodicity
 from ..analyses.straggler_causes import host_wait_by_step
 from ..errors import MissingDataError, TraceError, TraceReadError
 from ..load import cache, step_alignment
-from ..load.health_items import PROBLEMS, describe
 from ..load.loader import LoadOptions, collect, discover, load_part, load_parts
 from ..load.ranks import assign_ranks
 from ..load.series import join_windows
 from ..load.workers import job_file, map_in_processes
 from ..missing_data import missing
 from .batch_findings import Reopened, folder_findings
+from .batch_health import checks_found, count_across, count_matching, number_steps_alike
 
 SUMMARY_TABLES = (
     "temporal_breakdown",
@@ -90,6 +90,7 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
     type_df, _ = kernels.gpu_kernel_breakdown(one)
     queue = counters.queue_length_summary(counters.queue_length_time_series(one))
     calls = collective_calls(trace)
+    ops = operators.RankOperators.of(trace)
     return {
         "temporal_breakdown": temporal.temporal_breakdown(one),
         "comm_comp_overlap": overlap.comm_comp_overlap(one),
@@ -97,10 +98,8 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "kernel_type_breakdown": type_df.assign(rank=trace.rank),
         "queue_length_summary": queue.reset_index(),
         "step_breakdown": steps.step_breakdown(one),
-        "health_summary": health_summary(one),
-        "operator_summary": operators.operator_summary([operators.RankOperators.of(trace)]).assign(
-            rank=trace.rank
-        ),
+        "health_summary": health_summary(one, {trace.rank: checks_found(trace, calls, ops)}),
+        "operator_summary": operators.operator_summary([ops]).assign(rank=trace.rank),
         "collective_calls": calls,
         "stage_work": stage_work(trace, calls),
         "host_wait": host_wait_by_step(trace),
@@ -178,29 +177,6 @@ def _join_series(ranked: dict, by_path: dict, executor: Any, options: LoadOption
     return out
 
 
-def _number_steps_alike(ranked: dict, by_path: dict) -> dict[int, tuple[int, dict[str, int]]]:
-    """The found steps of every rank numbered alike, as the loader does
-    (:mod:`~hta_lite.load.step_alignment`): the ``step`` columns of a renumbered rank's tables
-    in ``by_path`` moved, its stub's health replaced (a warning counted in its health summary's
-    ``problems``); returns the moves, for the ranks reopened by the findings."""
-    tables = {rank: by_path[stub.path, stub.part] for rank, stub in ranked.items()}
-    moves = step_alignment.renumbering(
-        {rank: stub.health for rank, stub in ranked.items()},
-        lambda rank: tables[rank]["steps"],
-        lambda rank: bool(tables[rank]["point_to_point"]["sends"].iat[0]),
-    )
-    for rank, (by, health) in moves.items():
-        stub = ranked[rank]
-        moved = {name: step_alignment.moved(t, "step", by) for name, t in tables[rank].items()}
-        warned = sum(n for key, n in health.items() if key not in stub.health
-                     and describe(key)[1] in PROBLEMS)  # fmt: skip
-        moved["health_summary"] = moved["health_summary"].assign(
-            problems=moved["health_summary"]["problems"] + warned
-        )
-        by_path[stub.path, stub.part], stub.health = moved, health
-    return moves
-
-
 def summarize_folder(
     trace_dir: str | Path,
     executor: Any = "process",
@@ -246,7 +222,8 @@ def summarize_folder(
     assigned = assign_ranks(loaded, lambda msg: None, join=list)
     files = {rank: [(stub.path, stub.part) for stub in parts] for rank, parts in assigned.items()}
     ranked = _join_series(assigned, by_path, executor, options)
-    moves = _number_steps_alike(ranked, by_path)
+    moves = number_steps_alike(ranked, by_path)
+    count_across(ranked, by_path)
     out = Summary(skipped_files=skipped)
     for name in SUMMARY_TABLES:
         parts = []
@@ -257,6 +234,7 @@ def summarize_folder(
             parts.append(table)
         out[name] = pd.concat(parts, ignore_index=True)
     out.update(cross_rank(out, ranked, Reopened(files, options, moves) if findings else None))
+    out["health_summary"] = count_matching(out["health_summary"], out["collective_problems"])
     return out
 
 

@@ -273,7 +273,7 @@ def summarize(args: argparse.Namespace) -> int:
                 said = [table.attrs[k] for k in ("why", "note") if k in table.attrs]
                 print(f"{' '.join(said)}\n" if said else "")
             problem_rows = problems(tables["health"])
-            print("Trace health (events skipped, clamped or not linked)")
+            print("Trace health (warnings: events skipped, clamped or not linked, steps unknown)")
             shown = problem_rows[["rank", "code", "item", "count"]]
             print(shown.to_string(index=False) if len(shown) else "nothing skipped")
     if args.out_dir:

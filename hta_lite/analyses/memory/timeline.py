@@ -9,8 +9,12 @@ reports no reserved memory: the CPU allocator writes 0). Bytes are int64.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pandas as pd
+
+from ...load.health_items import record
 
 TIMELINE_COLUMNS = [
     "rank", "device", "ts", "bytes", "allocated", "reserved", "fragmentation", "recomputed",
@@ -64,6 +68,15 @@ def timeline(events: pd.DataFrame, rank: int) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=TIMELINE_COLUMNS)
     return pd.concat(parts, ignore_index=True)[TIMELINE_COLUMNS]
+
+
+def found(events: pd.DataFrame, line: pd.DataFrame) -> Counter:
+    """What a rank's memory events say of its data, as health counters: totals that disagree
+    with the deltas (``memory_total_mismatch``) and negative totals (``memory_total_negative``)."""
+    counters: Counter = Counter()
+    record(counters, "memory_total_mismatch", total_mismatches(line))
+    record(counters, "memory_total_negative", negative_totals(events))
+    return counters
 
 
 def negative_totals(events: pd.DataFrame) -> int:

@@ -1,0 +1,81 @@
+"""The batch's step numbers and health counts, as ``TraceAnalysis`` gives them.
+
+Each rank's health summary is made where the rank is loaded, with what the checks of its own
+data found (:func:`checks_found`); the driver then numbers found steps alike across ranks
+(:func:`number_steps_alike`) and counts in ``problems`` what a rank's health says only next to
+the other ranks' (:func:`count_across`) and what matching the collectives found
+(:func:`count_matching`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pandas as pd
+
+from ..analyses.collectives import checks
+from ..analyses.health import across_ranks, problem_count, step_source
+from ..analyses.memory import timeline
+from ..analyses.memory.events import memory_events
+from ..load import step_alignment
+from ..load.health_items import PROBLEMS, describe
+
+
+def checks_found(trace, calls: pd.DataFrame, operators) -> Counter:
+    """What the checks ``health()`` runs found in one rank's data: its collective calls'
+    recorded values (``calls.attrs["problems"]``), its ``operators``' (shapes, graph replays:
+    a :class:`~hta_lite.analyses.operators.RankOperators`) and its memory totals."""
+    events = memory_events(trace)
+    found = Counter(calls.attrs.get("problems", {}))
+    found.update(operators.problems)
+    found.update(timeline.found(events, timeline.timeline(events, trace.rank)))
+    return found
+
+
+def number_steps_alike(ranked: dict, by_path: dict) -> dict[int, tuple[int, dict[str, int]]]:
+    """The found steps of every rank numbered alike, as the loader does
+    (:mod:`~hta_lite.load.step_alignment`): the ``step`` columns of a renumbered rank's tables
+    in ``by_path`` moved, its stub's health replaced (a warning counted in its health summary's
+    ``problems``); returns the moves, for the ranks reopened by the findings."""
+    tables = {rank: by_path[stub.path, stub.part] for rank, stub in ranked.items()}
+    moves = step_alignment.renumbering(
+        {rank: stub.health for rank, stub in ranked.items()},
+        lambda rank: tables[rank]["steps"],
+        lambda rank: bool(tables[rank]["point_to_point"]["sends"].iat[0]),
+    )
+    for rank, (by, health) in moves.items():
+        stub = ranked[rank]
+        moved = {name: step_alignment.moved(t, "step", by) for name, t in tables[rank].items()}
+        warned = sum(n for key, n in health.items() if key not in stub.health
+                     and describe(key)[1] in PROBLEMS)  # fmt: skip
+        moved["health_summary"] = _more_problems(moved["health_summary"], warned)
+        by_path[stub.path, stub.part], stub.health = moved, health
+    return moves
+
+
+def count_across(ranked: dict, by_path: dict) -> None:
+    """Count in each rank's health summary (in ``by_path``) what its health says only next to
+    the other ranks' (:func:`~hta_lite.analyses.health.across_ranks`)."""
+    tables = {rank: by_path[stub.path, stub.part] for rank, stub in ranked.items()}
+    across = across_ranks(
+        {rank: step_source(ranked[rank].health, len(t["steps"])) for rank, t in tables.items()},
+        lambda rank: tables[rank]["steps"],
+        lambda rank: bool(tables[rank]["point_to_point"]["sends"].iat[0]),
+    )
+    for rank, keys in across.items():
+        summary = tables[rank]["health_summary"]
+        tables[rank]["health_summary"] = _more_problems(
+            summary, problem_count((key, 1) for key in keys)
+        )
+
+
+def count_matching(summary: pd.DataFrame, problems: pd.DataFrame) -> pd.DataFrame:
+    """The health summary of all ranks with what matching the collectives found of each rank's
+    data (``problems``: the matching's problems table) counted in ``problems``."""
+    found = checks.found(problems)
+    extra = summary["rank"].map(lambda rank: problem_count(found.get(rank, {}).items()))
+    return _more_problems(summary, extra.to_numpy())
+
+
+def _more_problems(summary: pd.DataFrame, count) -> pd.DataFrame:
+    return summary.assign(problems=summary["problems"] + count)
