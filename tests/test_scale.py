@@ -16,7 +16,7 @@ from conftest import SAMPLES
 from hta_lite import LoadOptions, TraceAnalysis
 from hta_lite.load import cache as cache_mod
 from hta_lite.tools.batch import CROSS_RANK_TABLES, SUMMARY_TABLES, summarize_folder
-from hta_lite.tools.batch_findings import LEFT_OUT
+from hta_lite.tools.batch_findings import LEFT_OUT, Reopened
 
 
 @pytest.fixture()
@@ -196,6 +196,24 @@ def test_folder_findings_are_the_analysis_findings(folder, tmp_path):
     skipped = summarize_folder(folder, executor="serial", cache=tmp_path / "cache",
                                findings=False)["findings"]  # fmt: skip
     assert skipped.empty and "findings=False" in skipped.attrs["why"]
+
+
+def test_the_ranks_reopened_for_the_findings_are_kept_within_a_budget(folder, tmp_path,
+                                                                     monkeypatch):  # fmt: skip
+    """The findings read each rank for several kinds: with room for every rank's tables, each
+    rank is reopened from the cache once; with none, only the rank read last is held and each
+    kind reopens it again. The findings are the same either way."""
+    opened, real, room = [], Reopened._reopen, Reopened.KEEP_BYTES
+    monkeypatch.setattr(Reopened, "_reopen", lambda self, r: opened.append(r) or real(self, r))
+    found, reopened = {}, {}
+    for keep in (room, 0):
+        monkeypatch.setattr(Reopened, "KEEP_BYTES", keep)
+        opened.clear()
+        found[keep] = summarize_folder(folder, executor="serial", cache=tmp_path / "cache")
+        reopened[keep] = len(opened)
+    assert reopened[room] == 2 and reopened[0] > 2 * 5
+    pd.testing.assert_frame_equal(found[0]["findings"], found[room]["findings"])
+    assert len(found[0]["findings"]) == 5
 
 
 def test_cache_keeps_the_recently_used_within_its_cap(folder, tmp_path, monkeypatch):
