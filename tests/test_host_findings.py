@@ -27,24 +27,46 @@ def check_first(table, kind: str, known_us: float, where: str | None = None):
     assert (table["saving_pctg"] <= 100).all()
 
 
+def _read_loop(iterations: int, read_each: bool):
+    """A loop of a 40 µs kernel, with an .item() in each iteration or one after the loop."""
+
+    def body(s):
+        for _ in range(iterations):
+            s.launch("aten::mul", "mul_kernel", 40)
+            if read_each:
+                s.read("aten::item")
+        if not read_each:
+            s.read("aten::item")
+
+    return body
+
+
 @pytest.mark.parametrize("sync_events", [True, False])
 def test_a_read_per_iteration(tmp_path, sync_events):
     """64 iterations of a 40 µs kernel and an .item() of its result (a copy, then the host
     waits for the stream); fixed: the loop launches, one .item() after it."""
-
-    def slow(s):
-        for _ in range(64):
-            s.launch("aten::mul", "mul_kernel", 40)
-            s.read("aten::item")
-
-    def fixed(s):
-        for _ in range(64):
-            s.launch("aten::mul", "mul_kernel", 40)
-        s.read("aten::item")
-
+    slow, fixed = _read_loop(64, True), _read_loop(64, False)
     a, b = run(slow, sync_events=sync_events), run(fixed, sync_events=sync_events)
     known = a.mean_step_us() - b.mean_step_us()  # 1,260 µs of a 3,842 µs step
     check_first(findings_of(a, tmp_path), "sync_in_loop", known, "aten::item")
+
+
+def test_a_read_per_iteration_without_profiler_steps(tmp_path):
+    """The same loop, 256 iterations, recorded without ProfilerSteps: each iteration (a 40 µs
+    kernel and its .item(), ~60 µs) repeats with a host wait, but is far shorter than a
+    program's iteration, so it is not taken for the steps (MIN_STEP_NS): nothing coarser
+    repeats, the whole trace is one step, and sync_in_loop comes first with the saving of the
+    fix (one .item() after the loop) over the whole trace."""
+    from hta_lite.load.steps_from_gpu_work import MIN_STEP_NS
+
+    a = run(_read_loop(256, True), steps=1, mark_steps=False)
+    b = run(_read_loop(256, False), steps=1, mark_steps=False)
+    known = a.mean_step_us(skip_last=False) - b.mean_step_us(skip_last=False)  # ~5,100 µs
+    table = findings_of(a, tmp_path)
+    check_first(table, "sync_in_loop", known, "aten::item")
+    assert "The whole trace is one step" in table.attrs["caveat"]
+    iteration_us = (a.steps[0][1] - a.steps[0][0]) / 256
+    assert iteration_us * 1e3 < MIN_STEP_NS  # what kept the iterations from being the steps
 
 
 def test_a_loop_of_small_kernels_launched_one_at_a_time(tmp_path):

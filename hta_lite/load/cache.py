@@ -56,14 +56,15 @@ from .rank_trace import RankTrace, parse_parts
 
 TEXT_DTYPE = pd.Index([], dtype=TEXT).dtype
 
-FORMAT_VERSION = 24  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
+FORMAT_VERSION = 25  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
 # 6: collective args on cpu rows; 7: GPU-side waits; 8: allocator args of instants; 9: Arrow IPC;
 # 10: checksums; 11: launched_kernel; 12: the entry marker; 13, 14: files of several ranks;
 # 15: cpu.forward_row; 16: cpu.msg_bytes; 17: Nsight Systems' grouped NCCL calls and ranks;
 # 18: overlaps on a stream that the launch allows (health codes); 19: steps cut at the record
 # window's end; 20: Nsight Systems steps from the repeating GPU work; 21: from one host resume
 # to the next; 22: Nsight Systems syncs named after their calls; 23: Kineto traces without
-# ProfilerSteps take found steps too; 24: a last step range the program closed is kept
+# ProfilerSteps take found steps too; 24: a last step range the program closed is kept; 25: no
+# steps from GPU work repeating faster than MIN_STEP_NS
 TABLES = RankTrace.TABLES
 _SAMPLE = 1 << 16
 

@@ -13,7 +13,11 @@ where it is the only other one), together they hold :data:`MIN_COVER` of the cap
 GPU work, the host waits for the GPU in each (a ``cuda_sync`` event that is not a stream's
 wait, a device-to-host copy, or a ``...Synchronize`` call), and the steps they give take
 similar time (the longest at most :data:`MAX_RATIO` times the shortest: a loop's iterations
-do; three calls of a test spread over start-up do not). Of the names that qualify, the one
+do; three calls of a test spread over start-up do not) and, at the median, at least
+:data:`MIN_STEP_NS` (a loop that reads a result back per element — a kernel and an ``.item()``
+each time, tens of µs — is a sync in a loop, not the program's iterations: where nothing coarser
+repeats, the whole capture is one step, and the findings see every sync of the loop in it). Of
+the names that qualify, the one
 with the most repetitions (the finest unit with a host wait: a timestep, not two) and then the
 earliest is taken; a layer repeats too, but without a host wait of its own, so a single forward
 pass stays one step.
@@ -53,6 +57,8 @@ MIN_SAME = 0.9
 MIN_COVER = 0.5
 #: how many times the shortest step the longest may take
 MAX_RATIO = 10
+#: the shortest median step (ns): a training or inference iteration takes longer
+MIN_STEP_NS = 200_000
 #: the host's calls that wait for the GPU to finish (not those that may only enqueue)
 HOST_WAIT_CALLS = tuple(name for name in BLOCKING_SYNC_NAMES if "Synchronize" in name)
 
@@ -81,7 +87,8 @@ def repeating_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[str, np.ndarr
             ):
                 bounds = _bounds(launch_at, starts, waits)
                 took = bounds[:, 1] - bounds[:, 0]
-                if len(took) and took.max() <= MAX_RATIO * took.min():
+                alike = len(took) and took.max() <= MAX_RATIO * took.min()
+                if alike and np.median(took) >= MIN_STEP_NS:
                     found.append((int(starts[0]), int(code), bounds))
         if found:
             _, code, bounds = min(found, key=lambda f: f[0])

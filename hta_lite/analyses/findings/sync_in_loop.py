@@ -4,11 +4,12 @@ synchronization per iteration, each making the host wait for the GPU.
 A *read* is the outermost operator (or a bare runtime call) holding a blocking call: a stream,
 event or device synchronization, a blocking copy (``cudaMemcpy``), a copy to pageable host
 memory. Reads of one code site (:mod:`.code_sites`) repeated ``MIN_READS`` times or more in a
-step are a loop's. The fix a user makes: read once, after the loop (stack the values and copy
-them in one ``.cpu()``), or move the read out. What-if, in each rank's step graphs: the loop's
-reads but the last take no host time, their GPU -> CPU waits are gone and their copies take no
-time (one bulk copy costs about one of them); the graphs are replayed, then the job. The low end
-is half of that.
+step are a loop's (in a trace without steps, in the whole trace, where they come at a loop's
+pace: :func:`_at_a_pace`). The fix a user makes: read once, after the loop (stack the values and
+copy them in one ``.cpu()``), or move the read out. What-if, in each rank's step graphs: the
+loop's reads but the last take no host time, their GPU -> CPU waits are gone and their copies
+take no time (one bulk copy costs about one of them); the graphs are replayed, then the job. The
+low end is half of that.
 
 Blind spots: a read whose value decides what the next iteration runs (a loop that stops on a
 condition) cannot be deferred, only made less frequent; a bulk copy of much data costs more than
@@ -32,6 +33,9 @@ from .finding import Finding
 from .graph_replay import gaps_before, launched_within, thread_overlap
 
 MIN_READS = 8
+#: in a trace without steps, how many times their median interval two reads of a loop may be
+#: apart
+MAX_PACE = 10
 #: a copy into pageable host memory: its call returns when the copy is done
 READ_BACK = "Device -> Pageable"
 
@@ -54,7 +58,8 @@ class Loops:
 
 
 def loops(trace: RankTrace) -> Loops | None:
-    """The reads of the rank that repeat ``MIN_READS`` times or more per step from one site."""
+    """The reads of the rank that repeat ``MIN_READS`` times or more per step from one site
+    (in a trace without steps, in the whole trace)."""
     cpu, gpu = trace.cpu, trace.gpu
     if not len(cpu) or not len(gpu):
         return None
@@ -67,15 +72,20 @@ def loops(trace: RankTrace) -> Loops | None:
     ]
     blocking[launch[reads_back & (launch >= 0)]] = True  # a copy to pageable memory waits
     calls = np.flatnonzero(blocking)
-    steps = cpu["iteration"].to_numpy()[calls]
+    iteration = cpu["iteration"].to_numpy()
+    if trace.steps.empty:  # no step: the whole trace is one, as the findings price it
+        iteration = np.zeros_like(iteration)
+    steps = iteration[calls]
     if not len(calls) or np.bincount(steps[steps >= 0], minlength=1).max() < MIN_READS:
         return None  # no step has enough blocking calls for a loop
     top = outermost_ops(trace)
     owner = np.where(top[calls] >= 0, top[calls], calls)
     rows = np.unique(owner)
-    site, step = sites(trace, rows), cpu["iteration"].to_numpy()[rows]
+    site, step = sites(trace, rows), iteration[rows]
     counts = Counter(zip(site.tolist(), step.tolist()))
     looped = np.array([counts[(s, k)] >= MIN_READS and k >= 0 for s, k in zip(site, step)], bool)
+    if trace.steps.empty:  # no step to hold a loop: the reads must come at a loop's pace
+        looped &= _at_a_pace(cpu["ts"].to_numpy()[rows], site)
     if not looped.any():
         return None
     rows, site, step = rows[looped], site[looped], step[looped]
@@ -90,6 +100,18 @@ def loops(trace: RankTrace) -> Loops | None:
     copies = (launch >= 0) & inside[np.maximum(launch, 0)] & np.asarray(
         gpu["cat"].isin(MEMCPY_CATEGORIES))  # fmt: skip
     return Loops(rows, site, step, last, syncs, inside, copies, wait_of[rows])
+
+
+def _at_a_pace(ts: np.ndarray, site: np.ndarray) -> np.ndarray:
+    """Per read, whether its site's reads follow one another at a loop's pace: no interval
+    between two of them longer than :data:`MAX_PACE` times their median (16 syncs of a harness
+    spread over start-up and a model's passes are no loop)."""
+    out = np.zeros(len(ts), bool)
+    for name in np.unique(site):
+        mine = np.flatnonzero(site == name)
+        apart = np.diff(np.sort(ts[mine]))
+        out[mine] = len(apart) > 0 and apart.max() <= MAX_PACE * max(np.median(apart), 1)
+    return out
 
 
 def find(ctx: Context) -> list[Finding]:
