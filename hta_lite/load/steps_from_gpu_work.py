@@ -17,10 +17,9 @@ do; three calls of a test spread over start-up do not) and, at the median, at le
 :data:`MIN_STEP_NS` (a loop that reads a result back per element — a kernel and an ``.item()``
 each time, tens of µs — is a sync in a loop, not the program's iterations: where nothing coarser
 repeats, the whole capture is one step, and the findings see every sync of the loop in it). Of
-the names that qualify, the one
-with the most repetitions (the finest unit with a host wait: a timestep, not two) and then the
-earliest is taken; a layer repeats too, but without a host wait of its own, so a single forward
-pass stays one step.
+the names that qualify, the one with the most repetitions (the finest unit with a host wait: a
+timestep, not two) and then the earliest is taken; a layer repeats too, but without a host wait
+of its own, so a single forward pass stays one step.
 
 Each step ends where the host resumes after the longest wait of its repetition (the end of
 the iteration: a loss read back, an optimizer's sync) and starts where the step before it ended:

@@ -56,7 +56,7 @@ class Reopened(Mapping):
             sizes = self._sizes.setdefault(kept, {})
             for name in held.__dict__.keys() & set(RankTrace.TABLES) - sizes.keys():
                 sizes[name] = int(held.__dict__[name].memory_usage(deep=False).sum())
-        while self._kept and sum(map(_total, self._sizes.values())) > self.KEEP_BYTES:
+        while self._kept and sum(sum(s.values()) for s in self._sizes.values()) > self.KEEP_BYTES:
             self._sizes.pop(self._kept.popitem()[0])  # the rank kept last
         return trace
 
@@ -77,10 +77,6 @@ class Reopened(Mapping):
 
     def __len__(self) -> int:
         return len(self.files)
-
-
-def _total(sizes: dict[str, int]) -> int:
-    return sum(sizes.values())
 
 
 def folder_findings(
