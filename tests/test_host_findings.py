@@ -27,14 +27,18 @@ def check_first(table, kind: str, known_us: float, where: str | None = None):
     assert (table["saving_pctg"] <= 100).all()
 
 
-def _read_loop(iterations: int, read_each: bool):
-    """A loop of a 40 µs kernel, with an .item() in each iteration or one after the loop."""
+def _read_loop(iterations: int, read_each: bool, ranged: str = ""):
+    """A loop of a 40 µs kernel, with an .item() in each iteration or one after the loop;
+    each iteration in a range named ``ranged``, if given."""
+
+    def iteration(s):
+        s.launch("aten::mul", "mul_kernel", 40)
+        if read_each:
+            s.read("aten::item")
 
     def body(s):
         for _ in range(iterations):
-            s.launch("aten::mul", "mul_kernel", 40)
-            if read_each:
-                s.read("aten::item")
+            s.region(ranged, iteration) if ranged else iteration(s)
         if not read_each:
             s.read("aten::item")
 
@@ -67,6 +71,11 @@ def test_a_read_per_iteration_without_profiler_steps(tmp_path):
     assert "The whole trace is one step" in table.attrs["caveat"]
     iteration_us = (a.steps[0][1] - a.steps[0][0]) / 256
     assert iteration_us * 1e3 < MIN_STEP_NS  # what kept the iterations from being the steps
+    # nor is a range around each element, recorded with record_function, a step
+    ranged = run(_read_loop(256, True, "process_item"), steps=1, mark_steps=False)
+    table = findings_of(ranged, tmp_path / "ranged")
+    check_first(table, "sync_in_loop", known)
+    assert "The whole trace is one step" in table.attrs["caveat"]
 
 
 def test_a_loop_of_small_kernels_launched_one_at_a_time(tmp_path):

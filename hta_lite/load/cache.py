@@ -64,7 +64,7 @@ FORMAT_VERSION = 25  # 2: kernel_counters; 3: zero-length nesting; 4: health cod
 # window's end; 20: Nsight Systems steps from the repeating GPU work; 21: from one host resume
 # to the next; 22: Nsight Systems syncs named after their calls; 23: Kineto traces without
 # ProfilerSteps take found steps too; 24: a last step range the program closed is kept; 25: no
-# steps from GPU work repeating faster than MIN_STEP_NS
+# steps from GPU work or ranges repeating faster than MIN_STEP_NS
 TABLES = RankTrace.TABLES
 _SAMPLE = 1 << 16
 

@@ -6,8 +6,10 @@ no other range on their thread encloses, the name seen at least twice whose occu
 overlap in time (ranges of concurrent requests on several threads are not steps), in which
 at least :data:`MIN_COVER` of the GPU work is launched (a data loader's fetches follow one
 another too, but launch nothing), whose durations after the first vary by at most
-:data:`MAX_SPREAD` (standard deviation over mean) and which together cover at least
-:data:`MIN_COVER` of the capture, the one covering the most time;
+:data:`MAX_SPREAD` (standard deviation over mean), whose median is at least
+:data:`~.steps_from_gpu_work.MIN_STEP_NS` (a range around each element of a loop is no
+iteration) and which together cover at least :data:`MIN_COVER` of the capture, the one covering
+the most time;
 else the repetitions of the GPU work, each with a host wait (Megatron-LM's ``--profile`` pushes
 no range of its own: :mod:`.steps_from_gpu_work`), named :data:`REPEATS`; else, where the
 format has no step of its own (an Nsight Systems capture), the whole capture as one step. Which
@@ -24,7 +26,7 @@ import pandas as pd
 
 from .contract import REPEATS, WHOLE_CAPTURE
 from .health_items import note
-from .steps_from_gpu_work import repeating_steps, work_in_launch_order
+from .steps_from_gpu_work import MIN_STEP_NS, repeating_steps, work_in_launch_order
 
 #: how much a repeating range's durations may vary to be taken for steps (std / mean)
 MAX_SPREAD = 1.0
@@ -107,7 +109,8 @@ def _repeating_outermost(
         rest = group["dur"].to_numpy()[1:].astype(float)  # the first one warms up
         spread = rest.std() / rest.mean() if len(rest) > 1 and rest.mean() > 0 else 0.0
         total = int(group["dur"].sum())
-        if spread <= MAX_SPREAD and total >= cover:
+        long_enough = np.median(group["dur"].to_numpy()) >= MIN_STEP_NS  # not one element's
+        if spread <= MAX_SPREAD and total >= cover and long_enough:
             candidates.append((total, str(name), group))
     if not candidates:
         return None
