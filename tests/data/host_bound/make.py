@@ -7,6 +7,8 @@ beside the program the fix a user makes gives; the saving is the difference of t
 
 - ``sync_in_loop``: 64 iterations of a 40 µs kernel and an ``.item()`` of its result; fixed: one
   ``.item()`` after the loop.
+- ``sync_in_loop_no_steps``: the same loop, 256 iterations, recorded without ProfilerSteps (its
+  iterations are too short to be steps: the whole trace is one).
 - ``launch_loop``: a 300 µs GEMM, then 256 iterations of a Python loop (12 µs of Python, a 5 µs
   launch) adding to one element (1.5 µs kernels); fixed: one vectorised kernel.
 - ``queue_drained``: 24 small operators (4 µs kernels) launched one by one, then a 2 ms GEMM;
@@ -41,6 +43,13 @@ CASES = {
         lambda s: ([s.launch("aten::mul", "mul_kernel", 40) for _ in range(64)],
                    s.read("aten::item")),
     ),
+    "sync_in_loop_no_steps": (
+        lambda s: [(s.launch("aten::mul", "mul_kernel", 40), s.read("aten::item"))
+                   for _ in range(256)],
+        lambda s: ([s.launch("aten::mul", "mul_kernel", 40) for _ in range(256)],
+                   s.read("aten::item")),
+        {"steps": 1, "mark_steps": False},
+    ),
     "launch_loop": (
         lambda s: (s.launch("aten::mm", "gemm_kernel", 300),
                    [s.launch("aten::add_", "add_kernel", 1.5, pre=12, call=5, post=3)
@@ -68,14 +77,16 @@ CASES = {
 
 def main() -> None:
     rows = ["case,step_us,saving_us"]
-    for name, (slow, fixed) in CASES.items():
-        a, b = run(slow), run(fixed)
+    for name, (slow, fixed, *options) in CASES.items():
+        options = options[0] if options else {}
+        a, b = run(slow, **options), run(fixed, **options)
+        marked = options.get("mark_steps", True)  # without steps, the whole trace is the step
         folder = HERE / name
         folder.mkdir(exist_ok=True)
         data = json.dumps(a.b.document()).encode()
         (folder / "rank-0.json.gz").write_bytes(gzip.compress(data, 9, mtime=0))
-        step = a.mean_step_us()
-        rows.append(f"{name},{step},{step - b.mean_step_us()}")
+        step = a.mean_step_us(marked)
+        rows.append(f"{name},{step},{step - b.mean_step_us(marked)}")
     (HERE / "known.csv").write_text("\n".join(rows) + "\n")
 
 
