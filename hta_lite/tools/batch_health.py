@@ -18,7 +18,6 @@ from ..analyses.health import across_ranks, problem_count, step_source
 from ..analyses.memory import timeline
 from ..analyses.memory.events import memory_events
 from ..load import step_alignment
-from ..load.health_items import PROBLEMS, describe
 
 
 def checks_found(trace, calls: pd.DataFrame, operators) -> Counter:
@@ -41,13 +40,12 @@ def number_steps_alike(ranked: dict, by_path: dict) -> dict[int, tuple[int, dict
     moves = step_alignment.renumbering(
         {rank: stub.health for rank, stub in ranked.items()},
         lambda rank: tables[rank]["steps"],
-        lambda rank: bool(tables[rank]["point_to_point"]["sends"].iat[0]),
+        _sends(tables),
     )
     for rank, (by, health) in moves.items():
         stub = ranked[rank]
         moved = {name: step_alignment.moved(t, "step", by) for name, t in tables[rank].items()}
-        warned = sum(n for key, n in health.items() if key not in stub.health
-                     and describe(key)[1] in PROBLEMS)  # fmt: skip
+        warned = problem_count((key, n) for key, n in health.items() if key not in stub.health)
         moved["health_summary"] = _more_problems(moved["health_summary"], warned)
         by_path[stub.path, stub.part], stub.health = moved, health
     return moves
@@ -60,7 +58,7 @@ def count_across(ranked: dict, by_path: dict) -> None:
     across = across_ranks(
         {rank: step_source(ranked[rank].health, len(t["steps"])) for rank, t in tables.items()},
         lambda rank: tables[rank]["steps"],
-        lambda rank: bool(tables[rank]["point_to_point"]["sends"].iat[0]),
+        _sends(tables),
     )
     for rank, keys in across.items():
         summary = tables[rank]["health_summary"]
@@ -75,6 +73,11 @@ def count_matching(summary: pd.DataFrame, problems: pd.DataFrame) -> pd.DataFram
     found = checks.found(problems)
     extra = summary["rank"].map(lambda rank: problem_count(found.get(rank, {}).items()))
     return _more_problems(summary, extra.to_numpy())
+
+
+def _sends(tables: dict):
+    """Whether a rank sends point to point, from its worker's ``point_to_point`` table."""
+    return lambda rank: bool(tables[rank]["point_to_point"]["sends"].iat[0])
 
 
 def _more_problems(summary: pd.DataFrame, count) -> pd.DataFrame:
