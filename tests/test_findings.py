@@ -557,7 +557,8 @@ def test_memory_near_capacity_and_fragmented_save_no_time():
         "peak_allocated": [90e9, 10e9, 50e9], "peak_reserved": [92e9, 40e9, 60e9],
     })  # fmt: skip
     ctx = SimpleNamespace(
-        memory_peaks=peaks, capacity=lambda rank, device: 100e9, snapshot_name="",
+        memory_peaks=peaks, memory_leaks=None, capacity=lambda rank, device: 100e9,
+        snapshot_name="",
         snapshot_summary=None, snapshot_oom=None,
     )  # fmt: skip
     found = {(f.kind, f.rank) for f in memory.find(ctx)}

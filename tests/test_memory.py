@@ -57,7 +57,7 @@ def test_events_decoded_losslessly_with_their_context(built):
     assert cuda.loc[0x300, "step"] == 2 and cuda.loc[0x100, "step"].tolist() == [1, 1]
 
 
-def test_running_totals_peaks_and_fragmentation(built):
+def test_running_totals_peaks_and_cached(built):
     line = built.get_memory_timeline()
     assert (line["allocated"] == line["recomputed"]).all()
     peaks = built.get_memory_peaks().set_index("device")
@@ -67,7 +67,7 @@ def test_running_totals_peaks_and_fragmentation(built):
         and peaks.loc["cuda:0", "operator"] == "A"
     )
     assert peaks.loc["cuda:0", "peak_reserved"] == 4096
-    assert peaks.loc["cuda:0", "peak_fragmentation"] == 4096 - 1236
+    assert peaks.loc["cuda:0", "peak_cached"] == 4096 - 1236
     assert np.isnan(peaks.loc["cpu", "peak_reserved"])  # the CPU allocator reserves nothing
     at_peak = built.get_memory_at_peak(0, "cuda:0").set_index("operator")
     assert at_peak.loc["A", "bytes"] == 300 and at_peak.loc["B", "bytes"] == 50
@@ -128,6 +128,64 @@ def test_recorded_leak_is_found():
     assert (line["allocated"] == line["recomputed"]).all()
     modules = set(a.get_memory_events()["module"]) - {""}
     assert "MLP_0.Sequential_0.Linear_0" in modules
+    leak = a.get_findings().iloc[0]  # nothing else to fix in the sample
+    assert leak["kind"] == "memory_leak" and leak["evidence"].startswith(
+        "1.0 MiB allocated in each of 3 steps and never freed in the trace, 1.0 MiB of it by"
+        " aten::empty in 'leak'"
+    )
+
+
+def leaking_steps(tmp_path, steps: int):
+    """``steps`` steps on cuda:0 of a 1 GiB device, known by construction: each allocates 1 MiB
+    in aten::empty inside 'keep' that is never freed and 4 MiB in aten::mm freed in the step;
+    steps 1 and 2 also leave 2 MiB of a cache (aten::cat) unfreed, a site not in every step."""
+    b = TraceBuilder()
+    b.meta["deviceProperties"] = [{"id": 0, "totalGlobalMem": 2**30}]
+    total, addr = 0, 0x1000
+    for step in range(1, steps + 1):
+        base = 1000 * step
+        b.step(step, base, 1000).cpu_op("keep", base + 10, 100, cat="user_annotation")
+        b.cpu_op("aten::empty", base + 20, 10).cpu_op("aten::mm", base + 200, 100)
+        sites = [(base + 22, MIB, "leak"), (base + 210, 4 * MIB, "mm")]
+        if step <= 2:
+            b.cpu_op("aten::cat", base + 400, 10)
+            sites.append((base + 402, 2 * MIB, "cache"))
+        for ts, size, what in sites:
+            addr += 0x100
+            total += size
+            memory(b, ts, size, addr, total)
+            if what == "mm":
+                total -= size
+                memory(b, ts + 50, -size, addr, total)
+    b.write(tmp_path / "rank0.json")
+    return TraceAnalysis(trace_dir=tmp_path, cache=False, include_last_profiler_step=True)
+
+
+def test_a_site_that_leaks_in_every_step_is_a_finding(tmp_path):
+    """5 steps (above): a memory_leak of 1 MiB per step at aten::empty in 'keep' (the cache of
+    two steps is not one), no step time; the 1 GiB less the 13 MiB peak lasts 1,011 more steps.
+    The key findings' memory line says the same leak."""
+    a = leaking_steps(tmp_path, 5)
+    found = a.get_findings()
+    leak = found[found["kind"] == "memory_leak"]
+    assert len(leak) == 1 and leak.iloc[0]["saving_ms_per_step"] == 0
+    assert leak.iloc[0]["where"] == "rank 0 cuda:0"
+    assert leak.iloc[0]["evidence"] == (
+        "1.0 MiB allocated in each of 5 steps and never freed in the trace, 1.0 MiB of it by"
+        " aten::empty in 'keep'; at that rate the 1011.0 MiB above the allocated peak lasts"
+        " 1,011 more steps"
+    )
+    line = a.get_key_findings().set_index("kind").loc["memory_peak", "finding"]
+    assert line.endswith("; rank 0 cuda:0 leaks 1.0 MiB per step (allocated in every step, never"
+                         " freed: the finding memory_leak)")  # fmt: skip
+
+
+def test_two_steps_cannot_tell_a_leak(tmp_path):
+    """With 2 steps the step after the last might free what they left: no memory_leak."""
+    a = leaking_steps(tmp_path, 2)
+    assert len(a.get_memory_leaks()) == 4
+    assert "memory_leak" not in set(a.get_findings()["kind"])
+    assert "leaks" not in a.get_key_findings().set_index("kind").loc["memory_peak", "finding"]
 
 
 @needs_shared

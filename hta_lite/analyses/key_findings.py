@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..kineto import CPU_COLLECTIVE, PARAM_COMMS_NAME
 from ..units import fmt_bytes, fmt_pct, fmt_us
+from .memory.lifetimes import leak_clause
 from .straggler_causes import cause_of
 
 COLUMNS = ["kind", "rank", "finding", "value", "unit", "step_pctg", "section"]
@@ -316,10 +317,10 @@ def _graph_replay_note(table: pd.DataFrame) -> str:
     )
 
 
-def memory_peak(peaks: pd.DataFrame | None, capacity: Callable[[int, str], float]) -> dict:
-    """The highest peak of allocated memory (``get_memory_peaks``) against the device's memory
-    (``capacity(rank, device)``: bytes, NaN when the trace does not say), GPU devices first;
-    with no peak, why (the table's ``attrs["why"]``)."""
+def memory_peak(peaks: pd.DataFrame | None, capacity: Callable[[int, str], float],
+                leaks: pd.DataFrame | None = None) -> dict:  # fmt: skip
+    """The highest peak allocated (GPU first) against its device's ``capacity`` (bytes, NaN
+    unknown), the largest leak (:func:`.memory.lifetimes.steady_leaks`); with no peak, why."""
     if peaks is None or peaks.empty:
         reason = (peaks.attrs.get("why") if peaks is not None else None) or (
             "profile with torch.profiler.profile(profile_memory=True)"
@@ -339,6 +340,7 @@ def memory_peak(peaks: pd.DataFrame | None, capacity: Callable[[int, str], float
         text += f"; reached in {_short(str(top['operator']))}"
     if top["step"] >= 0:
         text += f" (step {int(top['step'])})"
+    text += leak_clause(leaks) if leaks is not None else ""
     return _row("memory_peak", text, top["peak_allocated"], "bytes", section="memory", rank=rank)
 
 

@@ -96,6 +96,7 @@ class Findings:
             report = self.get_straggler_report() if len(self.ranks) > 1 else None
             anomalies = _or_none(self.get_step_anomalies)
             peaks = _or_none(self.get_memory_peaks)
+            leaks = _or_none(self._steady_leaks)
             roofline = _or_none(lambda: self.get_operator_roofline(device=device))
         return ranked.Context.of(
             parts["segments"], parts["events"], path, matching.calls, matching.instances,
@@ -103,7 +104,8 @@ class Findings:
             patterns=(
                 list(data_load_events) if data_load_events is not None else [DATA_LOADING_PATTERN]
             ),
-            stragglers=report, anomalies=anomalies, memory_peaks=peaks, roofline=roofline,
+            stragglers=report, anomalies=anomalies, memory_peaks=peaks, memory_leaks=leaks,
+            roofline=roofline,
             capacity=self._device_memory, gaps=parts["gaps"],
         )  # fmt: skip
 
@@ -143,7 +145,9 @@ class Findings:
             self._step_anomaly_finding(),
             top,
             kf.mfu(mfu, list(DEVICES), self._architecture()) if top else None,
-            kf.memory_peak(self.get_memory_peaks(), self._device_memory),
+            kf.memory_peak(
+                self.get_memory_peaks(), self._device_memory, _or_none(self._steady_leaks)
+            ),
             kf.partial_job(self.ranks, self._world_size()),
             kf.health(self.health()),
         ]

@@ -112,7 +112,8 @@ class Memory:
     @table_view(timeline.PEAK_COLUMNS)
     def get_memory_peaks(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Per (rank, device): peak allocated memory, when, and the operator / annotation /
-        module / step that reached it; peak reserved memory and peak fragmentation.
+        module / step that reached it; peak reserved memory and peak cached memory (reserved
+        less allocated: held by the allocator, not in use).
 
         Returns:
             :data:`hta_lite.analyses.memory.timeline.PEAK_COLUMNS` (bytes, ts ns).
@@ -149,6 +150,12 @@ class Memory:
                      "count": -1, "bytes": before}  # fmt: skip
             live = pd.concat([live, pd.DataFrame([extra])], ignore_index=True)
         return live.sort_values("bytes", ascending=False, ignore_index=True)
+
+    def _steady_leaks(self) -> pd.DataFrame:
+        """The sites that leak in every step, on every rank with memory events
+        (:func:`~hta_lite.analyses.memory.lifetimes.steady_leaks`: the findings and the key
+        findings)."""
+        return life.steady_leaks(need(self.get_memory_lifetimes()))
 
     @table_view(life.LIFETIME_COLUMNS)
     def get_memory_lifetimes(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:

@@ -7,7 +7,7 @@ graphs) comes from :class:`Reopened`: the rank reopened from the cache where it 
 go, and the step graphs are built one rank at a time. With the cache off the findings are not
 computed (each rank would be parsed again in the driver). Two kinds need views the batch does
 not compute and are left out (the table's note says so): ``below_roof`` (the operator
-roofline) and the memory kinds (memory peaks).
+roofline) and the memory kinds (memory peaks, lifetimes).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..load.rank_trace import RankTrace
 from ..load.series import join_windows
 
 #: kinds :func:`folder_findings` cannot give (the views they rest on are not in the batch)
-LEFT_OUT = ("below_roof", "memory_near_capacity", "memory_cached")
+LEFT_OUT = ("below_roof", "memory_near_capacity", "memory_cached", "memory_leak")
 
 
 class Reopened(Mapping):

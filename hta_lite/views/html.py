@@ -44,7 +44,7 @@ ul.findings a{color:#1f5f99}
 """
 
 #: columns holding bytes (shown in binary units, the exact count on hover)
-BYTES_COLUMN = re.compile(r"bytes|allocated|reserved|fragmentation|growth")
+BYTES_COLUMN = re.compile(r"bytes|allocated|reserved|fragmentation|cached|growth")
 NOT_BYTES = re.compile(r"_ts$|pctg|count|_vs_|calls|ratio")
 NAME_LIMIT = 70
 #: numbers that are names (a step, a rank), written without thousands separators

@@ -100,7 +100,7 @@ def memory_peaks(analysis) -> pd.DataFrame | str:
 
 
 MEMORY_PEAK_COLUMNS = ["rank", "device", "peak_allocated", "operator", "module", "step",
-                       "peak_reserved", "peak_fragmentation"]  # fmt: skip
+                       "peak_reserved", "peak_cached"]  # fmt: skip
 
 
 def leaks(analysis) -> pd.DataFrame | str:

@@ -28,12 +28,13 @@ class Context:
     of each; ``gaps``: the time of those paths no edge weighs (the partials' ``gaps``; None:
     not known), ``gap_segment`` the segment row of each; ``job_path``; ``calls`` /
     ``instances`` (collectives matching); ``traces``; ``patterns``: the data-loading regexes;
-    the views: ``stragglers``
-    (:class:`~..stragglers.StragglerReport` or None), ``anomalies`` (``get_step_anomalies``
-    or None), ``memory_peaks`` (or None), ``roofline`` (``get_operator_roofline`` or None)
-    and ``capacity(rank, device)`` (bytes, NaN unknown); a CUDA memory snapshot of the run, when
-    given: ``snapshot_name`` (its file), ``snapshot_summary`` (``MemorySnapshot.summary()``)
-    and ``snapshot_oom`` (``MemorySnapshot.oom()``, empty without an ``oom`` entry)."""
+    the views: ``stragglers`` (:class:`~..stragglers.StragglerReport` or None),
+    ``anomalies`` (``get_step_anomalies`` or None), ``memory_peaks`` (or None),
+    ``memory_leaks`` (:func:`~..memory.lifetimes.steady_leaks` or None), ``roofline``
+    (``get_operator_roofline`` or None) and ``capacity(rank, device)`` (bytes, NaN unknown); a
+    CUDA memory snapshot of the run, when given: ``snapshot_name`` (its file),
+    ``snapshot_summary`` (``MemorySnapshot.summary()``) and ``snapshot_oom``
+    (``MemorySnapshot.oom()``, empty without an ``oom`` entry)."""
 
     replay: Replay
     events: pd.DataFrame
@@ -45,6 +46,7 @@ class Context:
     stragglers: object = None
     anomalies: pd.DataFrame | None = None
     memory_peaks: pd.DataFrame | None = None
+    memory_leaks: pd.DataFrame | None = None
     roofline: pd.DataFrame | None = None
     capacity: Callable[[int, str], float] = lambda rank, device: np.nan
     snapshot_name: str = ""
@@ -90,6 +92,7 @@ class Context:
         stragglers=None,
         anomalies: pd.DataFrame | None = None,
         memory_peaks: pd.DataFrame | None = None,
+        memory_leaks: pd.DataFrame | None = None,
         roofline: pd.DataFrame | None = None,
         capacity: Callable[[int, str], float] | None = None,
         gaps: pd.DataFrame | None = None,
@@ -102,7 +105,7 @@ class Context:
             replay=Replay(segments, calls, instances), events=events, job_path=job_path,
             calls=calls, instances=instances, traces=traces, patterns=patterns,
             stragglers=stragglers, anomalies=anomalies, memory_peaks=memory_peaks,
-            roofline=roofline, gaps=gaps, **extra,
+            memory_leaks=memory_leaks, roofline=roofline, gaps=gaps, **extra,
         )  # fmt: skip
 
     @property

@@ -1,11 +1,14 @@
-"""Memory near the device's capacity, or reserved far above what is allocated.
+"""Memory near the device's capacity, reserved far above what is allocated, or leaking.
 
 No step time is saved: the finding says what the headroom allows (a larger batch) or which
 allocator setting to try. Near capacity: the allocated peak is at least ``NEAR_PCTG`` of the
 device's memory (from the trace's ``deviceProperties``); cached (``memory_cached``): the reserved
 peak exceeds the allocated peak by more than ``SLACK_PCTG`` of the reserved — memory the
 allocator holds, not allocated. Whether it is *fragmentation* (free but in pieces too small)
-only a memory snapshot's blocks say, so Kineto's memory events never make that claim.
+only a memory snapshot's blocks say, so Kineto's memory events never make that claim. Leaking
+(``memory_leak``): allocations of one site made in every step and never freed in the trace
+(:func:`~..memory.lifetimes.steady_leaks`), one finding per device with the rank that leaks most;
+where the device's memory is known, the steps its free memory lasts at that rate.
 
 With a CUDA memory snapshot of the run: fragmented, the same test on the snapshot's segments
 (reserved less allocated, more than ``SLACK_PCTG`` of the reserved; per device), and one
@@ -20,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ...units import fmt_bytes, fmt_pct
+from ..memory.lifetimes import leak_growth
 from .context import Context
 from .finding import Finding
 
@@ -60,7 +64,55 @@ def find(ctx: Context) -> list[Finding]:
                     " PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
                     rank=int(row.rank),
                 ))  # fmt: skip
-    return out + _snapshot(ctx)
+    return out + _leaks(ctx) + _snapshot(ctx)
+
+
+def _leaks(ctx: Context) -> list[Finding]:
+    """One ``memory_leak`` per device: the rank whose steps leave the most unfreed."""
+    steady = ctx.memory_leaks
+    if steady is None or steady.empty:
+        return []
+    out = []
+    for device, per_rank in leak_growth(steady).groupby(level="device", sort=True, observed=True):
+        (_, rank), grows = per_rank.index[0], int(per_rank.iloc[0])
+        mine = steady[(steady["rank"] == rank) & (steady["device"] == device)]
+        top = mine.iloc[0]
+        named = [(k, top[k]) for k in ("operator", "annotation", "module") if top[k]]
+        site = " in ".join(f"'{v}'" if k == "annotation" else str(v) for k, v in named)
+        others = f" ({len(per_rank) - 1} other rank(s) leak too)" if len(per_rank) > 1 else ""
+        evidence = (
+            f"{fmt_bytes(grows)} allocated in each of {int(top['steps'])} steps and never freed"
+            f" in the trace, {fmt_bytes(top['bytes_per_step'])} of it by"
+            f" {site or 'an unnamed site'}{others}"
+        )
+        lasts = _steps_left(ctx, rank, str(device), grows)
+        out.append(Finding(
+            "memory_leak", f"rank {rank} {device}", evidence + lasts,
+            "no step time: allocations of one site left unfreed by every step",
+            "a tensor kept across steps: a list that grows (losses, outputs: append"
+            " loss.item() or a .detach()ed tensor, not one that holds its graph), a cache"
+            " without a bound; if it is a cache that stops growing, profile more steps to see"
+            " it stop. get_memory_leaks() lists each step's unfreed allocations",
+            rank=int(rank),
+        ))  # fmt: skip
+    return out
+
+
+def _steps_left(ctx: Context, rank: int, device: str, grows: int) -> str:
+    """``"; at that rate ..."``: how many steps the device's memory above the allocated peak
+    lasts ("" where the trace does not give the device's memory)."""
+    total = ctx.capacity(rank, device)
+    peaks = ctx.memory_peaks
+    if not (np.isfinite(total) and total > 0) or peaks is None or peaks.empty:
+        return ""
+    mine = peaks[(peaks["rank"] == rank) & (peaks["device"].astype(str) == device)]
+    if mine.empty:
+        return ""
+    free = total - float(mine["peak_allocated"].max())
+    return (
+        f"; at that rate the {fmt_bytes(free)} above the allocated peak lasts"
+        f" {max(0, int(free // grows)):,} more steps"
+    )
 
 
 def _snapshot(ctx: Context) -> list[Finding]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...units import fmt_bytes
+
 LIFETIME_COLUMNS = [
     "rank", "device", "addr", "bytes", "allocated_ts", "freed_ts", "lifetime_us", "operator",
     "annotation", "module", "step", "status",
@@ -88,3 +90,52 @@ def leaks(table: pd.DataFrame, steps: list[int] | None = None) -> pd.DataFrame:
     keys = ["rank", "device", "step", "operator", "annotation", "module"]
     out = live.groupby(keys, sort=True).agg(count=("bytes", "size"), bytes=("bytes", "sum"))
     return out.reset_index()
+
+
+#: the fewest steps that must each leave the same site's allocations unfreed to call it a leak
+MIN_LEAK_STEPS = 3
+STEADY_COLUMNS = [
+    "rank", "device", "operator", "annotation", "module", "steps", "bytes_per_step",
+]  # fmt: skip
+
+
+def steady_leaks(table: pd.DataFrame) -> pd.DataFrame:
+    """The sites that leak in every step (:data:`STEADY_COLUMNS`): per (rank, device, operator,
+    annotation, module) of ``table`` (lifetimes), allocations never freed in the trace made in
+    each of the rank's steps that allocate on the device, at least :data:`MIN_LEAK_STEPS` of
+    them; ``steps`` (how many), ``bytes_per_step`` (the median over them); most bytes first.
+    Fewer steps cannot tell a leak from what the step after the last would free."""
+    made = table[(table["status"] != BEFORE) & (table["step"] >= 0)]
+    per_device = made.groupby(["rank", "device"], sort=False, observed=True)["step"].nunique()
+    site = ["rank", "device", "operator", "annotation", "module"]
+    found = (
+        leaks(table)
+        .groupby(site, sort=False, observed=True)
+        .agg(steps=("step", "nunique"), bytes_per_step=("bytes", "median"))
+    )
+    needed = per_device.reindex(found.index.droplevel(site[2:])).to_numpy()
+    out = found[(found["steps"].to_numpy() == needed) & (needed >= MIN_LEAK_STEPS)].reset_index()
+    out["bytes_per_step"] = out["bytes_per_step"].round().astype(np.int64)
+    return out.sort_values("bytes_per_step", ascending=False, kind="stable", ignore_index=True)[
+        STEADY_COLUMNS
+    ]
+
+
+def leak_growth(steady: pd.DataFrame) -> pd.Series:
+    """Bytes per step that each (device, rank) of ``steady`` (:func:`steady_leaks`) leaves
+    unfreed, most first."""
+    grows = steady.groupby(["device", "rank"], sort=True, observed=True)["bytes_per_step"].sum()
+    return grows.sort_values(ascending=False, kind="stable")
+
+
+def leak_clause(steady: pd.DataFrame) -> str:
+    """``"; rank R DEVICE leaks N per step (...)"``: the largest leak of ``steady``
+    (:func:`steady_leaks`), for the key findings' memory line ("" where none)."""
+    if steady.empty:
+        return ""
+    grows = leak_growth(steady)
+    (device, rank), size = grows.index[0], grows.iloc[0]
+    return (
+        f"; rank {rank} {device} leaks {fmt_bytes(size)} per step (allocated in every step,"
+        " never freed: the finding memory_leak)"
+    )

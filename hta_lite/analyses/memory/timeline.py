@@ -3,8 +3,10 @@
 Per (rank, device) the allocator's running totals as written (``Total Allocated`` / ``Total
 Reserved``) and the same total recomputed from the signed byte deltas (the first event's total
 minus its own bytes is what was allocated before the trace). :func:`total_mismatches` counts
-events where the two disagree. Fragmentation is reserved - allocated (NaN where the allocator
-reports no reserved memory: the CPU allocator writes 0). Bytes are int64.
+events where the two disagree. Cached is reserved - allocated: memory the caching allocator
+holds but has not allocated (NaN where the allocator reports no reserved memory: the CPU
+allocator writes 0). Whether it is fragmented (free, but in blocks too small for a request) only
+a memory snapshot's blocks say (:mod:`hta_lite.analyses.memory_snapshot`). Bytes are int64.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ import pandas as pd
 from ...load.health_items import record
 
 TIMELINE_COLUMNS = [
-    "rank", "device", "ts", "bytes", "allocated", "reserved", "fragmentation", "recomputed",
+    "rank", "device", "ts", "bytes", "allocated", "reserved", "cached", "recomputed",
     "operator", "annotation", "module", "step",
 ]  # fmt: skip
 PEAK_COLUMNS = [
     "rank", "device", "peak_allocated", "peak_allocated_ts", "operator", "annotation", "module",
-    "step", "peak_reserved", "peak_reserved_ts", "peak_fragmentation", "peak_fragmentation_ts",
+    "step", "peak_reserved", "peak_reserved_ts", "peak_cached", "peak_cached_ts",
 ]  # fmt: skip
 STEP_COLUMNS = [
     "rank", "device", "step", "start_allocated", "end_allocated", "peak_allocated", "growth",
@@ -32,7 +34,7 @@ STEP_COLUMNS = [
 
 def timeline(events: pd.DataFrame, rank: int) -> pd.DataFrame:
     """One row per ``[memory]`` event (:data:`TIMELINE_COLUMNS`): ``allocated`` / ``reserved``
-    as written (recomputed where not written), ``fragmentation``, ``recomputed`` (before-trace
+    as written (recomputed where not written), ``cached``, ``recomputed`` (before-trace
     total + cumulative bytes)."""
     parts = []
     for device, rows in events.groupby("device", sort=True):
@@ -56,7 +58,7 @@ def timeline(events: pd.DataFrame, rank: int) -> pd.DataFrame:
                     "bytes": deltas,
                     "allocated": allocated,
                     "reserved": reserved,
-                    "fragmentation": reserved - allocated,
+                    "cached": reserved - allocated,
                     "recomputed": recomputed,
                     "operator": rows["operator"].to_numpy(),
                     "annotation": rows["annotation"].to_numpy(),
@@ -95,14 +97,14 @@ def total_mismatches(line: pd.DataFrame) -> int:
 def peaks(line: pd.DataFrame) -> pd.DataFrame:
     """Per (rank, device): the peak of allocated memory, when, and the operator / annotation /
     module / step of the event that reached it; the peaks of reserved memory and of
-    fragmentation, and when (:data:`PEAK_COLUMNS`; the first time a peak is reached)."""
+    cached memory, and when (:data:`PEAK_COLUMNS`; the first time a peak is reached)."""
     rows = []
     for (rank, device), part in line.groupby(["rank", "device"], sort=True):
         top = part.loc[part["allocated"].idxmax()]
         reserved = part["reserved"]
-        frag = part["fragmentation"]
+        cached = part["cached"]
         r = part.loc[reserved.idxmax()] if reserved.notna().any() else None
-        f = part.loc[frag.idxmax()] if frag.notna().any() else None
+        f = part.loc[cached.idxmax()] if cached.notna().any() else None
         rows.append(
             {
                 "rank": rank, "device": device, "peak_allocated": int(top["allocated"]),
@@ -110,8 +112,8 @@ def peaks(line: pd.DataFrame) -> pd.DataFrame:
                 "annotation": top["annotation"], "module": top["module"], "step": top["step"],
                 "peak_reserved": float(r["reserved"]) if r is not None else np.nan,
                 "peak_reserved_ts": int(r["ts"]) if r is not None else -1,
-                "peak_fragmentation": float(f["fragmentation"]) if f is not None else np.nan,
-                "peak_fragmentation_ts": int(f["ts"]) if f is not None else -1,
+                "peak_cached": float(f["cached"]) if f is not None else np.nan,
+                "peak_cached_ts": int(f["ts"]) if f is not None else -1,
             }
         )  # fmt: skip
     return pd.DataFrame(rows, columns=PEAK_COLUMNS)
