@@ -135,18 +135,19 @@ def test_recorded_leak_is_found():
     )
 
 
-def leaking_steps(tmp_path, steps: int):
-    """``steps`` steps on cuda:0 of a 1 GiB device, known by construction: each allocates 1 MiB
-    in aten::empty inside 'keep' that is never freed and 4 MiB in aten::mm freed in the step;
-    steps 1 and 2 also leave 2 MiB of a cache (aten::cat) unfreed, a site not in every step."""
-    b = TraceBuilder()
+def leaking_steps(tmp_path, steps: int, rank: int = 0, leak: int = MIB):
+    """``steps`` steps on cuda:0 of a 1 GiB device, known by construction: each allocates
+    ``leak`` bytes in aten::empty inside 'keep' that are never freed and 4 MiB in aten::mm freed
+    in the step; steps 1 and 2 also leave 2 MiB of a cache (aten::cat) unfreed, a site not in
+    every step."""
+    b = TraceBuilder(rank=rank, world_size=2)
     b.meta["deviceProperties"] = [{"id": 0, "totalGlobalMem": 2**30}]
     total, addr = 0, 0x1000
     for step in range(1, steps + 1):
         base = 1000 * step
         b.step(step, base, 1000).cpu_op("keep", base + 10, 100, cat="user_annotation")
         b.cpu_op("aten::empty", base + 20, 10).cpu_op("aten::mm", base + 200, 100)
-        sites = [(base + 22, MIB, "leak"), (base + 210, 4 * MIB, "mm")]
+        sites = [(base + 22, leak, "leak"), (base + 210, 4 * MIB, "mm")]
         if step <= 2:
             b.cpu_op("aten::cat", base + 400, 10)
             sites.append((base + 402, 2 * MIB, "cache"))
@@ -157,7 +158,7 @@ def leaking_steps(tmp_path, steps: int):
             if what == "mm":
                 total -= size
                 memory(b, ts + 50, -size, addr, total)
-    b.write(tmp_path / "rank0.json")
+    b.write(tmp_path / f"rank{rank}.json")
     return TraceAnalysis(trace_dir=tmp_path, cache=False, include_last_profiler_step=True)
 
 
@@ -178,6 +179,21 @@ def test_a_site_that_leaks_in_every_step_is_a_finding(tmp_path):
     line = a.get_key_findings().set_index("kind").loc["memory_peak", "finding"]
     assert line.endswith("; rank 0 cuda:0 leaks 1.0 MiB per step (allocated in every step, never"
                          " freed: the finding memory_leak)")  # fmt: skip
+
+
+def test_the_rank_that_leaks_most_is_named_once(tmp_path):
+    """Rank 0 leaks 1 MiB per step, rank 1 2 MiB: one memory_leak, for rank 1, saying that
+    another rank leaks too; the key findings name rank 1 as well."""
+    leaking_steps(tmp_path, 5)
+    a = leaking_steps(tmp_path, 5, rank=1, leak=2 * MIB)
+    leak = a.get_findings().set_index("kind").loc[["memory_leak"]]
+    assert len(leak) == 1 and leak.iloc[0]["rank"] == 1
+    assert leak.iloc[0]["evidence"].startswith(
+        "2.0 MiB allocated in each of 5 steps and never freed in the trace, 2.0 MiB of it by"
+        " aten::empty in 'keep' (1 other rank(s) leak too)"
+    )
+    line = a.get_key_findings().set_index("kind").loc["memory_peak", "finding"]
+    assert "; rank 1 cuda:0 leaks 2.0 MiB per step" in line
 
 
 def test_two_steps_cannot_tell_a_leak(tmp_path):
