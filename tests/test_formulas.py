@@ -66,13 +66,14 @@ def test_idle_gap_causes(tmp_path):
 
 
 def test_overlap_on_one_stream_never_makes_negative_idle(tmp_path):
-    """B runs inside A on the same stream; C starts 20 µs after A ends. The reference measures C's
-    gap from B's end (60 µs, 'other') and B's as -50 µs; the stream was idle 20 µs."""
+    """B runs inside A on the same stream, as a programmatic dependent launch may (so A is not
+    clipped); C starts 20 µs after A ends. The reference measures C's gap from B's end (60 µs,
+    'other') and B's as -50 µs; the stream was idle 20 µs."""
     b = (
         TraceBuilder()
-        .kernel("A", 0, 100, launch_ts=-10)
-        .kernel("B", 50, 10, launch_ts=-9)
-        .kernel("C", 120, 5, launch_ts=-8)
+        .kernel("A", 100, 100, launch_ts=1)
+        .kernel("B", 150, 10, launch_ts=2, launch_name="cudaLaunchKernelExC")
+        .kernel("C", 220, 5, launch_ts=3)
     )
     idle = (
         analyze(tmp_path, b)
@@ -102,6 +103,28 @@ def test_overlaps_the_launch_allows_are_not_trace_problems(tmp_path):
         "gpu_overlap_in_graph": {"severity": "info", "count": 1},
         "gpu_overlap_on_stream": {"severity": "warning", "count": 1},
     }
+    assert health.loc["gpu_overlap_on_stream", "item"].endswith("5.0 µs removed)")
+
+
+def test_an_end_that_overruns_the_next_event_on_its_stream_is_clipped(tmp_path):
+    """A ROCm-style deferred completion timestamp: an attention kernel that ran 40 µs is written
+    as 1 s long, and the 100 kernels of 5 µs after it on its stream (every 10 µs from 40 µs) all
+    start inside it. A stream runs one thing at a time, so its end is the next one's start: 40 µs
+    in every view (the reference sums the 1 s in the kernel breakdown and counts it busy), the
+    999,960 µs removed said in health; kernels starting at the same time are left whole."""
+    b = TraceBuilder().kernel("fmha_bwd", 100, 1_000_000, launch_ts=1)
+    for i in range(100):
+        b.kernel("k", 140 + 10 * i, 5, launch_ts=2 + i / 1000)
+    b.kernel("same_start_a", 2000, 10, launch_ts=3).kernel("same_start_b", 2000, 4, launch_ts=4)
+    a = analyze(tmp_path, b)
+    kernels = a.get_gpu_kernel_breakdown(visualize=False)[1].set_index("name")["sum (us)"]
+    assert kernels["fmha_bwd"] == 40 and kernels["k"] == 500
+    assert kernels["same_start_a"] + kernels["same_start_b"] == 14
+    temporal = a.get_temporal_breakdown(visualize=False).iloc[0]
+    assert temporal["compute_time(us)"] == 40 + 500 + 10
+    health = a.health().set_index("code").loc["gpu_overlap_on_stream"]
+    assert health["count"] == 102  # as read: all start inside the 1 s, the same-start pair too
+    assert health["item"].endswith("999,960.0 µs removed)")
 
 
 def test_consecutive_kernel_delay_is_in_microseconds(tmp_path):

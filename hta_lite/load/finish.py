@@ -30,7 +30,7 @@ import pandas as pd
 
 from ..classify import kernel_types
 from ..errors import SelectionError, SnapshotError, TraceError, TraceFormatError
-from ..intervals import overlapping_by_group
+from ..intervals import overlapping_by_group, sorted_by_group
 from ..kineto import (
     CPU_OP_CATEGORY,
     DEPENDENT_LAUNCH_NAMES,
@@ -211,20 +211,40 @@ def _runtime_rows(cpu: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero((corr != -1) & np.asarray(cpu["cat"].isin(RUNTIME_CATEGORIES)))
 
 
-def _note_overlaps(cpu: pd.DataFrame, gpu: pd.DataFrame, launch: np.ndarray, health) -> None:
+def _clip_overruns(cpu: pd.DataFrame, gpu: pd.DataFrame, launch: np.ndarray, health) -> None:
     """GPU events that start before an earlier one on their stream ended: expected where the
     launch allows it (a programmatic dependent launch; a graph's parallel branches, which the
-    trace puts on the stream the graph was launched on), else a trace problem."""
+    trace puts on the stream the graph was launched on), else a trace problem. A stream runs one
+    thing at a time, so there the earlier event's end is wrong (a completion timestamp written
+    late: ROCm's deferred ones, clock skew between records) and is clipped to the start of the
+    event after it, as Perfetto draws it; the µs removed are in health. Events starting at the
+    same time cannot be ordered and are left as they are."""
     on_streams = np.flatnonzero(np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES)))
+    stream = gpu["stream"].to_numpy()[on_streams]
     ts = gpu["ts"].to_numpy()[on_streams]
     end = ts + gpu["dur"].to_numpy()[on_streams]
-    rows = launch[on_streams[overlapping_by_group(gpu["stream"].to_numpy()[on_streams], ts, end)]]
-    launched_by = cpu["name"].iloc[rows[rows >= 0]].astype(str)
-    dependent = int(launched_by.isin(DEPENDENT_LAUNCH_NAMES).sum())
-    in_graph = int(launched_by.isin(GRAPH_LAUNCH_NAMES).sum())
-    note(health, "gpu_overlap_dependent_launch", dependent)
-    note(health, "gpu_overlap_in_graph", in_graph)
-    note(health, "gpu_overlap_on_stream", len(rows) - dependent - in_graph)
+    overlapping = np.flatnonzero(overlapping_by_group(stream, ts, end))
+    rows = launch[on_streams[overlapping]]
+    launched_by = pd.Series(pd.NA, index=overlapping, dtype="str")
+    launched_by[rows >= 0] = cpu["name"].iloc[rows[rows >= 0]].astype(str).to_numpy()
+    dependent = launched_by.isin(DEPENDENT_LAUNCH_NAMES).to_numpy()
+    in_graph = launched_by.isin(GRAPH_LAUNCH_NAMES).to_numpy()
+    note(health, "gpu_overlap_dependent_launch", int(dependent.sum()))
+    note(health, "gpu_overlap_in_graph", int(in_graph.sum()))
+    problem = np.zeros(len(on_streams), bool)
+    problem[overlapping[~dependent & ~in_graph]] = True
+    if not problem.any():
+        return
+    order, first = sorted_by_group(stream, ts)
+    after = order[1:]  # each event in (stream, ts) order, and the one before it on its stream
+    before = order[:-1]
+    clip = ~first[1:] & problem[after] & (ts[after] > ts[before]) & (end[before] > ts[after])
+    earlier, later = before[clip], after[clip]
+    removed = int((end[earlier] - ts[later]).sum())
+    dur = gpu["dur"].to_numpy().copy()
+    dur[on_streams[earlier]] = ts[later] - ts[earlier]
+    gpu["dur"] = dur
+    note(health, "gpu_overlap_on_stream", int(problem.sum()), f"{removed / 1e3:,.1f}")
 
 
 def _launch_rows(cpu: pd.DataFrame, gpu: pd.DataFrame, health: Counter | None) -> np.ndarray:
@@ -284,7 +304,7 @@ def _link(cpu: pd.DataFrame, gpu: pd.DataFrame, steps: pd.DataFrame, health: Cou
         cpu["correlation"].to_numpy(), gpu["correlation"].to_numpy()
     )
     note(health, "launch_without_gpu", int(orphan_launches.sum()))
-    _note_overlaps(cpu, gpu, launch, health)
+    _clip_overruns(cpu, gpu, launch, health)
     runtime = _runtime_rows(cpu)
     op_row = np.full(len(cpu), -1, np.int64)
     op_row[runtime] = nearest_ancestor(parent, np.asarray(cpu["cat"] == CPU_OP_CATEGORY), runtime)

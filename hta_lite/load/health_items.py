@@ -68,7 +68,9 @@ ITEMS: dict[str, Item] = {
     ),
     "launch_without_gpu": Item(WARNING, "launch calls without a GPU event in the trace"),
     "gpu_overlap_on_stream": Item(
-        WARNING, "GPU events overlapping an earlier event on the same stream"
+        WARNING,
+        "GPU events overlapping an earlier event on the same stream (the earlier ends clipped"
+        " to the next start: {detail} µs removed)",
     ),
     "gpu_overlap_dependent_launch": Item(
         INFO,
