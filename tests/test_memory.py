@@ -196,6 +196,21 @@ def test_the_rank_that_leaks_most_is_named_once(tmp_path):
     assert "; rank 1 cuda:0 leaks 2.0 MiB per step" in line
 
 
+def test_recorded_outputs_kept_each_step_are_a_leak():
+    """tests/data/memory_outputs_kept (recorded): each step keeps its 2,560 bytes of logits, made
+    by aten::addmm in the head Linear under the step's own annotation; the momentum buffers of
+    the first step are not a leak. The finding's bytes per step are the steady steps' growth."""
+    a = TraceAnalysis(trace_dir=DATA / "memory_outputs_kept", cache=False)
+    found = a.get_findings()
+    assert found["kind"].tolist() == ["memory_leak"]
+    assert found.iloc[0]["evidence"] == (
+        "2.5 KiB allocated in each of 5 steps and never freed in the trace, 2.5 KiB of it by"
+        " aten::addmm in MLP_0.Linear_1"
+    )
+    growth = a.get_memory_by_step().set_index("step")["growth"]
+    assert (growth.iloc[1:] == 2560).all() and growth.iloc[0] > 2560  # step 2: the momentum
+
+
 def test_two_steps_cannot_tell_a_leak(tmp_path):
     """With 2 steps the step after the last might free what they left: no memory_leak."""
     a = leaking_steps(tmp_path, 2)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...kineto import STEP_PREFIX
 from ...units import fmt_bytes
 
 LIFETIME_COLUMNS = [
@@ -104,14 +105,17 @@ def steady_leaks(table: pd.DataFrame) -> pd.DataFrame:
     annotation, module) of ``table`` (lifetimes), allocations never freed in the trace made in
     each of the rank's steps that allocate on the device, at least :data:`MIN_LEAK_STEPS` of
     them; ``steps`` (how many), ``bytes_per_step`` (the median over them); most bytes first.
-    Fewer steps cannot tell a leak from what the step after the last would free."""
+    Fewer steps cannot tell a leak from what the step after the last would free. An allocation
+    whose innermost annotation is its step (``ProfilerStep#N``) has none: the step's number
+    does not make another site."""
     made = table[(table["status"] != BEFORE) & (table["step"] >= 0)]
     per_device = made.groupby(["rank", "device"], sort=False, observed=True)["step"].nunique()
     site = ["rank", "device", "operator", "annotation", "module"]
-    found = (
-        leaks(table)
-        .groupby(site, sort=False, observed=True)
-        .agg(steps=("step", "nunique"), bytes_per_step=("bytes", "median"))
+    found = leaks(table)
+    annotation = found["annotation"].astype(str)
+    found["annotation"] = annotation.mask(annotation.str.startswith(STEP_PREFIX), "")
+    found = found.groupby(site, sort=False, observed=True).agg(
+        steps=("step", "nunique"), bytes_per_step=("bytes", "median")
     )
     needed = per_device.reindex(found.index.droplevel(site[2:])).to_numpy()
     out = found[(found["steps"].to_numpy() == needed) & (needed >= MIN_LEAK_STEPS)].reset_index()
