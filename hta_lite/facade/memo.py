@@ -22,6 +22,8 @@ class Memo:
     - ``operators``: ``{rank: RankOperators}`` (operator instances and graph replays).
     - ``roofline``: ``{(ranks, device): roofline table}``.
     - ``memory``: ``{rank: (memory events, the rank's memory timeline)}``.
+    - ``leaks``: the sites of all ranks that leak in every step (``steady_leaks``), None until
+      first asked.
     - ``scored_steps``: ``{(ranks, ...): the steps scored against the typical step}``.
     - ``job_path_parts``: ``{ranks: each rank's local critical path between its collectives}``.
     - ``findings``: ``{(snapshot file, ...): the ranked findings}``.
@@ -34,6 +36,7 @@ class Memo:
     operators: dict = field(default_factory=dict)
     roofline: dict = field(default_factory=dict)
     memory: dict = field(default_factory=dict)
+    leaks: Any = None
     scored_steps: dict = field(default_factory=dict)
     job_path_parts: dict = field(default_factory=dict)
     findings: dict = field(default_factory=dict)

@@ -155,7 +155,9 @@ class Memory:
         """The sites that leak in every step, on every rank with memory events
         (:func:`~hta_lite.analyses.memory.lifetimes.steady_leaks`: the findings and the key
         findings)."""
-        return life.steady_leaks(need(self.get_memory_lifetimes()))
+        if self.memo.leaks is None:
+            self.memo.leaks = life.steady_leaks(need(self.get_memory_lifetimes()))
+        return self.memo.leaks
 
     @table_view(life.LIFETIME_COLUMNS)
     def get_memory_lifetimes(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
