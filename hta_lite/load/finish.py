@@ -225,10 +225,10 @@ def _clip_overruns(cpu: pd.DataFrame, gpu: pd.DataFrame, launch: np.ndarray, hea
     end = ts + gpu["dur"].to_numpy()[on_streams]
     overlapping = np.flatnonzero(overlapping_by_group(stream, ts, end))
     rows = launch[on_streams[overlapping]]
-    launched_by = pd.Series(pd.NA, index=overlapping, dtype="str")
+    launched_by = np.full(len(rows), "", dtype=object)  # "": no launch in the trace
     launched_by[rows >= 0] = cpu["name"].iloc[rows[rows >= 0]].astype(str).to_numpy()
-    dependent = launched_by.isin(DEPENDENT_LAUNCH_NAMES).to_numpy()
-    in_graph = launched_by.isin(GRAPH_LAUNCH_NAMES).to_numpy()
+    dependent = pd.Series(launched_by).isin(DEPENDENT_LAUNCH_NAMES).to_numpy()
+    in_graph = pd.Series(launched_by).isin(GRAPH_LAUNCH_NAMES).to_numpy()
     note(health, "gpu_overlap_dependent_launch", int(dependent.sum()))
     note(health, "gpu_overlap_in_graph", int(in_graph.sum()))
     problem = np.zeros(len(on_streams), bool)
