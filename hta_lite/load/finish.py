@@ -216,9 +216,9 @@ def _clip_overruns(cpu: pd.DataFrame, gpu: pd.DataFrame, launch: np.ndarray, hea
     launch allows it (a programmatic dependent launch; a graph's parallel branches, which the
     trace puts on the stream the graph was launched on), else a trace problem. A stream runs one
     thing at a time, so there the earlier event's end is wrong (a completion timestamp written
-    late: ROCm's deferred ones, clock skew between records) and is clipped to the start of the
-    event after it, as Perfetto draws it; the µs removed are in health. Events starting at the
-    same time cannot be ordered and are left as they are."""
+    late: ROCm's deferred ones, clock skew between records) and is clipped to the first later
+    start on its stream, as Perfetto draws it; the µs removed are in health. Events starting at
+    the same time cannot be ordered: none is clipped to another."""
     on_streams = np.flatnonzero(np.asarray(gpu["cat"].isin(GPU_WORK_CATEGORIES)))
     stream = gpu["stream"].to_numpy()[on_streams]
     ts = gpu["ts"].to_numpy()[on_streams]
@@ -236,10 +236,17 @@ def _clip_overruns(cpu: pd.DataFrame, gpu: pd.DataFrame, launch: np.ndarray, hea
     if not problem.any():
         return
     order, first = sorted_by_group(stream, ts)
-    after = order[1:]  # each event in (stream, ts) order, and the one before it on its stream
-    before = order[:-1]
-    clip = ~first[1:] & problem[after] & (ts[after] > ts[before]) & (end[before] > ts[after])
-    earlier, later = before[clip], after[clip]
+    # the first later start on each event's stream: the next run of one (stream, ts) in order
+    run = first | np.r_[True, ts[order][1:] != ts[order][:-1]]
+    starts = np.flatnonzero(run)
+    later_run = np.cumsum(run)  # per position: the index in ``starts`` of the next run
+    has_later = later_run < len(starts)
+    position = np.flatnonzero(has_later)
+    position = position[~first[starts[later_run[position]]]]  # the next run on the same stream
+    nxt = order[starts[later_run[position]]]
+    any_problem = np.maximum.reduceat(problem[order], starts)[later_run[position]]
+    clip = any_problem & (end[order[position]] > ts[nxt])
+    earlier, later = order[position[clip]], nxt[clip]
     removed = int((end[earlier] - ts[later]).sum())
     dur = gpu["dur"].to_numpy().copy()
     dur[on_streams[earlier]] = ts[later] - ts[earlier]
