@@ -145,7 +145,7 @@ def test_launch_stats_known_delays(tmp_path):
     b = (
         TraceBuilder()
         .kernel("k", 20, 3, launch_ts=0, launch_dur=5)  # delay 20 - 5 = 15
-        .kernel("k2", 21, 3, launch_ts=19, launch_dur=4)  # GPU starts before the call ends: 0
+        .kernel("k2", 21, 3, stream=8, launch_ts=19, launch_dur=4)  # starts in its call: 0
         .kernel(
             "Memcpy DtoD (Device -> Device)", 40, 2, cat="gpu_memcpy", launch_ts=30, launch_dur=2
         )  # 8

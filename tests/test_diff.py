@@ -119,7 +119,7 @@ def _pair(tmp_path):
             b.step(step, base, 900)
             b.cpu_op("aten::mm", base + 1, 5)
             b.kernel("gemm", base + 10, 100 * slow, launch_ts=base + 2)  # 2x slower in test
-            b.kernel("relu", base + 200, 10, launch_ts=base + 3)
+            b.kernel("relu", base + 300, 10, launch_ts=base + 3)  # after gemm ends
     control.kernel("only_in_control", 1500, 5, launch_ts=1004)
     test.kernel("only_in_test", 1500, 5, launch_ts=1004)
     test.kernel("relu", 1600, 10, launch_ts=1005)  # count changed in step 1
@@ -172,12 +172,12 @@ def test_gate_exit_codes(tmp_path, capsys):
     gate = json.loads(out.read_text())["gate"]
     assert gate["regression"] is True and gate["control_steps"] == 2  # last step left out
     assert gate["regressed"] == ["gpu_busy"]
-    # GPU busy per step, median of steps 1 and 2: control (115, 110) -> 112.5; test: gemm now hides
-    # relu (200+5+10, 200) -> 207.5
+    # GPU busy per step, median of steps 1 and 2: control (100+10+5, 110) -> 112.5; test: the
+    # 2x gemm (200+10+5+10, 210) -> 217.5
     busy = gate["metrics"]["gpu_busy"]
-    assert (busy["control"], busy["test"]) == (112.5, 207.5)
-    assert busy["change_pct"] == pytest.approx(100 * (207.5 - 112.5) / 112.5, abs=0.01)
-    assert "REGRESSION: GPU busy time per step 112 µs -> 208 µs (+84.44 %" in (
+    assert (busy["control"], busy["test"]) == (112.5, 217.5)
+    assert busy["change_pct"] == pytest.approx(100 * (217.5 - 112.5) / 112.5, abs=0.01)
+    assert "REGRESSION: GPU busy time per step 112 µs -> 218 µs (+93.33 %" in (
         capsys.readouterr().err
     )
     assert main(args) == 0  # the default gate, step time: the same 900 µs steps
