@@ -281,16 +281,23 @@ def test_pipeline_stages_keep_the_numbers_of_their_captures(tmp_path):
     """Two pipeline stages (rank 0 sends to rank 1), each capturing the same five iterations,
     rank 1 running each a step after rank 0 (as a stage runs after the one before it): time
     cannot say which steps are one iteration, so the steps keep their captures' numbers (both
-    0-4, the same iterations here; in the batch too) and health says nothing; without the send,
-    rank 1's would be renumbered after the steps that start with them."""
+    0-4, the same iterations here; in the batch too) and health says so, as information (not a
+    problem: the batch counts none); without the send, rank 1's would be renumbered after the
+    steps that start with them."""
     _loop(tmp_path, ranges="sequential", rank=0, send=True)
     _loop(tmp_path, ranges="sequential", rank=1, first=1)
     analysis = _analysis(tmp_path / "rank0.json")
     assert all(analysis.trace(r).steps["step"].tolist() == [0, 1, 2, 3, 4] for r in (0, 1))
     assert not any(k.startswith(("steps_renumbered", "steps_not_aligned"))
                    for r in (0, 1) for k in analysis.trace(r).health)  # fmt: skip
+    health = analysis.health()
+    said = health[health["code"] == "steps_numbered_per_capture"]
+    assert said["rank"].tolist() == [0, 1] and (said["severity"] == "info").all()
     batch = summarize_folder(tmp_path, executor="serial", cache=False, progress=False)
     assert (batch["step_breakdown"].groupby("rank")["step"].min() == 0).all()  # the same there
+    assert batch["health_summary"].set_index("rank")["problems"].to_dict() == (
+        analysis.health_summary().set_index("rank")["problems"].to_dict()
+    )
     _loop(tmp_path, ranges="sequential", rank=0)  # no longer a pipeline: rank 1 moves
     assert _analysis(tmp_path / "rank0.json").trace(1).steps["step"].tolist() == [1, 2, 3, 4, 5]
 

@@ -223,6 +223,13 @@ ITEMS: dict[str, Item] = {
         "found steps renumbered by {detail} to the other ranks' iterations (this rank's capture"
         " starts at another iteration)",
     ),
+    "steps_numbered_per_capture": Item(
+        INFO,
+        "pipeline stages: found steps numbered from the start of each rank's capture (step N is"
+        " one iteration on every rank only where every capture began at the same iteration, as"
+        " Megatron-LM's --profile-step-start makes it; a stage runs an iteration about a step"
+        " after the stage before it, so time cannot tell)",
+    ),
     "steps_not_aligned": Item(
         WARNING,
         "found steps that do not start with rank {detail}'s steps: step N may not be the same"

@@ -18,7 +18,8 @@ quarters of a step cannot be told from another iteration; nor can pipeline stage
 runs an iteration about a step after the stage before it (the gloo pipeline pair of
 tests/data): where a rank sends or receives point to point, the steps keep the numbers of each
 capture, the same iteration where every rank started its capture at the same iteration (as
-Megatron-LM's ``--profile-step-start`` does), and nothing is said.
+Megatron-LM's ``--profile-step-start`` does), and health says so (``steps_numbered_per_capture``,
+information, not a problem).
 
 ProfilerSteps are never moved. Where a rank's ProfilerStep N starts with another step of the rank
 with the most steps (its program called ``prof.step()`` once more or less, or its clock is apart
@@ -79,7 +80,12 @@ def renumbering(
     shifts = {rank: 0 if rank == reference else shift(tables[rank], tables[reference])
               for rank in tables}  # fmt: skip
     if any(by != 0 for by in shifts.values()) and any(sends(rank) for rank in health):
-        return {}  # pipeline stages: a step apart in time, the same iteration (module docstring)
+        moves = {}  # pipeline stages: a step apart in time, the same iteration (module docstring)
+        for rank, counters in health.items():
+            after = Counter(counters)
+            note(after, "steps_numbered_per_capture", 1)
+            moves[rank] = (0, dict(after))
+        return moves
     lift = max(0, -min(int(tables[r]["step"].min()) + (s or 0) for r, s in shifts.items()))
     moves = {}
     for rank, by in shifts.items():
