@@ -211,6 +211,43 @@ def test_recorded_outputs_kept_each_step_are_a_leak():
     assert (growth.iloc[1:] == 2560).all() and growth.iloc[0] > 2560  # step 2: the momentum
 
 
+def test_recorded_ranks_one_leaking_one_peaking():
+    """tests/data/memory_ranks (recorded, 4 ranks): rank 2 alone leaks its 2,560 bytes of logits
+    per step; rank 3's 4 MiB scratch tensor, freed in its step, is no leak but puts its peak
+    above 4 MiB, over four times the others' (under 1 MiB), which the key findings' memory line
+    and the per-step table say."""
+    a = TraceAnalysis(trace_dir=DATA / "memory_ranks", cache=False)
+    leak = a.get_findings().set_index("kind").loc[["memory_leak"]]
+    assert len(leak) == 1 and leak.iloc[0]["where"] == "rank 2 cpu"
+    assert leak.iloc[0]["evidence"].startswith("2.5 KiB allocated in each of 5 steps")
+    assert "other rank" not in leak.iloc[0]["evidence"]
+    peaks = a.get_memory_peaks().set_index("rank")["peak_allocated"]
+    assert peaks[3] > 4 * MIB > 4 * peaks.drop(3).max()
+    median = peaks.median()
+    line = a.get_key_findings().set_index("kind").loc["memory_peak", "finding"]
+    assert line.startswith(
+        f"Memory peak: 4.6 MiB allocated on rank 3 cpu ({peaks[3] / median:.1f}x the median"
+        f" rank's {median / 1024:.1f} KiB)"
+    )
+    by_step = a.get_memory_by_step().set_index(["rank", "step"])["peak_vs_median_rank"]
+    assert (by_step.loc[3] > 5).all() and (by_step.drop(3, level="rank").between(0.9, 1.1)).all()
+
+
+def test_ranks_on_their_own_gpus_are_compared(tmp_path):
+    """Three ranks of one node, each on its own GPU (cuda:0, cuda:1, cuda:2), peaking at 100,
+    300 and 100 bytes: rank 1 peaks at 3x the median rank (each device alone would be 1x)."""
+    for rank, peak in enumerate((100, 300, 100)):
+        b = TraceBuilder(rank=rank, world_size=3).step(1, 0, 100).step(2, 100, 100)
+        memory(b, 10, peak, 0x10, peak, device=(1, rank))
+        memory(b, 20, -peak, 0x10, 0, device=(1, rank))
+        b.write(tmp_path / f"rank{rank}.json")
+    a = TraceAnalysis(trace_dir=tmp_path, cache=False, include_last_profiler_step=True)
+    by_step = a.get_memory_by_step().set_index(["rank", "step"])["peak_vs_median_rank"]
+    assert by_step[(1, 1)] == 3.0 and by_step[(0, 1)] == by_step[(2, 1)] == 1.0
+    line = a.get_key_findings().set_index("kind").loc["memory_peak", "finding"]
+    assert line.startswith("Memory peak: 300 B allocated on rank 1 cuda:1 (3.0x the median rank's")
+
+
 def test_two_steps_cannot_tell_a_leak(tmp_path):
     """With 2 steps the step after the last might free what they left: no memory_leak."""
     a = leaking_steps(tmp_path, 2)

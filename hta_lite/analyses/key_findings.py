@@ -8,8 +8,7 @@ the job), ``finding`` (one line with its numbers), ``value`` and ``unit`` (the m
 ``step_pctg`` (that number as a share of the step, for findings that are wall-clock time the
 step spends: idle GPU, a late rank, exposed communication; NaN for the others), ``section``
 (the report's anchor of the view behind it). Ranked by ``step_pctg``, largest first, then the
-others in ``KINDS`` order. (The findings issue will rank by the step time a fix saves: it
-replaces ``step_pctg`` by that estimate, and the report and CLI show whatever this table holds.)
+others in ``KINDS`` order.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ import pandas as pd
 from ..kineto import CPU_COLLECTIVE, PARAM_COMMS_NAME
 from ..units import fmt_bytes, fmt_pct, fmt_us
 from .memory.lifetimes import leak_clause
+from .memory.timeline import imbalance_clause
 from .straggler_causes import cause_of
 
 COLUMNS = ["kind", "rank", "finding", "value", "unit", "step_pctg", "section"]
@@ -319,12 +319,11 @@ def _graph_replay_note(table: pd.DataFrame) -> str:
 
 def memory_peak(peaks: pd.DataFrame | None, capacity: Callable[[int, str], float],
                 leaks: pd.DataFrame | None = None) -> dict:  # fmt: skip
-    """The highest peak allocated (GPU first) against its device's ``capacity`` (bytes, NaN
-    unknown), the largest leak (:func:`.memory.lifetimes.steady_leaks`); with no peak, why."""
+    """The highest allocated peak (GPU first) against its device's ``capacity`` (NaN unknown)
+    and the median rank's, and the largest leak (``leaks``); with no peak, why."""
     if peaks is None or peaks.empty:
-        reason = (peaks.attrs.get("why") if peaks is not None else None) or (
-            "profile with torch.profiler.profile(profile_memory=True)"
-        )
+        why = peaks.attrs.get("why") if peaks is not None else None
+        reason = why or "profile with torch.profiler.profile(profile_memory=True)"
         return _row("memory_peak", f"Memory: {reason}", section="memory")
     gpu = peaks[peaks["device"].astype(str) != "cpu"]
     chosen = gpu if len(gpu) else peaks
@@ -334,6 +333,7 @@ def memory_peak(peaks: pd.DataFrame | None, capacity: Callable[[int, str], float
     text = f"Memory peak: {fmt_bytes(top['peak_allocated'])} allocated on rank {rank} {device}"
     if np.isfinite(total) and total > 0:
         text += f" ({fmt_pct(100.0 * top['peak_allocated'] / total)} of {fmt_bytes(total)})"
+    text += imbalance_clause(chosen, rank, device)
     if np.isfinite(top["peak_reserved"]):
         text += f", {fmt_bytes(top['peak_reserved'])} reserved"
     if top["operator"]:

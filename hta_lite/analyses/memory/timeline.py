@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ...load.health_items import record
+from ...units import fmt_bytes
 
 TIMELINE_COLUMNS = [
     "rank", "device", "ts", "bytes", "allocated", "reserved", "cached", "recomputed",
@@ -123,7 +124,8 @@ def by_step(line: pd.DataFrame) -> pd.DataFrame:
     """Per (rank, device, ProfilerStep): allocated at the step's first and last event, its peak,
     ``growth`` (end - start: a leak shows as steady growth), ``peak_growth`` (from the previous
     step's peak), and ``peak_vs_median_rank`` (the step's peak over the median rank's for that
-    device and step: the imbalance across ranks) (:data:`STEP_COLUMNS`)."""
+    kind of device and step: the imbalance across ranks, each on its own GPU)
+    (:data:`STEP_COLUMNS`)."""
     inside = line[line["step"] >= 0]
     if inside.empty:
         return pd.DataFrame(columns=STEP_COLUMNS)
@@ -134,6 +136,26 @@ def by_step(line: pd.DataFrame) -> pd.DataFrame:
     table.insert(0, "start_allocated", first["allocated"] - first["bytes"])
     table["growth"] = table["end_allocated"] - table["start_allocated"]
     table["peak_growth"] = table.groupby(level=["rank", "device"])["peak_allocated"].diff()
-    median = table.groupby(level=["device", "step"])["peak_allocated"].transform("median")
+    table = table.reset_index()
+    kind = device_kind(table["device"])
+    median = table.groupby([kind, table["step"]])["peak_allocated"].transform("median")
     table["peak_vs_median_rank"] = table["peak_allocated"] / median.where(median > 0)
-    return table.reset_index()[STEP_COLUMNS]
+    return table[STEP_COLUMNS]
+
+
+def device_kind(device: pd.Series) -> pd.Series:
+    """``cuda:3`` -> ``cuda``: ranks on one node each use their own GPU (``cuda:<local rank>``),
+    so ranks are compared by the kind of device, not its index."""
+    return device.astype(str).str.partition(":")[0]
+
+
+def imbalance_clause(peaks: pd.DataFrame, rank: int, device: str) -> str:
+    """``" (2.5x the median rank's 1.0 GiB)"``: ``rank``'s allocated peak (``peaks``:
+    :func:`peaks`) against the median rank's on the same kind of device; "" with one rank, or
+    within a tenth of it."""
+    mine = peaks[device_kind(peaks["device"]) == device.partition(":")[0]]
+    per_rank = mine.groupby("rank")["peak_allocated"].max()
+    median = float(per_rank.median()) if len(per_rank) > 1 else np.nan
+    if not median > 0 or per_rank.get(rank, 0) < 1.1 * median:
+        return ""
+    return f" ({per_rank[rank] / median:.1f}x the median rank's {fmt_bytes(median)})"
