@@ -50,6 +50,20 @@ def test_every_table_names_the_same_straggler(stall):
     assert (table["saving_high_ms"] <= step_ms + 1e-6).all()
 
 
+def test_the_region_named_is_the_one_that_makes_the_rank_late(stall):
+    """The stall: host-bound in 'data-loading', which its 250 ms account for. A region whose
+    extra time does not account for the lateness (here a 743 µs one against 12.9 ms: the rank
+    is said to wait on others) is not named as where the rank is late."""
+    from hta_lite.analyses.straggler_causes import cause_of
+
+    line = stall.get_key_findings().set_index("kind").loc["straggler", "finding"]
+    assert "(cause: host-bound, in 'data-loading')" in line
+    causes = pd.DataFrame({"rank": [3], "lateness_us": [12_900.0], "cause": ["waiting on others"],
+                           "region": ["scratch"], "extra_region_us": [743.0]})  # fmt: skip
+    assert cause_of(causes, 3) == ("waiting on others", "")
+    assert cause_of(causes.assign(cause="host-bound"), 3) == ("host-bound", "scratch")
+
+
 def test_data_loading_is_its_ranges_and_the_job_path_counts_it(stall):
     cpu = stall.cpu_events(2)
     ranges = cpu[(cpu["name"] == "data-loading") & (cpu["iteration"] >= 0)]

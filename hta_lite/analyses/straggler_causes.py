@@ -15,13 +15,16 @@ from .idle import host_wait_per_step
 
 
 def cause_of(causes: pd.DataFrame | None, rank: int) -> tuple[str, str]:
-    """(``cause``, ``region``: the annotation, ``""`` where none) of ``rank`` in an
-    :func:`explain` table; ``("", "")`` where the table has no row for it."""
+    """(``cause``, ``region``: the annotation whose extra time makes the rank host-bound, ``""``
+    where none, or where the cause is another: the region whose time grew most does not then
+    account for the lateness) of ``rank`` in an :func:`explain` table; ``("", "")`` where the
+    table has no row for it."""
     if causes is None or causes.empty or rank not in causes["rank"].tolist():
         return "", ""
     row = causes.set_index("rank").loc[rank]
     region = row.get("region") if "region" in row.index else None
-    return str(row["cause"]), region if isinstance(region, str) else ""
+    cause = str(row["cause"])
+    return cause, region if isinstance(region, str) and cause == "host-bound" else ""
 
 
 def host_wait_by_step(trace: RankTrace) -> pd.DataFrame:
