@@ -468,6 +468,8 @@ def test_exposed_communication_of_a_partial_job_says_so():
     row = analysis(SAMPLES / "two_ranks").get_findings().set_index("kind")
     evidence = row.loc["exposed_communication", "evidence"]
     assert "; 5 of the 5 collectives have members that are not loaded" in evidence
+    # a headline names a kernel without its argument list (the path's table has the whole name)
+    assert row.loc["exposed_communication", "where"] == "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"
 
 
 def test_host_collectives_are_not_hidden():

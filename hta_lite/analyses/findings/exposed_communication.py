@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...classify import short_name
 from ...units import fmt_us
 from .context import Context
 from .finding import Finding
@@ -87,10 +88,11 @@ def find(ctx: Context) -> list[Finding]:
             " their time includes waiting for those ranks, so less of it is communication"
         )
     top = path[path["bound_by"].isin(COMMUNICATION)].groupby("name")["duration_us"].sum()
+    top = top.sort_values(ascending=False).index.astype(str)  # whole names: the path's table
     return [
         Finding(
             "exposed_communication",
-            ", ".join(top.sort_values(ascending=False).index[:3].astype(str)),
+            ", ".join(list(dict.fromkeys(map(short_name, top)))[:3]),
             evidence,
             "communication on the path hidden under the path's computation of its step (up to"
             " it), job replayed",
