@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.feather as feather
 import pytest
-from conftest import SAMPLES
+from conftest import DATA, SAMPLES
 
 from hta_lite import LoadOptions, TraceAnalysis
 from hta_lite.load import cache as cache_mod
@@ -172,6 +172,47 @@ def test_summaries_match_full_analysis(folder):
         summary["temporal_breakdown"], full.get_temporal_breakdown(visualize=False)
     )
     pd.testing.assert_frame_equal(summary["step_breakdown"], full.get_step_breakdown())
+
+
+def _small_gpu(tmp_path: Path) -> Path:
+    """The H100 BERT sample with its GPU's memory written as 110 MB: its 101.3 MB allocated
+    peak is 92 % of it (near capacity)."""
+    import json
+
+    source = next((SAMPLES / "h100_bert_small").glob("*.json.gz"))
+    doc = json.loads(gzip.decompress(source.read_bytes()))
+    doc["deviceProperties"][0]["totalGlobalMem"] = 110_000_000
+    folder = tmp_path / "small_gpu"
+    folder.mkdir()
+    (folder / "rank-0.json").write_text(json.dumps(doc))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("where", "memory_kinds"),
+    [("memory_ranks", {("memory_leak", 2)}), ("small_gpu", {("memory_near_capacity", 0)}),
+     ("gloo_4ranks", set())],
+)  # fmt: skip
+def test_the_batch_gives_the_memory_views_and_findings(where, memory_kinds, tmp_path):
+    """Each worker makes its rank's memory tables: the batch's peaks and leaks are the
+    analysis's, and its findings have the memory kinds (memory_ranks: rank 2 leaks 2,560 bytes
+    a step; a GPU whose stated memory the peak nearly fills); without memory events the tables
+    are empty and say what to record, as the analysis's do."""
+    folder = {"memory_ranks": DATA / "memory_ranks", "gloo_4ranks": SAMPLES / "gloo_4ranks",
+              "small_gpu": None}[where] or _small_gpu(tmp_path)  # fmt: skip
+    batch = summarize_folder(folder, executor="serial", cache=tmp_path / "cache")
+    full = TraceAnalysis(trace_dir=folder, parallel=False, cache=False, progress=False)
+    assert "memory_peaks" not in batch.absent and "memory_leaks" not in batch.absent
+    pd.testing.assert_frame_equal(batch["memory_peaks"], full.get_memory_peaks())
+    pd.testing.assert_frame_equal(batch["memory_leaks"], full.get_memory_leaks())
+    assert batch["memory_peaks"].attrs.get("why") == full.get_memory_peaks().attrs.get("why")
+    found = batch["findings"]
+    kinds = {(k, r) for k, r in zip(found["kind"], found["rank"]) if k.startswith("memory")}
+    assert kinds == memory_kinds
+    findings = full.get_findings()
+    pd.testing.assert_frame_equal(
+        found, findings[~findings["kind"].isin(LEFT_OUT)].reset_index(drop=True)
+    )
 
 
 def test_folder_findings_are_the_analysis_findings(folder, tmp_path):

@@ -13,6 +13,7 @@ from ..analyses import findings as ranked
 from ..analyses import key_findings as kf
 from ..analyses.job_path import job_critical_path
 from ..analyses.lateness import rank_skew
+from ..analyses.memory.per_rank import device_memory
 from ..analyses.one_time import idle_while_one_time
 from ..analyses.operators import DEVICES, architecture_hint
 from ..analyses.stragglers import skew_table
@@ -188,13 +189,8 @@ class Findings:
         return architecture_hint(pd.unique(gpu["name"])) if gpu is not None else ""
 
     def _device_memory(self, rank: int, device: str) -> float:
-        """Bytes of memory of a rank's device (``cuda:N``) from its trace's deviceProperties,
-        NaN when the trace does not say."""
-        kind, _, index = device.partition(":")
-        for entry in self.traces[rank].meta.devices:
-            if str(entry.index) == index and kind != "cpu":
-                return math.nan if entry.total_memory is None else float(entry.total_memory)
-        return math.nan
+        """Bytes of memory of a rank's device (``cuda:N``), NaN when its trace does not say."""
+        return device_memory(self.traces[rank], device)
 
 
 def _file_key(path: str) -> tuple:

@@ -13,31 +13,12 @@ from ..analyses.common import select
 from ..analyses.memory import lifetimes as life
 from ..analyses.memory import operators, timeline
 from ..analyses.memory.events import MEMORY_COLUMNS, memory_events
+from ..analyses.memory.per_rank import why_none
 from ..errors import MissingDataError, SelectionError
 from ..load.readers import memory_timeline as raw_timeline
 from ..safe_output import write_atomically
 from .base import plots
 from .missing import need, table_view
-
-NO_MEMORY = (
-    "no [memory] events in the selected ranks: record with"
-    " torch.profiler.profile(profile_memory=True)"
-)
-
-#: no memory event although the trace's header says ``"profile_memory": 1``
-RECORDED_BUT_NONE = (
-    "no [memory] events, although rank(s) {} were recorded with profile_memory=True (their"
-    " header says so): the profiled window allocated and freed nothing, or the events were"
-    " left out (health() says what was)"
-)
-
-#: no memory event, and every selected trace is an Nsight Systems export (which never has them)
-NSYS_NO_MEMORY = (
-    "the Nsight Systems export has no PyTorch allocator events (nsys records CUDA's own"
-    " allocations, not the caching allocator's): for the memory views record a step with"
-    " torch.profiler.profile(profile_memory=True), or pass a CUDA memory snapshot"
-    " (torch.cuda.memory._dump_snapshot; --snapshot)"
-)
 
 NO_RAW_ENTRIES = (
     "the raw memory timeline has no entries: export it from a profile recorded with"
@@ -66,10 +47,7 @@ class Memory:
         chosen = [t.rank for t in select(self.traces, ranks)]
         with_events = [r for r in chosen if len(self._memory(r))]
         if not with_events:
-            flagged = [r for r in chosen if self.traces[r].meta.profile_memory]
-            exports = all(self.traces[r].source_format == "nsys" for r in chosen)
-            why = NSYS_NO_MEMORY if exports else NO_MEMORY
-            raise MissingDataError(None, RECORDED_BUT_NONE.format(flagged) if flagged else why)
+            raise MissingDataError(None, why_none([self.traces[r] for r in chosen]))
         return with_events
 
     @table_view([*MEMORY_COLUMNS, "rank"])

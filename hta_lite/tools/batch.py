@@ -38,6 +38,8 @@ from ..analyses.collectives.calls import collective_calls
 from ..analyses.collectives.matching import match
 from ..analyses.findings import COLUMNS
 from ..analyses.health import health_summary
+from ..analyses.memory.per_rank import TABLES as MEMORY_TABLES
+from ..analyses.memory.per_rank import rank_memory, why_none
 from ..analyses.pipeline_stages import stage_work
 from ..analyses.step_periodicity import periodicity
 from ..analyses.straggler_causes import host_wait_by_step
@@ -69,6 +71,7 @@ SUMMARY_TABLES = (
     "job_path_segments",
     "job_path_events",
     "job_path_gaps",
+    *MEMORY_TABLES,
 )
 #: tables across ranks, computed in the driver from the per-rank partials above
 #: (``collective_calls``, ``step_breakdown``, ``host_wait``, ``annotation_timers``; the scored
@@ -91,6 +94,7 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
     queue = counters.queue_length_summary(counters.queue_length_time_series(one))
     calls = collective_calls(trace)
     ops = operators.RankOperators.of(trace)
+    memory, memory_found = rank_memory(trace)
     return {
         "temporal_breakdown": temporal.temporal_breakdown(one),
         "comm_comp_overlap": overlap.comm_comp_overlap(one),
@@ -98,7 +102,7 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "kernel_type_breakdown": type_df.assign(rank=trace.rank),
         "queue_length_summary": queue.reset_index(),
         "step_breakdown": steps.step_breakdown(one),
-        "health_summary": health_summary(one, {trace.rank: checks_found(trace, calls, ops)}),
+        "health_summary": health_summary(one, {trace.rank: checks_found(calls, ops, memory_found)}),
         "operator_summary": operators.operator_summary([ops]).assign(rank=trace.rank),
         "collective_calls": calls,
         "stage_work": stage_work(trace, calls),
@@ -107,6 +111,7 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "annotation_timers": timers.annotation_timers(one),
         "step_anomalies": _scored_steps(one),
         **{f"job_path_{name}": table for name, table in job_path.segments(trace).items()},
+        **memory,
         # read by the driver to number found steps alike (step_alignment), not summaries
         "steps": trace.steps,
         "point_to_point": pd.DataFrame({"sends": [step_alignment.point_to_point(trace.cpu)]}),
@@ -226,16 +231,30 @@ def summarize_folder(
     count_across(ranked, by_path)
     out = Summary(skipped_files=skipped)
     for name in SUMMARY_TABLES:
-        parts = []
-        for rank, stub in ranked.items():
-            table = by_path[stub.path, stub.part][name]
-            if "rank" in table.columns:
-                table = table.assign(rank=rank)
-            parts.append(table)
-        out[name] = pd.concat(parts, ignore_index=True)
+        out[name] = _all_ranks(name, ranked, by_path)
     out.update(cross_rank(out, ranked, Reopened(files, options, moves) if findings else None))
     out["health_summary"] = count_matching(out["health_summary"], out["collective_problems"])
     return out
+
+
+def _all_ranks(name: str, ranked: dict, by_path: dict) -> pd.DataFrame:
+    """One summary table of all ranks, each part's ``rank`` the one the rank was assigned. A
+    memory table as ``TraceAnalysis`` gives it: the rows of the ranks with memory events, and
+    where no rank has any, an empty table whose ``attrs["why"]`` says what to record."""
+    tables = {rank: by_path[stub.path, stub.part] for rank, stub in ranked.items()}
+    parts = [
+        t[name].assign(rank=rank) if "rank" in t[name].columns else t[name]
+        for rank, t in tables.items()
+    ]
+    if name not in MEMORY_TABLES:
+        return pd.concat(parts, ignore_index=True)
+    if not any(len(t["memory_peaks"]) for t in tables.values()):
+        return missing(list(parts[0].columns), why_none(list(ranked.values())))
+    rows = [part for part in parts if len(part)]  # empty parts would make columns object
+    table = pd.concat(rows or parts[:1], ignore_index=True)
+    if name == "memory_leak_sites":  # most bytes first, as over all ranks at once
+        table = table.sort_values("bytes_per_step", ascending=False, kind="stable")
+    return table.reset_index(drop=True)
 
 
 def cross_rank(
@@ -272,7 +291,7 @@ def cross_rank(
     try:
         if traces is None:
             raise MissingDataError(None, "not asked for (summarize_folder(findings=False))")
-        found = folder_findings(partials, matching, path, scored, report, traces)
+        found = folder_findings(partials, matching, path, scored, report, traces, ranks)
     except MissingDataError as exc:
         found = missing(COLUMNS, exc.problem)
     return {

@@ -5,9 +5,10 @@ the matched collectives, the job critical path, the scored steps, the stragglers
 a kind reads of a rank's own trace (its data-loading ranges, launch calls, syncs, copies, step
 graphs) comes from :class:`Reopened`: the rank reopened from the cache where it is read and let
 go, and the step graphs are built one rank at a time. With the cache off the findings are not
-computed (each rank would be parsed again in the driver). Two kinds need views the batch does
-not compute and are left out (the table's note says so): ``below_roof`` (the operator
-roofline) and the memory kinds (memory peaks, lifetimes).
+computed (each rank would be parsed again in the driver). The memory kinds read the memory
+tables each worker made of its rank (:mod:`hta_lite.analyses.memory.per_rank`). One kind needs a
+view the batch does not compute and is left out (the table's note says so): ``below_roof`` (the
+operator roofline).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pandas as pd
 from ..analyses import findings as ranked
 from ..analyses.collectives.matching import Matching
 from ..analyses.job_path import JobCriticalPath
+from ..analyses.memory.per_rank import device_memory
 from ..errors import MissingDataError, TraceError
 from ..kineto import DATA_LOADING_PATTERN
 from ..load import step_alignment
@@ -27,7 +29,7 @@ from ..load.rank_trace import RankTrace
 from ..load.series import join_windows
 
 #: kinds :func:`folder_findings` cannot give (the views they rest on are not in the batch)
-LEFT_OUT = ("below_roof", "memory_near_capacity", "memory_cached", "memory_leak")
+LEFT_OUT = ("below_roof",)
 
 
 class Reopened(Mapping):
@@ -86,9 +88,11 @@ def folder_findings(
     scored: pd.DataFrame,
     report,
     traces: Reopened,
+    stubs: Mapping[int, RankTrace],
 ) -> pd.DataFrame:
     """``get_findings()``'s table (:mod:`hta_lite.analyses.findings.ranking`) of the batch,
     without the kinds of :data:`LEFT_OUT`; its ``attrs["note"]`` says they are left out.
+    ``stubs``: ``{rank: the rank's trace without its tables}`` (the devices' memory).
 
     Raises:
         MissingDataError: no ProfilerStep on any rank, or a rank recorded with the CUPTI range
@@ -108,11 +112,18 @@ def folder_findings(
     ctx = ranked.Context.of(
         segments, partials["job_path_events"], path, matching.calls, matching.instances, traces,
         patterns=[DATA_LOADING_PATTERN], stragglers=report, anomalies=scored,
-        gaps=partials["job_path_gaps"],
+        gaps=partials["job_path_gaps"], memory_peaks=_or_none(partials["memory_peaks"]),
+        memory_leaks=_or_none(partials["memory_leak_sites"]),
+        capacity=lambda rank, device: device_memory(stubs[rank], device),
     )  # fmt: skip
     table = ranked.findings(ctx)
     table.attrs["note"] = (
-        f"summarize_folder does not compute the views of {', '.join(LEFT_OUT)}:"
-        " TraceAnalysis.get_findings() gives them"
+        "summarize_folder does not compute the operator roofline, so no"
+        f" {' or '.join(LEFT_OUT)} finding: TraceAnalysis.get_findings() gives it"
     )
     return table
+
+
+def _or_none(table: pd.DataFrame) -> pd.DataFrame | None:
+    """The batch's memory table, None where no rank has memory events (as ``get_findings``)."""
+    return None if "why" in table.attrs else table

@@ -15,19 +15,17 @@ import pandas as pd
 
 from ..analyses.collectives import checks
 from ..analyses.health import across_ranks, problem_count, step_source
-from ..analyses.memory import timeline
-from ..analyses.memory.events import memory_events
 from ..load import step_alignment
 
 
-def checks_found(trace, calls: pd.DataFrame, operators) -> Counter:
+def checks_found(calls: pd.DataFrame, operators, memory: Counter) -> Counter:
     """What the checks ``health()`` runs found in one rank's data: its collective calls'
     recorded values (``calls.attrs["problems"]``), its ``operators``' (shapes, graph replays:
-    a :class:`~hta_lite.analyses.operators.RankOperators`) and its memory totals."""
-    events = memory_events(trace)
+    a :class:`~hta_lite.analyses.operators.RankOperators`) and its memory totals (``memory``:
+    :func:`~hta_lite.analyses.memory.per_rank.rank_memory`'s)."""
     found = Counter(calls.attrs.get("problems", {}))
     found.update(operators.problems)
-    found.update(timeline.found(events, timeline.timeline(events, trace.rank)))
+    found.update(memory)
     return found
 
 
