@@ -149,7 +149,7 @@ class Memory:
         parts = [life.lifetimes(self._memory(r), r) for r in self._memory_ranks(ranks)]
         return pd.concat(parts, ignore_index=True)
 
-    @table_view(["rank", "device", "step", "operator", "annotation", "module", "count", "bytes"])
+    @table_view(life.LEAK_COLUMNS)
     def get_memory_leaks(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Allocations made in a profiled ProfilerStep and never freed in the trace, per (rank,
         device, step, operator, annotation, module): the same bytes in every step is a leak.

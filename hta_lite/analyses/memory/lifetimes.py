@@ -81,6 +81,9 @@ def live_at(table: pd.DataFrame, device: str, ts: int) -> pd.DataFrame:
     return grouped.sort_values("bytes", ascending=False).reset_index()
 
 
+LEAK_COLUMNS = ["rank", "device", "step", "operator", "annotation", "module", "count", "bytes"]
+
+
 def leaks(table: pd.DataFrame, steps: list[int] | None = None) -> pd.DataFrame:
     """Allocations made inside a ProfilerStep and never freed in the trace, per (rank, device,
     step, allocating operator / annotation / module): ``count``, ``bytes``. The same row in
@@ -88,7 +91,7 @@ def leaks(table: pd.DataFrame, steps: list[int] | None = None) -> pd.DataFrame:
     live = table[(table["status"] == LIVE) & (table["step"] >= 0)]
     if steps is not None:
         live = live[live["step"].isin(steps)]
-    keys = ["rank", "device", "step", "operator", "annotation", "module"]
+    keys = LEAK_COLUMNS[:-2]
     out = live.groupby(keys, sort=True).agg(count=("bytes", "size"), bytes=("bytes", "sum"))
     return out.reset_index()
 
