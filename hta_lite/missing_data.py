@@ -26,6 +26,11 @@ def missing(columns: Sequence[str], reason: str, index: Sequence[str] = ()) -> p
     return table
 
 
+def no_gpu_work_in(ranks) -> str:
+    """Why a GPU view has no rows of ``ranks``: they ran no GPU work."""
+    return f"no GPU work in rank(s) {sorted(ranks)} (CPU-only traces)"
+
+
 def why(table) -> str | None:
     """Why a table view has no rows (``None`` when it has rows, or none were missing)."""
     if isinstance(table, pd.DataFrame) and table.empty:

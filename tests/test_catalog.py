@@ -54,4 +54,11 @@ def test_the_batch_gives_the_views_it_names_and_says_which_it_does_not():
             assert tables.absent[view.key] == NOT_IN_BATCH
         else:
             assert view.batch in tables and view.key not in tables.absent, view
-    assert len(tables["temporal_breakdown"]) == 4
+    # CPU-only ranks: the GPU views have no rows and say why, as the analysis's do
+    full = TraceAnalysis(trace_dir=SAMPLES / "gloo_4ranks", parallel=False, cache=False)
+    assert tables["temporal_breakdown"].empty
+    assert (
+        tables["temporal_breakdown"].attrs["why"]
+        == (full.get_temporal_breakdown(visualize=False).attrs["why"])
+    )
+    assert len(tables["step_breakdown"]) == 12

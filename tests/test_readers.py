@@ -156,7 +156,7 @@ def test_the_batch_reads_every_rank_of_a_fused_file(tmp_path, executor):
     for name in ("temporal_breakdown", "step_breakdown", "idle_time_breakdown",
                  "collectives_by_rank", "rank_lateness"):  # fmt: skip
         pd.testing.assert_frame_equal(one[name], four[name], check_exact=False, obj=name)
-    assert sorted(one["temporal_breakdown"]["rank"]) == [0, 1, 2, 3]
+    assert sorted(set(one["step_breakdown"]["rank"])) == [0, 1, 2, 3]  # CPU-only: no GPU rows
     kinds = ["kind", "rank", "saving_ms_per_step"]
     pd.testing.assert_frame_equal(one["findings"][kinds], four["findings"][kinds])
     assert len(one["findings"]) > 0

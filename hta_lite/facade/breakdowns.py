@@ -10,6 +10,7 @@ import pandas as pd
 from ..analyses import annotations, idle, kernels, overlap, temporal
 from ..analyses import steps as step_analysis
 from ..analyses.common import select
+from ..missing_data import no_gpu_work_in
 from .base import plots
 from .missing import empty_says, no_gpu_work, no_steps
 
@@ -36,7 +37,7 @@ class Breakdowns:
         if not cpu_only:
             return df
         out = df[~df["rank"].isin(cpu_only)].reset_index(drop=True)
-        out.attrs["why"] = f"no GPU work in rank(s) {cpu_only} (CPU-only traces)"
+        out.attrs["why"] = no_gpu_work_in(cpu_only)
         return out
 
     def get_temporal_breakdown(

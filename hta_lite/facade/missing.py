@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 
 from ..errors import MissingDataError
-from ..missing_data import missing, need, why
+from ..missing_data import missing, need, no_gpu_work_in, why
 
 __all__ = ["empty_says", "missing", "need", "no_gpu_work", "no_steps", "table_view", "why"]
 
@@ -48,7 +48,7 @@ def table_view(columns: Sequence[str], index: Sequence[str] = ()) -> Callable:
 def no_gpu_work(analysis) -> str | None:
     """Why a GPU view is empty: no loaded rank ran GPU work (None when one did)."""
     if all(t.gpu.empty for t in analysis.traces.values()):
-        return f"no GPU work in rank(s) {sorted(analysis.traces)} (CPU-only traces)"
+        return no_gpu_work_in(analysis.traces)
     return None
 
 

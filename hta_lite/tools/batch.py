@@ -49,7 +49,7 @@ from ..load.loader import LoadOptions, collect, discover, load_part, load_parts
 from ..load.ranks import assign_ranks
 from ..load.series import join_windows
 from ..load.workers import job_file, map_in_processes
-from ..missing_data import missing
+from ..missing_data import missing, no_gpu_work_in
 from .batch_findings import Reopened, folder_findings
 from .batch_health import checks_found, count_across, count_matching, number_steps_alike
 
@@ -73,6 +73,9 @@ SUMMARY_TABLES = (
     "job_path_gaps",
     *MEMORY_TABLES,
 )
+#: the GPU views: without the rows of ranks that ran no GPU work, as TraceAnalysis gives them
+GPU_TABLES = ("temporal_breakdown", "comm_comp_overlap", "idle_time_breakdown",
+              "kernel_type_breakdown", "queue_length_summary")  # fmt: skip
 #: tables across ranks, computed in the driver from the per-rank partials above
 #: (``collective_calls``, ``step_breakdown``, ``host_wait``, ``annotation_timers``; the scored
 #: steps of each rank, whose origin ranks the matched collectives give; the job critical path
@@ -238,14 +241,24 @@ def summarize_folder(
 
 
 def _all_ranks(name: str, ranked: dict, by_path: dict) -> pd.DataFrame:
-    """One summary table of all ranks, each part's ``rank`` the one the rank was assigned. A
-    memory table as ``TraceAnalysis`` gives it: the rows of the ranks with memory events, and
-    where no rank has any, an empty table whose ``attrs["why"]`` says what to record."""
+    """One summary table of all ranks, each part's ``rank`` the one the rank was assigned, as
+    ``TraceAnalysis`` gives it: a GPU view without the rows of the ranks that ran no GPU work
+    (``attrs["why"]`` names them); a memory table with the rows of the ranks with memory
+    events, and where no rank has any, an empty table whose ``attrs["why"]`` says what to
+    record."""
     tables = {rank: by_path[stub.path, stub.part] for rank, stub in ranked.items()}
     parts = [
         t[name].assign(rank=rank) if "rank" in t[name].columns else t[name]
         for rank, t in tables.items()
     ]
+    if name in GPU_TABLES:
+        cpu_only = [r for r, t in tables.items() if not t["health_summary"]["gpu_events"].iat[0]]
+        parts = [p for p, r in zip(parts, tables) if r not in cpu_only] or parts[:1]
+        table = pd.concat(parts, ignore_index=True)
+        if cpu_only:
+            table = table[~table["rank"].isin(cpu_only)].reset_index(drop=True)
+            table.attrs["why"] = no_gpu_work_in(cpu_only)
+        return table
     if name not in MEMORY_TABLES:
         return pd.concat(parts, ignore_index=True)
     if not any(len(t["memory_peaks"]) for t in tables.values()):
