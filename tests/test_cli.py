@@ -161,3 +161,56 @@ def test_module_entry_point():
         [sys.executable, "-m", "hta_lite", "--help"], capture_output=True, text=True
     )
     assert out.returncode == 0 and "summarize" in out.stdout
+
+
+def _payload(capsys, *argv) -> dict:
+    capsys.readouterr()
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("folder", ["two_ranks", "memory_leak"])
+def test_batch_gives_summarizes_views_as_summarize_shows_them(folder, tmp_path, capsys):
+    """`hta-lite batch` (each rank summarized in a worker) prints the views the batch gives as
+    `summarize` does: the same findings, idle causes, kernel types, steps, operators (up to
+    the order of operators tied in time), job path and memory; the others are absent, with
+    why."""
+    cache = ["--no-cache"] if folder == "memory_leak" else []  # findings: cache on (default)
+    where = str(SAMPLES / folder)
+    batch = _payload(capsys, "batch", where, "--serial", "--format", "json", *cache)
+    full = _payload(capsys, "summarize", where, "--serial", "--format", "json")
+    assert batch["absent"]["key_findings"].startswith("needs each rank's whole trace")
+    same = ["temporal_breakdown", "gpu_idle_by_cause", "kernel_type_breakdown", "step_breakdown",
+            "job_critical_path", "memory_peaks", "memory_leaks", "collectives_by_rank"]  # fmt: skip
+    for key in same:
+        assert (key in batch) == (key in full), key
+        if key in full:
+            pd.testing.assert_frame_equal(
+                pd.DataFrame(batch[key]), pd.DataFrame(full[key]), check_dtype=False, obj=key
+            )
+        else:  # the same reason (the batch has no per-rank path to point to)
+            assert batch["absent"][key].split(" (")[0] == full["absent"][key].split(" (")[0]
+    by_time = ["device_self_sum(us)", "name"]
+    if "operators" in full:
+        ops = [pd.DataFrame(p["operators"]).sort_values(by_time).reset_index(drop=True)
+               for p in (batch, full)]  # fmt: skip
+        pd.testing.assert_frame_equal(*(o.drop(columns="cumulative_pctg") for o in ops))
+    if cache:  # the batch's findings reopen the ranks from the cache: off, it says so
+        assert "findings" not in batch and "cache off" in batch["absent"]["findings"]
+    else:
+        findings = [pd.DataFrame(p["findings"]) for p in (batch, full)]
+        findings[1] = findings[1][findings[1]["kind"] != "below_roof"].reset_index(drop=True)
+        pd.testing.assert_frame_equal(*findings)
+
+
+def test_batch_prints_long_tables_in_part_and_writes_them_whole(tmp_path, capsys):
+    out_dir = tmp_path / "out"
+    assert main(["batch", str(SAMPLES / "two_ranks"), "--serial", "-o", str(out_dir)]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("Summarized ranks [0, 1] from ")
+    idle = out.out[out.out.index("Idle time by cause, per stream") :].splitlines()
+    assert len(idle) > 22 and idle[22] == "(10 more rows: -o or --format csv)"
+    assert len(pd.read_csv(out_dir / "idle_time_breakdown.csv")) == 30
+    assert (out_dir / "memory_leak_sites.csv").exists() and not (out_dir / "report.html").exists()
+    assert "no report.html" in out.err
+    assert main(["batch", str(SAMPLES / "two_ranks"), "--format", "parquet"]) == 2

@@ -32,7 +32,7 @@ VIEWS: tuple[View, ...] = (
     View("temporal_breakdown", "Temporal breakdown (µs, % of GPU span)",
          "temporal_breakdown", "temporal", "temporal_breakdown"),
     View("gpu_idle_by_cause", "GPU idle time by cause, no stream busy (µs, %)",
-         "gpu_idle_by_cause", "idle", None),
+         "gpu_idle_by_cause", "idle", "gpu_idle_by_cause"),
     View("comm_comp_overlap", "Communication / computation overlap (%)",
          "comm_comp_overlap", "overlap", "comm_comp_overlap"),
     View("idle_time_breakdown", "Idle time by cause, per stream (µs)",

@@ -120,12 +120,7 @@ def gpu_kernel_breakdown(
                 duration_ratio,
             )
             per_kernel.append(stats.assign(kernel_type=kernel_type, rank=trace.rank))
-    type_df = pd.DataFrame({"kernel_type": list(totals), "sum": [us(v) for v in totals.values()]})
-    type_df = type_df.sort_values("sum", ascending=False, ignore_index=True)
-    grand = type_df["sum"].sum()
-    type_df["percentage"] = (
-        (100.0 * type_df["sum"] / grand).round(1) if grand else pd.Series(dtype=float)
-    )
+    type_df = _shares(list(totals), [us(v) for v in totals.values()])
     kernel_df = (
         pd.concat(per_kernel, ignore_index=True)
         if per_kernel
@@ -135,3 +130,21 @@ def gpu_kernel_breakdown(
         ["kernel_type", "name", "rank"], ignore_index=True
     )
     return type_df, kernel_df
+
+
+def _shares(kernel_types: list, sums: list) -> pd.DataFrame:
+    """``kernel_type, sum`` (µs), most first, and ``percentage`` of their total."""
+    type_df = pd.DataFrame({"kernel_type": kernel_types, "sum": sums})
+    type_df = type_df.sort_values("sum", ascending=False, ignore_index=True)
+    grand = type_df["sum"].sum()
+    type_df["percentage"] = (
+        (100.0 * type_df["sum"] / grand).round(1) if grand else pd.Series(dtype=float)
+    )
+    return type_df
+
+
+def types_across_ranks(per_rank: pd.DataFrame) -> pd.DataFrame:
+    """:func:`gpu_kernel_breakdown`'s table of kernel types of all ranks from each rank's
+    (``per_rank``: their rows, with a ``rank`` column, as the batch keeps them)."""
+    sums = per_rank.groupby("kernel_type", sort=False)["sum"].sum()
+    return _shares(sums.index.tolist(), sums.tolist())

@@ -57,6 +57,7 @@ SUMMARY_TABLES = (
     "temporal_breakdown",
     "comm_comp_overlap",
     "idle_time_breakdown",
+    "gpu_idle_by_cause",
     "kernel_type_breakdown",
     "queue_length_summary",
     "step_breakdown",
@@ -75,7 +76,7 @@ SUMMARY_TABLES = (
 )
 #: the GPU views: without the rows of ranks that ran no GPU work, as TraceAnalysis gives them
 GPU_TABLES = ("temporal_breakdown", "comm_comp_overlap", "idle_time_breakdown",
-              "kernel_type_breakdown", "queue_length_summary")  # fmt: skip
+              "gpu_idle_by_cause", "kernel_type_breakdown", "queue_length_summary")  # fmt: skip
 #: tables across ranks, computed in the driver from the per-rank partials above
 #: (``collective_calls``, ``step_breakdown``, ``host_wait``, ``annotation_timers``; the scored
 #: steps of each rank, whose origin ranks the matched collectives give; the job critical path
@@ -102,6 +103,7 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "temporal_breakdown": temporal.temporal_breakdown(one),
         "comm_comp_overlap": overlap.comm_comp_overlap(one),
         "idle_time_breakdown": idle.idle_time_breakdown(one)[0],
+        "gpu_idle_by_cause": idle.gpu_idle_by_cause(one),
         "kernel_type_breakdown": type_df.assign(rank=trace.rank),
         "queue_length_summary": queue.reset_index(),
         "step_breakdown": steps.step_breakdown(one),

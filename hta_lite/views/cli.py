@@ -15,8 +15,8 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from ..errors import SettingError, TraceError
-from ..safe_output import TerminalWriter, csv_safe, write_atomically, write_csv
-from . import diff_cli, findings_cli, snapshot_cli, steps_cli
+from ..safe_output import TerminalWriter
+from . import batch_cli, diff_cli, findings_cli, snapshot_cli, steps_cli
 
 FORMATS = ("table", "json", "csv", "parquet")
 #: the diff gate's metrics (:data:`hta_lite.analyses.diff_gate.METRICS`; kept here so that
@@ -105,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     snapshot_cli.add_parser(sub)
     steps_cli.add_parser(sub, _common)
     findings_cli.add_parser(sub, _common)
+    batch_cli.add_parser(sub, _load_flags, FORMATS)
 
     cache = sub.add_parser("cache", help="what the cache of parsed ranks holds, or clear it")
     cache.add_argument("action", choices=("info", "clear"))
@@ -155,6 +156,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def _common(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--ranks", type=int, nargs="+", help="ranks to load (default: all)")
+    _load_flags(cmd)
+    cmd.add_argument(
+        "--graph-capture",
+        metavar="PATH",
+        help="a trace (or folder) of the run's CUDA-graph capture or an eager run: graph"
+        " replays are mapped to the operators that issued their kernels there",
+    )
+
+
+def _load_flags(cmd: argparse.ArgumentParser) -> None:
+    """The options of :func:`load_options` (``batch`` takes these alone)."""
     cmd.add_argument(
         "--serial", action="store_true", help="parse ranks in this process (no worker processes)"
     )
@@ -176,12 +188,6 @@ def _common(cmd: argparse.ArgumentParser) -> None:
     )
     cmd.add_argument(
         "--no-cache", action="store_true", help="do not read or write the cache of parsed ranks"
-    )
-    cmd.add_argument(
-        "--graph-capture",
-        metavar="PATH",
-        help="a trace (or folder) of the run's CUDA-graph capture or an eager run: graph"
-        " replays are mapped to the operators that issued their kernels there",
     )
 
 
@@ -219,72 +225,25 @@ def _load(args: argparse.Namespace):
 
 
 def summarize(args: argparse.Namespace) -> int:
-    import json
-
-    import pandas as pd
-
-    from ..analyses.catalog import HEADINGS
     from ..analyses.health import problems
-    from ..units import distinct_names
-    from .findings_cli import caveat_lines, finding_lines
     from .report import write_report
-    from .summary import shown, summary_tables
+    from .summary import summary_tables
+    from .summary_text import print_machine, print_text, write_tables
 
     if args.format == "parquet" and not args.out_dir:
         raise TraceError(None, "--format parquet writes files: give --out-dir")
     analysis = _load(args)
     snapshot = _snapshot(args.snapshot)
     tables, absent = summary_tables(analysis, snapshot)
-    if args.format == "csv":
-        for key, table in tables.items():
-            print(f"# {key}")
-            print(csv_safe(table).to_csv(index=False), end="")
-        for key, why in absent.items():
-            print(f"# {key}: none ({why})")
-    elif args.format == "json":
-        payload = {k: json.loads(v.to_json(orient="records")) for k, v in tables.items()}
-        print(json.dumps({**payload, "absent": absent}, indent=1))
-    else:
-        with pd.option_context(
-            "display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60
-        ):
-            print(f"Loaded ranks {analysis.ranks} from {args.trace_dir}\n")
-            print(HEADINGS["findings"])
-            if "findings" in tables:
-                found = tables["findings"]
-                print("\n".join(finding_lines(found) + caveat_lines(found)))
-            else:
-                print(f"(none: {absent['findings']})")
-            print("\nKey findings")
-            for line in tables["key_findings"]["finding"]:
-                print(f"- {line}")
-            print()
-            for key, heading in HEADINGS.items():
-                if key in ("findings", "key_findings") or (key not in tables and key not in absent):
-                    continue
-                print(heading)
-                if key in absent:
-                    print(f"(none: {absent[key]})\n")
-                    continue
-                table = shown(key, tables[key])
-                if key == "top_kernels":
-                    table = table.assign(name=distinct_names(table["name"], 60)).head(10)
-                print(table.to_string(index=False) if len(table) else "(none)")
-                said = [table.attrs[k] for k in ("why", "note") if k in table.attrs]
-                print(f"{' '.join(said)}\n" if said else "")
-            problem_rows = problems(tables["health"])
-            print("Trace health (warnings: events skipped, clamped or not linked, steps unknown)")
-            shown = problem_rows[["rank", "code", "item", "count"]]
-            print(shown.to_string(index=False) if len(shown) else "nothing skipped")
+    if args.format in ("csv", "json"):
+        print_machine(tables, absent, args.format)
+    else:  # table, and parquet (whose tables go to files)
+        print(f"Loaded ranks {analysis.ranks} from {args.trace_dir}\n")
+        health = problems(tables["health"])[["rank", "code", "item", "count"]]
+        print_text(tables, absent, health)
     if args.out_dir:
-        out = Path(args.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        for key, table in tables.items():
-            if args.format == "parquet":
-                write_atomically(out / f"{key}.parquet", table.to_parquet(index=False))
-            else:
-                write_csv(table, out / f"{key}.csv")
-        path = write_report(analysis, out / "report.html", snapshot=snapshot)
+        write_tables(tables, Path(args.out_dir), args.format)
+        path = write_report(analysis, Path(args.out_dir) / "report.html", snapshot=snapshot)
         print(f"\nwrote {len(tables)} tables and {path}", file=sys.stderr)
     return 0
 
@@ -349,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         "snapshot": snapshot_cli.run,
         "steps": lambda args: steps_cli.run(args, _load),
         "findings": lambda args: findings_cli.run(args, _load),
+        "batch": lambda args: batch_cli.run(args, load_options),
     }
     out, err = sys.stdout, sys.stderr
     # every name from a trace printed with its control characters escaped

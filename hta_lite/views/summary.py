@@ -36,14 +36,19 @@ def cupti_by_operator(analysis) -> pd.DataFrame | None:
 def top_operators(analysis) -> pd.DataFrame | str:
     """The 20 operators with most GPU time of their own, and the graph / no-operator rows."""
     table = analysis.get_operator_summary()
+    return top_operator_rows(table, lambda: nsys_operator_hint(analysis.traces.values()))
+
+
+def top_operator_rows(table: pd.DataFrame, hint: Callable[[], str]) -> pd.DataFrame | str:
+    """:func:`top_operators` of ``get_operator_summary()``'s table (``hint()``: what an Nsight
+    Systems export would need for operators)."""
     if not (table["calls"] > 0).any():
-        hint = nsys_operator_hint(analysis.traces.values())
-        return "no operator launched GPU work" + (f" ({hint})" if hint else "")
+        said = hint()
+        return "no operator launched GPU work" + (f" ({said})" if said else "")
     if not (table["device_self_sum(us)"] > 0).any():
         return "no GPU events (CPU-only traces): no operator has GPU time"
     unowned = table["name"].str.startswith("[")
-    rows = pd.concat([table[~unowned].head(20), table[unowned]], ignore_index=True)
-    return rows
+    return pd.concat([table[~unowned].head(20), table[unowned]], ignore_index=True)
 
 
 OPERATOR_COLUMNS = ["name", "calls", "host_self(us)", "device_self_sum(us)",
@@ -134,6 +139,11 @@ def step_anomalies(analysis) -> pd.DataFrame | str:
     """The anomalous steps with their causes and origin ranks, or why there are none;
     ``attrs["note"]``: the periods they recur with."""
     scored = analysis.get_step_anomalies()
+    return anomalous_steps(scored, lambda: analysis.get_step_periodicity())
+
+
+def anomalous_steps(scored: pd.DataFrame, periods: Callable[[], pd.DataFrame]):
+    """:func:`step_anomalies` of the scored steps and their periods (``periods()``)."""
     reason = unscored(scored)
     if reason:
         return reason
@@ -141,11 +151,10 @@ def step_anomalies(analysis) -> pd.DataFrame | str:
     if odd.empty:
         return f"no anomalous step among {len(scored)} (score > 3.5 against the median step)"
     table = odd[anomaly_columns(scored)].reset_index(drop=True)
-    periods = analysis.get_step_periodicity()
     table.attrs["note"] = (
         "; ".join(
             f"rank {r.rank} every {r.period} steps at step % {r.period} == {r.phase} ({r.cause})"
-            for r in periods.itertuples()
+            for r in periods().itertuples()
         )
         or "No period: the anomalous steps do not recur every N steps."
     )
@@ -158,17 +167,22 @@ def job_critical_path(analysis) -> pd.DataFrame | str:
     if len(analysis.ranks) < 2:
         return "one rank loaded: the job path joins several ranks (its own path is above)"
     path = analysis.get_job_critical_path()
-    table = path.summary().head(12)
-    hops, steps = path.hops(), path.steps()
-    lead = path.by_rank().iloc[0] if len(table) else None
+    return job_path_rows(path.summary(), path.hops(), path.steps(), path.problems)
+
+
+def job_path_rows(summary, hops, steps, problems) -> pd.DataFrame:
+    """:func:`job_critical_path` of the path's tables (``JobCriticalPath.summary()``,
+    ``hops()``, ``steps()``, ``problems``)."""
+    table = summary.head(12)
+    by_rank = summary.groupby("rank")["share_pctg"].sum()
     note = (
         f"{len(steps)} step(s), {steps['step_us'].sum():,.0f} µs; {len(hops)} hop(s) between"
         " ranks"
-        + (f"; rank {int(lead['rank'])} bounds {lead['share_pctg']:.1f} % of it" if lead is not None
+        + (f"; rank {int(by_rank.idxmax())} bounds {by_rank.max():.1f} % of it" if len(table)
            else "")
     )  # fmt: skip
-    if len(path.problems):
-        reasons = ", ".join(sorted(set(path.problems["reason"])))
+    if len(problems):
+        reasons = ", ".join(sorted(set(problems["reason"])))
         note += f". Lower bound where: {reasons} (get_job_critical_path().problems)"
     table.attrs["note"] = note + "."
     return table
@@ -177,9 +191,11 @@ def job_critical_path(analysis) -> pd.DataFrame | str:
 def pipeline_stages(analysis) -> pd.DataFrame | None:
     """The pipeline's stages and their work per step (no section where no rank sends or
     receives point to point); ``attrs["note"]``: the slowest stage, when one is named."""
-    if len(analysis.ranks) < 2:
-        return None
-    table = analysis.get_pipeline_stages()
+    return stage_rows(analysis.get_pipeline_stages()) if len(analysis.ranks) > 1 else None
+
+
+def stage_rows(table: pd.DataFrame) -> pd.DataFrame | None:
+    """:func:`pipeline_stages` of ``get_pipeline_stages()``'s table."""
     if table.empty:
         return None
     slow = table.attrs.get("slow_stage")
@@ -202,9 +218,13 @@ FINDING_COLUMNS = [
 def findings(analysis, snapshot=None) -> pd.DataFrame:
     """The ranked findings (ms per step, rounded), their advice (with those of a memory
     snapshot of the run, when given)."""
-    table = need(analysis.get_findings(snapshot=snapshot))
+    return rounded_findings(need(analysis.get_findings(snapshot=snapshot)))
+
+
+def rounded_findings(table: pd.DataFrame) -> pd.DataFrame:
+    """The findings as the summary shows them: one rounding, the one `hta-lite findings`
+    prints (ms to 2 decimals, % to 1), and a note on how the savings add up."""
     timed = [c for c in FINDING_COLUMNS if c.startswith(("saving", "cumulative"))]
-    # one rounding, the one `hta-lite findings` prints: ms to 2 decimals, % to 1
     table = table.assign(**{c: table[c].round(1 if c.endswith("pctg") else 2) for c in timed})
     table.attrs["note"] = (
         "Each saving replays the job's critical path with the fix made; cumulative_ms: this"

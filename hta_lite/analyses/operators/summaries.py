@@ -162,3 +162,11 @@ def combine(parts: list[pd.DataFrame], total_gpu_us: float) -> pd.DataFrame:
             cumulative_pctg=pct.cumsum().round(2),
         )
     )
+
+
+def across_ranks(per_rank: pd.DataFrame) -> pd.DataFrame:
+    """The summary by name of all ranks from each rank's own (``per_rank``: their rows, with a
+    ``rank`` column, as the batch keeps them): :func:`combine` of them, as of the ranks' parts."""
+    own = [c for c in per_rank.columns if c not in ("rank", "device_self_pctg", "cumulative_pctg")]
+    parts = [rows[own].reset_index(drop=True) for _, rows in per_rank.groupby("rank", sort=True)]
+    return combine(parts, float(per_rank["device_self_sum(us)"].sum()))

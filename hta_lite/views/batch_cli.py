@@ -1,0 +1,136 @@
+"""``hta-lite batch TRACE_DIR``: the summary of a folder of hundreds or thousands of ranks with
+bounded memory (:func:`hta_lite.tools.batch.summarize_folder`: each rank summarized where it is
+loaded, the cross-rank views from small per-rank partials). It prints what ``summarize`` prints
+of the views the batch gives, in the same form, and says which it does not give and why."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import TraceError
+
+if TYPE_CHECKING:  # --help imports no pandas
+    import pandas as pd
+
+#: the rows printed of a longer table (``-o`` and ``--format csv`` have them all)
+MAX_ROWS = 20
+
+
+def add_parser(sub, load_flags, formats) -> None:
+    cmd = sub.add_parser(
+        "batch",
+        help="summarize hundreds of ranks with bounded memory (each rank in a worker; the views"
+        " that need each rank's whole trace are listed as absent)",
+    )
+    cmd.add_argument("trace_dir", help="folder with one trace file per rank")
+    cmd.add_argument("-o", "--out-dir", help="write every table of the batch here")
+    cmd.add_argument(
+        "--format",
+        choices=formats,
+        default="table",
+        help="stdout: table (default), json or csv; files in --out-dir: csv (default) or"
+        " parquet (which needs --out-dir)",
+    )
+    load_flags(cmd)
+
+
+def run(args: argparse.Namespace, load_options) -> int:
+    from ..tools.batch import summarize_folder
+    from .summary_text import print_machine, print_text, write_tables
+
+    if args.format == "parquet" and not args.out_dir:
+        raise TraceError(None, "--format parquet writes files: give --out-dir")
+    executor = "serial" if args.serial else "process"
+    summary = summarize_folder(args.trace_dir, executor=executor, options=load_options(args))
+    for path, problem in summary.skipped_files.items():
+        print(f"hta-lite: skipped {path}: {problem}", file=sys.stderr)
+    tables, absent = batch_tables(summary)
+    if args.format in ("csv", "json"):
+        print_machine(tables, absent, args.format)
+    else:  # table, and parquet (whose tables go to files)
+        ranks = summary["health_summary"]["rank"].tolist()
+        print(f"Summarized ranks {ranks} from {args.trace_dir}, each where it was loaded\n")
+        print_text(tables, absent, health_rows(summary["health_summary"]), MAX_ROWS)
+    if args.out_dir:
+        write_tables(dict(summary), Path(args.out_dir), args.format)
+        print(
+            f"\nwrote {len(summary)} tables (no report.html: it needs each rank's whole"
+            " trace, hta-lite report)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def batch_tables(summary) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+    """``summary_tables()``'s ``(tables, absent)`` from a :class:`~hta_lite.tools.batch.Summary`:
+    each view the batch gives shaped as ``summarize`` shows it, the others absent with why."""
+    import pandas as pd
+
+    from ..analyses.catalog import VIEWS
+    from ..missing_data import why
+
+    tables, absent = {}, dict(summary.absent)
+    for view in VIEWS:
+        if view.batch is None:
+            continue
+        table = why(summary[view.batch]) or _shaped(view.key, summary[view.batch], summary)
+        if isinstance(table, pd.DataFrame) and why(table):
+            table = why(table)
+        if isinstance(table, str):
+            absent[view.key] = table
+        elif table is not None:
+            tables[view.key] = table
+    tables["health_summary"] = summary["health_summary"]
+    return tables, absent
+
+
+def _shaped(key: str, table: pd.DataFrame, summary):
+    """The batch's ``table`` of view ``key`` as the view's builder in
+    :mod:`hta_lite.views.summary` shapes it: a table, a sentence (why none) or None."""
+    from ..analyses.kernels import types_across_ranks
+    from ..analyses.operators.summaries import across_ranks
+    from ..missing_data import no_gpu_work_in
+    from . import summary as views
+
+    if key == "findings":
+        rounded = views.rounded_findings(table)
+        said = [table.attrs.get("caveat"), table.attrs.get("note")]  # below_roof left out
+        rounded.attrs["caveat"] = " ".join(s for s in said if s)
+        return rounded
+    if key == "step_anomalies":
+        return views.anomalous_steps(table, lambda: summary["step_periodicity"])
+    if key == "job_critical_path":
+        if len(summary["health_summary"]) < 2:
+            return "one rank loaded: the job path joins several ranks"
+        return views.job_path_rows(
+            summary["job_critical_path_summary"], summary["job_critical_path_hops"],
+            summary["job_critical_path_steps"], summary["job_critical_path_problems"],
+        )  # fmt: skip
+    if key == "pipeline_stages":
+        return views.stage_rows(table)
+    if key == "collective_problems":
+        return None if table.empty else table
+    if key in ("collectives", "collectives_by_rank") and summary["collective_calls"].empty:
+        return "no collective in the traces"
+    if key == "memory_leaks" and table.empty:
+        return "no allocation made in a step stays unfreed"
+    if key == "operators":
+        return views.top_operator_rows(across_ranks(table), lambda: "")
+    if key == "kernel_type_breakdown":
+        return types_across_ranks(table)
+    if key == "step_breakdown":
+        health = summary["health_summary"]
+        if len(table) and not health["gpu_events"].any():  # as summarize: the host columns
+            table = table[["rank", "step", "step_time", "cpu_time"]]
+            table.attrs["note"] = f"GPU columns left out: {no_gpu_work_in(health['rank'])}."
+    return table
+
+
+def health_rows(health_summary: pd.DataFrame) -> pd.DataFrame:
+    """The ranks whose health has problems: ``rank, file, problems`` (the batch keeps each
+    rank's count; ``TraceAnalysis.health()`` has the items)."""
+    rows = health_summary[health_summary["problems"] > 0]
+    return rows[["rank", "file", "problems"]].reset_index(drop=True)
