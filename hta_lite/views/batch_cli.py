@@ -19,21 +19,14 @@ if TYPE_CHECKING:  # --help imports no pandas
 MAX_ROWS = 20
 
 
-def add_parser(sub, load_flags, formats) -> None:
+def add_parser(sub, load_flags, output_flags) -> None:
     cmd = sub.add_parser(
         "batch",
         help="summarize hundreds of ranks with bounded memory (each rank in a worker; the views"
         " that need each rank's whole trace are listed as absent)",
     )
     cmd.add_argument("trace_dir", help="folder with one trace file per rank")
-    cmd.add_argument("-o", "--out-dir", help="write every table of the batch here")
-    cmd.add_argument(
-        "--format",
-        choices=formats,
-        default="table",
-        help="stdout: table (default), json or csv; files in --out-dir: csv (default) or"
-        " parquet (which needs --out-dir)",
-    )
+    output_flags(cmd, "write every table of the batch here")
     load_flags(cmd)
 
 

@@ -64,14 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     summarize.add_argument(
         "trace_dir", help="folder with one trace file per rank, or one trace file"
     )
-    summarize.add_argument("-o", "--out-dir", help="write the tables and report.html here")
-    summarize.add_argument(
-        "--format",
-        choices=FORMATS,
-        default="table",
-        help="stdout: table (default), json or csv; files in --out-dir: csv (default) or"
-        " parquet (which needs --out-dir)",
-    )
+    _output_flags(summarize, "write the tables and report.html here")
     summarize.add_argument(
         "--snapshot",
         help="a CUDA memory snapshot of the run (torch.cuda.memory._dump_snapshot): its"
@@ -105,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     snapshot_cli.add_parser(sub)
     steps_cli.add_parser(sub, _common)
     findings_cli.add_parser(sub, _common)
-    batch_cli.add_parser(sub, _load_flags, FORMATS)
+    batch_cli.add_parser(sub, _load_flags, _output_flags)
 
     cache = sub.add_parser("cache", help="what the cache of parsed ranks holds, or clear it")
     cache.add_argument("action", choices=("info", "clear"))
@@ -152,6 +145,17 @@ def _parser() -> argparse.ArgumentParser:
         "--top", type=int, default=10, help="kernels to list in the top-changes table"
     )
     return parser
+
+
+def _output_flags(cmd: argparse.ArgumentParser, out_help: str) -> None:
+    cmd.add_argument("-o", "--out-dir", help=out_help)
+    cmd.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="stdout: table (default), json or csv; files in --out-dir: csv (default) or"
+        " parquet (which needs --out-dir)",
+    )
 
 
 def _common(cmd: argparse.ArgumentParser) -> None:
