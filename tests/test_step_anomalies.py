@@ -168,3 +168,38 @@ def test_the_partials_route_equals_the_in_memory_one(run):
     pd.testing.assert_frame_equal(
         summary["job_step_anomalies"], run.get_job_step_anomalies(), check_dtype=False
     )
+
+
+def test_a_step_longer_outside_every_annotation_says_so(tmp_path):
+    """Step 20 takes 5 ms more, none of it in its annotation (host code no event records):
+    the cause is that, by the 5 ms, not the annotation that shrank least."""
+    b = TraceBuilder(rank=0, world_size=1)
+    ts = 0
+    for i in range(40):
+        dur = 6000 if i == 20 else 1000
+        b.step(i, ts, dur)
+        b.cpu_op("work", ts + 50, 900 - (i % 3), cat="user_annotation")
+        ts += dur
+    table = open_(b.write(tmp_path / "t" / "rank-0.json").parent).get_step_anomalies()
+    odd = table[table["anomalous"]]
+    assert odd["step"].tolist() == [20]
+    assert odd["cause"].tolist() == ["host code outside any annotation"]
+    assert odd["cause_excess(us)"].iloc[0] == pytest.approx(5000, abs=1)
+
+
+def test_a_profiler_step_out_of_number_order_is_dropped_and_counted(tmp_path):
+    """A damaged ts (0) puts ProfilerStep#23 of the recorded long_run before step 2: it is
+    dropped (health says so), its events are in no step, and no anomaly is made of it."""
+    import gzip
+    import json
+
+    doc = json.loads(gzip.decompress((SAMPLES / "long_run" / "rank-1.json.gz").read_bytes()))
+    step = next(e for e in doc["traceEvents"] if e.get("name") == "ProfilerStep#23")
+    step["ts"] = 0
+    (tmp_path / "rank-1.json").write_text(json.dumps(doc))
+    a = open_(tmp_path)
+    health = a.health().set_index("code")
+    assert health.loc["profiler_step_out_of_order", "count"] == 1
+    steps = a.get_step_anomalies()
+    assert 23 not in steps["step"].tolist() and len(steps) == 39
+    assert (steps.loc[steps["anomalous"], "cause"] == "data-loading").all()

@@ -16,7 +16,8 @@ A rank with fewer than :data:`MIN_STEPS` steps is not scored (score NaN, nothing
 
 For each anomalous step: ``cause``, the component that grew most against its own median over the
 rank's normal steps (of the components within 2 % of that growth, the one with the smallest
-median: the annotation inside the one around it), and ``cause_excess(us)``, by how much;
+median: the annotation inside the one around it), and ``cause_excess(us)``, by how much; where
+none grew, :data:`OUTSIDE` and the step's excess over the typical step;
 ``grew_most``, the event names (operators, annotations, kernels) whose time grew most against
 the rank's most typical step (the normal step closest to the median), as the trace diff compares
 two runs; ``origin_rank``, the rank that arrived last at the collective where that step waited
@@ -41,6 +42,8 @@ from . import timers
 KEYS = ["rank", "step", "window"]  # what identifies a step: not a component
 GPU_COMPONENTS = ["gpu_busy", "gpu_idle", "compute", "exposed_communication", "memory"]
 ANNOTATION = "annotation:"
+#: the cause of an anomalous step none of whose components grew: host time no annotation holds
+OUTSIDE = "host code outside any annotation"
 BASELINES = ("median", "rolling")
 #: fewer steps than this on a rank say too little of its typical step: not scored (NaN)
 MIN_STEPS = 8
@@ -149,6 +152,10 @@ def _score(part: pd.DataFrame, metric: str, threshold: float, baseline: str, win
         narrow = np.where(close, medians.to_numpy()[None, :], np.inf).argmin(axis=1)
         cause[has] = [components[i].removeprefix(ANNOTATION) for i in narrow]
         amount[has] = np.round(grown[np.arange(len(grown)), narrow], 3)
+        # no component grew: the step's extra time is outside all of them
+        outside = np.flatnonzero(has)[best[:, 0] <= 0]
+        cause[outside] = OUTSIDE
+        amount[outside] = np.round(x[outside] - typical[outside], 3)
     return out.assign(cause=cause, **{"cause_excess(us)": amount})
 
 

@@ -56,7 +56,7 @@ from .rank_trace import RankTrace, parse_parts
 
 TEXT_DTYPE = pd.Index([], dtype=TEXT).dtype
 
-FORMAT_VERSION = 26  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
+FORMAT_VERSION = 27  # 2: kernel_counters; 3: zero-length nesting; 4: health codes; 5: op inputs;
 # 6: collective args on cpu rows; 7: GPU-side waits; 8: allocator args of instants; 9: Arrow IPC;
 # 10: checksums; 11: launched_kernel; 12: the entry marker; 13, 14: files of several ranks;
 # 15: cpu.forward_row; 16: cpu.msg_bytes; 17: Nsight Systems' grouped NCCL calls and ranks;
@@ -65,7 +65,7 @@ FORMAT_VERSION = 26  # 2: kernel_counters; 3: zero-length nesting; 4: health cod
 # to the next; 22: Nsight Systems syncs named after their calls; 23: Kineto traces without
 # ProfilerSteps take found steps too; 24: a last step range the program closed is kept; 25: no
 # steps from GPU work or ranges repeating faster than MIN_STEP_NS; 26: an end that overruns the
-# next event on its stream clipped
+# next event on its stream clipped; 27: ProfilerSteps out of number order dropped
 TABLES = RankTrace.TABLES
 _SAMPLE = 1 << 16
 

@@ -20,6 +20,7 @@ metadata and what it counted. :func:`finish` then, the same for every format:
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,7 +119,7 @@ def finish(read: ReadRank, path: str | Path, include_last_profiler_step: StepRul
     elif steps is None:
         _cut_steps_at_window_end(cpu, tables["instants"], health)
         try:
-            steps = profiler_steps(cpu)
+            steps = _in_number_order(profiler_steps(cpu), health)
         except TraceFormatError as exc:
             raise TraceFormatError(path, exc.problem) from None
         if steps.empty:  # a capture has one step where nothing repeats; a Kineto trace none
@@ -175,6 +176,27 @@ def _cut_steps_at_window_end(cpu: pd.DataFrame, instants: pd.DataFrame, health: 
     if past.any():
         cpu.loc[past, "dur"] = limit - ts[past]
         note(health, "profiler_step_past_window", int(past.sum()))
+
+
+def _in_number_order(steps: pd.DataFrame, health: Counter) -> pd.DataFrame:
+    """The ProfilerSteps (by start) whose numbers rise with their starts: the most steps that
+    do (a longest increasing run of numbers); a step out of that order cannot be (the profiler
+    numbers its steps as they begin: a damaged ``ts``, e.g. 0, puts a step before all others)
+    and is dropped, its events outside every step (``profiler_step_out_of_order``)."""
+    numbers = steps["step"].tolist()
+    tails, tail_at, before = [], [], [-1] * len(numbers)  # patience sorting, O(n log n)
+    for i, number in enumerate(numbers):
+        k = bisect.bisect_left(tails, number)
+        before[i] = tail_at[k - 1] if k else -1
+        tails[k:k + 1], tail_at[k:k + 1] = [number], [i]  # fmt: skip
+    if len(tails) == len(numbers):
+        return steps
+    keep, i = [], tail_at[-1]
+    while i >= 0:
+        keep.append(i)
+        i = before[i]
+    note(health, "profiler_step_out_of_order", len(numbers) - len(keep))
+    return steps.iloc[keep[::-1]].reset_index(drop=True)
 
 
 def finish_snapshot(read, path: str | Path):

@@ -89,6 +89,11 @@ ITEMS: dict[str, Item] = {
         "ProfilerSteps of zero length (a negative duration clamped to 0): no event belongs to"
         " them, so their events count as outside every step",
     ),
+    "profiler_step_out_of_order": Item(
+        WARNING,
+        "ProfilerSteps out of number order (a step starting before a lower-numbered one, which"
+        " cannot be: a damaged ts): dropped, their events outside every step",
+    ),
     "profiler_step_past_window": Item(
         WARNING,
         "ProfilerSteps ending after the profiler's record window ended (Record Window End),"
