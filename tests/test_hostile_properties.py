@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import warnings
 
 import numpy as np
@@ -27,6 +28,8 @@ TEMPLATES = {
     "h100": SAMPLES / "h100_bert_small" / "gaunernst_bert-small-uncased__1016001.json.gz",
     "memory": next((SAMPLES / "memory_leak").glob("*.json.gz")),
     "nccl_rank": SAMPLES / "two_ranks" / "sampled_rank-0.json.gz",
+    "gloo_rank": SAMPLES / "gloo_buckets" / "rank-2.json.gz",  # CPU collectives, steps
+    "long_run": SAMPLES / "long_run" / "rank-1.json.gz",  # 40 steps: step anomalies scored
 }
 DOCS = {name: json.loads(gzip.decompress(path.read_bytes())) for name, path in TEMPLATES.items()}
 
@@ -102,8 +105,12 @@ def _check(method: str, result) -> None:
             _check(method, item)
 
 
+#: a longer run with random examples (``--hypothesis-seed`` to pick them): docs/fuzzing.md
+LONG_RUN = int(os.environ.get("HTA_LITE_FUZZ_EXAMPLES", "0"))
+
+
 @settings(
-    max_examples=40, deadline=None, derandomize=True, database=None,
+    max_examples=LONG_RUN or 40, deadline=None, derandomize=not LONG_RUN, database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )  # fmt: skip
 @given(
