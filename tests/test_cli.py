@@ -172,16 +172,19 @@ def _payload(capsys, *argv) -> dict:
 @pytest.mark.parametrize("folder", ["two_ranks", "memory_leak"])
 def test_batch_gives_summarizes_views_as_summarize_shows_them(folder, tmp_path, capsys):
     """`hta-lite batch` (each rank summarized in a worker) prints the views the batch gives as
-    `summarize` does: the same findings, idle causes, kernel types, steps, operators (up to
-    the order of operators tied in time), job path and memory; the others are absent, with
-    why."""
+    `summarize` does: the same findings, key findings (less MFU), idle causes, kernel types,
+    steps, operators (up to the order of operators tied in time), job path, memory and health;
+    the others are absent, with why."""
     cache = ["--no-cache"] if folder == "memory_leak" else []  # findings: cache on (default)
     where = str(SAMPLES / folder)
     batch = _payload(capsys, "batch", where, "--serial", "--format", "json", *cache)
     full = _payload(capsys, "summarize", where, "--serial", "--format", "json")
-    assert batch["absent"]["key_findings"].startswith("needs each rank's whole trace")
+    assert batch["absent"]["mfu"].startswith("needs each rank's whole trace")
+    key = [pd.DataFrame(p["key_findings"]) for p in (batch, full)]
+    pd.testing.assert_frame_equal(key[0], key[1][key[1]["kind"] != "mfu"].reset_index(drop=True))
     same = ["temporal_breakdown", "gpu_idle_by_cause", "kernel_type_breakdown", "step_breakdown",
-            "job_critical_path", "memory_peaks", "memory_leaks", "collectives_by_rank"]  # fmt: skip
+            "job_critical_path", "memory_peaks", "memory_leaks", "collectives_by_rank",
+            "health"]  # fmt: skip
     for key in same:
         assert (key in batch) == (key in full), key
         if key in full:

@@ -368,3 +368,22 @@ def test_a_dask_worker_that_dies_costs_its_file_only(tmp_path):
     error, tables = results[1]
     assert isinstance(error, TraceReadError) and tables is None
     assert error.path.endswith("poison.json") and "Dask worker" in error.problem
+
+
+@pytest.mark.parametrize(
+    "where",
+    [SAMPLES / "gloo_pipeline", SAMPLES / "long_run_windows", DATA / "memory_ranks",
+     SAMPLES / "gloo_4ranks"],
+)  # fmt: skip
+def test_the_batch_key_findings_and_health_are_the_analysis(where):
+    """The batch's key findings (the slowest stage, a straggler and its cause, the anomalous
+    steps and their period, the memory line with its leak and imbalance) and health table,
+    from the workers' partials, are the analysis's; only the MFU line is not in the batch."""
+    batch = summarize_folder(where, executor="serial", cache=False)
+    full = TraceAnalysis(trace_dir=where, parallel=False, cache=False, progress=False)
+    key = full.get_key_findings()
+    pd.testing.assert_frame_equal(
+        batch["key_findings"], key[key["kind"] != "mfu"].reset_index(drop=True)
+    )
+    pd.testing.assert_frame_equal(batch["health"], full.health())
+    assert "key_findings" not in batch.absent and "mfu" in batch.absent

@@ -28,7 +28,7 @@ class View:
 VIEWS: tuple[View, ...] = (
     View("findings", "Findings: what to fix first, by the step time it would save",
          "findings", "findings", "findings"),
-    View("key_findings", "Key findings", "key_findings", "key-findings", None),
+    View("key_findings", "Key findings", "key_findings", "key-findings", "key_findings"),
     View("temporal_breakdown", "Temporal breakdown (µs, % of GPU span)",
          "temporal_breakdown", "temporal", "temporal_breakdown"),
     View("gpu_idle_by_cause", "GPU idle time by cause, no stream busy (µs, %)",

@@ -36,23 +36,40 @@ def health_table(
     rows = []
     across = _across(traces)
     for rank, trace in sorted(traces.items()):
-        facts = [(key, 1) for key in across[rank]]
-        for key, count in sorted(trace.events_read.items()):
-            phase, _, cat = key.partition("/")
-            detail = f"phase {phase!r}" + (f", category {cat!r}" if cat else "")
-            facts.append((f"events_read:{detail}", count))
-        facts += [
-            ("gpu_events_kept", len(trace.gpu)),
-            ("cpu_events_kept", len(trace.cpu)),
-            ("profiler_steps", len(trace.steps)),
-            *_own_facts(trace),
-        ]
         counted = {**trace.health, **found.get(rank, {})}
-        for key, count in [*facts, *sorted(counted.items())]:
-            rows.append((rank, trace.path, *describe(key), count))
-    for path, problem in (skipped_files or {}).items():
-        rows.append((-1, path, *describe(f"file_skipped:{problem}"), 1))
-    return pd.DataFrame(rows, columns=COLUMNS)
+        rows += rank_rows(rank, trace.path, across[rank], rank_facts(trace), counted)
+    return pd.DataFrame(rows + skipped_rows(skipped_files), columns=COLUMNS)
+
+
+def rank_facts(trace: RankTrace) -> list[tuple[str, int]]:
+    """``[(health key, count)]`` of what one rank's tables say of it: the events read by phase
+    and category, what was kept, and :func:`_own_facts`."""
+    facts = []
+    for key, count in sorted(trace.events_read.items()):
+        phase, _, cat = key.partition("/")
+        detail = f"phase {phase!r}" + (f", category {cat!r}" if cat else "")
+        facts.append((f"events_read:{detail}", count))
+    return [
+        *facts,
+        ("gpu_events_kept", len(trace.gpu)),
+        ("cpu_events_kept", len(trace.cpu)),
+        ("profiler_steps", len(trace.steps)),
+        *_own_facts(trace),
+    ]
+
+
+def rank_rows(rank: int, path: str, across: list[str], facts: list, counted: Mapping) -> list:
+    """One rank's rows of :func:`health_table`: what it says next to the other ranks
+    (``across``: :func:`across_ranks`), its ``facts`` (:func:`rank_facts`) and every item
+    counted (``{key: count}``: loading's and the checks'), by key."""
+    keyed = [*((key, 1) for key in across), *facts, *sorted(counted.items())]
+    return [(rank, path, *describe(key), count) for key, count in keyed]
+
+
+def skipped_rows(skipped_files: Mapping[str, str] | None) -> list:
+    """The rows (rank -1, severity ``error``) of files that could not be loaded."""
+    return [(-1, path, *describe(f"file_skipped:{problem}"), 1)
+            for path, problem in (skipped_files or {}).items()]  # fmt: skip
 
 
 def _own_facts(trace: RankTrace) -> list[tuple[str, int]]:

@@ -18,40 +18,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..analyses import (
-    counters,
-    idle,
-    job_path,
-    kernels,
-    one_time,
-    operators,
-    overlap,
-    step_anomalies,
-    steps,
-    stragglers,
-    temporal,
-    timers,
-)
+from ..analyses import job_path, step_anomalies, stragglers, timers
 from ..analyses.catalog import NOT_IN_BATCH, VIEWS
 from ..analyses.collectives import summaries
-from ..analyses.collectives.calls import collective_calls
 from ..analyses.collectives.matching import match
 from ..analyses.findings import COLUMNS
-from ..analyses.health import health_summary
 from ..analyses.memory.per_rank import TABLES as MEMORY_TABLES
-from ..analyses.memory.per_rank import rank_memory, why_none
-from ..analyses.pipeline_stages import stage_work
+from ..analyses.memory.per_rank import why_none
 from ..analyses.step_periodicity import periodicity
-from ..analyses.straggler_causes import host_wait_by_step
 from ..errors import MissingDataError, TraceError, TraceReadError
-from ..load import cache, step_alignment
+from ..load import cache
 from ..load.loader import LoadOptions, collect, discover, load_part, load_parts
 from ..load.ranks import assign_ranks
 from ..load.series import join_windows
 from ..load.workers import job_file, map_in_processes
 from ..missing_data import missing, no_gpu_work_in
 from .batch_findings import Reopened, folder_findings
-from .batch_health import checks_found, count_across, count_matching, number_steps_alike
+from .batch_health import count_across, count_matching, health_table, number_steps_alike
+from .batch_key_findings import cross_rank_rows, key_findings
+from .batch_worker import summarize_rank
 
 SUMMARY_TABLES = (
     "temporal_breakdown",
@@ -67,6 +52,7 @@ SUMMARY_TABLES = (
     "host_wait",
     "stage_work",
     "warmup_delay",
+    "one_time_idle",
     "annotation_timers",
     "step_anomalies",
     "job_path_segments",
@@ -88,54 +74,8 @@ CROSS_RANK_TABLES = (
     "straggler_causes", "pipeline_stages", "timers", "step_anomalies", "step_periodicity",
     "job_step_anomalies", "job_critical_path", "job_critical_path_summary",
     "job_critical_path_hops", "job_critical_path_steps", "job_critical_path_problems", "findings",
+    "health", "key_findings",
 )  # fmt: skip
-
-
-def summarize_rank(trace) -> dict[str, pd.DataFrame]:
-    """The per-rank summary tables (small: a few rows per rank)."""
-    one = {trace.rank: trace}
-    type_df, _ = kernels.gpu_kernel_breakdown(one)
-    queue = counters.queue_length_summary(counters.queue_length_time_series(one))
-    calls = collective_calls(trace)
-    ops = operators.RankOperators.of(trace)
-    memory, memory_found = rank_memory(trace)
-    return {
-        "temporal_breakdown": temporal.temporal_breakdown(one),
-        "comm_comp_overlap": overlap.comm_comp_overlap(one),
-        "idle_time_breakdown": idle.idle_time_breakdown(one)[0],
-        "gpu_idle_by_cause": idle.gpu_idle_by_cause(one),
-        "kernel_type_breakdown": type_df.assign(rank=trace.rank),
-        "queue_length_summary": queue.reset_index(),
-        "step_breakdown": steps.step_breakdown(one),
-        "health_summary": health_summary(one, {trace.rank: checks_found(calls, ops, memory_found)}),
-        "operator_summary": operators.operator_summary([ops]).assign(rank=trace.rank),
-        "collective_calls": calls,
-        "stage_work": stage_work(trace, calls),
-        "host_wait": host_wait_by_step(trace),
-        "warmup_delay": _warmup_delay(trace),
-        "annotation_timers": timers.annotation_timers(one),
-        "step_anomalies": _scored_steps(one),
-        **{f"job_path_{name}": table for name, table in job_path.segments(trace).items()},
-        **memory,
-        # read by the driver to number found steps alike (step_alignment), not summaries
-        "steps": trace.steps,
-        "point_to_point": pd.DataFrame({"sends": [step_alignment.point_to_point(trace.cpu)]}),
-    }
-
-
-def _warmup_delay(trace) -> pd.DataFrame:
-    """``rank, start, end`` (ns): the rank's :func:`~hta_lite.analyses.one_time.warmup_delay`."""
-    spans = one_time.warmup_delay(trace)
-    return pd.DataFrame({"rank": np.full(len(spans), trace.rank, np.int64),
-                         "start": spans[:, 0], "end": spans[:, 1]})  # fmt: skip
-
-
-def _scored_steps(one: dict) -> pd.DataFrame:
-    """The rank's steps scored where it is loaded (the origin ranks are set in the driver)."""
-    components = step_anomalies.step_components(one)
-    if components.empty:
-        return pd.DataFrame(columns=["rank", "step", "step_time", "anomalous"])
-    return step_anomalies.anomalies(components, None, one)
 
 
 def _summarize_job(job: tuple[Path], options: LoadOptions):
@@ -239,6 +179,8 @@ def summarize_folder(
         out[name] = _all_ranks(name, ranked, by_path)
     out.update(cross_rank(out, ranked, Reopened(files, options, moves) if findings else None))
     out["health_summary"] = count_matching(out["health_summary"], out["collective_problems"])
+    out["health"] = health_table(ranked, by_path, out["collective_problems"], skipped)
+    out["key_findings"] = key_findings(out, ranked, out.pop("key_findings_cross"))
     return out
 
 
@@ -309,7 +251,10 @@ def cross_rank(
         found = folder_findings(partials, matching, path, scored, report, traces, ranks)
     except MissingDataError as exc:
         found = missing(COLUMNS, exc.problem)
+    periods = periodicity(scored) if steps_found else pd.DataFrame()
     return {
+        # the key findings' cross-rank rows (a list, not a table): key_findings() takes them
+        "key_findings_cross": cross_rank_rows(report, calls, partials, scored, periods, len(ranks)),
         "findings": found,
         "job_critical_path": path.path(),
         "job_critical_path_summary": path.summary(),
@@ -317,7 +262,7 @@ def cross_rank(
         "job_critical_path_steps": path.steps(),
         "job_critical_path_problems": path.problems,
         "step_anomalies": scored,
-        "step_periodicity": periodicity(scored) if steps_found else pd.DataFrame(),
+        "step_periodicity": periods,
         "job_step_anomalies": step_anomalies.job_steps(scored) if steps_found else pd.DataFrame(),
         "collectives": summaries.by_collective(matching),
         "collectives_by_rank": summaries.by_rank(matching),

@@ -14,7 +14,15 @@ from collections import Counter
 import pandas as pd
 
 from ..analyses.collectives import checks
-from ..analyses.health import across_ranks, problem_count, step_source
+from ..analyses.health import (
+    COLUMNS,
+    across_ranks,
+    problem_count,
+    rank_facts,
+    rank_rows,
+    skipped_rows,
+    step_source,
+)
 from ..load import step_alignment
 
 
@@ -80,3 +88,40 @@ def _sends(tables: dict):
 
 def _more_problems(summary: pd.DataFrame, count) -> pd.DataFrame:
     return summary.assign(problems=summary["problems"] + count)
+
+
+def health_items(trace, found: Counter) -> pd.DataFrame:
+    """``part, key, count``: what one rank's health table is made of where it is loaded — its
+    facts (:func:`~hta_lite.analyses.health.rank_facts`, ``part`` ``fact``) and what the checks
+    of its data found (``found``)."""
+    facts = rank_facts(trace)
+    return pd.DataFrame({
+        "part": ["fact"] * len(facts) + ["found"] * len(found),
+        "key": [k for k, _ in facts] + list(found),
+        "count": [n for _, n in facts] + list(found.values()),
+    })  # fmt: skip
+
+
+def health_table(ranked: dict, by_path: dict, problems: pd.DataFrame, skipped) -> pd.DataFrame:
+    """``TraceAnalysis.health()`` of the batch: each rank's :func:`health_items`, its health
+    (renumbered steps included), what it says next to the other ranks and what matching the
+    collectives found (``problems``: the matching's problems table), then the ``skipped``
+    files (``{path: problem}``)."""
+    tables = {rank: by_path[stub.path, stub.part] for rank, stub in ranked.items()}
+    across = across_ranks(
+        {rank: step_source(ranked[rank].health, len(t["steps"])) for rank, t in tables.items()},
+        lambda rank: tables[rank]["steps"],
+        _sends(tables),
+    )
+    matched = checks.found(problems)
+    rows = []
+    for rank, stub in sorted(ranked.items()):
+        items = tables[rank]["health_items"]
+        facts = items[items["part"] == "fact"]
+        found = Counter(dict(zip(*items.loc[items["part"] == "found", ["key", "count"]].T.values)))
+        found.update(matched.get(rank, {}))
+        counted = {**stub.health, **found}
+        rows += rank_rows(
+            rank, stub.path, across[rank], list(zip(facts["key"], facts["count"])), counted
+        )
+    return pd.DataFrame(rows + skipped_rows(skipped), columns=COLUMNS)

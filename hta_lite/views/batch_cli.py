@@ -31,6 +31,7 @@ def add_parser(sub, load_flags, output_flags) -> None:
 
 
 def run(args: argparse.Namespace, load_options) -> int:
+    from ..analyses.health import problems
     from ..tools.batch import summarize_folder
     from .summary_text import print_machine, print_text, write_tables
 
@@ -46,7 +47,8 @@ def run(args: argparse.Namespace, load_options) -> int:
     else:  # table, and parquet (whose tables go to files)
         ranks = summary["health_summary"]["rank"].tolist()
         print(f"Summarized ranks {ranks} from {args.trace_dir}, each where it was loaded\n")
-        print_text(tables, absent, health_rows(summary["health_summary"]), MAX_ROWS)
+        health = problems(summary["health"])[["rank", "code", "item", "count"]]
+        print_text(tables, absent, health, MAX_ROWS)
     if args.out_dir:
         write_tables(dict(summary), Path(args.out_dir), args.format)
         print(
@@ -77,6 +79,7 @@ def batch_tables(summary) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
         elif table is not None:
             tables[view.key] = table
     tables["health_summary"] = summary["health_summary"]
+    tables["health"] = summary["health"]
     return tables, absent
 
 
@@ -120,10 +123,3 @@ def _shaped(key: str, table: pd.DataFrame, summary):
             table = table[["rank", "step", "step_time", "cpu_time"]]
             table.attrs["note"] = f"GPU columns left out: {no_gpu_work_in(health['rank'])}."
     return table
-
-
-def health_rows(health_summary: pd.DataFrame) -> pd.DataFrame:
-    """The ranks whose health has problems: ``rank, file, problems`` (the batch keeps each
-    rank's count; ``TraceAnalysis.health()`` has the items)."""
-    rows = health_summary[health_summary["problems"] > 0]
-    return rows[["rank", "file", "problems"]].reset_index(drop=True)

@@ -1,0 +1,87 @@
+"""What each worker of :func:`.batch.summarize_folder` makes of the rank it loaded: the per-rank
+summary tables, and the partials the driver joins across ranks (collective calls, host wait per
+step, warm-up spans, annotation timers, scored steps, the local critical path, memory tables,
+the rank's health items)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..analyses import (
+    counters,
+    idle,
+    job_path,
+    kernels,
+    one_time,
+    operators,
+    overlap,
+    step_anomalies,
+    steps,
+    temporal,
+    timers,
+)
+from ..analyses.collectives.calls import collective_calls
+from ..analyses.health import health_summary
+from ..analyses.memory.per_rank import rank_memory
+from ..analyses.pipeline_stages import stage_work
+from ..analyses.straggler_causes import host_wait_by_step
+from ..load import step_alignment
+from .batch_health import checks_found, health_items
+
+
+def summarize_rank(trace) -> dict[str, pd.DataFrame]:
+    """The per-rank summary tables (small: a few rows per rank)."""
+    one = {trace.rank: trace}
+    type_df, _ = kernels.gpu_kernel_breakdown(one)
+    queue = counters.queue_length_summary(counters.queue_length_time_series(one))
+    calls = collective_calls(trace)
+    ops = operators.RankOperators.of(trace)
+    memory, memory_found = rank_memory(trace)
+    found = checks_found(calls, ops, memory_found)
+    return {
+        "temporal_breakdown": temporal.temporal_breakdown(one),
+        "comm_comp_overlap": overlap.comm_comp_overlap(one),
+        "idle_time_breakdown": idle.idle_time_breakdown(one)[0],
+        "gpu_idle_by_cause": idle.gpu_idle_by_cause(one),
+        "kernel_type_breakdown": type_df.assign(rank=trace.rank),
+        "queue_length_summary": queue.reset_index(),
+        "step_breakdown": steps.step_breakdown(one),
+        "health_summary": health_summary(one, {trace.rank: found}),
+        "operator_summary": operators.operator_summary([ops]).assign(rank=trace.rank),
+        "collective_calls": calls,
+        "stage_work": stage_work(trace, calls),
+        "host_wait": host_wait_by_step(trace),
+        "warmup_delay": _warmup_delay(trace),
+        "one_time_idle": _one_time_idle(trace),
+        "annotation_timers": timers.annotation_timers(one),
+        "step_anomalies": _scored_steps(one),
+        **{f"job_path_{name}": table for name, table in job_path.segments(trace).items()},
+        **memory,
+        # read by the driver to number found steps alike (step_alignment), not summaries
+        "steps": trace.steps,
+        "point_to_point": pd.DataFrame({"sends": [step_alignment.point_to_point(trace.cpu)]}),
+        "health_items": health_items(trace, found),
+    }
+
+
+def _warmup_delay(trace) -> pd.DataFrame:
+    """``rank, start, end`` (ns): the rank's :func:`~hta_lite.analyses.one_time.warmup_delay`."""
+    spans = one_time.warmup_delay(trace)
+    return pd.DataFrame({"rank": np.full(len(spans), trace.rank, np.int64),
+                         "start": spans[:, 0], "end": spans[:, 1]})  # fmt: skip
+
+
+def _one_time_idle(trace) -> pd.DataFrame:
+    """``rank, idle_ns, doing``: the rank's :func:`~hta_lite.analyses.one_time.idle_while_one_time`
+    (the key findings' idle line)."""
+    ns, doing = one_time.idle_while_one_time(trace)
+    return pd.DataFrame({"rank": [trace.rank], "idle_ns": [float(ns)], "doing": [doing]})
+
+
+def _scored_steps(one: dict) -> pd.DataFrame:
+    """The rank's steps scored where it is loaded (the origin ranks are set in the driver)."""
+    components = step_anomalies.step_components(one)
+    if components.empty:
+        return pd.DataFrame(columns=["rank", "step", "step_time", "anomalous"])
+    return step_anomalies.anomalies(components, None, one)
