@@ -201,11 +201,11 @@ def parse_many(
         # and this process reads only those its analyses use
         work = functools.partial(_load_job, options=options, by_address=True)
         done = map_in_processes(work, jobs, workers, options.start_method)
-        return list(_progress(done, len(jobs), show))
+        return list(progress_bar(done, len(jobs), show))
     if len(jobs) == 1 and options.progress is not False and _is_large(jobs[0][0]):
         with _bytes_progress(jobs[0][0]):
             return [work(jobs[0])]
-    return list(_progress(map(work, jobs), len(jobs), show))
+    return list(progress_bar(map(work, jobs), len(jobs), show))
 
 
 _SAID = {"c_not_built": False}  # what this process has been told once
@@ -242,12 +242,13 @@ def _bytes_progress(path: Path):
             bar.close()
 
 
-def _progress(results: Iterable, total: int, show: bool) -> Iterable:
+def progress_bar(results: Iterable, total: int, show: bool, desc: str = "loading ranks"):
+    """``results`` counted in a progress bar of ``total`` ranks (``show``: whether at all)."""
     if not show:
         return results
     from tqdm.auto import tqdm
 
-    return tqdm(results, total=total, desc="loading ranks", unit="rank")
+    return tqdm(results, total=total, desc=desc, unit="rank")
 
 
 def jobs_for(

@@ -28,7 +28,7 @@ from ..analyses.memory.per_rank import why_none
 from ..analyses.step_periodicity import periodicity
 from ..errors import MissingDataError, TraceError, TraceReadError
 from ..load import cache
-from ..load.loader import LoadOptions, collect, discover, load_part, load_parts
+from ..load.loader import LoadOptions, collect, discover, load_part, load_parts, progress_bar
 from ..load.ranks import assign_ranks
 from ..load.series import join_windows
 from ..load.workers import job_file, map_in_processes
@@ -141,7 +141,7 @@ def summarize_folder(
         executor: ``"process"`` (default), ``"serial"``, ``"dask"`` or a
             ``dask.distributed.Client``.
         options: :class:`hta_lite.LoadOptions` (``max_workers``, ``on_error``, ``cache``,
-            ``include_last_profiler_step``; ``parallel`` and ``progress`` are not used), or the
+            ``include_last_profiler_step``, ``progress``; ``parallel`` is not used), or the
             same as keyword arguments.
         findings: also the ``findings`` table (:mod:`.batch_findings`: the ranks reopened from
             the cache in this process, about 0.1 s a real-size rank; with the cache off, or
@@ -286,12 +286,16 @@ class Summary(dict):
 
 
 def run_jobs(work, jobs: list, executor: Any, options: LoadOptions) -> list:
-    """``[work(job) for job in jobs]`` on the executor; ``work`` returns errors, never raises."""
+    """``[work(job) for job in jobs]`` on the executor; ``work`` returns errors, never raises.
+    A progress bar counts the jobs done (``options.progress``; default: with several jobs, not
+    on Dask)."""
+    show = options.progress if options.progress is not None else len(jobs) > 1
     if executor == "serial" or len(jobs) <= 1 and executor == "process":
-        return [work(job) for job in jobs]
+        return list(progress_bar(map(work, jobs), len(jobs), show, "summarizing ranks"))
     if executor == "process":
         workers = min(len(jobs), options.max_workers or os.cpu_count() or 1)
-        results = map_in_processes(work, jobs, workers, options.start_method)
+        done = map_in_processes(work, jobs, workers, options.start_method)
+        results = progress_bar(done, len(jobs), show, "summarizing ranks")
         return [(r, None) if isinstance(r, TraceError) else r for r in results]  # a worker died
     client = _dask_client(executor)
     results = [_dask_result(f) for f in client.map(work, jobs, pure=False)]
