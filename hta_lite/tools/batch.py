@@ -177,10 +177,13 @@ def summarize_folder(
     out = Summary(skipped_files=skipped)
     for name in SUMMARY_TABLES:
         out[name] = _all_ranks(name, ranked, by_path)
-    out.update(cross_rank(out, ranked, Reopened(files, options, moves) if findings else None))
+    tables, key_rows = cross_rank(
+        out, ranked, Reopened(files, options, moves) if findings else None
+    )
+    out.update(tables)
     out["health_summary"] = count_matching(out["health_summary"], out["collective_problems"])
     out["health"] = health_table(ranked, by_path, out["collective_problems"], skipped)
-    out["key_findings"] = key_findings(out, ranked, out.pop("key_findings_cross"))
+    out["key_findings"] = key_findings(out, ranked, key_rows)
     return out
 
 
@@ -197,10 +200,9 @@ def _all_ranks(name: str, ranked: dict, by_path: dict) -> pd.DataFrame:
     ]
     if name in GPU_TABLES:
         cpu_only = [r for r, t in tables.items() if not t["health_summary"]["gpu_events"].iat[0]]
-        parts = [p for p, r in zip(parts, tables) if r not in cpu_only] or parts[:1]
-        table = pd.concat(parts, ignore_index=True)
+        gpu = [part for part, r in zip(parts, tables) if r not in cpu_only]
+        table = pd.concat(gpu, ignore_index=True) if gpu else parts[0].iloc[:0].copy()
         if cpu_only:
-            table = table[~table["rank"].isin(cpu_only)].reset_index(drop=True)
             table.attrs["why"] = no_gpu_work_in(cpu_only)
         return table
     if name not in MEMORY_TABLES:
@@ -216,13 +218,14 @@ def _all_ranks(name: str, ranked: dict, by_path: dict) -> pd.DataFrame:
 
 def cross_rank(
     partials: dict[str, pd.DataFrame], ranks, traces: Reopened | None
-) -> dict[str, pd.DataFrame]:
+) -> tuple[dict[str, pd.DataFrame], list[dict]]:
     """``CROSS_RANK_TABLES`` from the per-rank partials of all ranks (concatenated): the
     collectives matched across ranks, the lateness of each rank at them, the stragglers' causes
     (as :meth:`TraceAnalysis.get_straggler_report`), Megatron's min/max timers, the job
     critical path and the findings (``traces``: the ranks reopened where a finding reads them,
     None: not asked for; a folder whose findings cannot be computed gets an empty table whose
-    ``attrs["why"]`` says why)."""
+    ``attrs["why"]`` says why); and the key findings' cross-rank rows
+    (:func:`.batch_key_findings.cross_rank_rows`)."""
     matching = match(partials["collective_calls"], ranks)
     calls = matching.measured()
     delays = {int(r): rows[["start", "end"]].to_numpy(np.int64)
@@ -252,9 +255,8 @@ def cross_rank(
     except MissingDataError as exc:
         found = missing(COLUMNS, exc.problem)
     periods = periodicity(scored) if steps_found else pd.DataFrame()
+    key_rows = cross_rank_rows(report, calls, partials, scored, periods, len(ranks))
     return {
-        # the key findings' cross-rank rows (a list, not a table): key_findings() takes them
-        "key_findings_cross": cross_rank_rows(report, calls, partials, scored, periods, len(ranks)),
         "findings": found,
         "job_critical_path": path.path(),
         "job_critical_path_summary": path.summary(),
@@ -271,7 +273,7 @@ def cross_rank(
         "straggler_causes": report.causes,
         "pipeline_stages": report.stages,
         "timers": timers.timers_across_ranks(tidy).reset_index() if len(tidy) else tidy,
-    }
+    }, key_rows
 
 
 class Summary(dict):
