@@ -387,3 +387,29 @@ def test_the_batch_key_findings_and_health_are_the_analysis(where):
     )
     pd.testing.assert_frame_equal(batch["health"], full.health())
     assert "key_findings" not in batch.absent and "mfu" in batch.absent
+
+
+def test_a_folder_of_gpu_and_cpu_only_ranks_gives_the_analysis_views(tmp_path):
+    """A GPU rank (two_ranks' rank 0) beside a CPU-only one (gloo's rank 1): the batch's GPU
+    views leave the CPU-only rank out and say so where the analysis does; health and key
+    findings are the analysis's."""
+    shutil.copy(SAMPLES / "two_ranks" / "sampled_rank-0.json.gz", tmp_path / "rank-0.json.gz")
+    shutil.copy(SAMPLES / "gloo_4ranks" / "rank-1.json.gz", tmp_path / "rank-1.json.gz")
+    batch = summarize_folder(tmp_path, executor="serial", cache=False, progress=False)
+    full = TraceAnalysis(trace_dir=tmp_path, parallel=False, cache=False, progress=False)
+    views = {
+        "temporal_breakdown": full.get_temporal_breakdown(visualize=False),
+        "gpu_idle_by_cause": full.get_gpu_idle_by_cause(),
+        "idle_time_breakdown": full.get_idle_time_breakdown(visualize=False)[0],
+    }
+    for name, table in views.items():
+        pd.testing.assert_frame_equal(batch[name], table, check_dtype=False, obj=name)
+        assert batch[name].attrs.get("why") == table.attrs.get("why"), name
+    assert (
+        batch["temporal_breakdown"].attrs["why"] == "no GPU work in rank(s) [1] (CPU-only traces)"
+    )
+    pd.testing.assert_frame_equal(batch["health"], full.health())
+    key = full.get_key_findings()
+    pd.testing.assert_frame_equal(
+        batch["key_findings"], key[key["kind"] != "mfu"].reset_index(drop=True)
+    )

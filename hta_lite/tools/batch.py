@@ -63,6 +63,8 @@ SUMMARY_TABLES = (
 #: the GPU views: without the rows of ranks that ran no GPU work, as TraceAnalysis gives them
 GPU_TABLES = ("temporal_breakdown", "comm_comp_overlap", "idle_time_breakdown",
               "gpu_idle_by_cause", "kernel_type_breakdown", "queue_length_summary")  # fmt: skip
+#: the GPU views whose ``attrs["why"]`` names the CPU-only ranks left out even beside rows
+NAMES_CPU_ONLY = ("temporal_breakdown", "comm_comp_overlap", "gpu_idle_by_cause")
 #: tables across ranks, computed in the driver from the per-rank partials above
 #: (``collective_calls``, ``step_breakdown``, ``host_wait``, ``annotation_timers``; the scored
 #: steps of each rank, whose origin ranks the matched collectives give; the job critical path
@@ -190,9 +192,9 @@ def summarize_folder(
 def _all_ranks(name: str, ranked: dict, by_path: dict) -> pd.DataFrame:
     """One summary table of all ranks, each part's ``rank`` the one the rank was assigned, as
     ``TraceAnalysis`` gives it: a GPU view without the rows of the ranks that ran no GPU work
-    (``attrs["why"]`` names them); a memory table with the rows of the ranks with memory
-    events, and where no rank has any, an empty table whose ``attrs["why"]`` says what to
-    record."""
+    (``attrs["why"]`` names them where it has no rows, or in :data:`NAMES_CPU_ONLY`); a
+    memory table with the rows of the ranks with memory events, and where no rank has any, an
+    empty table whose ``attrs["why"]`` says what to record."""
     tables = {rank: by_path[stub.path, stub.part] for rank, stub in ranked.items()}
     parts = [
         t[name].assign(rank=rank) if "rank" in t[name].columns else t[name]
@@ -202,7 +204,7 @@ def _all_ranks(name: str, ranked: dict, by_path: dict) -> pd.DataFrame:
         cpu_only = [r for r, t in tables.items() if not t["health_summary"]["gpu_events"].iat[0]]
         gpu = [part for part, r in zip(parts, tables) if r not in cpu_only]
         table = pd.concat(gpu, ignore_index=True) if gpu else parts[0].iloc[:0].copy()
-        if cpu_only:
+        if cpu_only and (table.empty or name in NAMES_CPU_ONLY):
             table.attrs["why"] = no_gpu_work_in(cpu_only)
         return table
     if name not in MEMORY_TABLES:
