@@ -506,3 +506,40 @@ def test_long_runtime_calls_without_a_name_are_no_start_up_and_no_error(tmp_path
     (tmp_path / "rank-0.json").write_text(json.dumps(doc))
     table = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False).get_findings()
     assert "warmup" not in set(table["kind"])
+
+
+def _two_ranks_with_steps(tmp_path, change) -> tuple:
+    """two_ranks with rank 0's ProfilerSteps changed by ``change(steps)``: the folder, the
+    analysis and the batch of it."""
+    from hta_lite.tools.batch import summarize_folder
+
+    doc = json.loads(
+        gzip.decompress((SAMPLES / "two_ranks" / "sampled_rank-0.json.gz").read_bytes())
+    )
+    change([e for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")])
+    (tmp_path / "rank-0.json").write_text(json.dumps(doc))
+    shutil.copy(SAMPLES / "two_ranks" / "sampled_rank-1.json.gz", tmp_path / "rank-1.json.gz")
+    full = TraceAnalysis(trace_dir=tmp_path, parallel=False, cache=False, progress=False)
+    batch = summarize_folder(tmp_path, executor="serial", cache=tmp_path / "cache", progress=False)
+    return full, batch
+
+
+@pytest.mark.parametrize(
+    "change",
+    [lambda steps: steps[0].update(dur=0),  # an empty step: call keys of no call (object)
+     lambda steps: [s.update(ts=i) for i, s in enumerate(steps[:2])]],  # steps at the epoch
+    ids=["empty_step", "steps_at_the_epoch"],
+)  # fmt: skip
+def test_damaged_steps_on_one_of_two_ranks_still_give_findings(tmp_path, change):
+    """Found by the batch's property test: a ProfilerStep of zero length made the findings'
+    replay compare call keys of object dtype (a TypeError in np.unique), in TraceAnalysis and
+    the batch alike; steps moved to the epoch left a rank without operator rows, whose empty
+    table made the batch's merged operator sums object (a TypeError in round). Both give their
+    findings and key findings now, the batch's equal to the analysis's."""
+    full, batch = _two_ranks_with_steps(tmp_path, change)
+    findings = full.get_findings()
+    pd.testing.assert_frame_equal(batch["findings"], findings[findings["kind"] != "below_roof"]
+                                  .reset_index(drop=True))  # fmt: skip
+    key = full.get_key_findings()
+    pd.testing.assert_frame_equal(batch["key_findings"], key[key["kind"] != "mfu"]
+                                  .reset_index(drop=True))  # fmt: skip

@@ -270,3 +270,42 @@ def test_the_step_shift_is_found_or_refused(period, jitter, ref_first, ref_count
         assert by == mine_first - ref_first
     else:
         assert by is None  # nothing in common: no shift, and the ranks are said to be apart
+
+
+#: a clean rank beside the mutated one, so that the batch matches collectives across ranks
+PARTNERS = {"gloo_rank": SAMPLES / "gloo_buckets" / "rank-0.json.gz",
+            "nccl_rank": SAMPLES / "two_ranks" / "sampled_rank-1.json.gz"}  # fmt: skip
+
+
+@settings(
+    max_examples=LONG_RUN or 8, deadline=None, derandomize=not LONG_RUN, database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)  # fmt: skip
+@given(
+    template=st.sampled_from(sorted(TEMPLATES)),
+    mutations=st.lists(MUTATION, min_size=1, max_size=12),
+)
+def test_the_batch_survives_mutated_real_traces(tmp_path_factory, template, mutations):
+    """The same mutations through summarize_folder (the workers' tables, the cross-rank views,
+    the findings from the cache, health and key findings) and hta-lite batch's shaping: no
+    exception but hta_lite's own; times and percentages as above."""
+    from hta_lite.tools.batch import summarize_folder
+    from hta_lite.views.batch_cli import batch_tables
+
+    folder = tmp_path_factory.mktemp("mutated")
+    (folder / "rank-0.json").write_text(json.dumps(_mutate(DOCS[template], mutations)))
+    if template in PARTNERS:
+        (folder / "partner.json.gz").write_bytes(PARTNERS[template].read_bytes())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            summary = summarize_folder(
+                folder, executor="serial", cache=folder / "cache", progress=False
+            )
+            tables, _ = batch_tables(summary)
+        except TraceError:
+            return  # refused with a clear error: fine
+        except Exception as exc:  # noqa: BLE001 - the property: never anything else
+            pytest.fail(f"batch on {template} {mutations}: {type(exc).__name__}: {exc}")
+    for name, table in {**summary, **tables}.items():
+        _check(name, table)

@@ -207,8 +207,8 @@ def _all_ranks(name: str, ranked: dict, by_path: dict) -> pd.DataFrame:
         if cpu_only and (table.empty or name in NAMES_CPU_ONLY):
             table.attrs["why"] = no_gpu_work_in(cpu_only)
         return table
-    if name not in MEMORY_TABLES:
-        return pd.concat(parts, ignore_index=True)
+    if name not in MEMORY_TABLES:  # empty parts would make typed columns object
+        return pd.concat([part for part in parts if len(part)] or parts[:1], ignore_index=True)
     if not any(len(t["memory_peaks"]) for t in tables.values()):
         return missing(list(parts[0].columns), why_none(list(ranked.values())))
     rows = [part for part in parts if len(part)]  # empty parts would make columns object

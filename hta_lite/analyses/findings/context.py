@@ -265,8 +265,9 @@ class Context:
         """The sum of ``values`` over the segments ``rows`` of one rank's step, segments that
         start after the same call (side by side in time) counted once (their largest)."""
         if self._after_call is None:
-            prev = self.segments[[f"prev_{k}" for k in CALL_KEY]].to_numpy()
-            self._after_call = np.unique(prev, axis=0, return_inverse=True)[1].ravel()
+            keys = [f"prev_{k}" for k in CALL_KEY]  # object columns where a step holds none
+            self._after_call = self.segments.groupby(keys, sort=False, dropna=False).ngroup()
+            self._after_call = self._after_call.to_numpy()
         groups, at = np.unique(self._after_call[rows], return_inverse=True)
         largest = np.full(len(groups), -np.inf)
         np.maximum.at(largest, at.ravel(), values[rows])
