@@ -109,14 +109,21 @@ def _check(method: str, result) -> None:
 LONG_RUN = int(os.environ.get("HTA_LITE_FUZZ_EXAMPLES", "0"))
 
 
-@settings(
-    max_examples=LONG_RUN or 40, deadline=None, derandomize=not LONG_RUN, database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)  # fmt: skip
-@given(
-    template=st.sampled_from(sorted(TEMPLATES)),
-    mutations=st.lists(MUTATION, min_size=1, max_size=12),
-)
+def mutated_traces(examples: int):
+    """The decorators of a test over mutated traces (``template``, ``mutations``): ``examples``
+    fixed examples in CI, or ``HTA_LITE_FUZZ_EXAMPLES`` random ones."""
+    fixed = settings(
+        max_examples=LONG_RUN or examples, deadline=None, derandomize=not LONG_RUN,
+        database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )  # fmt: skip
+    drawn = given(
+        template=st.sampled_from(sorted(TEMPLATES)),
+        mutations=st.lists(MUTATION, min_size=1, max_size=12),
+    )
+    return lambda test: fixed(drawn(test))
+
+
+@mutated_traces(40)
 def test_every_method_survives_mutated_real_traces(tmp_path_factory, template, mutations):
     folder = tmp_path_factory.mktemp("mutated")
     (folder / "rank-0.json").write_text(json.dumps(_mutate(DOCS[template], mutations)))
@@ -277,14 +284,7 @@ PARTNERS = {"gloo_rank": SAMPLES / "gloo_buckets" / "rank-0.json.gz",
             "nccl_rank": SAMPLES / "two_ranks" / "sampled_rank-1.json.gz"}  # fmt: skip
 
 
-@settings(
-    max_examples=LONG_RUN or 8, deadline=None, derandomize=not LONG_RUN, database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)  # fmt: skip
-@given(
-    template=st.sampled_from(sorted(TEMPLATES)),
-    mutations=st.lists(MUTATION, min_size=1, max_size=12),
-)
+@mutated_traces(8)
 def test_the_batch_survives_mutated_real_traces(tmp_path_factory, template, mutations):
     """The same mutations through summarize_folder (the workers' tables, the cross-rank views,
     the findings from the cache, health and key findings) and hta-lite batch's shaping: no
