@@ -175,7 +175,7 @@ def summarize_folder(
     files = {rank: [(stub.path, stub.part) for stub in parts] for rank, parts in assigned.items()}
     ranked = _join_series(assigned, by_path, executor, options)
     moves = number_steps_alike(ranked, by_path)
-    count_across(ranked, by_path)
+    across = count_across(ranked, by_path)
     out = Summary(skipped_files=skipped)
     for name in SUMMARY_TABLES:
         out[name] = _all_ranks(name, ranked, by_path)
@@ -184,7 +184,7 @@ def summarize_folder(
     )
     out.update(tables)
     out["health_summary"] = count_matching(out["health_summary"], out["collective_problems"])
-    out["health"] = health_table(ranked, by_path, out["collective_problems"], skipped)
+    out["health"] = health_table(ranked, by_path, across, out["collective_problems"], skipped)
     out["key_findings"] = key_findings(out, ranked, key_rows)
     return out
 

@@ -57,9 +57,9 @@ def number_steps_alike(ranked: dict, by_path: dict) -> dict[int, tuple[int, dict
     return moves
 
 
-def count_across(ranked: dict, by_path: dict) -> None:
+def count_across(ranked: dict, by_path: dict) -> dict[int, list[str]]:
     """Count in each rank's health summary (in ``by_path``) what its health says only next to
-    the other ranks' (:func:`~hta_lite.analyses.health.across_ranks`)."""
+    the other ranks' (:func:`~hta_lite.analyses.health.across_ranks`), and return it."""
     tables = {rank: by_path[stub.path, stub.part] for rank, stub in ranked.items()}
     across = across_ranks(
         {rank: step_source(ranked[rank].health, len(t["steps"])) for rank, t in tables.items()},
@@ -71,6 +71,7 @@ def count_across(ranked: dict, by_path: dict) -> None:
         tables[rank]["health_summary"] = _more_problems(
             summary, problem_count((key, 1) for key in keys)
         )
+    return across
 
 
 def count_matching(summary: pd.DataFrame, problems: pd.DataFrame) -> pd.DataFrame:
@@ -102,23 +103,19 @@ def health_items(trace, found: Counter) -> pd.DataFrame:
     })  # fmt: skip
 
 
-def health_table(ranked: dict, by_path: dict, problems: pd.DataFrame, skipped) -> pd.DataFrame:
+def health_table(
+    ranked: dict, by_path: dict, across: dict, problems: pd.DataFrame, skipped
+) -> pd.DataFrame:
     """``TraceAnalysis.health()`` of the batch: each rank's :func:`health_items`, its health
-    (renumbered steps included), what it says next to the other ranks and what matching the
-    collectives found (``problems``: the matching's problems table), then the ``skipped``
-    files (``{path: problem}``)."""
-    tables = {rank: by_path[stub.path, stub.part] for rank, stub in ranked.items()}
-    across = across_ranks(
-        {rank: step_source(ranked[rank].health, len(t["steps"])) for rank, t in tables.items()},
-        lambda rank: tables[rank]["steps"],
-        _sends(tables),
-    )
+    (renumbered steps included), what it says next to the other ranks (``across``:
+    :func:`count_across`'s) and what matching the collectives found (``problems``: the
+    matching's problems table), then the ``skipped`` files (``{path: problem}``)."""
     matched = checks.found(problems)
     rows = []
     for rank, stub in sorted(ranked.items()):
-        items = tables[rank]["health_items"]
-        facts = items[items["part"] == "fact"]
-        found = Counter(dict(zip(*items.loc[items["part"] == "found", ["key", "count"]].T.values)))
+        items = by_path[stub.path, stub.part]["health_items"]
+        facts, found = items[items["part"] == "fact"], items[items["part"] == "found"]
+        found = Counter(dict(zip(found["key"], found["count"])))
         found.update(matched.get(rank, {}))
         counted = {**stub.health, **found}
         rows += rank_rows(

@@ -119,7 +119,6 @@ def _shaped(key: str, table: pd.DataFrame, summary):
         return types_across_ranks(table)
     if key == "step_breakdown":
         health = summary["health_summary"]
-        if len(table) and not health["gpu_events"].any():  # as summarize: the host columns
-            table = table[["rank", "step", "step_time", "cpu_time"]]
-            table.attrs["note"] = f"GPU columns left out: {no_gpu_work_in(health['rank'])}."
+        cpu_only = not health["gpu_events"].any()
+        return views.host_columns(table, no_gpu_work_in(health["rank"]) if cpu_only else None)
     return table

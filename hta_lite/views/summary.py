@@ -244,8 +244,12 @@ def collective_problems(analysis) -> pd.DataFrame | None:
 def step_breakdown(analysis) -> pd.DataFrame:
     """The per-step breakdown; where no rank ran GPU work, its steps' host columns only (the GPU
     columns would read 0 and NaN), with a note that says so."""
-    table = analysis.get_step_breakdown(visualize=False)
-    reason = no_gpu_work(analysis)
+    return host_columns(analysis.get_step_breakdown(visualize=False), no_gpu_work(analysis))
+
+
+def host_columns(table: pd.DataFrame, reason: str | None) -> pd.DataFrame:
+    """:func:`step_breakdown` of ``get_step_breakdown()``'s table and why no rank ran GPU work
+    (None where one did)."""
     if reason and len(table):
         table = table[["rank", "step", "step_time", "cpu_time"]]
         table.attrs["note"] = f"GPU columns left out: {reason}."
