@@ -78,6 +78,16 @@ def test_report_renders_every_chart_offline(tmp_path):
     assert (ARTIFACTS / "report-two_ranks.png").stat().st_size > 10_000
 
 
+def test_batch_report_renders_every_chart_offline(tmp_path):
+    from hta_lite.tools.batch import summarize_folder
+    from hta_lite.views.batch_report import write_batch_report
+
+    summary = summarize_folder(SAMPLES / "gloo_4ranks", executor="serial", progress=False)
+    result = open_page(write_batch_report(summary, tmp_path / "report.html"), "batch.png")
+    assert result["errors"] == []
+    assert result["charts"] >= 8 and result["rendered"] == result["charts"]
+
+
 def test_malicious_names_never_execute(tmp_path):
     payloads = [
         "<img src=x onerror=alert(1);window.__pwned=true>",

@@ -386,6 +386,8 @@ def test_the_batch_key_findings_and_health_are_the_analysis(where):
         batch["key_findings"], key[key["kind"] != "mfu"].reset_index(drop=True)
     )
     pd.testing.assert_frame_equal(batch["health"], full.health())
+    pd.testing.assert_frame_equal(batch["health_summary"], full.health_summary())
+    pd.testing.assert_frame_equal(batch["annotation_timers"], full.get_annotation_timers())
     assert "key_findings" not in batch.absent and "mfu" in batch.absent
 
 

@@ -34,7 +34,13 @@ from ..load.series import join_windows
 from ..load.workers import job_file, map_in_processes
 from ..missing_data import missing, no_gpu_work_in
 from .batch_findings import Reopened, folder_findings
-from .batch_health import count_across, count_matching, health_table, number_steps_alike
+from .batch_health import (
+    clock_offsets,
+    count_across,
+    count_matching,
+    health_table,
+    number_steps_alike,
+)
 from .batch_key_findings import cross_rank_rows, key_findings
 from .batch_worker import summarize_rank
 
@@ -66,17 +72,18 @@ GPU_TABLES = ("temporal_breakdown", "comm_comp_overlap", "idle_time_breakdown",
 #: the GPU views whose ``attrs["why"]`` names the CPU-only ranks left out even beside rows
 NAMES_CPU_ONLY = ("temporal_breakdown", "comm_comp_overlap", "gpu_idle_by_cause")
 #: tables across ranks, computed in the driver from the per-rank partials above
-#: (``collective_calls``, ``step_breakdown``, ``host_wait``, ``annotation_timers``; the scored
-#: steps of each rank, whose origin ranks the matched collectives give; the job critical path
-#: from each rank's local paths between its collectives, ``job_path_segments`` / ``_events`` /
-#: ``_gaps``;
-#: the findings ranked by the step time a fix saves, :mod:`.batch_findings`)
+#: (``collective_calls``, matched into ``collective_instances`` and ``matched_calls``, each call
+#: with its instance and wait; ``step_breakdown``, ``host_wait``, ``annotation_timers``; the
+#: scored steps of each rank, whose origin ranks the matched collectives give; the job critical
+#: path from each rank's local paths between its collectives, ``job_path_segments`` /
+#: ``_events`` / ``_gaps``; the findings ranked by the step time a fix saves,
+#: :mod:`.batch_findings`). ``rank_lateness.attrs["report"]``: the straggler report's text.
 CROSS_RANK_TABLES = (
-    "collectives", "collectives_by_rank", "collective_problems", "rank_lateness",
-    "straggler_causes", "pipeline_stages", "timers", "step_anomalies", "step_periodicity",
-    "job_step_anomalies", "job_critical_path", "job_critical_path_summary",
-    "job_critical_path_hops", "job_critical_path_steps", "job_critical_path_problems", "findings",
-    "health", "key_findings",
+    "collectives", "collective_instances", "matched_calls", "collectives_by_rank",
+    "collective_problems", "rank_lateness", "straggler_causes", "pipeline_stages", "timers",
+    "step_anomalies", "step_periodicity", "job_step_anomalies", "job_critical_path",
+    "job_critical_path_summary", "job_critical_path_hops", "job_critical_path_steps",
+    "job_critical_path_problems", "findings", "health", "key_findings",
 )  # fmt: skip
 
 
@@ -176,14 +183,16 @@ def summarize_folder(
     ranked = _join_series(assigned, by_path, executor, options)
     moves = number_steps_alike(ranked, by_path)
     across = count_across(ranked, by_path)
-    out = Summary(skipped_files=skipped)
+    out = Summary(skipped_files=skipped, trace_dir=str(trace_dir))
     for name in SUMMARY_TABLES:
         out[name] = _all_ranks(name, ranked, by_path)
     tables, key_rows = cross_rank(
         out, ranked, Reopened(files, options, moves) if findings else None
     )
     out.update(tables)
-    out["health_summary"] = count_matching(out["health_summary"], out["collective_problems"])
+    out["health_summary"] = count_matching(
+        clock_offsets(out["health_summary"], ranked, by_path), out["collective_problems"]
+    )
     out["health"] = health_table(ranked, by_path, across, out["collective_problems"], skipped)
     out["key_findings"] = key_findings(out, ranked, key_rows)
     return out
@@ -208,7 +217,10 @@ def _all_ranks(name: str, ranked: dict, by_path: dict) -> pd.DataFrame:
             table.attrs["why"] = no_gpu_work_in(cpu_only)
         return table
     if name not in MEMORY_TABLES:  # empty parts would make typed columns object
-        return pd.concat([part for part in parts if len(part)] or parts[:1], ignore_index=True)
+        table = pd.concat([part for part in parts if len(part)] or parts[:1], ignore_index=True)
+        if name == "annotation_timers":  # by timer, as over all ranks at once
+            return table.sort_values(["name", "rank", "step"], ignore_index=True)
+        return table
     if not any(len(t["memory_peaks"]) for t in tables.values()):
         return missing(list(parts[0].columns), why_none(list(ranked.values())))
     rows = [part for part in parts if len(part)]  # empty parts would make columns object
@@ -269,23 +281,31 @@ def cross_rank(
         "step_periodicity": periods,
         "job_step_anomalies": step_anomalies.job_steps(scored) if steps_found else pd.DataFrame(),
         "collectives": summaries.by_collective(matching),
+        "collective_instances": matching.instances,
+        "matched_calls": matching.calls,
         "collectives_by_rank": summaries.by_rank(matching),
         "collective_problems": matching.problems,
-        "rank_lateness": report.ranks,
+        "rank_lateness": _with_text(report.ranks, str(report)),
         "straggler_causes": report.causes,
         "pipeline_stages": report.stages,
         "timers": timers.timers_across_ranks(tidy).reset_index() if len(tidy) else tidy,
     }, key_rows
 
 
-class Summary(dict):
-    """``{table name: DataFrame}`` plus ``skipped_files`` (``{path: problem}``) and ``absent``
-    (``{view: why}``: the views of :data:`~hta_lite.analyses.catalog.VIEWS` the batch does not
-    give)."""
+def _with_text(lateness: pd.DataFrame, text: str) -> pd.DataFrame:
+    lateness.attrs["report"] = text  # the straggler report's paragraphs (str(StragglerReport))
+    return lateness
 
-    def __init__(self, skipped_files: dict[str, str]):
+
+class Summary(dict):
+    """``{table name: DataFrame}`` plus ``trace_dir``, ``skipped_files`` (``{path: problem}``)
+    and ``absent`` (``{view: why}``: the views of :data:`~hta_lite.analyses.catalog.VIEWS` the
+    batch does not give)."""
+
+    def __init__(self, skipped_files: dict[str, str], trace_dir: str | None = None):
         super().__init__()
         self.skipped_files = skipped_files
+        self.trace_dir = trace_dir
         self.absent = {view.key: NOT_IN_BATCH for view in VIEWS if view.batch is None}
 
 

@@ -74,6 +74,19 @@ def count_across(ranked: dict, by_path: dict) -> dict[int, list[str]]:
     return across
 
 
+def clock_offsets(summary: pd.DataFrame, ranked: dict, by_path: dict) -> pd.DataFrame:
+    """The health summary of all ranks with ``clock_offset_us`` measured from the earliest
+    rank's first event, as over all ranks at once (each worker saw only its own rank)."""
+    firsts = pd.Series(
+        {rank: by_path[stub.path, stub.part]["first_event"]["ns"].iat[0]
+         for rank, stub in ranked.items()},
+        dtype="Int64",
+    )  # fmt: skip
+    origin = firsts.min() if firsts.notna().any() else 0
+    offsets = ((firsts - origin) / 1000.0).astype("float64")
+    return summary.assign(clock_offset_us=summary["rank"].map(offsets).to_numpy())
+
+
 def count_matching(summary: pd.DataFrame, problems: pd.DataFrame) -> pd.DataFrame:
     """The health summary of all ranks with what matching the collectives found of each rank's
     data (``problems``: the matching's problems table) counted in ``problems``."""

@@ -22,7 +22,7 @@ from ..analyses import (
     timers,
 )
 from ..analyses.collectives.calls import collective_calls
-from ..analyses.health import health_summary
+from ..analyses.health import first_event_ns, health_summary
 from ..analyses.memory.per_rank import rank_memory
 from ..analyses.pipeline_stages import stage_work
 from ..analyses.straggler_causes import host_wait_by_step
@@ -58,10 +58,12 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "step_anomalies": _scored_steps(one),
         **{f"job_path_{name}": table for name, table in job_path.segments(trace).items()},
         **memory,
-        # read by the driver to number found steps alike (step_alignment), not summaries
+        # read by the driver to number found steps alike (step_alignment) and to set the ranks'
+        # clock offsets, not summaries
         "steps": trace.steps,
         "point_to_point": pd.DataFrame({"sends": [step_alignment.point_to_point(trace.cpu)]}),
         "health_items": health_items(trace, found),
+        "first_event": pd.DataFrame({"ns": pd.array([first_event_ns(trace)], dtype="Int64")}),
     }
 
 

@@ -26,13 +26,14 @@ def add_parser(sub, load_flags, output_flags) -> None:
         " that need each rank's whole trace are listed as absent)",
     )
     cmd.add_argument("trace_dir", help="folder with one trace file per rank")
-    output_flags(cmd, "write every table of the batch here")
+    output_flags(cmd, "write every table of the batch and its report.html here")
     load_flags(cmd)
 
 
 def run(args: argparse.Namespace, load_options) -> int:
     from ..analyses.health import problems
     from ..tools.batch import summarize_folder
+    from .batch_report import write_batch_report
     from .summary_text import print_machine, print_text, write_tables
 
     if args.format == "parquet" and not args.out_dir:
@@ -51,11 +52,8 @@ def run(args: argparse.Namespace, load_options) -> int:
         print_text(tables, absent, health, MAX_ROWS)
     if args.out_dir:
         write_tables(dict(summary), Path(args.out_dir), args.format)
-        print(
-            f"\nwrote {len(summary)} tables (no report.html: it needs each rank's whole"
-            " trace, hta-lite report)",
-            file=sys.stderr,
-        )
+        path = write_batch_report(summary, Path(args.out_dir) / "report.html")
+        print(f"\nwrote {len(summary)} tables and {path}", file=sys.stderr)
     return 0
 
 

@@ -1,0 +1,200 @@
+"""The HTML report of a batch (:func:`hta_lite.tools.batch.summarize_folder`): the sections of
+``hta-lite report`` that the batch's tables give, drawn by the same functions
+(:mod:`.report_sections`) from the same tables, so the two reports say the same of a folder.
+The views that need each rank's whole trace are listed at the end, with why."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import pandas as pd
+
+from .. import plots
+from ..analyses.catalog import VIEWS
+from ..analyses.operators.summaries import across_ranks
+from ..missing_data import why
+from . import report_sections as sections
+from .batch_cli import batch_tables
+from .html import Report, note, table
+from .summary import shown
+
+
+def build_batch_report(summary, title: str | None = None) -> str:
+    """The HTML page of a ``summarize_folder`` result; the data of its reduced charts is linked
+    in ``report_data/`` (:func:`write_batch_report` writes it)."""
+    return _report(summary, title).html()
+
+
+def write_batch_report(summary, path: str | Path, title: str | None = None) -> Path:
+    """The batch's report at ``path``, with the data of its reduced charts as CSV files in
+    ``<name>_data/`` next to it (each file written atomically)."""
+    return _report(summary, title).write(path)
+
+
+def _report(summary, title: str | None) -> Report:
+    where = summary.trace_dir or "traces"
+    report = Report(title or f"GPU trace report: {where} (batch)")
+    tables, absent = batch_tables(summary)
+    ranks = len(summary["health_summary"])
+    sections.overview(
+        report,
+        summary["health_summary"],
+        f"<p>{ranks} rank(s) from <code>{html.escape(str(where))}</code>, each summarized"
+        " where it was loaded (hta-lite batch).</p>",
+    )
+    if len(summary["temporal_breakdown"].dropna()):
+        _gpu_sections(report, summary, tables)
+    else:
+        report.section(
+            "temporal", "GPU analyses", "<p>No GPU events: these traces are CPU-only.</p>"
+        )
+    _step_anomalies(report, summary, tables, absent)
+    if isinstance(tables.get("job_critical_path"), pd.DataFrame):
+        sections.job_path(report, tables["job_critical_path"], _JobPath(summary))
+    _memory(report, summary, tables, absent)
+    _collectives(report, summary)
+    _cross_rank(report, summary)
+    sections.health(report, summary["health"], summary["health_summary"])
+    _not_in_batch(report, summary.absent)
+    report.sections.insert(0, sections.key_findings(report, summary["key_findings"]))
+    report.sections.insert(0, sections.ranked_findings(report, _findings(summary["findings"])))
+    return report
+
+
+def _findings(found: pd.DataFrame) -> pd.DataFrame | str:
+    """The batch's findings with what it leaves out (``attrs["note"]``) among the caveats, or
+    why there are none."""
+    if why(found):
+        return why(found)
+    shown = found.copy()
+    said = [found.attrs.get("caveat"), found.attrs.get("note")]
+    shown.attrs["caveat"] = " ".join(text for text in said if text)
+    return shown
+
+
+def _gpu_sections(report: Report, summary, tables: dict) -> None:
+    sections.temporal(report, summary["temporal_breakdown"])
+    sections.idle(report, summary["gpu_idle_by_cause"], summary["idle_time_breakdown"])
+    sections.overlap(report, summary["comm_comp_overlap"])
+    report.section(
+        "kernels",
+        "Kernel breakdown",
+        *sections.kernel_types(report, tables["kernel_type_breakdown"]),
+        note("Top kernels and their distribution: not in the batch (each rank's whole trace)."),
+    )
+    sections.steps(report, summary["step_breakdown"])
+    operators = across_ranks(summary["operator_summary"])
+    if (operators["calls"] > 0).any():
+        rows = shown("operators", tables.get("operators"))
+        report.section(
+            "operators",
+            "Operators",
+            note(
+                "Every GPU event belongs to the operator that launched it (graph replays and"
+                " events without an operator have rows of their own); FLOPs and bytes come"
+                " from the recorded input shapes (docs/analyses/operators.md). The roofline,"
+                " its targets and MFU are not in the batch."
+            ),  # fmt: skip
+            report.chart(plots.plot_operator_summary(operators, 20)),
+            table(rows) if isinstance(rows, pd.DataFrame) else "",
+        )
+
+
+def _step_anomalies(report: Report, summary, tables: dict, absent: dict) -> None:
+    scored = summary["step_anomalies"]
+    if scored.empty:
+        return
+    odd = tables["step_anomalies"] if "step_anomalies" in tables else absent["step_anomalies"]
+    several = len(summary["health_summary"]) > 1
+    sections.step_anomalies(
+        report, scored, summary["step_periodicity"], odd,
+        lambda: summary["job_step_anomalies"] if several else None,
+    )  # fmt: skip
+
+
+def _memory(report: Report, summary, tables: dict, absent: dict) -> None:
+    if "memory_peaks" in absent:
+        report.section("memory", "Memory", note(f"Not recorded: {absent['memory_peaks']}."))
+        return
+    report.section(
+        "memory",
+        "Memory",
+        note(sections.MEMORY_NOTE),
+        table(shown("memory_peaks", tables["memory_peaks"])),
+        *sections.memory_leaks(summary["memory_leaks"]),
+        note(
+            "Memory over time, per step and by operator: not in the batch (each rank's whole"
+            " trace)."
+        ),  # fmt: skip
+    )
+
+
+def _collectives(report: Report, summary) -> None:
+    if summary["collective_calls"].empty:
+        if len(summary["health_summary"]) > 1:
+            report.section("collectives", "Collectives across ranks",
+                           note("No collective in the traces."))  # fmt: skip
+        return
+    instances = summary["collective_instances"]
+    parts = [
+        note(sections.COLLECTIVES_NOTE),
+        table(summary["collectives"], 30),
+        sections.bus_bandwidth(report, instances),
+    ]
+    if summary["matched_calls"]["rank"].nunique() > 1:
+        parts += [
+            "<h3>By rank</h3>",
+            table(summary["collectives_by_rank"]),
+            report.chart(plots.plot_wait_heatmap(summary["matched_calls"])),
+            report.chart(plots.plot_arrival_skew(instances)),
+        ]
+    parts += sections.unmatched(summary["collective_problems"])
+    report.section("collectives", "Collectives across ranks", *parts)
+
+
+def _cross_rank(report: Report, summary) -> None:
+    parts = sections.timer_parts(report, summary["annotation_timers"])
+    if len(summary["health_summary"]) > 1:
+        lateness = summary["rank_lateness"]
+        parts += sections.straggler_parts(
+            report, lateness.attrs["report"], lateness, summary["straggler_causes"],
+            summary["pipeline_stages"],
+        )  # fmt: skip
+    if parts:
+        report.section("cross-rank", "Cross-rank timers and stragglers", *parts)
+
+
+def _not_in_batch(report: Report, absent: dict[str, str]) -> None:
+    headings = {view.key: view.heading for view in VIEWS}
+    rows = pd.DataFrame(
+        {"view": list(absent), "heading": [headings[key] for key in absent],
+         "why": list(absent.values())}
+    )  # fmt: skip
+    report.section(
+        "not-in-batch",
+        "Not in the batch",
+        note(
+            "The views of hta-lite report that the batch does not give: open the folder with"
+            " hta-lite report or TraceAnalysis for them."
+        ),  # fmt: skip
+        table(rows, prose=("heading", "why")),
+    )
+
+
+class _JobPath:
+    """The batch's job critical path tables, read as :func:`.report_sections.job_path` reads a
+    ``JobCriticalPath``."""
+
+    def __init__(self, summary):
+        self._summary = summary
+        self.problems = summary["job_critical_path_problems"]
+
+    def path(self) -> pd.DataFrame:
+        return self._summary["job_critical_path"]
+
+    def steps(self) -> pd.DataFrame:
+        return self._summary["job_critical_path_steps"]
+
+    def hops(self) -> pd.DataFrame:
+        return self._summary["job_critical_path_hops"]

@@ -1,0 +1,93 @@
+"""The batch's HTML report (``hta-lite batch -o``, :func:`write_batch_report`) says what
+``hta-lite report`` says of the same folder: each section the two share is the same HTML, up
+to what the batch does not compute (said in its place), and the views it lacks are listed."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pandas as pd
+import pytest
+from conftest import DATA, SAMPLES
+
+from hta_lite import TraceAnalysis
+from hta_lite.analyses.catalog import VIEWS
+from hta_lite.tools.batch import summarize_folder
+from hta_lite.views import batch_report
+from hta_lite.views.batch_cli import batch_tables
+from hta_lite.views.report import _report
+
+FOLDERS = [SAMPLES / "two_ranks", SAMPLES / "gloo_4ranks", SAMPLES / "memory_leak",
+           SAMPLES / "long_run", SAMPLES / "h100_bert_small", DATA / "cpu_only"]  # fmt: skip
+#: the sections with a part the batch does not compute: the overview's first line, top kernels,
+#: the roofline and MFU, memory over time / per step / by operator
+PARTIAL = {"overview", "kernels", "operators", "memory"}
+
+
+def _sections(report) -> dict[str, str]:
+    """``{anchor: html}``, the charts numbered alike (the batch draws fewer)."""
+    return {a: re.sub(r"chart-\d+", "chart-N", h) for a, _, h in report.sections}
+
+
+@pytest.fixture(scope="module", params=FOLDERS, ids=lambda p: p.name)
+def both(request):
+    analysis = TraceAnalysis(trace_dir=request.param, parallel=False, progress=False)
+    summary = summarize_folder(request.param, executor="serial", progress=False)
+    return analysis, summary
+
+
+def test_the_sections_both_reports_have_are_the_same(both):
+    analysis, summary = both
+    full = _sections(_report(analysis, None, None))
+    batch = _sections(batch_report._report(summary, None))
+    # what the batch leaves out of the findings and key findings: below_roof, the MFU line
+    differ = set(PARTIAL)
+    if (analysis.get_findings()["kind"] == "below_roof").any():
+        differ.add("findings")
+    if (analysis.get_key_findings()["kind"] == "mfu").any():
+        differ.add("key-findings")
+    said = summary["findings"].attrs.get("note")  # the batch's findings say below_roof is out
+    if said:
+        assert html.escape(said) in batch["findings"]
+        lead = batch["findings"].replace(" " + html.escape(said), "")
+        batch["findings"] = lead.replace(f"<p class='note'>{html.escape(said)}</p>", "")
+    shared = [anchor for anchor in batch if anchor in full]
+    assert {"findings", "key-findings", "overview", "temporal", "health"} <= set(shared)
+    for anchor in shared:
+        if anchor not in differ:
+            assert batch[anchor] == full[anchor], anchor
+    assert list(batch)[:3] == ["findings", "key-findings", "overview"]
+    only_full = set(full) - set(batch)
+    assert only_full <= {"critical-path", "counters", "launches", "cupti", "graphs"}
+    assert set(batch) - set(full) == {"not-in-batch"}
+
+
+def test_the_partial_sections_say_what_the_batch_leaves_out(both):
+    analysis, summary = both
+    batch = _sections(batch_report._report(summary, None))
+    if "kernels" in batch:
+        assert "Top kernels and their distribution: not in the batch" in batch["kernels"]
+    if "operators" in batch:
+        assert "The roofline, its targets and MFU are not in the batch." in batch["operators"]
+    if "memory_peaks" in batch_tables(summary)[0]:
+        assert "Memory over time, per step and by operator: not in the batch" in batch["memory"]
+    missing = [view.key for view in VIEWS if view.batch is None]
+    for key in missing:  # every view the batch does not give is listed, with why
+        assert f"<td class='text'>{key}</td>" in batch["not-in-batch"], key
+    if (analysis.get_findings()["kind"] == "below_roof").any():
+        assert "so no below_roof finding" in batch["findings"]
+
+
+def test_batch_writes_the_report_with_its_tables(tmp_path, capsys):
+    from hta_lite.views.cli import main
+
+    out_dir = tmp_path / "out"
+    assert main(["batch", str(SAMPLES / "gloo_4ranks"), "--serial", "-o", str(out_dir)]) == 0
+    err = capsys.readouterr().err
+    page = (out_dir / "report.html").read_text()
+    assert f"wrote {len(list(out_dir.glob('*.csv')))} tables and {out_dir / 'report.html'}" in err
+    assert "4 rank(s) from" in page and "summarized where it was loaded" in page
+    assert "<section id='job-critical-path'>" in page and "<section id='not-in-batch'>" in page
+    waits = pd.read_csv(out_dir / "matched_calls.csv")  # the heatmap's table, written whole
+    assert set(waits["rank"]) == {0, 1, 2, 3} and "wait" in waits.columns
