@@ -9,8 +9,10 @@ Generates the folder once — byte-for-byte copies of a real trace with distinct
 ``--generator straggler`` the straggler generator's folder (``make_straggler_folder``: rank N // 3
 late by 5 ms at each step's last long collective, clocks jittered) — then in fresh processes:
 ``summarize_folder`` cold (cache off), and again with the cache (first run fills it, second is
-warm). Reports wall time, the parent's peak RSS, the largest worker's peak RSS, and the
-stragglers the batch's cross-rank tables name (from the workers' partials). ``--executor
+warm). Reports wall time, the parent's peak RSS, the largest worker's peak RSS, the
+stragglers the batch's cross-rank tables name (from the workers' partials), and the time and
+size of the batch's report.html (written after the summary: not in ``seconds``, but in the
+peak RSS). ``--executor
 analysis`` runs ``TraceAnalysis`` (process pool) + ``get_temporal_breakdown`` instead: the
 driver of a multi-rank load.
 """
@@ -41,6 +43,13 @@ else:
     from hta_lite.tools.batch import summarize_folder
     out = summarize_folder(folder, executor=executor, cache=cache)
 seconds = time.perf_counter() - t
+report = {}
+if executor != "analysis":  # the batch's report.html (hta-lite batch -o)
+    import tempfile
+    from hta_lite.views.batch_report import write_batch_report
+    t = time.perf_counter()
+    page = write_batch_report(out, os.path.join(tempfile.mkdtemp(), "report.html"))
+    report = {"report_seconds": time.perf_counter() - t, "report_mb": page.stat().st_size / 1e6}
 causes = out.get("straggler_causes")
 print(json.dumps({
     "seconds": seconds,
@@ -48,6 +57,7 @@ print(json.dumps({
     "parent_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     "stragglers": [] if causes is None else [int(r) for r in causes.get("rank", [])],
+    **report,
 }))
 """
 
@@ -94,13 +104,14 @@ def main() -> None:
         f" executor={args.executor}"
     )
     print(
-        "| run | seconds | parent peak RSS MB | largest worker peak RSS MB | stragglers named |"
-        "\n|---|---|---|---|---|"
+        "| run | seconds | parent peak RSS MB | largest worker peak RSS MB | stragglers named"
+        " | report.html s, MB |\n|---|---|---|---|---|---|"
     )
     for name, r in rows:
+        page = f"{r['report_seconds']:.1f}, {r['report_mb']:.1f}" if "report_mb" in r else "-"
         print(
             f"| {name} | {r['seconds']:.1f} | {r['parent_peak_rss_mb']:.0f}"
-            f" | {r['worker_peak_rss_mb']:.0f} | {r['stragglers']} |"
+            f" | {r['worker_peak_rss_mb']:.0f} | {r['stragglers']} | {page} |"
         )
 
 

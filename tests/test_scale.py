@@ -215,6 +215,26 @@ def test_the_batch_gives_the_memory_views_and_findings(where, memory_kinds, tmp_
     )
 
 
+@pytest.mark.parametrize(
+    "where", [DATA / "host_bound" / "sync_in_loop_no_steps", SAMPLES / "sglang_decode"]
+)
+def test_the_batch_findings_of_a_folder_without_profiler_steps_are_the_analysis(where, tmp_path):
+    """No ProfilerStep on any rank: each trace is one step, for the batch's findings as for
+    get_findings() (the constructed sync in a loop, priced; an inference decode with none, and
+    the caveat that the whole trace is one step). The batch used to give no findings there."""
+    batch = summarize_folder(where, executor="serial", cache=tmp_path / "cache", progress=False)
+    full = TraceAnalysis(trace_dir=where, parallel=False, cache=False, progress=False)
+    assert full.get_profiler_steps() == []
+    findings = full.get_findings()
+    pd.testing.assert_frame_equal(
+        batch["findings"], findings[~findings["kind"].isin(LEFT_OUT)].reset_index(drop=True)
+    )
+    assert batch["findings"].attrs["caveat"] == findings.attrs["caveat"]
+    assert "The whole trace is one step" in findings.attrs["caveat"]
+    if where.name == "sync_in_loop_no_steps":
+        assert batch["findings"]["kind"].iat[0] == "sync_in_loop"
+
+
 def test_folder_findings_are_the_analysis_findings(folder, tmp_path):
     """The batch's findings, from its partials and the ranks reopened from the cache, equal
     get_findings()'s (two_ranks: the host-bound GPU, exposed communication, a drained queue,

@@ -187,8 +187,9 @@ def summarize_folder(
     for name in SUMMARY_TABLES:
         out[name] = _all_ranks(name, ranked, by_path)
     tables, key_rows = cross_rank(
-        out, ranked, Reopened(files, options, moves) if findings else None
-    )
+        out, ranked, Reopened(files, options, moves) if findings else None,
+        _whole_traces(ranked, by_path),
+    )  # fmt: skip
     out.update(tables)
     out["health_summary"] = count_matching(
         clock_offsets(out["health_summary"], ranked, by_path), out["collective_problems"]
@@ -230,16 +231,32 @@ def _all_ranks(name: str, ranked: dict, by_path: dict) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
+def _whole_traces(ranked: dict, by_path: dict) -> dict[str, pd.DataFrame] | None:
+    """Where no rank has a profiled step, each rank's local paths with its whole trace as one
+    step (``segments``, ``events``, ``gaps``: the ranks' ``whole_trace_*`` partials), which the
+    findings replay as ``TraceAnalysis.get_findings`` does; else None."""
+    tables = {rank: by_path[stub.path, stub.part] for rank, stub in sorted(ranked.items())}
+    if any(t["rank_facts"]["profiled_steps"].iat[0] for t in tables.values()):
+        return None
+    out = {}
+    for name in ("segments", "events", "gaps"):
+        parts = [t[f"whole_trace_{name}"].assign(rank=rank) for rank, t in tables.items()]
+        out[name] = pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
+    return out
+
+
 def cross_rank(
-    partials: dict[str, pd.DataFrame], ranks, traces: Reopened | None
-) -> tuple[dict[str, pd.DataFrame], list[dict]]:
+    partials: dict[str, pd.DataFrame], ranks, traces: Reopened | None,
+    whole: dict[str, pd.DataFrame] | None = None,
+) -> tuple[dict[str, pd.DataFrame], list[dict]]:  # fmt: skip
     """``CROSS_RANK_TABLES`` from the per-rank partials of all ranks (concatenated): the
     collectives matched across ranks, the lateness of each rank at them, the stragglers' causes
     (as :meth:`TraceAnalysis.get_straggler_report`), Megatron's min/max timers, the job
     critical path and the findings (``traces``: the ranks reopened where a finding reads them,
     None: not asked for; a folder whose findings cannot be computed gets an empty table whose
-    ``attrs["why"]`` says why); and the key findings' cross-rank rows
-    (:func:`.batch_key_findings.cross_rank_rows`)."""
+    ``attrs["why"]`` says why; ``whole``: where no rank has a profiled step, the ranks' local
+    paths of their whole traces, which the findings replay); and the key findings' cross-rank
+    rows (:func:`.batch_key_findings.cross_rank_rows`)."""
     matching = match(partials["collective_calls"], ranks)
     calls = matching.measured()
     delays = {int(r): rows[["start", "end"]].to_numpy(np.int64)
@@ -265,7 +282,14 @@ def cross_rank(
     try:
         if traces is None:
             raise MissingDataError(None, "not asked for (summarize_folder(findings=False))")
-        found = folder_findings(partials, matching, path, scored, report, traces, ranks)
+        replayed, replayed_path = partials, path
+        if whole is not None:  # no ProfilerStep on any rank: each trace is one step
+            replayed = {**partials, **{f"job_path_{name}": t for name, t in whole.items()}}
+            replayed_path = job_path.job_critical_path(
+                whole["segments"], whole["events"], matching.calls, matching.instances,
+                sorted(ranks), gaps=whole["gaps"],
+            )  # fmt: skip
+        found = folder_findings(replayed, matching, replayed_path, scored, report, traces, ranks)
     except MissingDataError as exc:
         found = missing(COLUMNS, exc.problem)
     periods = periodicity(scored) if steps_found else pd.DataFrame()

@@ -95,8 +95,9 @@ def folder_findings(
     ``stubs``: ``{rank: the rank's trace without its tables}`` (the devices' memory).
 
     Raises:
-        MissingDataError: no ProfilerStep on any rank, or a rank recorded with the CUPTI range
-            profiler (as ``TraceAnalysis.get_findings``)."""
+        MissingDataError: no step on any rank's path (``partials``' ``job_path_segments``: a
+            folder without ProfilerSteps gives its ranks' whole traces, each one step), or a
+            rank recorded with the CUPTI range profiler (as ``TraceAnalysis.get_findings``)."""
     if traces.options.cache_root is None:
         raise MissingDataError(
             None,
@@ -104,14 +105,13 @@ def folder_findings(
             " cache where a finding reads it (TraceAnalysis.get_findings() gives them)",
         )
     segments = partials["job_path_segments"]
-    if segments.empty or scored.empty:
-        raise MissingDataError(
-            None, "no ProfilerStep on any rank: the batch's findings replay the profiled steps"
-        )
+    if segments.empty:
+        raise MissingDataError(None, "no step on any rank's critical path to replay")
     ranked.refuse_range_profiled(traces)
     ctx = ranked.Context.of(
         segments, partials["job_path_events"], path, matching.calls, matching.instances, traces,
-        patterns=[DATA_LOADING_PATTERN], stragglers=report, anomalies=scored,
+        patterns=[DATA_LOADING_PATTERN], stragglers=report,
+        anomalies=scored if len(scored) else None,
         gaps=partials["job_path_gaps"], memory_peaks=_or_none(partials["memory_peaks"]),
         memory_leaks=_or_none(partials["memory_leak_sites"]),
         capacity=lambda rank, device: device_memory(stubs[rank], device),

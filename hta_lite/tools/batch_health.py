@@ -78,7 +78,7 @@ def clock_offsets(summary: pd.DataFrame, ranked: dict, by_path: dict) -> pd.Data
     """The health summary of all ranks with ``clock_offset_us`` measured from the earliest
     rank's first event, as over all ranks at once (each worker saw only its own rank)."""
     firsts = pd.Series(
-        {rank: by_path[stub.path, stub.part]["first_event"]["ns"].iat[0]
+        {rank: by_path[stub.path, stub.part]["rank_facts"]["first_event_ns"].iat[0]
          for rank, stub in ranked.items()},
         dtype="Int64",
     )  # fmt: skip

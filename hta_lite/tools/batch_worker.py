@@ -39,6 +39,12 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
     ops = operators.RankOperators.of(trace)
     memory, memory_found = rank_memory(trace)
     found = checks_found(calls, ops, memory_found)
+    path = job_path.segments(trace)
+    # a rank without ProfilerSteps as one step, for the findings of a folder with none (as
+    # TraceAnalysis.get_findings does)
+    whole = {n: t.iloc[:0] for n, t in path.items()} if len(trace.steps) else (
+        job_path.segments(trace, whole=True)
+    )  # fmt: skip
     return {
         "temporal_breakdown": temporal.temporal_breakdown(one),
         "comm_comp_overlap": overlap.comm_comp_overlap(one),
@@ -56,14 +62,20 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "one_time_idle": _one_time_idle(trace),
         "annotation_timers": timers.annotation_timers(one),
         "step_anomalies": _scored_steps(one),
-        **{f"job_path_{name}": table for name, table in job_path.segments(trace).items()},
+        **{f"job_path_{name}": table for name, table in path.items()},
+        **{f"whole_trace_{name}": table for name, table in whole.items()},
         **memory,
-        # read by the driver to number found steps alike (step_alignment) and to set the ranks'
-        # clock offsets, not summaries
+        # read by the driver to number found steps alike (step_alignment), to set the ranks'
+        # clock offsets and to choose the findings' steps, not summaries
         "steps": trace.steps,
         "point_to_point": pd.DataFrame({"sends": [step_alignment.point_to_point(trace.cpu)]}),
         "health_items": health_items(trace, found),
-        "first_event": pd.DataFrame({"ns": pd.array([first_event_ns(trace)], dtype="Int64")}),
+        "rank_facts": pd.DataFrame(
+            {
+                "first_event_ns": pd.array([first_event_ns(trace)], dtype="Int64"),
+                "profiled_steps": [len(steps.profiled_steps(trace))],
+            }
+        ),  # fmt: skip
     }
 
 
