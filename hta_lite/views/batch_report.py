@@ -46,9 +46,7 @@ def _report(summary, title: str | None) -> Report:
     if len(summary["temporal_breakdown"].dropna()):
         _gpu_sections(report, summary, tables)
     else:
-        report.section(
-            "temporal", "GPU analyses", "<p>No GPU events: these traces are CPU-only.</p>"
-        )
+        sections.cpu_only(report)
     _step_anomalies(report, summary, tables, absent)
     if isinstance(tables.get("job_critical_path"), pd.DataFrame):
         sections.job_path(report, tables["job_critical_path"], _JobPath(summary))

@@ -46,9 +46,7 @@ def _report(analysis: TraceAnalysis, title: str | None, snapshot) -> Report:
     if len(temporal.dropna()):
         _gpu_sections(report, analysis, temporal)
     else:
-        report.section(
-            "temporal", "GPU analyses", "<p>No GPU events: these traces are CPU-only.</p>"
-        )
+        sections.cpu_only(report)
     step_anomaly_section(report, analysis)
     _cupti_section(report, analysis)
     _critical_path_section(report, analysis)

@@ -64,6 +64,11 @@ def overview(report: Report, summary: pd.DataFrame, intro: str) -> None:
     report.section("overview", "Overview", intro, table(summary[HEALTH_COLUMNS]))
 
 
+def cpu_only(report: Report) -> None:
+    """In place of the GPU sections."""
+    report.section("temporal", "GPU analyses", "<p>No GPU events: these traces are CPU-only.</p>")
+
+
 def temporal(report: Report, breakdown: pd.DataFrame) -> None:
     report.section(
         "temporal",
