@@ -69,7 +69,7 @@ class Memory:
     def get_memory_timeline(
         self, ranks: Iterable[int] | None = None, *, visualize: bool = False
     ) -> pd.DataFrame:
-        """Allocated, reserved and fragmented (reserved - allocated) memory after each event,
+        """Allocated, reserved and cached (reserved - allocated) memory after each event,
         per (rank, device), with the total recomputed from the byte deltas.
 
         Args:

@@ -172,8 +172,9 @@ def job_path(report: Report, rows: pd.DataFrame, path) -> None:
 
 
 MEMORY_NOTE = (
-    "From the allocator's [memory] events (profile_memory=True). Fragmentation:"
-    " reserved - allocated (docs/analyses/memory.md)."
+    "From the allocator's [memory] events (profile_memory=True). Cached: reserved - allocated,"
+    " held by the caching allocator but not allocated; whether it is fragmented only a memory"
+    " snapshot tells (docs/analyses/memory.md)."
 )
 
 
