@@ -229,6 +229,21 @@ def test_a_parent_of_run_folders_says_which_subfolders_hold_traces():
     assert str(info.value).endswith("its subfolders 4ranks, 8ranks hold traces: pass one of them")
 
 
+def test_gzipped_nsys_exports_are_named_with_what_to_do(tmp_path):
+    """SQLite reads an export in place, so a gzipped one is not a trace: the error names it and
+    says to gunzip it, for a folder of them and for one given as the trace."""
+    for name in ("rank0.sqlite.gz", "rank1.sqlite.gz"):
+        (tmp_path / name).write_bytes(gzip.compress(b"SQLite format 3\0"))
+    with pytest.raises(NoTraceFilesError) as info:
+        TraceAnalysis(trace_dir=tmp_path)
+    assert "rank0.sqlite.gz and 1 more are gzipped Nsight Systems exports: gunzip" in str(
+        info.value
+    )
+    with pytest.raises(TraceNotFoundError) as info:
+        TraceAnalysis(trace_dir=tmp_path / "rank1.sqlite.gz")
+    assert "rank1.sqlite.gz is a gzipped Nsight Systems export: gunzip it" in str(info.value)
+
+
 def test_unreadable_file_is_a_trace_error(tmp_path):
     (tmp_path / "dangling.json").symlink_to(tmp_path / "missing-target.json")
     with pytest.raises(TraceReadError, match="dangling.json"):

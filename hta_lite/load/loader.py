@@ -56,7 +56,9 @@ def discover(trace_dir: str | Path) -> list[Path]:
         if folder.name.endswith(TRACE_SUFFIXES):
             return [folder]  # a single trace file: a folder of one rank
         raise TraceNotFoundError(
-            folder, "neither a folder nor a trace file (*.json / *.json.gz / *.sqlite)"
+            folder,
+            "neither a folder nor a trace file (*.json / *.json.gz / *.sqlite)"
+            + _gzipped_exports([folder]),
         )
     try:
         entries = sorted(folder.iterdir())
@@ -69,9 +71,25 @@ def discover(trace_dir: str | Path) -> list[Path]:
     ]
     if not files:
         raise NoTraceFilesError(
-            folder, "no trace files (*.json, *.json.gz, *.sqlite) in folder" + _subfolders(entries)
+            folder,
+            "no trace files (*.json, *.json.gz, *.sqlite) in folder"
+            + _gzipped_exports(entries)
+            + _subfolders(entries),
         )
     return files
+
+
+def _gzipped_exports(entries: list[Path]) -> str:
+    """Where Nsight Systems SQLite exports are gzipped (SQLite reads a file in place): say so."""
+    names = [p.name for p in entries if p.name.endswith(".sqlite.gz")]
+    if not names:
+        return ""
+    if len(names) == 1:
+        return f"; {names[0]} is a gzipped Nsight Systems export: gunzip it to read it"
+    return (
+        f"; {names[0]} and {len(names) - 1} more are gzipped Nsight Systems exports: gunzip"
+        " them to read them"
+    )
 
 
 def _subfolders(entries: list[Path], limit: int = 50) -> str:
