@@ -69,7 +69,7 @@ def test_the_partial_sections_say_what_the_batch_leaves_out(both):
     if "kernels" in batch:
         assert "Top kernels and their distribution: not in the batch" in batch["kernels"]
     if "operators" in batch:
-        assert "The roofline, its targets and MFU are not in the batch." in batch["operators"]
+        assert "The roofline, its targets and MFU: not in the batch." in batch["operators"]
     if "memory_peaks" in batch_tables(summary)[0]:
         assert "Memory over time, per step and by operator: not in the batch" in batch["memory"]
     missing = [view.key for view in VIEWS if view.batch is None]

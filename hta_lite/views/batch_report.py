@@ -44,7 +44,7 @@ def _report(summary, title: str | None) -> Report:
         " where it was loaded (hta-lite batch).</p>",
     )
     if len(summary["temporal_breakdown"].dropna()):
-        _gpu_sections(report, summary, tables)
+        _gpu_sections(report, summary, tables, absent)
     else:
         sections.cpu_only(report)
     _step_anomalies(report, summary, tables, absent)
@@ -71,7 +71,7 @@ def _findings(found: pd.DataFrame) -> pd.DataFrame | str:
     return shown
 
 
-def _gpu_sections(report: Report, summary, tables: dict) -> None:
+def _gpu_sections(report: Report, summary, tables: dict, absent: dict) -> None:
     sections.temporal(report, summary["temporal_breakdown"])
     sections.idle(report, summary["gpu_idle_by_cause"], summary["idle_time_breakdown"])
     sections.overlap(report, summary["comm_comp_overlap"])
@@ -84,18 +84,13 @@ def _gpu_sections(report: Report, summary, tables: dict) -> None:
     sections.steps(report, summary["step_breakdown"])
     operators = across_ranks(summary["operator_summary"])
     if (operators["calls"] > 0).any():
-        rows = shown("operators", tables.get("operators"))
+        rows = tables["operators"] if "operators" in tables else absent["operators"]
         report.section(
             "operators",
             "Operators",
-            note(
-                "Every GPU event belongs to the operator that launched it (graph replays and"
-                " events without an operator have rows of their own); FLOPs and bytes come"
-                " from the recorded input shapes (docs/analyses/operators.md). The roofline,"
-                " its targets and MFU are not in the batch."
-            ),  # fmt: skip
+            note(sections.OPERATORS_NOTE + " The roofline, its targets and MFU: not in the batch."),
             report.chart(plots.plot_operator_summary(operators, 20)),
-            table(rows) if isinstance(rows, pd.DataFrame) else "",
+            sections.table_or_note(shown("operators", rows)),
         )
 
 

@@ -10,6 +10,7 @@ from .. import plots
 from ..errors import MissingDataError
 from ..facade.analysis import TraceAnalysis
 from ..facade.missing import need
+from . import report_sections as sections
 from .html import Report, note, table
 from .summary import (
     graph_launches,
@@ -27,13 +28,9 @@ def operator_section(report: Report, analysis: TraceAnalysis) -> None:
     if not (summary["calls"] > 0).any():
         return
     parts = [
-        note(
-            "Every GPU event belongs to the operator that launched it (graph replays and events"
-            " without an operator have rows of their own); FLOPs and bytes come from the"
-            " recorded input shapes (docs/analyses/operators.md)."
-        ),  # fmt: skip
+        note(sections.OPERATORS_NOTE),
         report.chart(plots.plot_operator_summary(summary, 20)),
-        _table_or_note(shown("operators", top_operators(analysis))),
+        sections.table_or_note(shown("operators", top_operators(analysis))),
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -93,7 +90,3 @@ def graph_section(report: Report, analysis: TraceAnalysis) -> None:
 
 def _has_modules(analysis: TraceAnalysis) -> bool:
     return bool((analysis.get_operator_instances()["module"] != "").any())
-
-
-def _table_or_note(rows) -> str:
-    return note(f"None: {rows}.") if isinstance(rows, str) else table(rows)

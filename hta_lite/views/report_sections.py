@@ -171,6 +171,18 @@ def job_path(report: Report, rows: pd.DataFrame, path) -> None:
     report.section("job-critical-path", "Job critical path", *parts)
 
 
+OPERATORS_NOTE = (
+    "Every GPU event belongs to the operator that launched it (graph replays and events without"
+    " an operator have rows of their own); FLOPs and bytes come from the recorded input shapes"
+    " (docs/analyses/operators.md)."
+)
+
+
+def table_or_note(rows: pd.DataFrame | str) -> str:
+    """A table, or the sentence saying why there is none."""
+    return note(f"None: {rows}.") if isinstance(rows, str) else table(rows)
+
+
 MEMORY_NOTE = (
     "From the allocator's [memory] events (profile_memory=True). Cached: reserved - allocated,"
     " held by the caching allocator but not allocated; whether it is fragmented only a memory"
