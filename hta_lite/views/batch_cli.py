@@ -81,6 +81,12 @@ def batch_tables(summary) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     return tables, absent
 
 
+def findings_caveat(findings: pd.DataFrame) -> str:
+    """The batch's findings' caveat with what it leaves out (``attrs["note"]``: below_roof)."""
+    said = [findings.attrs.get("caveat"), findings.attrs.get("note")]
+    return " ".join(text for text in said if text)
+
+
 def _shaped(key: str, table: pd.DataFrame, summary):
     """The batch's ``table`` of view ``key`` as the view's builder in
     :mod:`hta_lite.views.summary` shapes it: a table, a sentence (why none) or None."""
@@ -91,8 +97,7 @@ def _shaped(key: str, table: pd.DataFrame, summary):
 
     if key == "findings":
         rounded = views.rounded_findings(table)
-        said = [table.attrs.get("caveat"), table.attrs.get("note")]  # below_roof left out
-        rounded.attrs["caveat"] = " ".join(s for s in said if s)
+        rounded.attrs["caveat"] = findings_caveat(table)
         return rounded
     if key == "step_anomalies":
         return views.anomalous_steps(table, lambda: summary["step_periodicity"])

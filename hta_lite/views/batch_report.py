@@ -15,7 +15,7 @@ from ..analyses.catalog import VIEWS
 from ..analyses.operators.summaries import across_ranks
 from ..missing_data import why
 from . import report_sections as sections
-from .batch_cli import batch_tables
+from .batch_cli import batch_tables, findings_caveat
 from .html import Report, note, table
 from .summary import shown
 
@@ -66,8 +66,7 @@ def _findings(found: pd.DataFrame) -> pd.DataFrame | str:
     if why(found):
         return why(found)
     shown = found.copy()
-    said = [found.attrs.get("caveat"), found.attrs.get("note")]
-    shown.attrs["caveat"] = " ".join(text for text in said if text)
+    shown.attrs["caveat"] = findings_caveat(found)
     return shown
 
 
