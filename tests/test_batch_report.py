@@ -20,9 +20,9 @@ from hta_lite.views.report import _report
 
 FOLDERS = [SAMPLES / "two_ranks", SAMPLES / "gloo_4ranks", SAMPLES / "memory_leak",
            SAMPLES / "long_run", SAMPLES / "h100_bert_small", DATA / "cpu_only"]  # fmt: skip
-#: the sections with a part the batch does not compute: the overview's first line, top kernels,
-#: the roofline and MFU, memory over time / per step / by operator
-PARTIAL = {"overview", "kernels", "operators", "memory"}
+#: the sections with a part the batch does not compute: the overview's first line, the roofline
+#: and MFU, memory over time / per step / by operator
+PARTIAL = {"overview", "operators", "memory"}
 
 
 def _sections(report) -> dict[str, str]:
@@ -66,8 +66,6 @@ def test_the_sections_both_reports_have_are_the_same(both):
 def test_the_partial_sections_say_what_the_batch_leaves_out(both):
     analysis, summary = both
     batch = _sections(batch_report._report(summary, None))
-    if "kernels" in batch:
-        assert "Top kernels and their distribution: not in the batch" in batch["kernels"]
     if "operators" in batch:
         assert "The roofline, its targets and MFU: not in the batch." in batch["operators"]
     if "memory_peaks" in batch_tables(summary)[0]:

@@ -182,7 +182,8 @@ def test_batch_gives_summarizes_views_as_summarize_shows_them(folder, tmp_path, 
     assert batch["absent"]["mfu"].startswith("needs each rank's whole trace")
     key = [pd.DataFrame(p["key_findings"]) for p in (batch, full)]
     pd.testing.assert_frame_equal(key[0], key[1][key[1]["kind"] != "mfu"].reset_index(drop=True))
-    same = ["temporal_breakdown", "gpu_idle_by_cause", "kernel_type_breakdown", "step_breakdown",
+    same = ["temporal_breakdown", "gpu_idle_by_cause", "kernel_type_breakdown", "top_kernels",
+            "step_breakdown",
             "job_critical_path", "memory_peaks", "memory_leaks", "collectives_by_rank",
             "health"]  # fmt: skip
     for key in same:

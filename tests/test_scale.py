@@ -172,6 +172,9 @@ def test_summaries_match_full_analysis(folder):
         summary["temporal_breakdown"], full.get_temporal_breakdown(visualize=False)
     )
     pd.testing.assert_frame_equal(summary["step_breakdown"], full.get_step_breakdown())
+    kernel_df = full.get_gpu_kernel_breakdown(visualize=False)[1]
+    assert kernel_df["rank"].nunique() == 2  # each rank's kernels, in the analysis's order
+    pd.testing.assert_frame_equal(summary["kernel_breakdown"], kernel_df)
 
 
 def _small_gpu(tmp_path: Path) -> Path:
@@ -423,6 +426,7 @@ def test_a_folder_of_gpu_and_cpu_only_ranks_gives_the_analysis_views(tmp_path):
         "temporal_breakdown": full.get_temporal_breakdown(visualize=False),
         "gpu_idle_by_cause": full.get_gpu_idle_by_cause(),
         "idle_time_breakdown": full.get_idle_time_breakdown(visualize=False)[0],
+        "kernel_breakdown": full.get_gpu_kernel_breakdown(visualize=False)[1],
     }
     for name, table in views.items():
         pd.testing.assert_frame_equal(batch[name], table, check_dtype=False, obj=name)

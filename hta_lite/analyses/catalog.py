@@ -40,7 +40,7 @@ VIEWS: tuple[View, ...] = (
     View("kernel_type_breakdown", "GPU time by kernel type (µs, all ranks)",
          "kernel_type_breakdown", "kernels",
          "kernel_type_breakdown"),
-    View("top_kernels", "Top kernels (µs)", "top_kernels", "kernels", None),
+    View("top_kernels", "Top kernels (µs)", "top_kernels", "kernels", "kernel_breakdown"),
     View("step_breakdown", "Per-step breakdown (µs)", "step_breakdown", "temporal",
          "step_breakdown"),
     View("step_anomalies", "Anomalous steps: why, and the rank that caused each (µs)",

@@ -50,6 +50,7 @@ SUMMARY_TABLES = (
     "idle_time_breakdown",
     "gpu_idle_by_cause",
     "kernel_type_breakdown",
+    "kernel_breakdown",
     "queue_length_summary",
     "step_breakdown",
     "health_summary",
@@ -68,7 +69,8 @@ SUMMARY_TABLES = (
 )
 #: the GPU views: without the rows of ranks that ran no GPU work, as TraceAnalysis gives them
 GPU_TABLES = ("temporal_breakdown", "comm_comp_overlap", "idle_time_breakdown",
-              "gpu_idle_by_cause", "kernel_type_breakdown", "queue_length_summary")  # fmt: skip
+              "gpu_idle_by_cause", "kernel_type_breakdown", "kernel_breakdown",
+              "queue_length_summary")  # fmt: skip
 #: the GPU views whose ``attrs["why"]`` names the CPU-only ranks left out even beside rows
 NAMES_CPU_ONLY = ("temporal_breakdown", "comm_comp_overlap", "gpu_idle_by_cause")
 #: tables across ranks, computed in the driver from the per-rank partials above
@@ -214,6 +216,8 @@ def _all_ranks(name: str, ranked: dict, by_path: dict) -> pd.DataFrame:
         cpu_only = [r for r, t in tables.items() if not t["health_summary"]["gpu_events"].iat[0]]
         gpu = [part for part, r in zip(parts, tables) if r not in cpu_only]
         table = pd.concat(gpu, ignore_index=True) if gpu else parts[0].iloc[:0].copy()
+        if name == "kernel_breakdown":  # by kernel, as over all ranks at once
+            table = table.sort_values(["kernel_type", "name", "rank"], ignore_index=True)
         if cpu_only and (table.empty or name in NAMES_CPU_ONLY):
             table.attrs["why"] = no_gpu_work_in(cpu_only)
         return table

@@ -33,7 +33,7 @@ from .batch_health import checks_found, health_items
 def summarize_rank(trace) -> dict[str, pd.DataFrame]:
     """The per-rank summary tables (small: a few rows per rank)."""
     one = {trace.rank: trace}
-    type_df, _ = kernels.gpu_kernel_breakdown(one)
+    type_df, kernel_df = kernels.gpu_kernel_breakdown(one)
     queue = counters.queue_length_summary(counters.queue_length_time_series(one))
     calls = collective_calls(trace)
     ops = operators.RankOperators.of(trace)
@@ -51,6 +51,7 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "idle_time_breakdown": idle.idle_time_breakdown(one)[0],
         "gpu_idle_by_cause": idle.gpu_idle_by_cause(one),
         "kernel_type_breakdown": type_df.assign(rank=trace.rank),
+        "kernel_breakdown": kernel_df,
         "queue_length_summary": queue.reset_index(),
         "step_breakdown": steps.step_breakdown(one),
         "health_summary": health_summary(one, {trace.rank: found}),

@@ -120,6 +120,8 @@ def _shaped(key: str, table: pd.DataFrame, summary):
         return views.top_operator_rows(across_ranks(table), lambda: "")
     if key == "kernel_type_breakdown":
         return types_across_ranks(table)
+    if key == "top_kernels":
+        return views.top_kernel_rows(table)
     if key == "step_breakdown":
         health = summary["health_summary"]
         cpu_only = not health["gpu_events"].any()

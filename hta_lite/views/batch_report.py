@@ -74,12 +74,7 @@ def _gpu_sections(report: Report, summary, tables: dict, absent: dict) -> None:
     sections.temporal(report, summary["temporal_breakdown"])
     sections.idle(report, summary["gpu_idle_by_cause"], summary["idle_time_breakdown"])
     sections.overlap(report, summary["comm_comp_overlap"])
-    report.section(
-        "kernels",
-        "Kernel breakdown",
-        *sections.kernel_types(report, tables["kernel_type_breakdown"]),
-        note("Top kernels and their distribution: not in the batch (each rank's whole trace)."),
-    )
+    sections.kernels(report, tables["kernel_type_breakdown"], summary["kernel_breakdown"])
     sections.steps(report, summary["step_breakdown"])
     operators = across_ranks(summary["operator_summary"])
     if (operators["calls"] > 0).any():

@@ -67,16 +67,7 @@ def _gpu_sections(report: Report, analysis: TraceAnalysis, temporal) -> None:
     per_stream, _ = analysis.get_idle_time_breakdown(visualize=False)
     sections.idle(report, analysis.get_gpu_idle_by_cause(), per_stream)
     sections.overlap(report, analysis.get_comm_comp_overlap(visualize=False))
-    type_df, kernel_df = analysis.get_gpu_kernel_breakdown(visualize=False)
-    top = kernel_df.sort_values("sum (us)", ascending=False)
-    report.section(
-        "kernels",
-        "Kernel breakdown",
-        *sections.kernel_types(report, type_df),
-        "<h3>Top kernels</h3>",
-        table(top, 25),
-        *[report.chart(f) for f in plots.plot_kernel_distribution(kernel_df)],
-    )
+    sections.kernels(report, *analysis.get_gpu_kernel_breakdown(visualize=False))
     sections.steps(report, analysis.get_step_breakdown(visualize=False))
     operator_section(report, analysis)
     _counters_section(report, analysis)

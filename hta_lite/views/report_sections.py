@@ -112,9 +112,18 @@ def overlap(report: Report, shares: pd.DataFrame) -> None:
     report.section("overlap", "Communication hidden by computation", *parts)
 
 
-def kernel_types(report: Report, type_df: pd.DataFrame) -> list[str]:
-    """The kernel types' pie and table (the first parts of the kernel section)."""
-    return [report.chart(plots.plot_kernel_type_pie(type_df)), table(type_df)]
+def kernels(report: Report, type_df: pd.DataFrame, kernel_df: pd.DataFrame) -> None:
+    """The kernel section: the kernel types' pie and table, the top kernels and their duration
+    across ranks (``get_gpu_kernel_breakdown()``'s tables)."""
+    report.section(
+        "kernels",
+        "Kernel breakdown",
+        report.chart(plots.plot_kernel_type_pie(type_df)),
+        table(type_df),
+        "<h3>Top kernels</h3>",
+        table(kernel_df.sort_values("sum (us)", ascending=False), 25),
+        *[report.chart(f) for f in plots.plot_kernel_distribution(kernel_df)],
+    )
 
 
 def steps(report: Report, per_step: pd.DataFrame) -> None:

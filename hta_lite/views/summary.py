@@ -20,10 +20,16 @@ from .steps_cli import anomaly_columns, unscored
 
 
 def top_kernels(analysis) -> pd.DataFrame | str:
-    _, kernel_df = analysis.get_gpu_kernel_breakdown(visualize=False)
+    return no_gpu_work(analysis) or top_kernel_rows(
+        analysis.get_gpu_kernel_breakdown(visualize=False)[1]
+    )
+
+
+def top_kernel_rows(kernel_df: pd.DataFrame) -> pd.DataFrame | str:
+    """:func:`top_kernels` of ``get_gpu_kernel_breakdown()``'s table of kernels."""
     named = kernel_df[kernel_df["name"] != "others"]
     if named.empty:
-        return "no GPU kernels (CPU-only traces)"
+        return "no GPU kernel"
     return named.sort_values("sum (us)", ascending=False).head(20).reset_index(drop=True)
 
 
