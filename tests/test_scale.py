@@ -12,11 +12,12 @@ import pandas as pd
 import pyarrow.feather as feather
 import pytest
 from conftest import DATA, SAMPLES
+from synth import TraceBuilder
 
 from hta_lite import LoadOptions, TraceAnalysis
 from hta_lite.load import cache as cache_mod
 from hta_lite.tools.batch import CROSS_RANK_TABLES, SUMMARY_TABLES, summarize_folder
-from hta_lite.tools.batch_findings import LEFT_OUT, Reopened
+from hta_lite.tools.batch_findings import Reopened
 
 
 @pytest.fixture()
@@ -212,10 +213,7 @@ def test_the_batch_gives_the_memory_views_and_findings(where, memory_kinds, tmp_
     found = batch["findings"]
     kinds = {(k, r) for k, r in zip(found["kind"], found["rank"]) if k.startswith("memory")}
     assert kinds == memory_kinds
-    findings = full.get_findings()
-    pd.testing.assert_frame_equal(
-        found, findings[~findings["kind"].isin(LEFT_OUT)].reset_index(drop=True)
-    )
+    pd.testing.assert_frame_equal(found, full.get_findings())
 
 
 @pytest.mark.parametrize(
@@ -229,9 +227,7 @@ def test_the_batch_findings_of_a_folder_without_profiler_steps_are_the_analysis(
     full = TraceAnalysis(trace_dir=where, parallel=False, cache=False, progress=False)
     assert full.get_profiler_steps() == []
     findings = full.get_findings()
-    pd.testing.assert_frame_equal(
-        batch["findings"], findings[~findings["kind"].isin(LEFT_OUT)].reset_index(drop=True)
-    )
+    pd.testing.assert_frame_equal(batch["findings"], findings)
     assert batch["findings"].attrs["caveat"] == findings.attrs["caveat"]
     assert "The whole trace is one step" in findings.attrs["caveat"]
     if where.name == "sync_in_loop_no_steps":
@@ -245,7 +241,6 @@ def test_folder_findings_are_the_analysis_findings(folder, tmp_path):
     findings=False, the table is empty and its note says why."""
     summary = summarize_folder(folder, executor="serial", cache=tmp_path / "cache")
     full = TraceAnalysis(trace_dir=folder, parallel=False, cache=False).get_findings()
-    full = full[~full["kind"].isin(LEFT_OUT)].reset_index(drop=True)
     assert summary["findings"]["kind"].tolist() == [
         "host_bound",
         "exposed_communication",
@@ -254,7 +249,6 @@ def test_folder_findings_are_the_analysis_findings(folder, tmp_path):
         "straggler",
     ]
     pd.testing.assert_frame_equal(summary["findings"], full)
-    assert "below_roof" in summary["findings"].attrs["note"]
     off = summarize_folder(folder, executor="serial", cache=False)["findings"]
     assert off.empty and "not computed with the cache off" in off.attrs["why"]
     skipped = summarize_folder(folder, executor="serial", cache=tmp_path / "cache",
@@ -401,17 +395,14 @@ def test_a_dask_worker_that_dies_costs_its_file_only(tmp_path):
 def test_the_batch_key_findings_and_health_are_the_analysis(where):
     """The batch's key findings (the slowest stage, a straggler and its cause, the anomalous
     steps and their period, the memory line with its leak and imbalance) and health table,
-    from the workers' partials, are the analysis's; only the MFU line is not in the batch."""
+    from the workers' partials, are the analysis's, its MFU line too."""
     batch = summarize_folder(where, executor="serial", cache=False)
     full = TraceAnalysis(trace_dir=where, parallel=False, cache=False, progress=False)
-    key = full.get_key_findings()
-    pd.testing.assert_frame_equal(
-        batch["key_findings"], key[key["kind"] != "mfu"].reset_index(drop=True)
-    )
+    pd.testing.assert_frame_equal(batch["key_findings"], full.get_key_findings())
     pd.testing.assert_frame_equal(batch["health"], full.health())
     pd.testing.assert_frame_equal(batch["health_summary"], full.health_summary())
     pd.testing.assert_frame_equal(batch["annotation_timers"], full.get_annotation_timers())
-    assert "key_findings" not in batch.absent and "mfu" in batch.absent
+    assert "key_findings" not in batch.absent and "mfu" not in batch.absent
 
 
 def test_a_folder_of_gpu_and_cpu_only_ranks_gives_the_analysis_views(tmp_path):
@@ -435,7 +426,38 @@ def test_a_folder_of_gpu_and_cpu_only_ranks_gives_the_analysis_views(tmp_path):
         batch["temporal_breakdown"].attrs["why"] == "no GPU work in rank(s) [1] (CPU-only traces)"
     )
     pd.testing.assert_frame_equal(batch["health"], full.health())
-    key = full.get_key_findings()
-    pd.testing.assert_frame_equal(
-        batch["key_findings"], key[key["kind"] != "mfu"].reset_index(drop=True)
-    )
+    pd.testing.assert_frame_equal(batch["key_findings"], full.get_key_findings())
+
+
+def _float32_rank(folder: Path, rank: int, n: int, kernel_us: int) -> None:
+    """One ProfilerStep of a float32 n x n x n product on an H100 NVL (FP32 60, TF32 417.5
+    TFLOP/s) whose kernel runs ``kernel_us``, inside module Net_0."""
+    b = TraceBuilder(rank=rank, world_size=2)
+    b.meta["deviceProperties"] = [{"id": 0, "name": "NVIDIA H100 NVL"}]
+    b.step(1, 0, 10_000)
+    b.cpu_op("nn.Module: Net_0", 5, 100, cat="python_function")
+    b.cpu_op("aten::mm", 10, 50, **{"Input Dims": [[n, n], [n, n]], "Input type": ["float"] * 2})
+    b.kernel("k", 100, kernel_us, launch_ts=20)
+    b.write(folder / f"rank-{rank}.json")
+
+
+def test_the_batch_operator_views_are_the_analysis_with_tf32_set_across_ranks(tmp_path):
+    """Rank 0's float32 product runs at 220 TFLOP/s, above the FP32 peak: the device ran TF32,
+    so rank 1's slow float32 product (21.5 TFLOP/s, under the FP32 peak on its own) is measured
+    against TF32 too, in the batch (whose worker saw rank 1 alone) as in the analysis; the
+    roofline, MFU, time by module, findings and key findings are the analysis's."""
+    _float32_rank(tmp_path, 0, 8192, 5000)
+    _float32_rank(tmp_path, 1, 1024, 100)
+    batch = summarize_folder(tmp_path, executor="serial", cache=tmp_path / "cache", progress=False)
+    full = TraceAnalysis(trace_dir=tmp_path, parallel=False, cache=False, progress=False)
+    pd.testing.assert_frame_equal(batch["operator_roofline"], full.get_operator_roofline())
+    pd.testing.assert_frame_equal(batch["mfu"], full.get_mfu())
+    pd.testing.assert_frame_equal(batch["operator_modules"], full.get_operator_summary(by="module"))
+    pd.testing.assert_frame_equal(batch["findings"], full.get_findings())
+    pd.testing.assert_frame_equal(batch["key_findings"], full.get_key_findings())
+    slow = batch["mfu"].set_index("rank").loc[1]
+    assert batch["mfu_rows"].set_index("rank").loc[1, "precision"] == "fp32"  # rank 1 alone
+    assert slow["precision"] == "tf32" and slow["peak_tflops"] == 417.5
+    achieved = 2 * 1024**3 / 10_000e-6 / 1e12  # over the 10 ms step
+    assert slow["mfu_pctg"] == round(100 * achieved / 417.5, 2)
+    assert batch["operator_roofline"]["calls"].tolist() == [1, 1]

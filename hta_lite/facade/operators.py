@@ -10,8 +10,8 @@ import pandas as pd
 
 from ..analyses import operators as ops
 from ..analyses.common import select
+from ..analyses.operators.roofline import mfu_why
 from ..errors import MissingDataError
-from ..kineto import CPU_OP_CATEGORY
 from ..load.health_items import record
 from .base import plots
 from .missing import empty_says, missing, need, no_gpu_work, table_view
@@ -34,24 +34,6 @@ SUMMARY_COLUMNS = {
     "module": ["module", "depth", "calls", "host_total(us)", "device_self_sum(us)",
                "device_total_sum(us)", "device_total(us)", "device_total_pctg"],
 }  # fmt: skip
-
-
-def nsys_operator_hint(traces) -> str | None:
-    """What to record for the operator models, where a selected trace is an Nsight Systems
-    export (None for Kineto traces): operator ranges, or the input types they lack."""
-    exports = [t for t in traces if t.source_format == "nsys"]
-    if not exports:
-        return None
-    if not any((t.cpu["cat"] == CPU_OP_CATEGORY).any() for t in exports):
-        return (
-            "the Nsight Systems export has no operator ranges: run the steps under"
-            " torch.autograd.profiler.emit_nvtx(record_shapes=True) (docs/nsight-systems.md)"
-        )
-    return (
-        "emit_nvtx records operators' shapes but not their input types, which the FLOP models"
-        " need: time by operator and shape is there; for the roofline and MFU record a step"
-        " with torch.profiler (record_shapes=True)"
-    )
 
 
 class Operators:
@@ -162,9 +144,7 @@ class Operators:
                 None, "no operator has input shapes: record with record_shapes=True"
             )
         if by == "module" and not any((r.instances["module"] != "").any() for r in rank_ops):
-            raise MissingDataError(
-                None, "no nn.Module events: record with with_stack=True or with_modules=True"
-            )
+            raise MissingDataError(None, ops.NO_MODULES)
 
     @table_view(ROOFLINE_COLUMNS)
     def get_operator_roofline(
@@ -190,10 +170,7 @@ class Operators:
         table = self._roofline(ranks, device)
         if table.empty:
             raise MissingDataError(
-                None,
-                nsys_operator_hint(select(self.traces, ranks))
-                or "no operator with a FLOP model ran GPU work (shapes need record_shapes=True;"
-                " the modelled operators are listed in docs/analyses/operators.md)",
+                None, ops.nsys_operator_hint(select(self.traces, ranks)) or ops.NO_MODEL
             )
         if visualize:
             plots.show(plots.plot_roofline(table))
@@ -249,16 +226,8 @@ class Operators:
             where = f"step {row.step} on {row.device}, {row.precision} peak {row.peak_tflops:g}"
             record(problems, "above_peak", 1, f"rank {row.rank}, {where} TFLOP/s")
         table.attrs["problems"] = problems
-        if table.empty:
-            table.attrs["why"] = (
-                "no ProfilerStep with a modelled operator (matrix products, convolutions,"
-                " attention; shapes need record_shapes=True)"
-            )
-        elif table["peak_tflops"].isna().all():
-            table.attrs["why"] = (
-                f"no peak for {sorted(set(table['device']))} in the peak table: pass device= (one"
-                " of hta_lite.analyses.operators.DEVICES, or a DeviceSpec)"
-            )
+        if mfu_why(table):
+            table.attrs["why"] = mfu_why(table)
         if visualize:
             plots.show(plots.plot_mfu(table))
         return table

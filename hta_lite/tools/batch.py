@@ -42,50 +42,38 @@ from .batch_health import (
     number_steps_alike,
 )
 from .batch_key_findings import cross_rank_rows, key_findings
+from .batch_operators import architecture, operator_views
 from .batch_worker import summarize_rank
 
 SUMMARY_TABLES = (
-    "temporal_breakdown",
-    "comm_comp_overlap",
-    "idle_time_breakdown",
-    "gpu_idle_by_cause",
-    "kernel_type_breakdown",
-    "kernel_breakdown",
-    "queue_length_summary",
-    "step_breakdown",
-    "health_summary",
-    "operator_summary",
-    "collective_calls",
-    "host_wait",
-    "stage_work",
-    "warmup_delay",
-    "one_time_idle",
-    "annotation_timers",
-    "step_anomalies",
-    "job_path_segments",
-    "job_path_events",
-    "job_path_gaps",
-    *MEMORY_TABLES,
-)
+    "temporal_breakdown", "comm_comp_overlap", "idle_time_breakdown", "gpu_idle_by_cause",
+    "kernel_type_breakdown", "kernel_breakdown", "queue_length_summary", "step_breakdown",
+    "health_summary", "operator_summary", "roofline_sums", "mfu_rows", "module_rows",
+    "rank_facts", "collective_calls", "host_wait", "stage_work", "warmup_delay", "one_time_idle",
+    "annotation_timers", "step_anomalies", "job_path_segments", "job_path_events",
+    "job_path_gaps", *MEMORY_TABLES,
+)  # fmt: skip
 #: the GPU views: without the rows of ranks that ran no GPU work, as TraceAnalysis gives them
 GPU_TABLES = ("temporal_breakdown", "comm_comp_overlap", "idle_time_breakdown",
               "gpu_idle_by_cause", "kernel_type_breakdown", "kernel_breakdown",
               "queue_length_summary")  # fmt: skip
 #: the GPU views whose ``attrs["why"]`` names the CPU-only ranks left out even beside rows
 NAMES_CPU_ONLY = ("temporal_breakdown", "comm_comp_overlap", "gpu_idle_by_cause")
-#: tables across ranks, computed in the driver from the per-rank partials above
-#: (``collective_calls``, matched into ``collective_instances`` and ``matched_calls``, each call
-#: with its instance and wait; ``step_breakdown``, ``host_wait``, ``annotation_timers``; the
-#: scored steps of each rank, whose origin ranks the matched collectives give; the job critical
-#: path from each rank's local paths between its collectives, ``job_path_segments`` /
-#: ``_events`` / ``_gaps``; the findings ranked by the step time a fix saves,
-#: :mod:`.batch_findings`). ``rank_lateness.attrs["report"]``: the straggler report's text.
+#: tables across ranks, computed in the driver from the per-rank partials above (roofline, MFU,
+#: time by module: :mod:`.batch_operators`; ``collective_calls``, matched into
+#: ``collective_instances`` and ``matched_calls``, each call with its instance and wait;
+#: ``step_breakdown``, ``host_wait``, ``annotation_timers``; the scored steps of each rank, whose
+#: origin ranks the matched collectives give; the job critical path from each rank's local paths
+#: between its collectives, ``job_path_segments`` / ``_events`` / ``_gaps``; the findings ranked
+#: by the step time a fix saves, :mod:`.batch_findings`). ``rank_lateness.attrs["report"]``: the
+#: straggler report's text.
 CROSS_RANK_TABLES = (
     "collectives", "collective_instances", "matched_calls", "collectives_by_rank",
     "collective_problems", "rank_lateness", "straggler_causes", "pipeline_stages", "timers",
     "step_anomalies", "step_periodicity", "job_step_anomalies", "job_critical_path",
     "job_critical_path_summary", "job_critical_path_hops", "job_critical_path_steps",
-    "job_critical_path_problems", "findings", "health", "key_findings",
+    "job_critical_path_problems", "findings", "health", "key_findings", "operator_roofline", "mfu",
+    "operator_modules",
 )  # fmt: skip
 
 
@@ -188,6 +176,7 @@ def summarize_folder(
     out = Summary(skipped_files=skipped, trace_dir=str(trace_dir))
     for name in SUMMARY_TABLES:
         out[name] = _all_ranks(name, ranked, by_path)
+    out.update(operator_views(out, out["rank_facts"]))
     tables, key_rows = cross_rank(
         out, ranked, Reopened(files, options, moves) if findings else None,
         _whole_traces(ranked, by_path),
@@ -197,7 +186,7 @@ def summarize_folder(
         clock_offsets(out["health_summary"], ranked, by_path), out["collective_problems"]
     )
     out["health"] = health_table(ranked, by_path, across, out["collective_problems"], skipped)
-    out["key_findings"] = key_findings(out, ranked, key_rows)
+    out["key_findings"] = key_findings(out, ranked, key_rows, architecture(out["rank_facts"]))
     return out
 
 

@@ -6,9 +6,8 @@ a kind reads of a rank's own trace (its data-loading ranges, launch calls, syncs
 graphs) comes from :class:`Reopened`: the rank reopened from the cache where it is read and let
 go, and the step graphs are built one rank at a time. With the cache off the findings are not
 computed (each rank would be parsed again in the driver). The memory kinds read the memory
-tables each worker made of its rank (:mod:`hta_lite.analyses.memory.per_rank`). One kind needs a
-view the batch does not compute and is left out (the table's note says so): ``below_roof`` (the
-operator roofline).
+tables each worker made of its rank (:mod:`hta_lite.analyses.memory.per_rank`), ``below_roof``
+the operator roofline of all ranks (:mod:`.batch_operators`).
 """
 
 from __future__ import annotations
@@ -27,9 +26,6 @@ from ..load import step_alignment
 from ..load.loader import LoadOptions, load_part
 from ..load.rank_trace import RankTrace
 from ..load.series import join_windows
-
-#: kinds :func:`folder_findings` cannot give (the views they rest on are not in the batch)
-LEFT_OUT = ("below_roof",)
 
 
 class Reopened(Mapping):
@@ -90,8 +86,7 @@ def folder_findings(
     traces: Reopened,
     stubs: Mapping[int, RankTrace],
 ) -> pd.DataFrame:
-    """``get_findings()``'s table (:mod:`hta_lite.analyses.findings.ranking`) of the batch,
-    without the kinds of :data:`LEFT_OUT`; its ``attrs["note"]`` says they are left out.
+    """``get_findings()``'s table (:mod:`hta_lite.analyses.findings.ranking`) of the batch.
     ``stubs``: ``{rank: the rank's trace without its tables}`` (the devices' memory).
 
     Raises:
@@ -114,16 +109,13 @@ def folder_findings(
         anomalies=scored if len(scored) else None,
         gaps=partials["job_path_gaps"], memory_peaks=_or_none(partials["memory_peaks"]),
         memory_leaks=_or_none(partials["memory_leak_sites"]),
+        roofline=_or_none(partials["operator_roofline"]),
         capacity=lambda rank, device: device_memory(stubs[rank], device),
     )  # fmt: skip
-    table = ranked.findings(ctx)
-    table.attrs["note"] = (
-        "summarize_folder does not compute the operator roofline, so no"
-        f" {' or '.join(LEFT_OUT)} finding: TraceAnalysis.get_findings() gives it"
-    )
-    return table
+    return ranked.findings(ctx)
 
 
 def _or_none(table: pd.DataFrame) -> pd.DataFrame | None:
-    """The batch's memory table, None where no rank has memory events (as ``get_findings``)."""
+    """The batch's table, None where it has no rows for a reason (no rank has memory events, no
+    modelled operator: as ``get_findings``)."""
     return None if "why" in table.attrs else table

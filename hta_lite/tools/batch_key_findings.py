@@ -1,6 +1,6 @@
 """The key findings of a folder summarized by :func:`.batch.summarize_folder`: the rows of
 ``TraceAnalysis.get_key_findings()`` (:mod:`hta_lite.analyses.key_findings`) from the batch's
-tables, but for MFU, whose operator roofline the batch does not compute.
+tables.
 
 The cross-rank rows (the straggler, the slowest pipeline stage, exposed communication with the
 waits at collectives, the anomalous steps) are made where the straggler report and the matched
@@ -14,6 +14,7 @@ import pandas as pd
 from ..analyses import key_findings as kf
 from ..analyses.lateness import rank_skew
 from ..analyses.memory.per_rank import device_memory
+from ..analyses.operators import DEVICES
 from ..analyses.operators.summaries import across_ranks
 from ..analyses.stragglers import skew_table
 from ..missing_data import why
@@ -37,15 +38,18 @@ def cross_rank_rows(
     return rows
 
 
-def key_findings(summary: dict, stubs: dict, cross: list) -> pd.DataFrame:
-    """``get_key_findings()``'s table of the batch, less MFU: the ``cross`` rows
-    (:func:`cross_rank_rows`) and those of the tables of all ranks in ``summary``; ``stubs``:
-    ``{rank: the rank's trace without its tables}`` (devices, world size)."""
+def key_findings(summary: dict, stubs: dict, cross: list, architecture: str) -> pd.DataFrame:
+    """``get_key_findings()``'s table of the batch: the ``cross`` rows (:func:`cross_rank_rows`)
+    and those of the tables of all ranks in ``summary``; ``stubs``: ``{rank: the rank's trace
+    without its tables}`` (devices, world size); ``architecture``: what the first GPU rank's
+    kernel names say of its device."""
     one_time = summary["one_time_idle"]
     doing = one_time.sort_values(["idle_ns", "doing"], ascending=False)
     doing = doing.loc[doing["idle_ns"] > 0, "doing"]
     peaks, sites = summary["memory_peaks"], summary["memory_leak_sites"]
     sizes = [s.meta.world_size for s in stubs.values() if s.meta.world_size is not None]
+    top = kf.top_operator(across_ranks(summary["operator_summary"]))
+    mfu = None if why(summary["mfu"]) else summary["mfu"]
     rows = [
         kf.gpu_idle(
             summary["temporal_breakdown"],
@@ -54,7 +58,8 @@ def key_findings(summary: dict, stubs: dict, cross: list) -> pd.DataFrame:
             summary["step_breakdown"],
         ),
         *cross,
-        kf.top_operator(across_ranks(summary["operator_summary"])),
+        top,
+        kf.mfu(mfu, list(DEVICES), architecture) if top else None,
         kf.memory_peak(
             peaks,
             lambda rank, device: device_memory(stubs[rank], device),

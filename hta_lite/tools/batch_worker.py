@@ -1,9 +1,11 @@
 """What each worker of :func:`.batch.summarize_folder` makes of the rank it loaded: the per-rank
 summary tables, and the partials the driver joins across ranks (collective calls, host wait per
 step, warm-up spans, annotation timers, scored steps, the local critical path, memory tables,
-the rank's health items)."""
+the modelled operators' sums and MFU rows, the rank's health items)."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -37,6 +39,9 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
     queue = counters.queue_length_summary(counters.queue_length_time_series(one))
     calls = collective_calls(trace)
     ops = operators.RankOperators.of(trace)
+    with warnings.catch_warnings():  # an unknown device: the views say what to pass
+        warnings.simplefilter("ignore")
+        devices = operators.devices_of([trace])
     memory, memory_found = rank_memory(trace)
     found = checks_found(calls, ops, memory_found)
     path = job_path.segments(trace)
@@ -56,6 +61,10 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "step_breakdown": steps.step_breakdown(one),
         "health_summary": health_summary(one, {trace.rank: found}),
         "operator_summary": operators.operator_summary([ops]).assign(rank=trace.rank),
+        # float32 as TF32 is set by the driver, where the roofline of all ranks says
+        "roofline_sums": operators.rank_roofline_sums(ops, devices),
+        "mfu_rows": operators.mfu_table([ops], devices, pd.DataFrame()),
+        "module_rows": operators.rank_modules(ops),
         "collective_calls": calls,
         "stage_work": stage_work(trace, calls),
         "host_wait": host_wait_by_step(trace),
@@ -73,8 +82,18 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "health_items": health_items(trace, found),
         "rank_facts": pd.DataFrame(
             {
+                "rank": [trace.rank],
                 "first_event_ns": pd.array([first_event_ns(trace)], dtype="Int64"),
                 "profiled_steps": [len(steps.profiled_steps(trace))],
+                # what the operator views need of the rank beyond its tables
+                "device": [operators.device_name(devices[trace.rank])],
+                "gpu_time_us": [ops.gpu_time_us],
+                "architecture": [
+                    operators.architecture_hint(pd.unique(trace.gpu["name"]))
+                    if len(trace.gpu)
+                    else None
+                ],
+                "operator_ranges": pd.array([operators.operator_ranges(trace)], "boolean"),
             }
         ),  # fmt: skip
     }

@@ -93,6 +93,7 @@ def _shaped(key: str, table: pd.DataFrame, summary):
     from ..analyses.kernels import types_across_ranks
     from ..analyses.operators.summaries import across_ranks
     from ..missing_data import no_gpu_work_in
+    from ..tools.batch_operators import operator_hint
     from . import summary as views
 
     if key == "findings":
@@ -117,11 +118,17 @@ def _shaped(key: str, table: pd.DataFrame, summary):
     if key == "memory_leaks" and table.empty:
         return "no allocation made in a step stays unfreed"
     if key == "operators":
-        return views.top_operator_rows(across_ranks(table), lambda: "")
+        return views.top_operator_rows(
+            across_ranks(table), lambda: operator_hint(summary["rank_facts"])
+        )
     if key == "kernel_type_breakdown":
         return types_across_ranks(table)
     if key == "top_kernels":
         return views.top_kernel_rows(table)
+    if key == "optimization_targets":
+        return views.target_rows(table)
+    if key == "mfu":
+        return views.mfu_table_rows(table)
     if key == "step_breakdown":
         health = summary["health_summary"]
         cpu_only = not health["gpu_events"].any()

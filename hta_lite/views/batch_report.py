@@ -17,6 +17,7 @@ from ..missing_data import why
 from . import report_sections as sections
 from .batch_cli import batch_tables, findings_caveat
 from .html import Report, note, table
+from .report_operators import module_parts, roofline_parts
 from .summary import shown
 
 
@@ -79,12 +80,20 @@ def _gpu_sections(report: Report, summary, tables: dict, absent: dict) -> None:
     operators = across_ranks(summary["operator_summary"])
     if (operators["calls"] > 0).any():
         rows = tables["operators"] if "operators" in tables else absent["operators"]
+        roofline, modules = summary["operator_roofline"], summary["operator_modules"]
         report.section(
             "operators",
             "Operators",
-            note(sections.OPERATORS_NOTE + " The roofline, its targets and MFU: not in the batch."),
+            note(sections.OPERATORS_NOTE),
             report.chart(plots.plot_operator_summary(operators, 20)),
             sections.table_or_note(shown("operators", rows)),
+            *module_parts(report, None if why(modules) else modules),
+            *roofline_parts(
+                report,
+                why(roofline) or roofline,
+                lambda: tables.get("optimization_targets", absent.get("optimization_targets")),
+                tables.get("mfu", absent.get("mfu")),
+            ),
         )
 
 

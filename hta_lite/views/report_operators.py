@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import html
 import warnings
+from collections.abc import Callable
+
+import pandas as pd
 
 from .. import plots
 from ..errors import MissingDataError
@@ -35,32 +38,54 @@ def operator_section(report: Report, analysis: TraceAnalysis) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         modules = analysis.get_operator_summary(by="module") if _has_modules(analysis) else None
-        if modules is not None:
-            parts += ["<h3>By nn.Module</h3>", report.chart(plots.plot_module_sunburst(modules))]
+        parts += module_parts(report, modules)
         try:
             roofline = need(analysis.get_operator_roofline())
         except MissingDataError as exc:
-            roofline, parts = None, parts + ["<h3>Roofline</h3>", note(exc.problem)]
-        if roofline is not None:
-            known = roofline["peak_tflops"].notna().any()
-            device = ", ".join(sorted(set(roofline["device"])))
-            heading = f"Roofline ({device})" if known else "Achieved TFLOP/s (device unknown)"
-            parts += [
-                f"<h3>{html.escape(heading)}</h3>",
-                report.chart(plots.plot_roofline(roofline, title=heading)),
-            ]
-            targets = shown("optimization_targets", quietly(optimization_targets)(analysis))
-            if isinstance(targets, str):
-                parts.append(note(f"No roofs to measure against: {targets}."))
-            else:
-                parts += [note("Furthest below their roof, weighted by time:"), table(targets)]
-        mfu = shown("mfu", quietly(mfu_rows)(analysis))
-        parts += [
-            "<h3>Model FLOPs utilization</h3>",
-            note(f"MFU unknown: {mfu}.") if isinstance(mfu, str) else table(mfu),
-        ]
+            roofline = exc.problem
+        parts += roofline_parts(
+            report,
+            roofline,
+            lambda: quietly(optimization_targets)(analysis),
+            quietly(mfu_rows)(analysis),
+        )
     report.section("operators", "Operators", *parts)
     graph_section(report, analysis)
+
+
+def module_parts(report: Report, modules: pd.DataFrame | None) -> list[str]:
+    """The operator section's time by ``nn.Module`` (``get_operator_summary(by="module")``;
+    None: no call ran inside a module)."""
+    if modules is None:
+        return []
+    return ["<h3>By nn.Module</h3>", report.chart(plots.plot_module_sunburst(modules))]
+
+
+def roofline_parts(
+    report: Report, roofline: pd.DataFrame | str, targets: Callable, mfu: pd.DataFrame | str
+) -> list[str]:
+    """The operator section's roofline, its optimization targets (``targets()``) and MFU: the
+    tables the summary shows of them, or why there are none."""
+    if isinstance(roofline, str):
+        parts = ["<h3>Roofline</h3>", note(roofline)]
+    else:
+        known = roofline["peak_tflops"].notna().any()
+        device = ", ".join(sorted(set(roofline["device"])))
+        heading = f"Roofline ({device})" if known else "Achieved TFLOP/s (device unknown)"
+        parts = [
+            f"<h3>{html.escape(heading)}</h3>",
+            report.chart(plots.plot_roofline(roofline, title=heading)),
+        ]
+        shown_targets = shown("optimization_targets", targets())
+        if isinstance(shown_targets, str):
+            parts.append(note(f"No roofs to measure against: {shown_targets}."))
+        else:
+            parts += [note("Furthest below their roof, weighted by time:"), table(shown_targets)]
+    mfu = shown("mfu", mfu)
+    return parts + [
+        "<h3>Model FLOPs utilization</h3>",
+        note(f"MFU unknown: {mfu}.") if isinstance(mfu, str) else table(mfu),
+    ]
 
 
 def graph_section(report: Report, analysis: TraceAnalysis) -> None:

@@ -11,10 +11,11 @@ from functools import partial
 import pandas as pd
 
 from ..analyses import cupti
+from ..analyses import operators as ops
 from ..analyses.catalog import VIEWS
+from ..analyses.operators.roofline import mfu_why
 from ..errors import MissingDataError
 from ..facade.missing import need, no_gpu_work, why
-from ..facade.operators import nsys_operator_hint
 from .critical_path_rows import critical_path_rows  # noqa: F401 - a builder VIEWS names
 from .steps_cli import anomaly_columns, unscored
 
@@ -42,7 +43,7 @@ def cupti_by_operator(analysis) -> pd.DataFrame | None:
 def top_operators(analysis) -> pd.DataFrame | str:
     """The 20 operators with most GPU time of their own, and the graph / no-operator rows."""
     table = analysis.get_operator_summary()
-    return top_operator_rows(table, lambda: nsys_operator_hint(analysis.traces.values()))
+    return top_operator_rows(table, lambda: ops.nsys_operator_hint(analysis.traces.values()))
 
 
 def top_operator_rows(table: pd.DataFrame, hint: Callable[[], str]) -> pd.DataFrame | str:
@@ -92,16 +93,27 @@ def collectives(analysis, by: str = "collective") -> pd.DataFrame | str:
 
 
 def optimization_targets(analysis) -> pd.DataFrame | str:
-    roofline = need(analysis.get_operator_roofline())
+    return target_rows(need(analysis.get_operator_roofline()))
+
+
+def target_rows(roofline: pd.DataFrame) -> pd.DataFrame | str:
+    """:func:`optimization_targets` of ``get_operator_roofline()``'s table."""
     if roofline["peak_tflops"].isna().all():
         return NO_DEVICE
-    return analysis.get_optimization_targets(top=10)
+    targets = ops.optimization_targets(roofline, 10)
+    if targets.empty:  # as get_optimization_targets says it
+        return f"no device peaks for {sorted(set(roofline['device']))}: pass device=..."
+    return targets
 
 
 def mfu_rows(analysis) -> pd.DataFrame | str:
-    table = analysis.get_mfu()
+    return mfu_table_rows(analysis.get_mfu())
+
+
+def mfu_table_rows(table: pd.DataFrame) -> pd.DataFrame | str:
+    """:func:`mfu_rows` of ``get_mfu()``'s table."""
     if table.empty:
-        return "no ProfilerStep with modelled operators"
+        return mfu_why(table)
     return NO_DEVICE if table["mfu_pctg"].isna().all() else table
 
 

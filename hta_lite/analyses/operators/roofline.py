@@ -42,22 +42,31 @@ def roofline(
     which cannot be (a wrong device peak, or a FLOP model that counts more than the kernels
     do). Groups that ran no GPU event are left out.
     """
+    return roofs(group_sums(inst, devices), devices, total_gpu_us)
+
+
+#: columns of :func:`group_sums`
+SUM_COLUMNS = ["rank", *GROUP, "counted", "calls", "device_total(us)", "flops", "bytes"]
+
+
+def group_sums(inst: pd.DataFrame, devices: dict[int, DeviceSpec | None]) -> pd.DataFrame:
+    """The counted calls of ``inst`` that ran GPU work summed by group (:data:`GROUP`, the
+    device from ``devices``): ``SUM_COLUMNS``, ``rank`` the rank of the group's first call,
+    groups in the order of their first call. Rows of such sums (a ``calls`` column: how many
+    calls each row is) sum alike: the batch sums each rank's where it is loaded, then those."""
     rows = np.flatnonzero(inst["counted"].to_numpy() & (inst["device_total(us)"].to_numpy() > 0))
     ranks, rank_code = np.unique(inst["rank"].to_numpy()[rows], return_inverse=True)
     rank_code = rank_code.ravel()
-    rank_spec = [devices.get(r) for r in ranks.tolist()]
     text_dtype = inst["name"].dtype
-    text = {
-        "device": pd.array(
-            np.array([device_name(d) for d in rank_spec], object)[rank_code], text_dtype
-        )
-    }
+    names = [device_name(devices.get(r)) for r in ranks.tolist()]
+    text = {"device": pd.array(np.array(names, object)[rank_code], text_dtype)}
     for column in GROUP[1:]:
         values = inst[column].array.take(rows)
         text[column] = values.fillna("") if column in ("input_dims", "input_types") else values
     # (pandas 2 keeps object text in NumpyExtensionArray, which its factorize warns about)
     plain = [v.to_numpy() if isinstance(v, NumpyExtensionArray) else v for v in text.values()]
     group, first = combine_codes([pd.factorize(values)[0] for values in plain])
+    weights = inst["calls"].to_numpy()[rows] if "calls" in inst.columns else None
     sums = (
         pd.DataFrame(  # pandas' sums (compensated), as before: the same last bits
             {c: inst[c].to_numpy()[rows] for c in ("device_total(us)", "flops", "bytes")}
@@ -65,18 +74,31 @@ def roofline(
         .groupby(group, sort=False)
         .sum()
     )
+    out = pd.DataFrame(
+        {"rank": ranks[rank_code[first]], **{c: text[c][first] for c in GROUP}, "counted": True,
+         "calls": np.bincount(group, weights, minlength=len(first)).astype(np.int64)}
+    )  # fmt: skip
+    for column in ("device_total(us)", "flops", "bytes"):
+        out[column] = sums[column].to_numpy()
+    return out
+
+
+def roofs(
+    sums: pd.DataFrame, devices: dict[int, DeviceSpec | None], total_gpu_us: float = np.nan
+) -> pd.DataFrame:
+    """:func:`roofline`'s table of the groups' sums (:func:`group_sums`), most time first."""
     order = np.argsort(-sums["device_total(us)"].to_numpy(), kind="stable")  # most time first
-    time_us, flops, nbytes = (
-        sums[c].to_numpy()[order] for c in ("device_total(us)", "flops", "bytes")
+    time_us, flops, nbytes, calls = (
+        sums[c].to_numpy()[order] for c in ("device_total(us)", "flops", "bytes", "calls")
     )
-    calls, first = np.bincount(group, minlength=len(first))[order], first[order]
+    text = {c: sums[c].array.take(order) for c in GROUP}
+    specs = [devices.get(r) for r in sums["rank"].to_numpy()[order].tolist()]
     seconds = time_us * 1e-6
     achieved = flops / seconds / 1e12
     achieved_tbps = nbytes / seconds / 1e12
     intensity = flops / np.where(nbytes > 0, nbytes, np.nan)
-    specs = [rank_spec[r] for r in rank_code[first].tolist()]
-    precision = np.asarray(text["precision"][first], dtype=object)
-    matrix = np.isin(np.asarray(text["kind"][first], dtype=object), list(MATRIX_KINDS))
+    precision = np.asarray(text["precision"], dtype=object)
+    matrix = np.isin(np.asarray(text["kind"], dtype=object), list(MATRIX_KINDS))
     peak = np.array(
         [s.peak_tflops(p, m) if s else np.nan for s, p, m in zip(specs, precision, matrix)]
     )
@@ -96,7 +118,7 @@ def roofline(
         # bytes-only groups (no FLOPs: copies, fills) are measured against the bandwidth alone
         ratio = np.where(flops <= 0, achieved_tbps / memory_tbps, achieved / attainable)
     bound = np.where(np.isnan(peak), "", np.where(memory_roof < peak, "memory", "compute"))
-    keys = {c: text[c][first] for c in GROUP} | {"precision": pd.array(precision, text_dtype)}
+    keys = text | {"precision": pd.array(precision, text["name"].dtype)}
     return pd.DataFrame(
         {
             **keys,
@@ -106,7 +128,7 @@ def roofline(
             "achieved_tflops": achieved, "achieved_tbps": achieved_tbps, "intensity": intensity,
             "peak_tflops": peak, "tf32_inferred": inferred, "memory_tbps": memory_tbps,
             "ridge": peak / memory_tbps, "attainable_tflops": attainable,
-            "bound": pd.array(bound.astype(object), dtype=text_dtype),
+            "bound": pd.array(bound.astype(object), dtype=text["name"].dtype),
             "roof_pctg": np.round(100.0 * ratio, 2),
             "time_below_roof(us)": time_us * np.clip(1.0 - ratio, 0.0, 1.0),
             "above_roof": np.nan_to_num(ratio, nan=0.0) > 1.0,
@@ -157,9 +179,6 @@ def mfu(traces_inst: list, devices: dict[int, DeviceSpec | None], tf32_ranks: di
         by_precision = np.bincount(of_call, flops[matrix], minlength=len(precisions))
         named = np.argsort(np.asarray(precisions, object))  # ties: the first name, as groupby
         precision = str(precisions[named[np.argmax(by_precision[named])]]) if len(named) else ""
-        if precision == "fp32" and device is not None and tf32_ranks.get(rank):
-            precision = "tf32"
-        peak = device.peak_tflops(precision) if device is not None and precision else np.nan
         covered = _covered_kernels(attr, inst["row"][counted])
         replayed = attr.owner_kind == GRAPH_REPLAY
         call_step = inst["iteration"][counted]
@@ -175,18 +194,55 @@ def mfu(traces_inst: list, devices: dict[int, DeviceSpec | None], tf32_ranks: di
                     "rank": rank, "step": step, "step_time(us)": dur / NS_PER_US,
                     "matrix_flops": m_flops,
                     "other_flops": float(flops[in_step].sum()) - m_flops,
-                    "achieved_tflops": achieved, "precision": precision, "peak_tflops": peak,
-                    "mfu_pctg": round(100.0 * achieved / peak, 2) if peak == peak else np.nan,
+                    "achieved_tflops": achieved, "precision": precision,
                     "gpu_time(us)": gpu_ns / NS_PER_US,
                     "modelled_gpu_pctg": round(100.0 * attr.dur[k_in & covered].sum() / gpu_ns, 2)
                     if gpu_ns else np.nan,
                     "graph_replay_pctg": round(100.0 * attr.dur[k_in & replayed].sum() / gpu_ns, 2)
                     if gpu_ns else np.nan,
                     "device": device_name(device),
-                    "above_peak": bool(peak == peak and achieved > peak),
                 }
             )  # fmt: skip
-    return pd.DataFrame(rows, columns=MFU_COLUMNS)
+    return with_peaks(pd.DataFrame(rows, columns=MFU_COLUMNS), devices, tf32_ranks)
+
+
+def mfu_why(table: pd.DataFrame) -> str | None:
+    """Why :func:`mfu`'s ``table`` gives no MFU: no rows, or no device peak (None: it does)."""
+    if table.empty:
+        return (
+            "no ProfilerStep with a modelled operator (matrix products, convolutions, attention;"
+            " shapes need record_shapes=True)"
+        )
+    if table["peak_tflops"].isna().all():
+        return (
+            f"no peak for {sorted(set(table['device']))} in the peak table: pass device= (one"
+            " of hta_lite.analyses.operators.DEVICES, or a DeviceSpec)"
+        )
+    return None
+
+
+def with_peaks(
+    table: pd.DataFrame, devices: dict[int, DeviceSpec | None], tf32_ranks: dict
+) -> pd.DataFrame:
+    """:func:`mfu`'s ``table`` with its ``peak_tflops``, ``mfu_pctg`` and ``above_peak`` from
+    each rank's device and precision (float32 as TF32 on the ranks in ``tf32_ranks``): the
+    batch sets them again once the roofline of all ranks says which ran TF32."""
+    table = table.copy()
+    precisions, peaks, pctgs, above = [], [], [], []
+    for rank, precision, achieved in zip(
+        table["rank"].tolist(), table["precision"].tolist(), table["achieved_tflops"].tolist()
+    ):
+        device = devices.get(rank)
+        if precision == "fp32" and device is not None and tf32_ranks.get(rank):
+            precision = "tf32"
+        peak = device.peak_tflops(precision) if device is not None and precision else np.nan
+        precisions.append(precision)
+        peaks.append(peak)
+        pctgs.append(round(100.0 * achieved / peak, 2) if peak == peak else np.nan)
+        above.append(bool(peak == peak and achieved > peak))
+    table["precision"], table["peak_tflops"] = precisions, peaks
+    table["mfu_pctg"], table["above_peak"] = pctgs, above
+    return table
 
 
 def _covered_kernels(attr, counted_rows: np.ndarray) -> np.ndarray:
