@@ -1001,12 +1001,16 @@ def test_emit_nvtx_ranges_are_operators_with_their_shapes(tmp_path):
     # emit_nvtx writes no input types: FLOPs unknown, and the roofline says what to record
     assert analysis.get_operator_instances()["flops"].isna().all()
     assert "not their input types" in analysis.get_operator_roofline().attrs["why"]
+    batch = summarize_folder(path.parent, executor="serial", cache=False, progress=False)
+    assert batch["operator_roofline"].attrs["why"] == analysis.get_operator_roofline().attrs["why"]
 
 
 def test_an_export_without_operator_ranges_says_what_to_record(tmp_path):
     analysis = TraceAnalysis(trace_dir=_copy_of(tmp_path).parent, cache=False, progress=False)
     why = analysis.get_operator_roofline().attrs["why"]
     assert "no operator ranges: run the steps under torch.autograd.profiler.emit_nvtx" in why
+    batch = summarize_folder(analysis.trace_dir, executor="serial", cache=False, progress=False)
+    assert batch["operator_roofline"].attrs["why"] == why  # the batch says it too
 
 
 def test_an_export_without_allocator_events_says_what_to_record(tmp_path):

@@ -461,3 +461,19 @@ def test_the_batch_operator_views_are_the_analysis_with_tf32_set_across_ranks(tm
     achieved = 2 * 1024**3 / 10_000e-6 / 1e12  # over the 10 ms step
     assert slow["mfu_pctg"] == round(100 * achieved / 417.5, 2)
     assert batch["operator_roofline"]["calls"].tolist() == [1, 1]
+
+
+def test_a_cpu_only_folder_has_no_top_kernels_in_either_route():
+    """No GPU kernel: the batch's kernel table is the analysis's (typed, empty), and both
+    routes say why there are no top kernels in the same words."""
+    from hta_lite.views.batch_cli import batch_tables
+    from hta_lite.views.summary import summary_tables
+
+    batch = summarize_folder(DATA / "cpu_only", executor="serial", cache=False, progress=False)
+    full = TraceAnalysis(trace_dir=DATA / "cpu_only", parallel=False, cache=False, progress=False)
+    kernel_df = full.get_gpu_kernel_breakdown(visualize=False)[1]
+    assert kernel_df.empty and kernel_df["rank"].dtype == "int64"
+    pd.testing.assert_frame_equal(batch["kernel_breakdown"], kernel_df)
+    said = batch_tables(batch)[1]["top_kernels"]
+    assert said == summary_tables(full)[1]["top_kernels"]
+    assert said.startswith("no GPU work in rank(s) [") and said.endswith("(CPU-only traces)")

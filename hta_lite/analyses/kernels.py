@@ -124,7 +124,9 @@ def gpu_kernel_breakdown(
     kernel_df = (
         pd.concat(per_kernel, ignore_index=True)
         if per_kernel
-        else pd.DataFrame(columns=KERNEL_DF_COLUMNS)
+        else pd.DataFrame(columns=KERNEL_DF_COLUMNS).astype(
+            {c: np.float64 for c in KERNEL_DF_COLUMNS[1:6]} | {"rank": np.int64}
+        )
     )
     kernel_df = kernel_df[KERNEL_DF_COLUMNS].sort_values(
         ["kernel_type", "name", "rank"], ignore_index=True
