@@ -1,8 +1,9 @@
-"""The batch's operator roofline and MFU across ranks, as ``TraceAnalysis`` gives them
-(``get_operator_roofline()``, ``get_mfu()``), from what each worker made of its rank
-(:mod:`.batch_worker`): its modelled calls summed by roofline group, its MFU rows, and in its
-``rank_facts`` its device, GPU time, what its kernel names say of the device and whether an
-Nsight Systems export has operator ranges."""
+"""The batch's operator roofline, MFU and time by module across ranks, as ``TraceAnalysis``
+gives them (``get_operator_roofline()``, ``get_mfu()``, ``get_operator_summary(by="module")``),
+from what each worker made of its rank (:mod:`.batch_worker`): its modelled calls summed by
+roofline group, its MFU rows, its module rows, and in its ``rank_facts`` its device, GPU time,
+what its kernel names say of the device and whether an Nsight Systems export has operator
+ranges."""
 
 from __future__ import annotations
 
@@ -14,10 +15,9 @@ from ..missing_data import missing
 
 
 def operator_views(partials: dict[str, pd.DataFrame], facts: pd.DataFrame) -> dict:
-    """``operator_roofline``, ``mfu`` and ``operator_modules`` (``operator_summary(by="module")``)
-    of all ranks from the batch's ``partials`` (``roofline_sums``, ``mfu_rows``,
-    ``module_rows``) and ``facts`` (each rank's ``rank_facts`` with its
-    ``rank``); an empty one's ``attrs["why"]`` says why, as the analysis's does."""
+    """``operator_roofline``, ``mfu`` and ``operator_modules`` of all ranks from the batch's
+    ``partials`` (``roofline_sums``, ``mfu_rows``, ``module_rows``) and ``facts`` (each rank's
+    ``rank_facts``); an empty one's ``attrs["why"]`` says why, as the analysis's does."""
     devices = {
         int(rank): ops.DEVICES.get(name) for rank, name in zip(facts["rank"], facts["device"])
     }

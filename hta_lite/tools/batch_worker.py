@@ -1,7 +1,7 @@
 """What each worker of :func:`.batch.summarize_folder` makes of the rank it loaded: the per-rank
 summary tables, and the partials the driver joins across ranks (collective calls, host wait per
 step, warm-up spans, annotation timers, scored steps, the local critical path, memory tables,
-the modelled operators' sums and MFU rows, the rank's health items)."""
+the modelled operators' sums, MFU rows and module rows, the rank's health items)."""
 
 from __future__ import annotations
 
