@@ -172,9 +172,9 @@ def _payload(capsys, *argv) -> dict:
 @pytest.mark.parametrize("folder", ["two_ranks", "memory_leak"])
 def test_batch_gives_summarizes_views_as_summarize_shows_them(folder, tmp_path, capsys):
     """`hta-lite batch` (each rank summarized in a worker) prints the views the batch gives as
-    `summarize` does: the same findings, key findings (less MFU), idle causes, kernel types,
-    steps, operators (up to the order of operators tied in time), job path, memory and health;
-    the others are absent, with why."""
+    `summarize` does: the same findings, key findings, idle causes, kernel types, top kernels,
+    roofline targets, MFU, steps, operators (up to the order of operators tied in time), job
+    path, memory and health; the others are absent, with why."""
     cache = ["--no-cache"] if folder == "memory_leak" else []  # findings: cache on (default)
     where = str(SAMPLES / folder)
     batch = _payload(capsys, "batch", where, "--serial", "--format", "json", *cache)
