@@ -179,11 +179,11 @@ def summarize_folder(
     out.update(operator_views(out, out["rank_facts"]))
     tables, key_rows = cross_rank(
         out, ranked, Reopened(files, options, moves) if findings else None,
-        _whole_traces(ranked, by_path),
+        None if out["rank_facts"]["profiled_steps"].any() else _whole_traces(ranked, by_path),
     )  # fmt: skip
     out.update(tables)
     out["health_summary"] = count_matching(
-        clock_offsets(out["health_summary"], ranked, by_path), out["collective_problems"]
+        clock_offsets(out["health_summary"], out["rank_facts"]), out["collective_problems"]
     )
     out["health"] = health_table(ranked, by_path, across, out["collective_problems"], skipped)
     out["key_findings"] = key_findings(out, ranked, key_rows, architecture(out["rank_facts"]))
@@ -224,13 +224,11 @@ def _all_ranks(name: str, ranked: dict, by_path: dict) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-def _whole_traces(ranked: dict, by_path: dict) -> dict[str, pd.DataFrame] | None:
-    """Where no rank has a profiled step, each rank's local paths with its whole trace as one
-    step (``segments``, ``events``, ``gaps``: the ranks' ``whole_trace_*`` partials), which the
-    findings replay as ``TraceAnalysis.get_findings`` does; else None."""
+def _whole_traces(ranked: dict, by_path: dict) -> dict[str, pd.DataFrame]:
+    """Each rank's local paths with its whole trace as one step (``segments``, ``events``,
+    ``gaps``: the ranks' ``whole_trace_*`` partials), which the findings replay where no rank
+    has a profiled step, as ``TraceAnalysis.get_findings`` does."""
     tables = {rank: by_path[stub.path, stub.part] for rank, stub in sorted(ranked.items())}
-    if any(t["rank_facts"]["profiled_steps"].iat[0] for t in tables.values()):
-        return None
     out = {}
     for name in ("segments", "events", "gaps"):
         parts = [t[f"whole_trace_{name}"].assign(rank=rank) for rank, t in tables.items()]

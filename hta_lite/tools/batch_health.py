@@ -74,14 +74,11 @@ def count_across(ranked: dict, by_path: dict) -> dict[int, list[str]]:
     return across
 
 
-def clock_offsets(summary: pd.DataFrame, ranked: dict, by_path: dict) -> pd.DataFrame:
+def clock_offsets(summary: pd.DataFrame, facts: pd.DataFrame) -> pd.DataFrame:
     """The health summary of all ranks with ``clock_offset_us`` measured from the earliest
-    rank's first event, as over all ranks at once (each worker saw only its own rank)."""
-    firsts = pd.Series(
-        {rank: by_path[stub.path, stub.part]["rank_facts"]["first_event_ns"].iat[0]
-         for rank, stub in ranked.items()},
-        dtype="Int64",
-    )  # fmt: skip
+    rank's first event (``facts``: the ranks' ``rank_facts``), as over all ranks at once (each
+    worker saw only its own rank)."""
+    firsts = facts.set_index("rank")["first_event_ns"].astype("Int64")
     origin = firsts.min() if firsts.notna().any() else 0
     offsets = ((firsts - origin) / 1000.0).astype("float64")
     return summary.assign(clock_offset_us=summary["rank"].map(offsets).to_numpy())

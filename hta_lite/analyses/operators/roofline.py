@@ -45,15 +45,12 @@ def roofline(
     return roofs(group_sums(inst, devices), devices, total_gpu_us)
 
 
-#: columns of :func:`group_sums`
-SUM_COLUMNS = ["rank", *GROUP, "counted", "calls", "device_total(us)", "flops", "bytes"]
-
-
 def group_sums(inst: pd.DataFrame, devices: dict[int, DeviceSpec | None]) -> pd.DataFrame:
     """The counted calls of ``inst`` that ran GPU work summed by group (:data:`GROUP`, the
-    device from ``devices``): ``SUM_COLUMNS``, ``rank`` the rank of the group's first call,
-    groups in the order of their first call. Rows of such sums (a ``calls`` column: how many
-    calls each row is) sum alike: the batch sums each rank's where it is loaded, then those."""
+    device from ``devices``), in the order of each group's first call: ``rank`` (of that call),
+    the group, ``counted``, ``calls``, ``device_total(us)``, ``flops``, ``bytes``. Rows of such
+    sums (a ``calls`` column: how many calls each row is) sum alike: the batch sums each rank's
+    where it is loaded, then those."""
     rows = np.flatnonzero(inst["counted"].to_numpy() & (inst["device_total(us)"].to_numpy() > 0))
     ranks, rank_code = np.unique(inst["rank"].to_numpy()[rows], return_inverse=True)
     rank_code = rank_code.ravel()
