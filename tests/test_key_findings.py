@@ -56,8 +56,25 @@ def test_a_gpu_span_far_shorter_than_the_step_says_the_share_of_the_step(tmp_pat
         b.kernel("k", n * 1000 + 500, 4, stream=7, launch_ts=n * 1000 + 490)
     a = TraceAnalysis(trace_files={0: b.write(tmp_path / "t.json")}, parallel=False, cache=False)
     text = a.get_key_findings().set_index("kind").loc["gpu_idle", "finding"]
-    assert "; that span is" in text
-    assert "of the steps' time: the GPU is busy 0.4 % of the steps" in text
+    assert "; in the steps, the GPU's work spans 0.4 % of their time" in text
+    assert "and the GPU is busy 0.4 % of it" in text
+
+
+def test_the_steps_share_does_not_call_the_whole_gpu_span_a_share_of_the_steps(tmp_path):
+    """GPU work 20,000 µs before the first step (Nsight Systems' saxpy: its first-to-last GPU
+    span is longer than its steps): the line once said "that span is 0.4 % of the steps' time"
+    of a span 7 times the steps'; it states the steps' own span."""
+    b = TraceBuilder()
+    b.kernel("warm", 0, 10, stream=7, launch_ts=0)
+    for n in range(3):
+        start = 20_000 + n * 1000
+        b.step(n + 1, start, 1000)
+        b.kernel("k", start + 500, 4, stream=7, launch_ts=start + 490)
+    a = TraceAnalysis(trace_files={0: b.write(tmp_path / "t.json")}, parallel=False, cache=False)
+    text = a.get_key_findings().set_index("kind").loc["gpu_idle", "finding"]
+    assert "idle 99.9 % of the time from its first to its last work" in text
+    assert "in the steps, the GPU's work spans 0.4 % of their time" in text
+    assert "that span" not in text
 
 
 def test_launched_work_the_gpu_holds_is_not_host_wait(tmp_path):

@@ -111,9 +111,9 @@ def gpu_idle(
         span = float(steps["gpu_span"].sum()) / total
         if span < 0.5:
             text += (
-                f"; that span is {fmt_pct(100.0 * span)} of the steps' time: the GPU is busy"
-                f" {fmt_pct(min(100.0, 100.0 * float(steps['gpu_busy'].sum()) / total))} of the"
-                " steps"
+                f"; in the steps, the GPU's work spans {fmt_pct(100.0 * span)} of their time"
+                " and the GPU is busy"
+                f" {fmt_pct(min(100.0, 100.0 * float(steps['gpu_busy'].sum()) / total))} of it"
             )
         elif "kernel_time(us)" in busy and total < STEPS_COVER * busy["kernel_time(us)"].sum():
             cover = 100.0 * total / float(busy["kernel_time(us)"].sum())
