@@ -18,10 +18,13 @@ from hta_lite.views.batch_cli import batch_tables
 from hta_lite.views.report import _report
 
 FOLDERS = [SAMPLES / "two_ranks", SAMPLES / "gloo_4ranks", SAMPLES / "memory_leak",
-           SAMPLES / "long_run", SAMPLES / "h100_bert_small", DATA / "cpu_only"]  # fmt: skip
+           SAMPLES / "long_run", SAMPLES / "h100_bert_small", DATA / "cpu_only",
+           DATA / "memory_ranks"]  # fmt: skip
 #: the sections with a part the batch does not compute: the overview's first line, memory over
-#: time / per step / by operator
+#: time (the timeline chart)
 PARTIAL = {"overview", "memory"}
+#: what the batch's memory section says in place of the timeline chart
+NO_TIMELINE = "Memory over time: not in the batch (every memory event of each rank)"
 
 
 def _sections(report) -> dict[str, str]:
@@ -36,6 +39,16 @@ def both(request):
     return analysis, summary
 
 
+def _without_timeline(html: str) -> str:
+    """The memory section less its second part: the timeline chart (the analysis's report) or
+    the note saying why there is none (the batch's)."""
+    head, per_step, tail = html.partition("<h3>Per step</h3>")
+    if not per_step:  # no memory events: the section says what to record
+        return html
+    peaks = head[: head.index("</table>")]
+    return peaks + per_step + tail
+
+
 def test_the_sections_both_reports_have_are_the_same(both):
     analysis, summary = both
     full = _sections(_report(analysis, None, None))
@@ -47,6 +60,9 @@ def test_the_sections_both_reports_have_are_the_same(both):
     for anchor in shared:
         if anchor not in PARTIAL:
             assert batch[anchor] == full[anchor], anchor
+    if "memory" in shared:  # all but the timeline chart: peaks, per step, leaks, by operator
+        assert _without_timeline(batch["memory"]) == _without_timeline(full["memory"])
+        assert ("<h3>By operator</h3>" in batch["memory"]) == ("Not recorded" not in full["memory"])
     assert list(batch)[:3] == ["findings", "key-findings", "overview"]
     only_full = set(full) - set(batch)
     assert only_full <= {"critical-path", "counters", "launches", "cupti", "graphs"}
@@ -57,7 +73,7 @@ def test_the_partial_sections_say_what_the_batch_leaves_out(both):
     _, summary = both
     batch = _sections(batch_report._report(summary, None))
     if "memory_peaks" in batch_tables(summary)[0]:
-        assert "Memory over time, per step and by operator: not in the batch" in batch["memory"]
+        assert NO_TIMELINE in batch["memory"]
     missing = [view.key for view in VIEWS if view.batch is None]
     for key in missing:  # every view the batch does not give is listed, with why
         assert f"<td class='text'>{key}</td>" in batch["not-in-batch"], key

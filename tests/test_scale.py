@@ -198,10 +198,11 @@ def _small_gpu(tmp_path: Path) -> Path:
      ("gloo_4ranks", set())],
 )  # fmt: skip
 def test_the_batch_gives_the_memory_views_and_findings(where, memory_kinds, tmp_path):
-    """Each worker makes its rank's memory tables: the batch's peaks and leaks are the
-    analysis's, and its findings have the memory kinds (memory_ranks: rank 2 leaks 2,560 bytes
-    a step; a GPU whose stated memory the peak nearly fills); without memory events the tables
-    are empty and say what to record, as the analysis's do."""
+    """Each worker makes its rank's memory tables: the batch's peaks, leaks, memory per step
+    and by operator are the analysis's, and its findings have the memory kinds (memory_ranks:
+    rank 2 leaks 2,560 bytes a step, rank 3's peak is 5.4x the median rank's; a GPU whose
+    stated memory the peak nearly fills); without memory events the tables are empty and say
+    what to record, as the analysis's do."""
     folder = {"memory_ranks": DATA / "memory_ranks", "gloo_4ranks": SAMPLES / "gloo_4ranks",
               "small_gpu": None}[where] or _small_gpu(tmp_path)  # fmt: skip
     batch = summarize_folder(folder, executor="serial", cache=tmp_path / "cache")
@@ -209,7 +210,11 @@ def test_the_batch_gives_the_memory_views_and_findings(where, memory_kinds, tmp_
     assert "memory_peaks" not in batch.absent and "memory_leaks" not in batch.absent
     pd.testing.assert_frame_equal(batch["memory_peaks"], full.get_memory_peaks())
     pd.testing.assert_frame_equal(batch["memory_leaks"], full.get_memory_leaks())
+    # per step, each step's peak against the median rank's, set across the ranks by the driver
+    pd.testing.assert_frame_equal(batch["memory_by_step"], full.get_memory_by_step())
+    pd.testing.assert_frame_equal(batch["memory_by_operator"], full.get_memory_by_operator())
     assert batch["memory_peaks"].attrs.get("why") == full.get_memory_peaks().attrs.get("why")
+    assert batch["memory_by_step"].attrs.get("why") == full.get_memory_by_step().attrs.get("why")
     found = batch["findings"]
     kinds = {(k, r) for k, r in zip(found["kind"], found["rank"]) if k.startswith("memory")}
     assert kinds == memory_kinds

@@ -159,7 +159,7 @@ class Memory:
         """
         return life.leaks(need(self.get_memory_lifetimes(ranks)))
 
-    @table_view([*operators.OPERATOR_COLUMNS, "self_unfreed_bytes"])
+    @table_view(operators.MEMORY_OPERATOR_COLUMNS)
     def get_memory_by_operator(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Memory per operator (the TensorBoard plugin's table), summed over ranks, plus what
         of the operator's own allocations the trace never frees.
@@ -174,12 +174,10 @@ class Memory:
             frees (count, bytes) and the net increase, with and without (``self_``) the
             operators each calls, then ``self_unfreed_bytes``; most net bytes first.
         """
-        chosen = self._memory_ranks(ranks)
-        parts = [operators.by_operator(self.trace(r), self._memory(r)) for r in chosen]
-        table = pd.concat(parts, ignore_index=True).groupby("name", sort=False).sum()
-        unfreed = operators.unfreed_by_operator(need(self.get_memory_lifetimes(chosen)))
-        table["self_unfreed_bytes"] = unfreed.reindex(table.index, fill_value=0)
-        return table.sort_values("net_bytes", ascending=False).reset_index()
+        return operators.across_ranks([
+            operators.rank_table(self.trace(r), self._memory(r), life.lifetimes(self._memory(r), r))
+            for r in self._memory_ranks(ranks)
+        ])  # fmt: skip
 
     @table_view(timeline.STEP_COLUMNS)
     def get_memory_by_step(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:

@@ -23,8 +23,10 @@ from ..analyses.catalog import NOT_IN_BATCH, VIEWS
 from ..analyses.collectives import summaries
 from ..analyses.collectives.matching import match
 from ..analyses.findings import COLUMNS
+from ..analyses.memory.operators import across_ranks
 from ..analyses.memory.per_rank import TABLES as MEMORY_TABLES
 from ..analyses.memory.per_rank import why_none
+from ..analyses.memory.timeline import with_median_rank
 from ..analyses.step_periodicity import periodicity
 from ..errors import MissingDataError, TraceError, TraceReadError
 from ..load import cache
@@ -221,6 +223,10 @@ def _all_ranks(name: str, ranked: dict, by_path: dict) -> pd.DataFrame:
     table = pd.concat(rows or parts[:1], ignore_index=True)
     if name == "memory_leak_sites":  # most bytes first, as over all ranks at once
         table = table.sort_values("bytes_per_step", ascending=False, kind="stable")
+    elif name == "memory_by_step":  # each step's peak against the median rank's
+        table = with_median_rank(table)
+    elif name == "memory_by_operator":  # summed by operator over the ranks
+        table = across_ranks(rows)
     return table.reset_index(drop=True)
 
 

@@ -117,11 +117,15 @@ def _memory(report: Report, summary, tables: dict, absent: dict) -> None:
         "memory",
         "Memory",
         note(sections.MEMORY_NOTE),
-        table(shown("memory_peaks", tables["memory_peaks"])),
-        *sections.memory_leaks(summary["memory_leaks"]),
-        note(
-            "Memory over time, per step and by operator: not in the batch (each rank's whole"
-            " trace)."
+        *sections.memory_parts(
+            shown("memory_peaks", tables["memory_peaks"]),
+            note(
+                "Memory over time: not in the batch (every memory event of each rank); the"
+                " table per step gives each step's start, end and peak."
+            ),
+            summary["memory_by_step"],
+            summary["memory_leaks"],
+            summary["memory_by_operator"],
         ),  # fmt: skip
     )
 

@@ -163,19 +163,13 @@ def _memory_section(report: Report, analysis: TraceAnalysis) -> None:
         "memory",
         "Memory",
         note(sections.MEMORY_NOTE),
-        table(peaks),
-        report.chart(plots.plot_memory_timeline(line, steps)),
-        "<h3>Per step</h3>",
-        table(analysis.get_memory_by_step()),
-        *sections.memory_leaks(analysis.get_memory_leaks()),
-        "<h3>By operator</h3>",
-        note(
-            "alloc_bytes adds up every allocation an operator made over the trace, and a free"
-            " counts where it happens, often in another operator: far more than the peak with"
-            " no free of its own is normal. self_unfreed_bytes is what the operator allocated"
-            " itself and the trace never frees."
+        *sections.memory_parts(
+            peaks,
+            report.chart(plots.plot_memory_timeline(line, steps)),
+            analysis.get_memory_by_step(),
+            analysis.get_memory_leaks(),
+            analysis.get_memory_by_operator(),
         ),  # fmt: skip
-        table(analysis.get_memory_by_operator(), 20),
     )
 
 

@@ -199,10 +199,27 @@ MEMORY_NOTE = (
 )
 
 
-def memory_leaks(leaks: pd.DataFrame) -> list[str]:
+def memory_parts(
+    peaks: pd.DataFrame, over_time: str, by_step: pd.DataFrame, leaks: pd.DataFrame,
+    by_operator: pd.DataFrame,
+) -> list[str]:  # fmt: skip
+    """The memory section's parts after its note: peaks, ``over_time`` (the timeline chart, or
+    why there is none), per step, the allocations no step frees, by operator."""
     return [
+        table(peaks),
+        over_time,
+        "<h3>Per step</h3>",
+        table(by_step),
         "<h3>Allocated in a step, never freed</h3>",
         table(leaks, empty="No allocation made in a step stays unfreed."),
+        "<h3>By operator</h3>",
+        note(
+            "alloc_bytes adds up every allocation an operator made over the trace, and a free"
+            " counts where it happens, often in another operator: far more than the peak with"
+            " no free of its own is normal. self_unfreed_bytes is what the operator allocated"
+            " itself and the trace never frees."
+        ),  # fmt: skip
+        table(by_operator, 20),
     ]
 
 

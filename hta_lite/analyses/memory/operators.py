@@ -77,8 +77,29 @@ def by_operator(trace: RankTrace, events: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values("net_bytes", ascending=False, ignore_index=True)[OPERATOR_COLUMNS]
 
 
+#: ``get_memory_by_operator()``'s columns
+MEMORY_OPERATOR_COLUMNS = [*OPERATOR_COLUMNS, "self_unfreed_bytes"]
+
+
 def unfreed_by_operator(lifetimes: pd.DataFrame) -> pd.Series:
     """Bytes each operator allocated (innermost operator at the allocation, as ``self_``) and
     the trace never frees, from :func:`~.lifetimes.lifetimes`; int64, by operator name."""
     live = lifetimes[(lifetimes["status"] == LIVE) & (lifetimes["operator"] != "")]
     return live.groupby("operator")["bytes"].sum().astype(np.int64)
+
+
+def rank_table(trace: RankTrace, events: pd.DataFrame, lifetimes: pd.DataFrame) -> pd.DataFrame:
+    """One rank's :func:`by_operator` with ``self_unfreed_bytes`` (:func:`unfreed_by_operator`
+    of its ``lifetimes``; an operator that leaves bytes unfreed allocated them, so it has a row)
+    (:data:`MEMORY_OPERATOR_COLUMNS`)."""
+    table = by_operator(trace, events)
+    unfreed = unfreed_by_operator(lifetimes)
+    table["self_unfreed_bytes"] = unfreed.reindex(table["name"], fill_value=0).to_numpy()
+    return table
+
+
+def across_ranks(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """:func:`rank_table` of several ranks (in rank order) summed by operator name, most net
+    bytes first (``get_memory_by_operator()``; the batch's ``memory_by_operator``)."""
+    table = pd.concat(parts, ignore_index=True).groupby("name", sort=False).sum()
+    return table.sort_values("net_bytes", ascending=False).reset_index()

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ...load.rank_trace import RankTrace
 from . import lifetimes as life
+from . import operators as ops
 from . import timeline
 from .events import memory_events
 
@@ -35,7 +36,8 @@ NSYS_NO_MEMORY = (
 )
 
 #: the batch's per-rank memory tables (:func:`rank_memory`)
-TABLES = ("memory_peaks", "memory_leaks", "memory_leak_sites")
+TABLES = ("memory_peaks", "memory_leaks", "memory_leak_sites", "memory_by_step",
+          "memory_by_operator")  # fmt: skip
 
 
 def why_none(traces: list[RankTrace]) -> str:
@@ -59,12 +61,16 @@ def device_memory(trace: RankTrace, device: str) -> float:
 def rank_memory(trace: RankTrace) -> tuple[dict[str, pd.DataFrame], Counter]:
     """``({name: table}, found)`` for one rank: ``memory_peaks`` (``get_memory_peaks()``'s
     rows), ``memory_leaks`` (``get_memory_leaks()``'s), ``memory_leak_sites``
-    (:func:`~.lifetimes.steady_leaks`), all empty without memory events; ``found``: what
-    the timeline's checks found (health codes)."""
+    (:func:`~.lifetimes.steady_leaks`), ``memory_by_step`` (``get_memory_by_step()``'s rows,
+    ``peak_vs_median_rank`` of this rank alone: :func:`~.timeline.with_median_rank` sets it
+    across ranks), ``memory_by_operator`` (the rank's :func:`~.operators.by_operator` with its
+    ``self_unfreed_bytes``: summed by name over ranks, ``get_memory_by_operator()``), all empty
+    without memory events; ``found``: what the timeline's checks found (health codes)."""
     events = memory_events(trace)
     line = timeline.timeline(events, trace.rank)
     if events.empty:  # most ranks: 20 ms of empty groupbys saved
-        columns = (timeline.PEAK_COLUMNS, life.LEAK_COLUMNS, life.STEADY_COLUMNS)
+        columns = (timeline.PEAK_COLUMNS, life.LEAK_COLUMNS, life.STEADY_COLUMNS,
+                   timeline.STEP_COLUMNS, ops.MEMORY_OPERATOR_COLUMNS)  # fmt: skip
         empty = {name: pd.DataFrame(columns=c) for name, c in zip(TABLES, columns)}
         return empty, timeline.found(events, line)
     table = life.lifetimes(events, trace.rank)
@@ -72,5 +78,7 @@ def rank_memory(trace: RankTrace) -> tuple[dict[str, pd.DataFrame], Counter]:
         "memory_peaks": timeline.peaks(line),
         "memory_leaks": life.leaks(table),
         "memory_leak_sites": life.steady_leaks(table),
+        "memory_by_step": timeline.by_step(line),
+        "memory_by_operator": ops.rank_table(trace, events, table),
     }
     return tables, timeline.found(events, line)

@@ -136,7 +136,15 @@ def by_step(line: pd.DataFrame) -> pd.DataFrame:
     table.insert(0, "start_allocated", first["allocated"] - first["bytes"])
     table["growth"] = table["end_allocated"] - table["start_allocated"]
     table["peak_growth"] = table.groupby(level=["rank", "device"])["peak_allocated"].diff()
-    table = table.reset_index()
+    return with_median_rank(table.reset_index())
+
+
+def with_median_rank(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`by_step`'s rows (of one rank or many) with ``peak_vs_median_rank`` set across the
+    ranks they hold (the batch joins each rank's rows, then sets it)."""
+    if table.empty:
+        return pd.DataFrame(columns=STEP_COLUMNS)
+    table = table.copy()
     kind = device_kind(table["device"])
     median = table.groupby([kind, table["step"]])["peak_allocated"].transform("median")
     table["peak_vs_median_rank"] = table["peak_allocated"] / median.where(median > 0)
