@@ -10,6 +10,9 @@ import pandas as pd
 
 from .errors import MissingDataError
 
+#: why a per-step view is empty where no rank has a ProfilerStep
+NO_STEPS = "no ProfilerStep in the traces: steps need torch.profiler's schedule and prof.step()"
+
 #: yes/no columns: typed bool even with no rows, so that ``table[table["anomalous"]]`` selects
 #: rows (an empty object column would select columns)
 FLAGS = frozenset({"anomalous", "above_peak", "above_roof", "tf32_inferred", "partial",

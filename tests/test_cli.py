@@ -169,12 +169,13 @@ def _payload(capsys, *argv) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("folder", ["two_ranks", "memory_leak"])
+@pytest.mark.parametrize("folder", ["two_ranks", "memory_leak", "sglang_decode"])
 def test_batch_gives_summarizes_views_as_summarize_shows_them(folder, tmp_path, capsys):
     """`hta-lite batch` (each rank summarized in a worker) prints the views the batch gives as
     `summarize` does: the same findings, key findings, idle causes, kernel types, top kernels,
     roofline targets, MFU, steps, operators (up to the order of operators tied in time), job
-    path, memory and health; the others are absent, with why."""
+    path, memory, graph launches (sglang_decode: its CUDA graph; none: no line in either) and
+    health; the others are absent, with why."""
     cache = ["--no-cache"] if folder == "memory_leak" else []  # findings: cache on (default)
     where = str(SAMPLES / folder)
     batch = _payload(capsys, "batch", where, "--serial", "--format", "json", *cache)
@@ -183,15 +184,17 @@ def test_batch_gives_summarizes_views_as_summarize_shows_them(folder, tmp_path, 
     same = ["key_findings", "temporal_breakdown", "gpu_idle_by_cause", "kernel_type_breakdown",
             "top_kernels", "optimization_targets", "mfu", "step_breakdown",
             "job_critical_path", "memory_peaks", "memory_leaks", "collectives_by_rank",
-            "health"]  # fmt: skip
+            "graph_launches", "health"]  # fmt: skip
     for key in same:
         assert (key in batch) == (key in full), key
         if key in full:
             pd.testing.assert_frame_equal(
                 pd.DataFrame(batch[key]), pd.DataFrame(full[key]), check_dtype=False, obj=key
             )
-        else:  # the same reason (the batch has no per-rank path to point to)
+        elif key in full["absent"]:  # the same reason (the batch has no per-rank path)
             assert batch["absent"][key].split(" (")[0] == full["absent"][key].split(" (")[0]
+        else:  # a view with no line where it has no rows (graph launches)
+            assert key not in batch["absent"], key
     by_time = ["device_self_sum(us)", "name"]
     if "operators" in full:
         ops = [pd.DataFrame(p["operators"]).sort_values(by_time).reset_index(drop=True)

@@ -16,6 +16,7 @@ from synth import TraceBuilder
 
 from hta_lite import LoadOptions, TraceAnalysis
 from hta_lite.load import cache as cache_mod
+from hta_lite.missing_data import NO_STEPS
 from hta_lite.tools.batch import CROSS_RANK_TABLES, SUMMARY_TABLES, summarize_folder
 from hta_lite.tools.batch_findings import Reopened
 
@@ -237,6 +238,11 @@ def test_the_batch_findings_of_a_folder_without_profiler_steps_are_the_analysis(
     assert "The whole trace is one step" in findings.attrs["caveat"]
     if where.name == "sync_in_loop_no_steps":
         assert batch["findings"]["kind"].iat[0] == "sync_in_loop"
+    # the per-step views say why they have no rows, as the analysis's (the batch's said nothing)
+    for name, table in (("step_breakdown", full.get_step_breakdown(visualize=False)),
+                        ("step_anomalies", full.get_step_anomalies())):  # fmt: skip
+        assert batch[name].empty and table.empty
+        assert batch[name].attrs["why"] == table.attrs["why"] == NO_STEPS, name
 
 
 def test_folder_findings_are_the_analysis_findings(folder, tmp_path):
@@ -408,6 +414,12 @@ def test_the_batch_key_findings_and_health_are_the_analysis(where):
     pd.testing.assert_frame_equal(batch["health_summary"], full.health_summary())
     pd.testing.assert_frame_equal(batch["annotation_timers"], full.get_annotation_timers())
     assert "key_findings" not in batch.absent and "mfu" not in batch.absent
+    # the slowest stage (gloo_pipeline: rank 2) in both: the batch's table once named none
+    stages = full.get_pipeline_stages(visualize=False)
+    pd.testing.assert_frame_equal(batch["pipeline_stages"], stages)
+    assert batch["pipeline_stages"].attrs == stages.attrs
+    if where.name == "gloo_pipeline":
+        assert stages.attrs["slow_stage"] == 2
 
 
 def test_a_folder_of_gpu_and_cpu_only_ranks_gives_the_analysis_views(tmp_path):
@@ -466,6 +478,23 @@ def test_the_batch_operator_views_are_the_analysis_with_tf32_set_across_ranks(tm
     achieved = 2 * 1024**3 / 10_000e-6 / 1e12  # over the 10 ms step
     assert slow["mfu_pctg"] == round(100 * achieved / 417.5, 2)
     assert batch["operator_roofline"]["calls"].tolist() == [1, 1]
+
+
+def test_the_batch_roofline_and_mfu_count_what_is_above_the_peak_as_the_analysis(tmp_path):
+    """A float32 product of 8192^3 in 2 ms (550 TFLOP/s) beats even the H100 NVL's TF32 peak
+    (417.5): the roofline counts its call above the roof in ``attrs["problems"]``, in the batch
+    as in the analysis (the batch's had no problems); MFU's (none: the 10 ms step's 110 TFLOP/s
+    are under the peak) are the analysis's too."""
+    _float32_rank(tmp_path, 0, 8192, 2000)
+    _float32_rank(tmp_path, 1, 1024, 100)
+    batch = summarize_folder(tmp_path, executor="serial", cache=False, progress=False)
+    full = TraceAnalysis(trace_dir=tmp_path, parallel=False, cache=False, progress=False)
+    for name, table in (("operator_roofline", full.get_operator_roofline()),
+                        ("mfu", full.get_mfu())):  # fmt: skip
+        pd.testing.assert_frame_equal(batch[name], table)
+        assert batch[name].attrs["problems"] == table.attrs["problems"], name
+    above = batch["operator_roofline"].attrs["problems"]
+    assert list(above.values()) == [1] and list(above)[0].startswith("above_roof:aten::mm")
 
 
 def test_a_cpu_only_folder_has_no_top_kernels_in_either_route():

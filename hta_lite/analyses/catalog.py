@@ -52,7 +52,7 @@ VIEWS: tuple[View, ...] = (
     View("mfu", "Model FLOPs utilization per step (%)", "mfu_rows", "operators", "mfu"),
     View("graph_launches",
          "CUDA / HIP graph launches: GPU time replayed, mapped to operators (µs, %)",
-         "graph_launches", "graphs", None),
+         "graph_launches", "graphs", "graph_launches"),
     View("critical_path",
          "Critical path of the first step of the lowest rank, by what bounds it (µs, %)",
          "critical_path_rows", "critical-path", None),

@@ -103,3 +103,21 @@ def stage_text(table: pd.DataFrame, rank: int, cause: str) -> str:
         + (f" (cause: {cause})" if cause else "")
         + "."
     )
+
+
+#: why ``get_pipeline_stages()`` has no rows
+NO_PIPELINE = (
+    "no pipeline: fewer than two ranks send or receive point to point in the profiled steps"
+    " (get_straggler_report() compares the collectives)"
+)
+
+
+def stages_view(stages: pd.DataFrame, slow: int | None) -> pd.DataFrame:
+    """``get_pipeline_stages()``'s table (the batch's ``pipeline_stages`` too): the straggler
+    report's ``stages`` (:func:`slow_stage`'s table) with ``attrs["slow_stage"]`` (``slow``,
+    its slowest stage's rank or None) and, with no rows, ``attrs["why"]``."""
+    table = stages.copy()
+    table.attrs["slow_stage"] = slow
+    if table.empty:
+        table.attrs["why"] = NO_PIPELINE
+    return table

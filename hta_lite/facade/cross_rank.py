@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from ..analyses import stragglers, timers
-from ..analyses.pipeline_stages import stage_work
+from ..analyses.pipeline_stages import stage_work, stages_view
 from ..analyses.steps import step_breakdown
 from ..analyses.straggler_causes import host_wait_by_step
 from ..analyses.timers import LogOption
@@ -161,13 +161,7 @@ class CrossRank:
             receives point to point.
         """
         report = self.get_straggler_report(steps=steps)
-        table = report.stages.copy()
-        table.attrs["slow_stage"] = report.slow_stage
-        if table.empty:
-            table.attrs["why"] = (
-                "no pipeline: fewer than two ranks send or receive point to point in the profiled"
-                " steps (get_straggler_report() compares the collectives)"
-            )
+        table = stages_view(report.stages, report.slow_stage)
         if visualize and len(table):
             plots.show(plots.plot_pipeline_stages(table))
         return table

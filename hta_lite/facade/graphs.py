@@ -39,9 +39,7 @@ class Graphs:
         rank_ops = self._operators(ranks)
         table = gl.launch_table(rank_ops)
         if table.empty:
-            raise MissingDataError(
-                None, "no cudaGraphLaunch / hipGraphLaunch replayed GPU events in these ranks"
-            )
+            raise MissingDataError(None, gl.NO_GRAPH_LAUNCH)
         if visualize:
             plots.show(plots.plot_graph_launches(table, gl.graph_kernel_table(rank_ops)))
         return table
@@ -61,7 +59,5 @@ class Graphs:
         """
         table = gl.graph_kernel_table(self._operators(ranks))
         if table.empty:
-            raise MissingDataError(
-                None, "no cudaGraphLaunch / hipGraphLaunch replayed GPU events in these ranks"
-            )
+            raise MissingDataError(None, gl.NO_GRAPH_LAUNCH)
         return table

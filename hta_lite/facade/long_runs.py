@@ -16,7 +16,7 @@ from ..analyses.steps import profiled_steps
 from ..errors import MissingDataError, SelectionError
 from ..settings import positive_limit
 from .base import plots
-from .missing import table_view
+from .missing import NO_STEPS, table_view
 
 #: the columns every step-anomaly table has (one ``annotation:NAME`` column per annotation)
 ANOMALY_COLUMNS = ["rank", "step", "window", "step_time", "typical", "score", "anomalous",
@@ -135,9 +135,7 @@ class LongRuns:
     def _score_steps(self, metric, threshold, baseline, window, ranks) -> pd.DataFrame:
         components = sa.step_components(self.traces, ranks)
         if components.empty:
-            raise MissingDataError(
-                None, "no ProfilerStep in the traces: steps need torch.profiler's schedule/step()"
-            )
+            raise MissingDataError(None, NO_STEPS)
         instances = self.get_collectives().instances if len(self.ranks) > 1 else None
         return sa.anomalies(components, instances, self.traces, metric, threshold, baseline,
                             window)  # fmt: skip

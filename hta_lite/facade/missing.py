@@ -23,9 +23,18 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 
 from ..errors import MissingDataError
-from ..missing_data import missing, need, no_gpu_work_in, why
+from ..missing_data import NO_STEPS, missing, need, no_gpu_work_in, why
 
-__all__ = ["empty_says", "missing", "need", "no_gpu_work", "no_steps", "table_view", "why"]
+__all__ = [
+    "NO_STEPS",
+    "empty_says",
+    "missing",
+    "need",
+    "no_gpu_work",
+    "no_steps",
+    "table_view",
+    "why",
+]
 
 
 def table_view(columns: Sequence[str], index: Sequence[str] = ()) -> Callable:
@@ -55,7 +64,7 @@ def no_gpu_work(analysis) -> str | None:
 def no_steps(analysis) -> str | None:
     """Why a per-step view is empty: no loaded rank has a ProfilerStep (None when one has)."""
     if all(t.steps.empty for t in analysis.traces.values()):
-        return "no ProfilerStep in the traces: steps need torch.profiler's schedule and prof.step()"
+        return NO_STEPS
     return None
 
 

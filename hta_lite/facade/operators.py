@@ -3,16 +3,14 @@ targets, MFU, kernel launch efficiency (docs/analyses/operators.md)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 
 import pandas as pd
 
 from ..analyses import operators as ops
 from ..analyses.common import select
-from ..analyses.operators.roofline import mfu_why
+from ..analyses.operators.roofline import mfu_why, with_problems
 from ..errors import MissingDataError
-from ..load.health_items import record
 from .base import plots
 from .missing import empty_says, missing, need, no_gpu_work, table_view
 
@@ -63,15 +61,7 @@ class Operators:
         cache = self.memo.roofline
         if key not in cache:
             devices = ops.devices_of([r.attribution.trace for r in rank_ops], device)
-            cache[key] = table = ops.roofline_table(rank_ops, devices)
-            problems: Counter = Counter()
-            for row in table[table["above_roof"]].itertuples() if len(table) else ():
-                what = (
-                    f"{row.name} {row.input_dims} on {row.device}"
-                    f" ({row.precision} peak {row.peak_tflops:g} TFLOP/s)"
-                )
-                record(problems, "above_roof", int(row.calls), what)
-            table.attrs["problems"] = problems
+            cache[key] = with_problems(ops.roofline_table(rank_ops, devices))
         return cache[key]
 
     def get_operator_instances(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
@@ -220,12 +210,7 @@ class Operators:
         """
         rank_ops = self._operators(ranks)
         devices = ops.devices_of([r.attribution.trace for r in rank_ops], device)
-        table = ops.mfu_table(rank_ops, devices, self._roofline(ranks, device))
-        problems: Counter = Counter()
-        for row in table[table["above_peak"]].itertuples() if len(table) else ():
-            where = f"step {row.step} on {row.device}, {row.precision} peak {row.peak_tflops:g}"
-            record(problems, "above_peak", 1, f"rank {row.rank}, {where} TFLOP/s")
-        table.attrs["problems"] = problems
+        table = with_problems(ops.mfu_table(rank_ops, devices, self._roofline(ranks, device)))
         if mfu_why(table):
             table.attrs["why"] = mfu_why(table)
         if visualize:

@@ -27,6 +27,8 @@ from ..analyses.memory.operators import across_ranks
 from ..analyses.memory.per_rank import TABLES as MEMORY_TABLES
 from ..analyses.memory.per_rank import why_none
 from ..analyses.memory.timeline import with_median_rank
+from ..analyses.operators.graph_launches import NO_GRAPH_LAUNCH
+from ..analyses.pipeline_stages import stages_view
 from ..analyses.step_periodicity import periodicity
 from ..errors import MissingDataError, TraceError, TraceReadError
 from ..load import cache
@@ -34,7 +36,7 @@ from ..load.loader import LoadOptions, collect, discover, load_part, load_parts,
 from ..load.ranks import assign_ranks
 from ..load.series import join_windows
 from ..load.workers import job_file, map_in_processes
-from ..missing_data import missing, no_gpu_work_in
+from ..missing_data import NO_STEPS, missing, no_gpu_work_in
 from .batch_findings import Reopened, folder_findings
 from .batch_health import (
     clock_offsets,
@@ -53,7 +55,7 @@ SUMMARY_TABLES = (
     "health_summary", "operator_summary", "roofline_sums", "mfu_rows", "module_rows",
     "rank_facts", "collective_calls", "host_wait", "stage_work", "warmup_delay", "one_time_idle",
     "annotation_timers", "step_anomalies", "job_path_segments", "job_path_events",
-    "job_path_gaps", *MEMORY_TABLES,
+    "job_path_gaps", "graph_launches", "graph_kernels", *MEMORY_TABLES,
 )  # fmt: skip
 #: the GPU views: without the rows of ranks that ran no GPU work, as TraceAnalysis gives them
 GPU_TABLES = ("temporal_breakdown", "comm_comp_overlap", "idle_time_breakdown",
@@ -214,8 +216,12 @@ def _all_ranks(name: str, ranked: dict, by_path: dict) -> pd.DataFrame:
         return table
     if name not in MEMORY_TABLES:  # empty parts would make typed columns object
         table = pd.concat([part for part in parts if len(part)] or parts[:1], ignore_index=True)
+        if name in ("graph_launches", "graph_kernels") and table.empty:
+            return missing(list(table.columns), NO_GRAPH_LAUNCH)
         if name == "annotation_timers":  # by timer, as over all ranks at once
             return table.sort_values(["name", "rank", "step"], ignore_index=True)
+        if name == "step_breakdown" and all(t["steps"].empty for t in tables.values()):
+            table.attrs["why"] = NO_STEPS
         return table
     if not any(len(t["memory_peaks"]) for t in tables.values()):
         return missing(list(parts[0].columns), why_none(list(ranked.values())))
@@ -268,6 +274,8 @@ def cross_rank(
     )
     tidy = partials["annotation_timers"]
     scored = partials["step_anomalies"].reset_index(drop=True)
+    if scored.empty:  # no rank has a step to score, as get_step_anomalies() says
+        scored.attrs["why"] = NO_STEPS
     if len(scored):
         scored["anomalous"] = scored["anomalous"].astype(bool)
         scored["origin_rank"] = step_anomalies.origins(scored, matching.instances)
@@ -308,7 +316,7 @@ def cross_rank(
         "collective_problems": matching.problems,
         "rank_lateness": _with_text(report.ranks, str(report)),
         "straggler_causes": report.causes,
-        "pipeline_stages": report.stages,
+        "pipeline_stages": stages_view(report.stages, report.slow_stage),
         "timers": timers.timers_across_ranks(tidy).reset_index() if len(tidy) else tidy,
     }, key_rows
 

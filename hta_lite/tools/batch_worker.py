@@ -1,7 +1,8 @@
 """What each worker of :func:`.batch.summarize_folder` makes of the rank it loaded: the per-rank
 summary tables, and the partials the driver joins across ranks (collective calls, host wait per
 step, warm-up spans, annotation timers, scored steps, the local critical path, memory tables,
-the modelled operators' sums, MFU rows and module rows, the rank's health items)."""
+the modelled operators' sums, MFU rows and module rows, graph launches, the rank's health
+items)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from ..analyses import (
 from ..analyses.collectives.calls import collective_calls
 from ..analyses.health import first_event_ns, health_summary
 from ..analyses.memory.per_rank import rank_memory
+from ..analyses.operators import graph_launches
 from ..analyses.pipeline_stages import stage_work
 from ..analyses.straggler_causes import host_wait_by_step
 from ..load import step_alignment
@@ -65,6 +67,8 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "roofline_sums": operators.rank_roofline_sums(ops, devices),
         "mfu_rows": operators.mfu_table([ops], devices, pd.DataFrame()),
         "module_rows": operators.rank_modules(ops),
+        "graph_launches": graph_launches.launch_table([ops]),
+        "graph_kernels": graph_launches.graph_kernel_table([ops]),
         "collective_calls": calls,
         "stage_work": stage_work(trace, calls),
         "host_wait": host_wait_by_step(trace),

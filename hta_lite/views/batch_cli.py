@@ -57,6 +57,10 @@ def run(args: argparse.Namespace, load_options) -> int:
     return 0
 
 
+#: views that say nothing where they have no rows (a rare recording mode), as in summarize
+QUIET = ("graph_launches", "pipeline_stages")
+
+
 def batch_tables(summary) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     """``summary_tables()``'s ``(tables, absent)`` from a :class:`~hta_lite.tools.batch.Summary`:
     each view the batch gives shaped as ``summarize`` shows it, the others absent with why."""
@@ -69,7 +73,11 @@ def batch_tables(summary) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     for view in VIEWS:
         if view.batch is None:
             continue
-        table = why(summary[view.batch]) or _shaped(view.key, summary[view.batch], summary)
+        table = summary[view.batch]
+        if view.key in QUIET or not why(table):  # QUIET: no line where none, as summarize
+            table = _shaped(view.key, table, summary)
+        else:
+            table = why(table)
         if isinstance(table, pd.DataFrame) and why(table):
             table = why(table)
         if isinstance(table, str):
@@ -113,6 +121,8 @@ def _shaped(key: str, table: pd.DataFrame, summary):
         return views.stage_rows(table)
     if key == "collective_problems":
         return None if table.empty else table
+    if key == "graph_launches":
+        return views.graph_launch_rows(table)
     if key in ("collectives", "collectives_by_rank") and summary["collective_calls"].empty:
         return "no collective in the traces"
     if key == "memory_leaks" and table.empty:

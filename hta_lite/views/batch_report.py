@@ -17,7 +17,7 @@ from ..missing_data import why
 from . import report_sections as sections
 from .batch_cli import batch_tables, findings_caveat
 from .html import Report, note, table
-from .report_operators import module_parts, roofline_parts
+from .report_operators import graph_section, module_parts, roofline_parts
 from .summary import shown
 
 
@@ -95,6 +95,7 @@ def _gpu_sections(report: Report, summary, tables: dict, absent: dict) -> None:
                 tables.get("mfu", absent.get("mfu")),
             ),
         )
+        graph_section(report, summary["graph_launches"], summary["graph_kernels"])
 
 
 def _step_anomalies(report: Report, summary, tables: dict, absent: dict) -> None:

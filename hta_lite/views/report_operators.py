@@ -16,7 +16,7 @@ from ..facade.missing import need
 from . import report_sections as sections
 from .html import Report, note, table
 from .summary import (
-    graph_launches,
+    graph_launch_rows,
     mfu_rows,
     optimization_targets,
     quietly,
@@ -50,7 +50,7 @@ def operator_section(report: Report, analysis: TraceAnalysis) -> None:
             quietly(mfu_rows)(analysis),
         )
     report.section("operators", "Operators", *parts)
-    graph_section(report, analysis)
+    graph_section(report, analysis.get_graph_launches(), analysis.get_graph_kernels())
 
 
 def module_parts(report: Report, modules: pd.DataFrame | None) -> list[str]:
@@ -88,12 +88,12 @@ def roofline_parts(
     ]
 
 
-def graph_section(report: Report, analysis: TraceAnalysis) -> None:
-    """CUDA / HIP graph launches: what each replayed, and how much is mapped to operators."""
-    launches = shown("graph_launches", graph_launches(analysis))
-    if launches is None:
+def graph_section(report: Report, launches: pd.DataFrame, kernels: pd.DataFrame) -> None:
+    """CUDA / HIP graph launches: what each replayed, and how much is mapped to operators
+    (``get_graph_launches()``, ``get_graph_kernels()``: no section where they have no rows)."""
+    rows = shown("graph_launches", graph_launch_rows(launches))
+    if rows is None:
         return
-    kernels = analysis.get_graph_kernels()
     parts = [
         note(
             "A graph launch replays many GPU events under one call. Each is mapped to the"
@@ -101,12 +101,12 @@ def graph_section(report: Report, analysis: TraceAnalysis) -> None:
             " model (the traces' own, or --graph-capture); mapped events count for their"
             " operators in every view above (docs/analyses/operators.md)."
         ),  # fmt: skip
-        table(launches),
+        table(rows),
     ]
-    if "note" in launches.attrs:
-        parts.append(note(launches.attrs["note"]))
+    if "note" in rows.attrs:
+        parts.append(note(rows.attrs["note"]))
     parts += [
-        report.chart(plots.plot_graph_launches(analysis.get_graph_launches(), kernels)),
+        report.chart(plots.plot_graph_launches(launches, kernels)),
         "<h3>Replayed kernels</h3>",
         table(kernels, 30),
     ]

@@ -138,10 +138,14 @@ GRAPH_COLUMNS = ["rank", "name", "where", "kernels", "gpu_time(us)", "span(us)",
 def graph_launches(analysis) -> pd.DataFrame | None:
     """One row per CUDA / HIP graph launch, with how much of it is mapped to operators; None
     (no section) where no graph launch replayed anything."""
-    try:
-        table = need(analysis.get_graph_launches())
-    except MissingDataError:
+    return graph_launch_rows(analysis.get_graph_launches())
+
+
+def graph_launch_rows(table: pd.DataFrame) -> pd.DataFrame | None:
+    """:func:`graph_launches` of ``get_graph_launches()``'s table (the batch's too)."""
+    if table.empty:
         return None
+    table = table.copy()  # its note is the summary's
     unmapped = table["mapped_kernels"] < table["kernels"]
     if unmapped.any():
         table.attrs["note"] = (

@@ -34,6 +34,8 @@ LAUNCH_COLUMNS = [
     "gpu_busy(us)", "span(us)", "launch(us)", "gpu_pctg", "mapped_kernels", "mapped_pctg",
     "source", "mapped_by", "equally_good",
 ]  # fmt: skip
+#: why the graph views have no rows
+NO_GRAPH_LAUNCH = "no cudaGraphLaunch / hipGraphLaunch replayed GPU events in these ranks"
 KERNEL_COLUMNS = ["rank", "launch_row", "kernel", "kernel_type", "operator", "mapped", "kernels",
                   "gpu_time(us)", "launch_pctg"]  # fmt: skip
 

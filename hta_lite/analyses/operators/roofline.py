@@ -8,10 +8,13 @@ Only *counted* calls enter (modelled, and inside no other modelled call: see
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pandas as pd
 from pandas.arrays import NumpyExtensionArray
 
+from ...load.health_items import record
 from ...rows import combine_codes
 from ..common import NS_PER_US
 from .attribution import GRAPH_REPLAY
@@ -201,6 +204,26 @@ def mfu(traces_inst: list, devices: dict[int, DeviceSpec | None], tf32_ranks: di
                 }
             )  # fmt: skip
     return with_peaks(pd.DataFrame(rows, columns=MFU_COLUMNS), devices, tf32_ranks)
+
+
+def with_problems(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`roofline` or :func:`mfu`'s ``table`` with ``attrs["problems"]``: a health
+    counter of its rows above their roof (``above_roof``, their calls) or above the peak
+    (``above_peak``, one per step), each with what it is."""
+    problems: Counter = Counter()
+    if "above_roof" in table:
+        for row in table[table["above_roof"]].itertuples() if len(table) else ():
+            what = (
+                f"{row.name} {row.input_dims} on {row.device}"
+                f" ({row.precision} peak {row.peak_tflops:g} TFLOP/s)"
+            )
+            record(problems, "above_roof", int(row.calls), what)
+    else:
+        for row in table[table["above_peak"]].itertuples() if len(table) else ():
+            where = f"step {row.step} on {row.device}, {row.precision} peak {row.peak_tflops:g}"
+            record(problems, "above_peak", 1, f"rank {row.rank}, {where} TFLOP/s")
+    table.attrs["problems"] = problems
+    return table
 
 
 def mfu_why(table: pd.DataFrame) -> str | None:
