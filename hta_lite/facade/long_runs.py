@@ -14,9 +14,10 @@ from ..analyses.step_periodicity import COLUMNS as PERIOD_COLUMNS
 from ..analyses.step_periodicity import periodicity
 from ..analyses.steps import profiled_steps
 from ..errors import MissingDataError, SelectionError
+from ..missing_data import NO_STEPS
 from ..settings import positive_limit
 from .base import plots
-from .missing import NO_STEPS, table_view
+from .missing import table_view
 
 #: the columns every step-anomaly table has (one ``annotation:NAME`` column per annotation)
 ANOMALY_COLUMNS = ["rank", "step", "window", "step_time", "typical", "score", "anomalous",

@@ -25,16 +25,7 @@ import pandas as pd
 from ..errors import MissingDataError
 from ..missing_data import NO_STEPS, missing, need, no_gpu_work_in, why
 
-__all__ = [
-    "NO_STEPS",
-    "empty_says",
-    "missing",
-    "need",
-    "no_gpu_work",
-    "no_steps",
-    "table_view",
-    "why",
-]
+__all__ = ["empty_says", "missing", "need", "no_gpu_work", "no_steps", "table_view", "why"]
 
 
 def table_view(columns: Sequence[str], index: Sequence[str] = ()) -> Callable:

@@ -21,6 +21,8 @@ OPERATOR_COLUMNS = [
     "name", "calls", "alloc_count", "alloc_bytes", "free_count", "free_bytes", "net_bytes",
     "self_alloc_count", "self_alloc_bytes", "self_free_count", "self_free_bytes", "self_net_bytes",
 ]  # fmt: skip
+#: ``get_memory_by_operator()``'s columns (:func:`rank_table`, :func:`across_ranks`)
+MEMORY_OPERATOR_COLUMNS = [*OPERATOR_COLUMNS, "self_unfreed_bytes"]
 
 
 def _op_parents(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
@@ -75,10 +77,6 @@ def by_operator(trace: RankTrace, events: pd.DataFrame) -> pd.DataFrame:
     table = table.astype({c: np.int64 for c in OPERATOR_COLUMNS if c != "name"})
     table = table.reset_index().rename(columns={"index": "name"})
     return table.sort_values("net_bytes", ascending=False, ignore_index=True)[OPERATOR_COLUMNS]
-
-
-#: ``get_memory_by_operator()``'s columns
-MEMORY_OPERATOR_COLUMNS = [*OPERATOR_COLUMNS, "self_unfreed_bytes"]
 
 
 def unfreed_by_operator(lifetimes: pd.DataFrame) -> pd.Series:
