@@ -49,6 +49,8 @@ def test_a_check_is_reported_before_its_view_runs(tmp_path):
 
     batch = summarize_folder(tmp_path, executor="serial", cache=False, progress=False)
     assert batch["health_summary"]["problems"].tolist() == a.health_summary()["problems"].tolist()
+    # memory events outside any operator: no row by operator in either (the batch's crashed)
+    pd.testing.assert_frame_equal(batch["memory_by_operator"], a.get_memory_by_operator())
 
 
 def test_every_health_code_is_documented():

@@ -232,7 +232,7 @@ def _all_ranks(name: str, ranked: dict, by_path: dict) -> pd.DataFrame:
     elif name == "memory_by_step":  # each step's peak against the median rank's
         table = with_median_rank(table)
     elif name == "memory_by_operator":  # summed by operator over the ranks
-        table = across_ranks(rows)
+        table = across_ranks(rows or parts[:1])
     return table.reset_index(drop=True)
 
 
