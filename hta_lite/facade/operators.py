@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..analyses import operators as ops
 from ..analyses.common import select
-from ..analyses.operators.roofline import mfu_why, with_problems
+from ..analyses.operators.roofline import mfu_view, with_problems
 from ..errors import MissingDataError
 from .base import plots
 from .missing import empty_says, missing, need, no_gpu_work, table_view
@@ -210,9 +210,7 @@ class Operators:
         """
         rank_ops = self._operators(ranks)
         devices = ops.devices_of([r.attribution.trace for r in rank_ops], device)
-        table = with_problems(ops.mfu_table(rank_ops, devices, self._roofline(ranks, device)))
-        if mfu_why(table):
-            table.attrs["why"] = mfu_why(table)
+        table = mfu_view(ops.mfu_table(rank_ops, devices, self._roofline(ranks, device)))
         if visualize:
             plots.show(plots.plot_mfu(table))
         return table

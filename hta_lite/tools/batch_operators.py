@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..analyses import operators as ops
-from ..analyses.operators.roofline import mfu_why, with_problems
+from ..analyses.operators.roofline import mfu_view, with_problems
 from ..missing_data import missing
 
 
@@ -27,10 +27,7 @@ def operator_views(partials: dict[str, pd.DataFrame], facts: pd.DataFrame) -> di
         roofline = missing(list(roofline.columns), operator_hint(facts) or ops.NO_MODEL)
     else:
         roofline = with_problems(roofline)
-    mfu = ops.with_peaks(partials["mfu_rows"], devices, ops.tf32_ranks(devices, roofline))
-    mfu = with_problems(mfu)
-    if mfu_why(mfu):
-        mfu.attrs["why"] = mfu_why(mfu)
+    mfu = mfu_view(ops.with_peaks(partials["mfu_rows"], devices, ops.tf32_ranks(devices, roofline)))
     modules = ops.combine_modules([partials["module_rows"]], total_gpu_us)
     if modules.empty:
         modules.attrs["why"] = ops.NO_MODULES

@@ -76,8 +76,6 @@ def batch_tables(summary) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
         table = summary[view.batch]
         if view.key in QUIET or not why(table):  # QUIET: no line where none, as summarize
             table = _shaped(view.key, table, summary)
-        else:
-            table = why(table)
         if isinstance(table, pd.DataFrame) and why(table):
             table = why(table)
         if isinstance(table, str):
@@ -87,12 +85,6 @@ def batch_tables(summary) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     tables["health_summary"] = summary["health_summary"]
     tables["health"] = summary["health"]
     return tables, absent
-
-
-def findings_caveat(findings: pd.DataFrame) -> str:
-    """The batch's findings' caveat with what it leaves out (``attrs["note"]``: below_roof)."""
-    said = [findings.attrs.get("caveat"), findings.attrs.get("note")]
-    return " ".join(text for text in said if text)
 
 
 def _shaped(key: str, table: pd.DataFrame, summary):
@@ -105,9 +97,7 @@ def _shaped(key: str, table: pd.DataFrame, summary):
     from . import summary as views
 
     if key == "findings":
-        rounded = views.rounded_findings(table)
-        rounded.attrs["caveat"] = findings_caveat(table)
-        return rounded
+        return views.rounded_findings(table)
     if key == "step_anomalies":
         return views.anomalous_steps(table, lambda: summary["step_periodicity"])
     if key == "job_critical_path":

@@ -15,7 +15,7 @@ from ..analyses.catalog import VIEWS
 from ..analyses.operators.summaries import across_ranks
 from ..missing_data import why
 from . import report_sections as sections
-from .batch_cli import batch_tables, findings_caveat
+from .batch_cli import batch_tables
 from .html import Report, note, table
 from .report_operators import graph_section, module_parts, roofline_parts
 from .summary import shown
@@ -57,18 +57,9 @@ def _report(summary, title: str | None) -> Report:
     sections.health(report, summary["health"], summary["health_summary"])
     _not_in_batch(report, summary.absent)
     report.sections.insert(0, sections.key_findings(report, summary["key_findings"]))
-    report.sections.insert(0, sections.ranked_findings(report, _findings(summary["findings"])))
+    found = summary["findings"]
+    report.sections.insert(0, sections.ranked_findings(report, why(found) or found))
     return report
-
-
-def _findings(found: pd.DataFrame) -> pd.DataFrame | str:
-    """The batch's findings with what it leaves out (``attrs["note"]``) among the caveats, or
-    why there are none."""
-    if why(found):
-        return why(found)
-    shown = found.copy()
-    shown.attrs["caveat"] = findings_caveat(found)
-    return shown
 
 
 def _gpu_sections(report: Report, summary, tables: dict, absent: dict) -> None:

@@ -226,6 +226,15 @@ def with_problems(table: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def mfu_view(table: pd.DataFrame) -> pd.DataFrame:
+    """``get_mfu()``'s table (the batch's ``mfu`` too) of :func:`mfu`'s: with its problems
+    (:func:`with_problems`) and, where it gives no MFU, ``attrs["why"]`` (:func:`mfu_why`)."""
+    table = with_problems(table)
+    if mfu_why(table):
+        table.attrs["why"] = mfu_why(table)
+    return table
+
+
 def mfu_why(table: pd.DataFrame) -> str | None:
     """Why :func:`mfu`'s ``table`` gives no MFU: no rows, or no device peak (None: it does)."""
     if table.empty:
