@@ -159,6 +159,8 @@ SNAPSHOT_TRACED_ACTIONS = ("alloc", "free_requested", "free_completed", "segment
 
 # ---- ProfilerStep ------------------------------------------------------------------------------
 STEP_PREFIX = "ProfilerStep#"
+#: the annotation a critical path of one step is selected by (any name containing it)
+STEP_ANNOTATION = "ProfilerStep"
 STEP_PATTERN = re.compile(r"^ProfilerStep#(\d+)$")
 #: Kineto's instant at the end of the profiler's record window: no CPU range it records ends later
 RECORD_WINDOW_END = "Record Window End"

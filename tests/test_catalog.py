@@ -8,6 +8,7 @@ import pytest
 from hta_lite import TraceAnalysis
 from hta_lite.analyses.catalog import HEADINGS, NOT_IN_BATCH, VIEWS
 from hta_lite.tools.batch import CROSS_RANK_TABLES, SUMMARY_TABLES, summarize_folder
+from hta_lite.tools.batch_one_rank import TABLES as ONE_RANK
 from hta_lite.views import summary
 from hta_lite.views.report import build_report
 from tests.conftest import SAMPLES
@@ -21,7 +22,11 @@ def test_every_view_has_a_builder_and_a_batch_table_that_exist():
     assert len(keys) == len(set(keys)), "a key twice"
     for view in VIEWS:
         assert callable(getattr(summary, view.builder, None)), view
-        assert view.batch is None or view.batch in {*SUMMARY_TABLES, *CROSS_RANK_TABLES}, view
+        assert view.batch is None or view.batch in {
+            *SUMMARY_TABLES,
+            *CROSS_RANK_TABLES,
+            *ONE_RANK,
+        }, view
     assert set(HEADINGS) >= set(keys)
 
 

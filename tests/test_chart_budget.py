@@ -14,9 +14,9 @@ from conftest import sample_folders, shared_cases
 from synth import TraceBuilder
 
 from hta_lite import TraceAnalysis, plots
+from hta_lite.analyses.critical_path import first_step
 from hta_lite.plots.budget import MAX_BARS, MAX_POINTS, bucketed_bars, envelope, full_data
 from hta_lite.plots.critical_path import critical_path_segments
-from hta_lite.views.critical_path_rows import critical_path_rows
 from hta_lite.views.report import write_report
 
 REPORT_LIMIT = 8_000_000  # bytes
@@ -133,7 +133,7 @@ def test_critical_path_chart_is_drawn_from_the_table_shown(big):
     bars = [t for t in fig.data if t.type == "bar"]
     assert sum(len(t.x) for t in bars) <= MAX_BARS < len(critical_path_segments(cp))
     assert "drawn as" in fig.layout.title.text
-    table = critical_path_rows(big, cp).set_index("bound_by")["duration_us"]
+    table = first_step.rows(big.trace(0), cp).set_index("bound_by")["duration_us"]
     for trace in bars:
         if trace.name in table.index:  # each colour is as long in the chart as in the table
             assert float(np.sum(trace.x)) * 1e3 == pytest.approx(table[trace.name], rel=1e-6)

@@ -199,7 +199,7 @@ def test_docs_examples_run_to_the_end_on_other_folders(folder, tmp_path):
 def test_critical_path_says_once_what_it_cannot_see():
     """two_ranks has GPU work and no cuda_sync event: the summary's critical path says the host's
     waits for the GPU are not on it (HTA warns alike); a trace with them does not say so."""
-    from hta_lite.views.critical_path_rows import critical_path_rows
+    from hta_lite.views.summary import critical_path_rows
 
     rows = critical_path_rows(TraceAnalysis(trace_dir=ROOT / "sample_traces" / "two_ranks"))
     assert rows.attrs["note"].count("no CUDA synchronization events") == 1
@@ -211,7 +211,7 @@ def test_critical_path_says_once_what_it_cannot_see():
 def test_an_nsys_export_without_sync_records_is_not_told_to_upgrade_pytorch(tmp_path):
     """pipit_saxpy_mpi (nsys 2022.2, a C++ MPI program) has no synchronization table: the
     caveat names the export's missing records, not PyTorch."""
-    from hta_lite.views.critical_path_rows import critical_path_rows
+    from hta_lite.views.summary import critical_path_rows
 
     export = tmp_path / "rank0.sqlite"
     export.write_bytes(gzip.decompress((DATA / "nsys" / "pipit_saxpy_mpi.sqlite.gz").read_bytes()))

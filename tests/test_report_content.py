@@ -15,10 +15,9 @@ from synth import TraceBuilder
 from hta_lite import TraceAnalysis, plots
 from hta_lite.plots.breakdowns import step_segments
 from hta_lite.plots.critical_path import ZERO_WEIGHT, critical_path_segments
-from hta_lite.views.critical_path_rows import critical_path_rows
 from hta_lite.views.html import table
 from hta_lite.views.report import build_report
-from hta_lite.views.summary import summary_tables
+from hta_lite.views.summary import critical_path_rows, summary_tables
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from hta_lite.load import cache as cache_mod
 from hta_lite.missing_data import NO_STEPS
 from hta_lite.tools.batch import CROSS_RANK_TABLES, SUMMARY_TABLES, summarize_folder
 from hta_lite.tools.batch_findings import Reopened
+from hta_lite.tools.batch_one_rank import TABLES as ONE_RANK
 
 
 @pytest.fixture()
@@ -153,7 +154,7 @@ def test_read_only_cache_location_still_loads(folder, tmp_path):
 def test_executors_agree(folder, tmp_path):
     serial = summarize_folder(folder, executor="serial", cache=tmp_path / "serial-cache")
     process = summarize_folder(folder, executor="process", cache=tmp_path / "process-cache")
-    assert set(serial) == {*SUMMARY_TABLES, *CROSS_RANK_TABLES}
+    assert set(serial) == {*SUMMARY_TABLES, *CROSS_RANK_TABLES, *ONE_RANK}
     for name in serial:
         pd.testing.assert_frame_equal(serial[name], process[name])
     assert serial["temporal_breakdown"]["idle_time_pctg"].tolist() == [53.56, 54.72]
@@ -377,7 +378,7 @@ def test_a_dask_worker_that_dies_costs_its_file_only(tmp_path):
     from dask_jobs import die_on_poison
 
     from hta_lite.errors import TraceReadError
-    from hta_lite.tools.batch import run_jobs
+    from hta_lite.tools.batch_jobs import run_jobs
 
     jobs = [(str(tmp_path / name), None) for name in ("rank-0.json", "poison.json", "rank-2.json")]
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):

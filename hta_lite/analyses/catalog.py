@@ -55,7 +55,7 @@ VIEWS: tuple[View, ...] = (
          "graph_launches", "graphs", "graph_launches"),
     View("critical_path",
          "Critical path of the first step of the lowest rank, by what bounds it (µs, %)",
-         "critical_path_rows", "critical-path", None),
+         "critical_path_rows", "critical-path", "critical_path"),
     View("job_critical_path",
          "Job critical path: what bounds the steps, by rank (µs, % of the steps)",
          "job_critical_path", "job-critical-path", "job_critical_path"),
@@ -75,7 +75,7 @@ VIEWS: tuple[View, ...] = (
     View("collective_problems", "Collectives not matched across ranks, or partial (reason)",
          "collective_problems", "collectives", "collective_problems"),
     View("cupti_counters", "CUPTI counters by operator (sums over the profiled kernels)",
-         "cupti_by_operator", "cupti", None),
+         "cupti_by_operator", "cupti", "cupti_counters"),
 )  # fmt: skip
 
 #: the tables of a memory snapshot given to the summary

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..analyses.critical_path import CriticalPath, critical_path
 from ..errors import SelectionError
+from ..kineto import STEP_ANNOTATION
 from ..tools.critical_path_overlay import overlay
 from .base import plots
 from .missing import table_view
@@ -40,7 +41,7 @@ class CriticalPaths:
         """
         trace = self.trace(rank)
         if annotation is None:
-            annotation = "ProfilerStep" if len(trace.steps) else ""
+            annotation = STEP_ANNOTATION if len(trace.steps) else ""
         cp = critical_path(trace, annotation, instance_id, data_load_events)
         return cp, cp.success
 

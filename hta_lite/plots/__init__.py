@@ -34,7 +34,9 @@ from .counters import (
     plot_queue_length,
 )
 from .critical_path import (
+    critical_path_segments,
     plot_critical_path,
+    plot_path_segments,
 )
 from .cross_rank import (
     plot_pipeline_stages,
@@ -98,6 +100,8 @@ __all__ = [
     "plot_rank_lateness",
     "plot_bus_bandwidth",
     "plot_critical_path",
+    "critical_path_segments",
+    "plot_path_segments",
     "plot_memory_timeline",
     "plot_memory_by_category",
     "plot_wait_heatmap",

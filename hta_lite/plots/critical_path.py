@@ -57,14 +57,21 @@ def critical_path_segments(cp) -> pd.DataFrame:
 
 
 def plot_critical_path(cp, title: str | None = None) -> go.Figure:
-    """The path's edges over time (ms), per CPU thread / GPU stream, coloured by ``bound_by``.
-    The title gives the path's length (the sum of its weighted edges) and the time it spans:
-    the difference is dependencies of zero weight (gaps between top-level CPU operators,
-    waits), drawn grey on their own lane. A path of more edges than a browser draws at once is
-    drawn by time bucket, each lane's edges of one colour in a bucket as one bar as long as they
-    are together (:func:`.budget.bucketed_bars`, said in the title: each colour's total stays
-    the table's); the edges as they were are the figure's :func:`.budget.full_data`."""
-    segments = critical_path_segments(cp)
+    """The path's edges over time (ms), per CPU thread / GPU stream, coloured by ``bound_by``
+    (:func:`plot_path_segments` of its :func:`critical_path_segments`)."""
+    return plot_path_segments(
+        critical_path_segments(cp), cp.length_us, title or f"Critical path of rank {cp.rank}"
+    )
+
+
+def plot_path_segments(segments: pd.DataFrame, length_us: float, title: str) -> go.Figure:
+    """A path's edges (:func:`critical_path_segments`) over time. The title gives the path's
+    length (``length_us``: the sum of its weighted edges) and the time it spans: the difference
+    is dependencies of zero weight (gaps between top-level CPU operators, waits), drawn grey on
+    their own lane. A path of more edges than a browser draws at once is drawn by time bucket,
+    each lane's edges of one colour in a bucket as one bar as long as they are together
+    (:func:`.budget.bucketed_bars`, said in the title: each colour's total stays the table's);
+    the edges as they were are the figure's :func:`.budget.full_data`."""
     data, width = bucketed_bars(segments, ["lane", "bound_by"], "weight_ms")
     span = float(segments["end_ms"].max() - segments["start_ms"].min()) if len(data) else 0.0
     fig = px.bar(
@@ -77,8 +84,8 @@ def plot_critical_path(cp, title: str | None = None) -> go.Figure:
         orientation="h",
         hover_data=["name", "start_ms", "end_ms", "weight_ms"],
         labels={"duration_ms": "Time (ms)", "lane": ""},
-        title=(title or f"Critical path of rank {cp.rank}")
-        + f": {cp.length_us / 1000:,.1f} ms of weighted edges over {span:,.1f} ms"
+        title=title
+        + f": {length_us / 1000:,.1f} ms of weighted edges over {span:,.1f} ms"
         + bucketed_note(len(segments), len(data), width, "edges"),
     )
     fig.update_layout(barmode="overlay", xaxis_title="Time from the path's start (ms)")

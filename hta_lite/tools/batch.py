@@ -1,7 +1,9 @@
 """Summaries of large folders with bounded memory, on one machine or a Dask cluster.
 
 Each rank is parsed (or read from the cache) and summarized where it is loaded; only the small
-per-rank summary tables travel back, so memory does not grow with the number of ranks.
+per-rank summary tables travel back, so memory does not grow with the number of ranks. The
+lowest rank is reopened in the caller for the views of one rank the reports show
+(:mod:`.batch_one_rank`), and each rank where a finding reads it (:mod:`.batch_findings`).
 
 Executors: ``"serial"`` (this process), ``"process"`` (local process pool, the default), ``"dask"``
 (the current ``dask.distributed`` client, or a new local one) or a ``dask.distributed.Client``.
@@ -11,7 +13,6 @@ All give the same tables.
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,11 @@ from ..analyses.memory.timeline import with_median_rank
 from ..analyses.operators.graph_launches import NO_GRAPH_LAUNCH
 from ..analyses.pipeline_stages import stages_view
 from ..analyses.step_periodicity import periodicity
-from ..errors import MissingDataError, TraceError, TraceReadError
+from ..errors import MissingDataError, TraceError
 from ..load import cache
-from ..load.loader import LoadOptions, collect, discover, load_part, load_parts, progress_bar
+from ..load.loader import LoadOptions, collect, discover, load_part, load_parts
 from ..load.ranks import assign_ranks
 from ..load.series import join_windows
-from ..load.workers import job_file, map_in_processes
 from ..missing_data import NO_STEPS, missing, no_gpu_work_in
 from .batch_findings import Reopened, folder_findings
 from .batch_health import (
@@ -45,22 +45,25 @@ from .batch_health import (
     health_table,
     number_steps_alike,
 )
+from .batch_jobs import run_jobs
 from .batch_key_findings import cross_rank_rows, key_findings
+from .batch_one_rank import cupti_across, one_rank_tables
 from .batch_operators import architecture, operator_views
 from .batch_worker import summarize_rank
 
 SUMMARY_TABLES = (
     "temporal_breakdown", "comm_comp_overlap", "idle_time_breakdown", "gpu_idle_by_cause",
-    "kernel_type_breakdown", "kernel_breakdown", "queue_length_summary", "step_breakdown",
-    "health_summary", "operator_summary", "roofline_sums", "mfu_rows", "module_rows",
-    "rank_facts", "collective_calls", "host_wait", "stage_work", "warmup_delay", "one_time_idle",
-    "annotation_timers", "step_anomalies", "job_path_segments", "job_path_events",
-    "job_path_gaps", "graph_launches", "graph_kernels", *MEMORY_TABLES,
+    "kernel_type_breakdown", "kernel_breakdown", "queue_length_summary", "memory_bw_summary",
+    "step_breakdown", "health_summary", "operator_summary", "roofline_sums", "mfu_rows",
+    "module_rows", "rank_facts", "collective_calls", "host_wait", "stage_work", "warmup_delay",
+    "one_time_idle", "annotation_timers", "step_anomalies", "job_path_segments",
+    "job_path_events", "job_path_gaps", "graph_launches", "graph_kernels", "cupti_counters",
+    *MEMORY_TABLES,
 )  # fmt: skip
 #: the GPU views: without the rows of ranks that ran no GPU work, as TraceAnalysis gives them
 GPU_TABLES = ("temporal_breakdown", "comm_comp_overlap", "idle_time_breakdown",
               "gpu_idle_by_cause", "kernel_type_breakdown", "kernel_breakdown",
-              "queue_length_summary")  # fmt: skip
+              "queue_length_summary", "memory_bw_summary")  # fmt: skip
 #: the GPU views whose ``attrs["why"]`` names the CPU-only ranks left out even beside rows
 NAMES_CPU_ONLY = ("temporal_breakdown", "comm_comp_overlap", "gpu_idle_by_cause")
 #: tables across ranks, computed in the driver from the per-rank partials above (roofline, MFU,
@@ -147,13 +150,15 @@ def summarize_folder(
             ``include_last_profiler_step``, ``progress``; ``parallel`` is not used), or the
             same as keyword arguments.
         findings: also the ``findings`` table (:mod:`.batch_findings`: the ranks reopened from
-            the cache in this process, about 0.1 s a real-size rank; with the cache off, or
-            ``False``, an empty table whose ``attrs["why"]`` says why).
+            the cache in this process, about 0.1 s a real-size rank, as the lowest rank is for
+            its own views, :mod:`.batch_one_rank`; with the cache off, or ``False``, an empty
+            table whose ``attrs["why"]`` says why).
 
     Returns:
         :class:`Summary`: a dict ``{table name: DataFrame}`` (all ranks, a ``rank`` column each;
         plus ``CROSS_RANK_TABLES``: collectives matched across ranks from the per-rank
-        ``collective_calls``, by collective, by rank, and what could not be matched) whose
+        ``collective_calls``, by collective, by rank, and what could not be matched; plus the
+        lowest rank's ``batch_one_rank.TABLES``) whose
         ``skipped_files`` lists ``{path: problem}`` of files not loaded with ``on_error="skip"``
         / ``"warn"``, and ``absent`` the summary's views it does not give, and why.
     """
@@ -181,8 +186,10 @@ def summarize_folder(
     for name in SUMMARY_TABLES:
         out[name] = _all_ranks(name, ranked, by_path)
     out.update(operator_views(out, out["rank_facts"]))
+    reopened = Reopened(files, options, moves)
+    out.update(one_rank_tables(reopened[min(ranked)]))
     tables, key_rows = cross_rank(
-        out, ranked, Reopened(files, options, moves) if findings else None,
+        out, ranked, reopened if findings else None,
         None if out["rank_facts"]["profiled_steps"].any() else _whole_traces(ranked, by_path),
     )  # fmt: skip
     out.update(tables)
@@ -214,6 +221,8 @@ def _all_ranks(name: str, ranked: dict, by_path: dict) -> pd.DataFrame:
         if cpu_only and (table.empty or name in NAMES_CPU_ONLY):
             table.attrs["why"] = no_gpu_work_in(cpu_only)
         return table
+    if name == "cupti_counters":
+        return cupti_across(parts)
     if name not in MEMORY_TABLES:  # empty parts would make typed columns object
         table = pd.concat([part for part in parts if len(part)] or parts[:1], ignore_index=True)
         if name in ("graph_launches", "graph_kernels") and table.empty:
@@ -336,59 +345,3 @@ class Summary(dict):
         self.skipped_files = skipped_files
         self.trace_dir = trace_dir
         self.absent = {view.key: NOT_IN_BATCH for view in VIEWS if view.batch is None}
-
-
-def run_jobs(work, jobs: list, executor: Any, options: LoadOptions) -> list:
-    """``[work(job) for job in jobs]`` on the executor; ``work`` returns errors, never raises.
-    A progress bar counts the jobs done (``options.progress``; default: with several jobs, not
-    on Dask)."""
-    show = options.progress if options.progress is not None else len(jobs) > 1
-    if executor == "serial" or len(jobs) <= 1 and executor == "process":
-        return list(progress_bar(map(work, jobs), len(jobs), show, "summarizing ranks"))
-    if executor == "process":
-        workers = min(len(jobs), options.max_workers or os.cpu_count() or 1)
-        done = map_in_processes(work, jobs, workers, options.start_method)
-        results = progress_bar(done, len(jobs), show, "summarizing ranks")
-        return [(r, None) if isinstance(r, TraceError) else r for r in results]  # a worker died
-    client = _dask_client(executor)
-    results = [_dask_result(f) for f in client.map(work, jobs, pure=False)]
-    for k, job in enumerate(jobs):  # lost with a worker: run alone, so only the culprit fails
-        if isinstance(results[k], BaseException):
-            again = _dask_result(client.submit(work, job, pure=False))
-            results[k] = (_lost(job, again), None) if isinstance(again, BaseException) else again
-    return results
-
-
-def _dask_result(future):
-    """A Dask task's result, or the exception of a task whose worker died (``KilledWorker``: out
-    of memory, a crash, after Dask's retries) or that could not run: the tasks a dying worker
-    held fail with it, so each is run again alone (the process pool does the same)."""
-    try:
-        return future.result()
-    except Exception as exc:  # KilledWorker, CancelledError, a lost connection to the worker
-        return exc
-
-
-def _lost(job, exc: BaseException) -> TraceReadError:
-    return TraceReadError(
-        job_file(job),
-        f"the Dask worker summarizing this file died ({type(exc).__name__}: out of memory, or a"
-        " crash: try executor='serial' to see the error in this process)",
-    )
-
-
-def _dask_client(executor: Any):
-    try:
-        from dask.distributed import Client, default_client
-    except ImportError as exc:  # pragma: no cover - exercised without the extra
-        raise ImportError(
-            "executor='dask' needs the optional extra: pip install 'hta_lite[dask]'"
-        ) from exc
-    if executor == "dask":
-        try:
-            return default_client()
-        except ValueError:
-            return Client(processes=False)
-    if isinstance(executor, Client):
-        return executor
-    raise ValueError("executor must be 'serial', 'process', 'dask' or a dask.distributed.Client")

@@ -1,8 +1,8 @@
 """What each worker of :func:`.batch.summarize_folder` makes of the rank it loaded: the per-rank
 summary tables, and the partials the driver joins across ranks (collective calls, host wait per
 step, warm-up spans, annotation timers, scored steps, the local critical path, memory tables,
-the modelled operators' sums, MFU rows and module rows, graph launches, the rank's health
-items)."""
+the modelled operators' sums, MFU rows and module rows, graph launches, CUPTI counters, the
+rank's health items)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from ..analyses.pipeline_stages import stage_work
 from ..analyses.straggler_causes import host_wait_by_step
 from ..load import step_alignment
 from .batch_health import checks_found, health_items
+from .batch_one_rank import rank_cupti_counters
 
 
 def summarize_rank(trace) -> dict[str, pd.DataFrame]:
@@ -39,6 +40,7 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
     one = {trace.rank: trace}
     type_df, kernel_df = kernels.gpu_kernel_breakdown(one)
     queue = counters.queue_length_summary(counters.queue_length_time_series(one))
+    bandwidth = counters.memory_bw_summary(counters.memory_bw_time_series(one))
     calls = collective_calls(trace)
     ops = operators.RankOperators.of(trace)
     with warnings.catch_warnings():  # an unknown device: the views say what to pass
@@ -60,6 +62,8 @@ def summarize_rank(trace) -> dict[str, pd.DataFrame]:
         "kernel_type_breakdown": type_df.assign(rank=trace.rank),
         "kernel_breakdown": kernel_df,
         "queue_length_summary": queue.reset_index(),
+        "memory_bw_summary": bandwidth.reset_index(),
+        "cupti_counters": rank_cupti_counters(trace),
         "step_breakdown": steps.step_breakdown(one),
         "health_summary": health_summary(one, {trace.rank: found}),
         "operator_summary": operators.operator_summary([ops]).assign(rank=trace.rank),

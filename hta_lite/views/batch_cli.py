@@ -22,8 +22,8 @@ MAX_ROWS = 20
 def add_parser(sub, load_flags, output_flags) -> None:
     cmd = sub.add_parser(
         "batch",
-        help="summarize hundreds of ranks with bounded memory (each rank in a worker; the views"
-        " that need each rank's whole trace are listed as absent)",
+        help="summarize hundreds of ranks with bounded memory (each rank in a worker, the views"
+        " across ranks from their partials)",
     )
     cmd.add_argument("trace_dir", help="folder with one trace file per rank")
     output_flags(cmd, "write every table of the batch and its report.html here")
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace, load_options) -> int:
 
 
 #: views that say nothing where they have no rows (a rare recording mode), as in summarize
-QUIET = ("graph_launches", "pipeline_stages")
+QUIET = ("graph_launches", "pipeline_stages", "cupti_counters")
 
 
 def batch_tables(summary) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
@@ -90,9 +90,11 @@ def batch_tables(summary) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
 def _shaped(key: str, table: pd.DataFrame, summary):
     """The batch's ``table`` of view ``key`` as the view's builder in
     :mod:`hta_lite.views.summary` shapes it: a table, a sentence (why none) or None."""
+    from ..analyses import cupti
     from ..analyses.kernels import types_across_ranks
     from ..analyses.operators.summaries import across_ranks
-    from ..missing_data import no_gpu_work_in
+    from ..missing_data import no_gpu_work_in, why
+    from ..tools.batch_one_rank import cupti_frames
     from ..tools.batch_operators import operator_hint
     from . import summary as views
 
@@ -113,6 +115,8 @@ def _shaped(key: str, table: pd.DataFrame, summary):
         return None if table.empty else table
     if key == "graph_launches":
         return views.graph_launch_rows(table)
+    if key == "cupti_counters":
+        return why(table) or (None if table.empty else cupti.by_operator(cupti_frames(table)))
     if key in ("collectives", "collectives_by_rank") and summary["collective_calls"].empty:
         return "no collective in the traces"
     if key == "memory_leaks" and table.empty:

@@ -14,6 +14,8 @@ from .. import plots
 from ..analyses.catalog import VIEWS
 from ..analyses.operators.summaries import across_ranks
 from ..missing_data import why
+from ..tools.batch_one_rank import cupti_frames
+from . import report_one_rank as one_rank
 from . import report_sections as sections
 from .batch_cli import batch_tables
 from .html import Report, note, table
@@ -49,13 +51,16 @@ def _report(summary, title: str | None) -> Report:
     else:
         sections.cpu_only(report)
     _step_anomalies(report, summary, tables, absent)
+    one_rank.cupti_counters(report, cupti_frames(summary["cupti_counters"]))
+    _critical_path(report, summary)
     if isinstance(tables.get("job_critical_path"), pd.DataFrame):
         sections.job_path(report, tables["job_critical_path"], _JobPath(summary))
     _memory(report, summary, tables, absent)
     _collectives(report, summary)
     _cross_rank(report, summary)
     sections.health(report, summary["health"], summary["health_summary"])
-    _not_in_batch(report, summary.absent)
+    if summary.absent:
+        _not_in_batch(report, summary.absent)
     report.sections.insert(0, sections.key_findings(report, summary["key_findings"]))
     found = summary["findings"]
     report.sections.insert(0, sections.ranked_findings(report, why(found) or found))
@@ -87,6 +92,26 @@ def _gpu_sections(report: Report, summary, tables: dict, absent: dict) -> None:
             ),
         )
         graph_section(report, summary["graph_launches"], summary["graph_kernels"])
+    _one_rank_counters(report, summary)
+
+
+def _one_rank_counters(report: Report, summary) -> None:
+    """The lowest rank's launch queue, memory bandwidth and kernel launches."""
+    rank = int(summary["health_summary"]["rank"].min())
+    queue, bandwidth = summary["queue_length_series"], summary["memory_bw_series"]
+    one_rank.counters(
+        report, rank, queue if len(queue) else None,
+        lambda: summary["queue_length_summary"].set_index(["rank", "stream"]),
+        bandwidth if len(bandwidth) else None,
+        lambda: summary["memory_bw_summary"].set_index(["rank", "name"]),
+    )  # fmt: skip
+    one_rank.launches(report, rank, summary["launch_stats"])
+
+
+def _critical_path(report: Report, summary) -> None:
+    segments = summary["critical_path_segments"]
+    path = summary["critical_path"]
+    one_rank.critical_path(report, why(path) or path, segments, segments.attrs["length_us"])
 
 
 def _step_anomalies(report: Report, summary, tables: dict, absent: dict) -> None:

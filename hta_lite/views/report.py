@@ -12,10 +12,10 @@ import html
 from pathlib import Path
 
 from .. import plots
-from ..analyses import cupti
+from ..analyses.critical_path import first_step
 from ..facade.analysis import TraceAnalysis
+from . import report_one_rank as one_rank
 from . import report_sections as sections
-from .critical_path_rows import critical_path_region, critical_path_rows, region_label
 from .html import Report, note, table
 from .report_extra import (
     job_path_section,
@@ -76,78 +76,31 @@ def _gpu_sections(report: Report, analysis: TraceAnalysis, temporal) -> None:
 
 def _counters_section(report: Report, analysis: TraceAnalysis) -> None:
     first = analysis.ranks[0]
-    queue = analysis.get_queue_length_time_series([first]).get(first)
-    bandwidth = analysis.get_memory_bw_time_series([first]).get(first)
-    parts = []
-    if queue is not None:
-        parts += [
-            report.chart(plots.plot_queue_length(queue, first)),
-            table(analysis.get_queue_length_summary(), index=True),
-        ]
-    if bandwidth is not None:
-        parts += [
-            report.chart(plots.plot_memory_bw(bandwidth, first)),
-            table(analysis.get_memory_bw_summary(), index=True),
-        ]
-    if parts:
-        report.section("counters", f"Launch queue and memory bandwidth (rank {first})", *parts)
+    one_rank.counters(
+        report, first, analysis.get_queue_length_time_series([first]).get(first),
+        analysis.get_queue_length_summary,
+        analysis.get_memory_bw_time_series([first]).get(first), analysis.get_memory_bw_summary,
+    )  # fmt: skip
 
 
 def _cupti_section(report: Report, analysis: TraceAnalysis) -> None:
-    if not any(len(t.kernel_counters) for t in analysis.traces.values()):
-        return
-    frames = analysis.get_cupti_counter_data_with_operators()
-    report.section(
-        "cupti",
-        "CUPTI counters per operator",
-        note(
-            "Kernels replayed by the CUPTI range profiler, paired with their launch calls in"
-            " launch order; FLOPs from the SASS instruction counters."
-        ),  # fmt: skip
-        *[report.chart(plots.plot_cupti_counters(df, cupti.main_counter(df))) for df in frames],
-        table(cupti.by_operator(frames)),
-    )
+    if any(len(t.kernel_counters) for t in analysis.traces.values()):
+        one_rank.cupti_counters(report, analysis.get_cupti_counter_data_with_operators())
 
 
 def _launch_section(report: Report, analysis: TraceAnalysis) -> None:
     first = analysis.ranks[0]
     stats = analysis.get_cuda_kernel_launch_stats(ranks=[first], visualize=False)[first]
-    if len(stats):
-        times = stats.drop(columns=["correlation"], errors="ignore")
-        report.section(
-            "launches",
-            f"Kernel launches (rank {first})",
-            note(
-                "Per launch (µs): the launch call's duration, the GPU event's, and the delay"
-                " from the call's end to the GPU start."
-            ),  # fmt: skip
-            table(times.describe().T.rename_axis("measure (µs)"), index=True),
-            *[report.chart(f) for f in plots.plot_launch_stats(stats, first)],
-        )
+    one_rank.launches(report, first, stats)
 
 
 def _critical_path_section(report: Report, analysis: TraceAnalysis) -> None:
     """The critical path of the lowest rank's first step: what bounds it, on a timeline."""
-    region = critical_path_region(analysis)
-    if region is None:
-        return
-    cp, _ = analysis.critical_path_analysis(*region)
-    rows = critical_path_rows(analysis, cp)
-    label = region_label(analysis, region)
-    if isinstance(rows, str):
-        report.section("critical-path", "Critical path", note(f"No critical path: {rows}."))
-        return
-    report.section(
-        "critical-path",
-        "Critical path",
-        note(
-            f"The longest chain of dependencies through rank {region[0]}'s {label}: CPU"
-            " operators, launches, kernels, cross-stream waits and host synchronizations,"
-            " with what bounds each part (docs/analyses/critical-path.md)."
-        ),  # fmt: skip
-        f"<p>{html.escape(rows.attrs['note'])}</p>",
-        table(rows),
-        report.chart(plots.plot_critical_path(cp, f"Critical path of rank {region[0]}, {label}")),
+    trace = analysis.trace(analysis.ranks[0])
+    cp = first_step.first_step_path(trace)
+    segments = plots.critical_path_segments(cp) if cp is not None else None
+    one_rank.critical_path(
+        report, first_step.rows(trace, cp), segments, cp.length_us if cp is not None else 0.0
     )
 
 

@@ -13,10 +13,10 @@ import pandas as pd
 from ..analyses import cupti
 from ..analyses import operators as ops
 from ..analyses.catalog import VIEWS
+from ..analyses.critical_path import first_step
 from ..analyses.operators.roofline import mfu_why
 from ..errors import MissingDataError
 from ..facade.missing import need, no_gpu_work, why
-from .critical_path_rows import critical_path_rows  # noqa: F401 - a builder VIEWS names
 from .steps_cli import anomaly_columns, unscored
 
 
@@ -32,6 +32,13 @@ def top_kernel_rows(kernel_df: pd.DataFrame) -> pd.DataFrame | str:
     if named.empty:
         return "no GPU kernel"
     return named.sort_values("sum (us)", ascending=False).head(20).reset_index(drop=True)
+
+
+def critical_path_rows(analysis) -> pd.DataFrame | str:
+    """The lowest rank's first step (or whole trace) by what bounds it
+    (:func:`~hta_lite.analyses.critical_path.first_step.rows`)."""
+    trace = analysis.trace(analysis.ranks[0])
+    return first_step.rows(trace, first_step.first_step_path(trace))
 
 
 def cupti_by_operator(analysis) -> pd.DataFrame | None:

@@ -1,0 +1,73 @@
+"""The batch's views of one rank (:mod:`hta_lite.tools.batch_one_rank`: the lowest rank's first
+step's critical path, launch queue, memory bandwidth and kernel launches) and its CUPTI counters
+are the analysis's, with the cache on and off."""
+
+from __future__ import annotations
+
+import shutil
+
+import pandas as pd
+import pytest
+from conftest import DATA, SAMPLES
+
+from hta_lite import TraceAnalysis
+from hta_lite.tools.batch import summarize_folder
+from hta_lite.tools.batch_one_rank import TABLES
+from hta_lite.views.batch_cli import batch_tables
+from hta_lite.views.summary import critical_path_rows, cupti_by_operator
+
+
+def _same(batch: pd.DataFrame, full: pd.DataFrame | None) -> None:
+    """The batch's table of the rank is the analysis's (None: the analysis has none)."""
+    if full is None:
+        assert batch.empty
+    else:
+        pd.testing.assert_frame_equal(batch, full)
+
+
+@pytest.mark.parametrize(
+    ("where", "cache"),
+    [(SAMPLES / "two_ranks", True), (SAMPLES / "two_ranks", False),
+     (SAMPLES / "long_run_windows", True), (DATA / "cupti_profiler", False),
+     (DATA / "cpu_only", False)],
+)  # fmt: skip
+def test_the_lowest_ranks_views_are_the_analysis(where, cache, tmp_path):
+    folder = tmp_path / where.name
+    shutil.copytree(where, folder)
+    options = {"cache": tmp_path / "cache" if cache else False}
+    batch = summarize_folder(folder, executor="serial", progress=False, **options)
+    full = TraceAnalysis(trace_dir=folder, parallel=False, progress=False, cache=False)
+    first = full.ranks[0]
+    rows = critical_path_rows(full)
+    if isinstance(rows, str):  # cpu_only has host events: only a rank without any lacks a path
+        assert batch["critical_path"].attrs["why"] == rows
+    else:
+        _same(batch["critical_path"], rows)
+        assert batch["critical_path"].attrs == rows.attrs  # the note: the path against the step
+        assert rows["rank"].eq(first).all()
+    _same(batch["queue_length_series"], full.get_queue_length_time_series([first]).get(first))
+    _same(batch["memory_bw_series"], full.get_memory_bw_time_series([first]).get(first))
+    stats = full.get_cuda_kernel_launch_stats([first], visualize=False)[first]
+    _same(batch["launch_stats"], stats)
+    tables, absent = batch_tables(batch)
+    assert "critical_path" in tables or absent["critical_path"] == rows
+    cupti = cupti_by_operator(full)
+    if cupti is None:  # no line where there is none, as summarize
+        assert "cupti_counters" not in tables and "cupti_counters" not in absent
+    else:
+        pd.testing.assert_frame_equal(tables["cupti_counters"], cupti)
+    assert set(TABLES) <= set(batch) and not batch.absent
+
+
+def test_the_critical_path_is_of_the_lowest_rank_loaded(tmp_path):
+    """With rank 0's file skipped, rank 1's path is shown, as the analysis shows it."""
+    folder = tmp_path / "traces"
+    shutil.copytree(SAMPLES / "two_ranks", folder)
+    rank0 = sorted(folder.iterdir())[0]
+    rank0.write_text("{not json")
+    batch = summarize_folder(folder, executor="serial", progress=False, cache=False,
+                             on_error="skip")  # fmt: skip
+    full = TraceAnalysis(trace_dir=folder, parallel=False, progress=False, cache=False,
+                         on_error="skip")  # fmt: skip
+    assert full.ranks == [1] and batch["critical_path"]["rank"].eq(1).all()
+    pd.testing.assert_frame_equal(batch["critical_path"], critical_path_rows(full))
