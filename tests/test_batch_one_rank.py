@@ -71,3 +71,24 @@ def test_the_critical_path_is_of_the_lowest_rank_loaded(tmp_path):
                          on_error="skip")  # fmt: skip
     assert full.ranks == [1] and batch["critical_path"]["rank"].eq(1).all()
     pd.testing.assert_frame_equal(batch["critical_path"], critical_path_rows(full))
+
+
+def test_a_rank_without_host_events_says_why_it_has_no_critical_path_in_both_reports(tmp_path):
+    from synth import TraceBuilder
+
+    from hta_lite.views import batch_report
+    from hta_lite.views.report import _report
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    b = TraceBuilder()
+    b.kernel("k", 5, 20)  # GPU work only: no host side to build a path from
+    b.write(folder / "rank0.json")
+    full = TraceAnalysis(trace_dir=folder, parallel=False, progress=False, cache=False)
+    batch = summarize_folder(folder, executor="serial", progress=False, cache=False)
+    sections = [
+        {anchor: page for anchor, _, page in report.sections}["critical-path"]
+        for report in (_report(full, None, None), batch_report._report(batch, None))
+    ]
+    assert sections[0] == sections[1]
+    assert "No critical path: no CPU events: the critical path needs the host side" in sections[0]
