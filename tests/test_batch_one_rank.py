@@ -92,3 +92,22 @@ def test_a_rank_without_host_events_says_why_it_has_no_critical_path_in_both_rep
     ]
     assert sections[0] == sections[1]
     assert "No critical path: no CPU events: the critical path needs the host side" in sections[0]
+
+
+@pytest.mark.parametrize("where", [DATA / "memory_ranks", SAMPLES / "memory_leak"])
+def test_the_memory_timeline_is_the_highest_peak_ranks(where):
+    """memory_ranks: rank 3 makes and frees a 4 MiB scratch tensor each step, 5.4x the median
+    rank's peak: its timeline (and steps) is the one the batch keeps, equal to the analysis's."""
+    batch = summarize_folder(where, executor="serial", progress=False, cache=False)
+    full = TraceAnalysis(trace_dir=where, parallel=False, progress=False, cache=False)
+    peaks = full.get_memory_peaks()
+    top = int(peaks.loc[peaks["peak_allocated"].idxmax(), "rank"])
+    assert top == (3 if where.name == "memory_ranks" else 0)
+    pd.testing.assert_frame_equal(batch["memory_timeline"], full.get_memory_timeline(ranks=[top]))
+    pd.testing.assert_frame_equal(batch["memory_timeline_steps"], full.trace(top).steps)
+
+
+def test_no_memory_timeline_without_memory_events():
+    batch = summarize_folder(SAMPLES / "two_ranks", executor="serial", progress=False, cache=False)
+    assert batch["memory_timeline"].empty
+    assert batch["memory_timeline"].attrs["why"] == batch["memory_peaks"].attrs["why"]

@@ -14,17 +14,16 @@ from hta_lite import TraceAnalysis
 from hta_lite.analyses.catalog import VIEWS
 from hta_lite.tools.batch import summarize_folder
 from hta_lite.views import batch_report
-from hta_lite.views.batch_cli import batch_tables
 from hta_lite.views.report import _report
 
 FOLDERS = [SAMPLES / "two_ranks", SAMPLES / "gloo_4ranks", SAMPLES / "memory_leak",
            SAMPLES / "long_run", SAMPLES / "h100_bert_small", DATA / "cpu_only",
            DATA / "memory_ranks", SAMPLES / "sglang_decode"]  # fmt: skip
 #: the sections with a part the batch does not compute: the overview's first line, memory over
-#: time (the timeline chart)
+#: time where several ranks have memory events (the batch draws the highest peak's rank alone)
 PARTIAL = {"overview", "memory"}
-#: what the batch's memory section says in place of the timeline chart
-NO_TIMELINE = "Memory over time: not in the batch (every memory event of each rank)"
+#: what the batch's memory section says beside the one rank's timeline chart
+ONE_TIMELINE = "Memory over time of rank {}, the highest peak allocated of the {} ranks"
 
 
 def _sections(report) -> dict[str, str]:
@@ -62,6 +61,8 @@ def test_the_sections_both_reports_have_are_the_same(both):
             assert batch[anchor] == full[anchor], anchor
     if "memory" in shared:  # all but the timeline chart: peaks, per step, leaks, by operator
         assert _without_timeline(batch["memory"]) == _without_timeline(full["memory"])
+        if summary["memory_peaks"]["rank"].nunique() == 1:  # the chart too, where one rank
+            assert batch["memory"] == full["memory"]
         assert ("<h3>By operator</h3>" in batch["memory"]) == ("Not recorded" not in full["memory"])
     assert list(batch)[:3] == ["findings", "key-findings", "overview"]
     # the lowest rank's views (critical path, launch queue, launches) and the CUPTI counters too
@@ -71,8 +72,11 @@ def test_the_sections_both_reports_have_are_the_same(both):
 def test_the_partial_sections_say_what_the_batch_leaves_out(both):
     _, summary = both
     batch = _sections(batch_report._report(summary, None))
-    if "memory_peaks" in batch_tables(summary)[0]:
-        assert NO_TIMELINE in batch["memory"]
+    peaks = summary["memory_peaks"]
+    if peaks["rank"].nunique() > 1:  # the rank of the highest peak: rank 3 in memory_ranks
+        top = peaks.sort_values("peak_allocated")["rank"].iat[-1]
+        assert ONE_TIMELINE.format(top, peaks["rank"].nunique()) in batch["memory"]
+        assert summary["memory_timeline"]["rank"].eq(top).all()
     missing = [view.key for view in VIEWS if view.batch is None]
     assert ("not-in-batch" in batch) == bool(missing)
     for key in missing:  # every view the batch does not give is listed, with why

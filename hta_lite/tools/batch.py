@@ -47,7 +47,7 @@ from .batch_health import (
 )
 from .batch_jobs import run_jobs
 from .batch_key_findings import cross_rank_rows, key_findings
-from .batch_one_rank import cupti_across, one_rank_tables
+from .batch_one_rank import cupti_across, one_rank_tables, peak_memory_tables
 from .batch_operators import architecture, operator_views
 from .batch_worker import summarize_rank
 
@@ -188,6 +188,7 @@ def summarize_folder(
     out.update(operator_views(out, out["rank_facts"]))
     reopened = Reopened(files, options, moves)
     out.update(one_rank_tables(reopened[min(ranked)]))
+    out.update(peak_memory_tables(out["memory_peaks"], reopened))
     tables, key_rows = cross_rank(
         out, ranked, reopened if findings else None,
         None if out["rank_facts"]["profiled_steps"].any() else _whole_traces(ranked, by_path),

@@ -1,24 +1,29 @@
 """The views of one rank that the reports show of a whole folder, the lowest rank's: its first
 step's critical path, its launch queue and memory bandwidth over time and its kernel launches
-(:mod:`hta_lite.views.report_one_rank` draws them). :func:`.batch.summarize_folder` makes them in
-the caller from the rank reopened (:class:`.batch_findings.Reopened`: from the cache, or parsed
-again with the cache off), as ``TraceAnalysis`` makes them of its lowest rank."""
+(:mod:`hta_lite.views.report_one_rank` draws them); and the memory over time of the rank with
+the highest peak. :func:`.batch.summarize_folder` makes them in the caller from the rank
+reopened (:class:`.batch_findings.Reopened`: from the cache, or parsed again with the cache
+off), as ``TraceAnalysis`` makes them of its lowest rank (and of every rank's memory)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import pandas as pd
 
 from ..analyses import counters, cupti, launches
 from ..analyses.critical_path import first_step
+from ..analyses.memory.events import memory_events
+from ..analyses.memory.timeline import TIMELINE_COLUMNS, timeline
 from ..errors import TraceError
 from ..load.rank_trace import RankTrace
 from ..missing_data import missing
 from ..plots import critical_path_segments
 
-#: the tables :func:`one_rank_tables` gives (``Summary`` keys)
+#: the tables :func:`one_rank_tables` and :func:`peak_memory_tables` give (``Summary`` keys)
 TABLES = (
     "critical_path", "critical_path_segments", "queue_length_series", "memory_bw_series",
-    "launch_stats",
+    "launch_stats", "memory_timeline", "memory_timeline_steps",
 )  # fmt: skip
 
 
@@ -39,6 +44,24 @@ def one_rank_tables(trace: RankTrace) -> dict[str, pd.DataFrame]:
         "queue_length_series": counters.queue_length_series(trace),
         "memory_bw_series": counters.memory_bw_series(trace),
         "launch_stats": launches.launch_stats(trace),
+    }
+
+
+def peak_memory_tables(peaks: pd.DataFrame, traces: Mapping[int, RankTrace]) -> dict:
+    """``memory_timeline`` (``get_memory_timeline()``'s rows of one rank: the rank with the
+    highest peak allocated of ``peaks``, the batch's ``memory_peaks``, the lowest such rank on a
+    tie) and ``memory_timeline_steps`` (its steps, which the chart shades); where no rank has
+    memory events, no rows (``peaks``' ``attrs["why"]``)."""
+    if peaks.empty:
+        return {"memory_timeline": missing(TIMELINE_COLUMNS, peaks.attrs.get("why", "")),
+                "memory_timeline_steps": pd.DataFrame()}  # fmt: skip
+    rank = int(
+        peaks.sort_values(["peak_allocated", "rank"], ascending=[False, True])["rank"].iat[0]
+    )
+    trace = traces[rank]
+    return {
+        "memory_timeline": timeline(memory_events(trace), rank),
+        "memory_timeline_steps": trace.steps,
     }
 
 

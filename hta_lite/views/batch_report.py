@@ -136,14 +136,27 @@ def _memory(report: Report, summary, tables: dict, absent: dict) -> None:
         note(sections.MEMORY_NOTE),
         *sections.memory_parts(
             shown("memory_peaks", tables["memory_peaks"]),
-            note(
-                "Memory over time: not in the batch (every memory event of each rank); the"
-                " table per step gives each step's start, end and peak."
-            ),
+            _memory_over_time(report, summary),
             summary["memory_by_step"],
             summary["memory_leaks"],
             summary["memory_by_operator"],
         ),  # fmt: skip
+    )
+
+
+def _memory_over_time(report: Report, summary) -> str:
+    """The chart of the rank with the highest peak (the analysis's draws every rank's), and
+    which rank it is where several have memory events."""
+    line = summary["memory_timeline"]
+    rank = int(line["rank"].iat[0])
+    chart = report.chart(plots.plot_memory_timeline(line, {rank: summary["memory_timeline_steps"]}))
+    ranks = summary["memory_peaks"]["rank"].nunique()
+    if ranks == 1:
+        return chart
+    return chart + note(
+        f"Memory over time of rank {rank}, the highest peak allocated of the {ranks} ranks with"
+        " memory events (the batch holds no other rank's events: hta-lite report draws each"
+        " rank; the table per step gives each step's peak on every rank)."
     )
 
 
