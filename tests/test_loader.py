@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import tempfile
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -229,19 +230,66 @@ def test_a_parent_of_run_folders_says_which_subfolders_hold_traces():
     assert str(info.value).endswith("its subfolders 4ranks, 8ranks hold traces: pass one of them")
 
 
-def test_gzipped_nsys_exports_are_named_with_what_to_do(tmp_path):
-    """SQLite reads an export in place, so a gzipped one is not a trace: the error names it and
-    says to gunzip it, for a folder of them and for one given as the trace."""
-    for name in ("rank0.sqlite.gz", "rank1.sqlite.gz"):
-        (tmp_path / name).write_bytes(gzip.compress(b"SQLite format 3\0"))
-    with pytest.raises(NoTraceFilesError) as info:
-        TraceAnalysis(trace_dir=tmp_path)
-    assert "rank0.sqlite.gz and 1 more are gzipped Nsight Systems exports: gunzip" in str(
-        info.value
-    )
-    with pytest.raises(TraceNotFoundError) as info:
-        TraceAnalysis(trace_dir=tmp_path / "rank1.sqlite.gz")
-    assert "rank1.sqlite.gz is a gzipped Nsight Systems export: gunzip it" in str(info.value)
+def test_gzipped_nsys_exports_are_read_and_their_temporary_copy_removed(tmp_path, monkeypatch):
+    """SQLite reads an export in place: a gzipped one (a folder of them, or one given as the
+    trace) is gunzipped into a temporary folder, read as the export, and that folder removed;
+    its health says so."""
+    import shutil
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    gzipped = folder / "rank0.sqlite.gz"
+    shutil.copy(DATA / "nsys" / "pipit_saxpy_mpi.sqlite.gz", gzipped)
+    plain = tmp_path / "plain" / "rank0.sqlite"
+    plain.parent.mkdir()
+    plain.write_bytes(gzip.decompress(gzipped.read_bytes()))
+    read = TraceAnalysis(trace_dir=folder, parallel=False, cache=False, progress=False)
+    one = TraceAnalysis(trace_dir=gzipped, parallel=False, cache=False, progress=False)
+    expected = TraceAnalysis(trace_dir=plain.parent, parallel=False, cache=False, progress=False)
+    for analysis in (read, one):
+        assert analysis.ranks == expected.ranks == [0]
+        pd.testing.assert_frame_equal(analysis.trace(0).gpu, expected.trace(0).gpu)
+        pd.testing.assert_frame_equal(analysis.trace(0).cpu, expected.trace(0).cpu)
+        assert analysis.trace(0).health["nsys_export_gunzipped"] == 1
+    assert "nsys_export_gunzipped" not in expected.trace(0).health
+    assert list(temporary.iterdir()) == []  # the copies gone, nothing else touched
+
+
+def test_a_gzipped_export_that_inflates_past_the_limits_is_refused_naming_it(tmp_path, monkeypatch):
+    """A gzip bomb named like an export is refused as any gzip trace is, before it fills the
+    disk, and nothing is left in the temporary folder."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    bomb = tmp_path / "rank0.sqlite.gz"
+    bomb.write_bytes(gzip.compress(b"SQLite format 3\0" + bytes(64 << 20)))  # 64 MiB of zeros
+    with pytest.raises(TraceReadError, match=r"rank0.sqlite.gz: inflates .* gzip bomb"):
+        TraceAnalysis(trace_dir=bomb, parallel=False, cache=False, progress=False)
+    assert list(temporary.iterdir()) == []
+
+
+def test_no_room_to_gunzip_an_export_names_it_and_what_to_set(tmp_path, monkeypatch):
+    import builtins
+    import errno
+
+    from hta_lite.load import gzip_text
+
+    def full(file, mode="r", *args, **kwargs):  # reads as ever, a write finds the disk full
+        if "w" in mode:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return builtins.open(file, mode, *args, **kwargs)
+
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    (exports / "rank0.sqlite.gz").write_bytes(gzip.compress(b"SQLite format 3\0" + bytes(100)))
+    monkeypatch.setattr(gzip_text, "open", full, raising=False)
+    with pytest.raises(TraceReadError) as info:
+        TraceAnalysis(trace_dir=exports, parallel=False, cache=False, progress=False)
+    assert "rank0.sqlite.gz" in str(info.value) and "No space left on device" in str(info.value)
+    assert "set TMPDIR" in str(info.value)
 
 
 def test_unreadable_file_is_a_trace_error(tmp_path):

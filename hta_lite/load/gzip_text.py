@@ -183,6 +183,23 @@ def text_reader(path: Path) -> Iterator[tuple[BinaryIO, int]]:
             raise TraceReadError(path, f"{problem} ({exc})") from None
 
 
+def copy_text(path: Path, target: Path) -> None:
+    """``path``'s text (gunzipped when it is gzip, bounded as :func:`text_reader` bounds it)
+    written to ``target`` a piece at a time: a file a reader needs on disk (an SQLite export).
+    A ``TraceReadError`` names ``path`` when it cannot be read or ``target`` written."""
+    with text_reader(path) as (reader, _), memoryview(bytearray(_READ_BYTES)) as room:
+        try:
+            with open(target, "wb") as out:
+                while read := reader.readinto(room):
+                    out.write(room[:read])
+        except OSError as exc:
+            raise TraceReadError(
+                path,
+                f"cannot gunzip it into {target.parent} ({exc.strerror or exc}): set TMPDIR to"
+                " a folder with room for the export",
+            ) from None
+
+
 #: the most text one read gives (the running ratio is checked after each)
 _READ_BYTES = 8 << 20
 #: compressed bytes read before the running ratio is checked (a file's start may be denser)

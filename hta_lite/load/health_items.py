@@ -261,6 +261,7 @@ ITEMS: dict[str, Item] = {
         " operations: the sizes of their kernels unknown",
     ),
     "nsys_report_exported": Item(INFO, "Nsight Systems report exported to SQLite with `nsys`"),
+    "nsys_export_gunzipped": Item(INFO, "gzipped Nsight Systems export gunzipped to read it"),
     "nvtx_range_without_end": Item(WARNING, "NVTX ranges never closed (dropped)"),
     "nvtx_without_text": Item(INFO, "NVTX ranges without a name"),
     "rank_assigned": Item(

@@ -39,6 +39,9 @@ from .ranks import assign_ranks, checked_rank, rank_from_filename
 from .readers import TRACE_SUFFIXES
 from .workers import map_in_processes
 
+#: the file names a trace folder's files are picked by, as errors say them
+_NAMES = ", ".join(f"*{suffix}" for suffix in TRACE_SUFFIXES)
+
 
 def discover(trace_dir: str | Path) -> list[Path]:
     """Trace files in ``trace_dir`` (not recursive), sorted by name; a trace file given as
@@ -55,11 +58,7 @@ def discover(trace_dir: str | Path) -> list[Path]:
     if not folder.is_dir():
         if folder.name.endswith(TRACE_SUFFIXES):
             return [folder]  # a single trace file: a folder of one rank
-        raise TraceNotFoundError(
-            folder,
-            "neither a folder nor a trace file (*.json / *.json.gz / *.sqlite)"
-            + _gzipped_exports([folder]),
-        )
+        raise TraceNotFoundError(folder, f"neither a folder nor a trace file ({_NAMES})")
     try:
         entries = sorted(folder.iterdir())
     except OSError as exc:
@@ -72,24 +71,9 @@ def discover(trace_dir: str | Path) -> list[Path]:
     if not files:
         raise NoTraceFilesError(
             folder,
-            "no trace files (*.json, *.json.gz, *.sqlite) in folder"
-            + _gzipped_exports(entries)
-            + _subfolders(entries),
+            f"no trace files ({_NAMES}) in folder" + _subfolders(entries),
         )
     return files
-
-
-def _gzipped_exports(entries: list[Path]) -> str:
-    """Where Nsight Systems SQLite exports are gzipped (SQLite reads a file in place): say so."""
-    names = [p.name for p in entries if p.name.endswith(".sqlite.gz")]
-    if not names:
-        return ""
-    if len(names) == 1:
-        return f"; {names[0]} is a gzipped Nsight Systems export: gunzip it to read it"
-    return (
-        f"; {names[0]} and {len(names) - 1} more are gzipped Nsight Systems exports: gunzip"
-        " them to read them"
-    )
 
 
 def _subfolders(entries: list[Path], limit: int = 50) -> str:

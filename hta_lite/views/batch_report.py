@@ -1,7 +1,8 @@
 """The HTML report of a batch (:func:`hta_lite.tools.batch.summarize_folder`): the sections of
-``hta-lite report`` that the batch's tables give, drawn by the same functions
-(:mod:`.report_sections`) from the same tables, so the two reports say the same of a folder.
-The views that need each rank's whole trace are listed at the end, with why."""
+``hta-lite report``, drawn by the same functions (:mod:`.report_sections`,
+:mod:`.report_one_rank`) from the same tables, so the two reports say the same of a folder. The
+memory timeline is the highest peak's rank's alone (the batch holds no rank's events); a view
+the batch did not give would be listed at the end, with why."""
 
 from __future__ import annotations
 

@@ -20,7 +20,9 @@ export without CUDA kernels, is a :class:`~hta_lite.errors.TraceFormatError` nam
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import tempfile
 from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
@@ -31,13 +33,14 @@ from pandas.api.types import union_categoricals
 
 from ...classify import COMMUNICATION, kernel_type
 from ...errors import TraceFormatError
+from .. import gzip_text
 from ..contract import frame
 from ..finish import ReadRank
 from ..health_items import note
 from ..tables import TIME_LIMIT_NS
 from . import nsys_tables as nt
 
-SUFFIXES = (".sqlite",)
+SUFFIXES = (".sqlite", ".sqlite.gz")
 #: a report as ``nsys profile`` writes it: read after ``nsys export --type sqlite``
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 MAGIC = b"SQLite format 3\x00"
@@ -52,12 +55,32 @@ def looks_like(head: bytes) -> bool:
 
 
 def read(path: Path) -> list[ReadRank]:
+    """The ranks of an export, ``path`` (gzipped: gunzipped into a temporary folder made for it
+    and removed once read, ``nsys_export_gunzipped`` in health)."""
+    with gzip_text.open_regular(path) as file:
+        gzipped = file.read(2) == b"\x1f\x8b"
+    if not gzipped:
+        return _read_file(path, path)
+    folder = Path(tempfile.mkdtemp(prefix="hta_lite_nsys_"))
     try:
-        con = sqlite3.connect(f"file:{quote(str(path))}?mode=ro&immutable=1", uri=True)
+        target = folder / "export.sqlite"
+        gzip_text.copy_text(path, target)
+        parts = _read_file(target, path)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # the folder made above, nothing else
+    for part in parts:
+        note(part.problems, "nsys_export_gunzipped", 1)
+    return parts
+
+
+def _read_file(file: Path, path: Path) -> list[ReadRank]:
+    """The ranks of the export ``file`` (``path``: the trace it is, named in errors)."""
+    try:
+        con = sqlite3.connect(f"file:{quote(str(file))}?mode=ro&immutable=1", uri=True)
     except sqlite3.Error as exc:
         raise TraceFormatError(path, f"cannot open as an SQLite database ({exc})") from None
     try:
-        db = nt.Export(con, path)
+        db = nt.Export(con, file)
     except sqlite3.Error as exc:
         con.close()
         raise TraceFormatError(path, f"not a readable Nsight Systems export ({exc})") from None
