@@ -111,3 +111,43 @@ def test_no_memory_timeline_without_memory_events():
     batch = summarize_folder(SAMPLES / "two_ranks", executor="serial", progress=False, cache=False)
     assert batch["memory_timeline"].empty
     assert batch["memory_timeline"].attrs["why"] == batch["memory_peaks"].attrs["why"]
+
+
+def test_a_snapshot_joins_the_batch_as_it_joins_the_analysis(tmp_path, capsys):
+    """``hta-lite batch --snapshot`` (``summarize_folder(snapshot=...)``): the snapshot's
+    out-of-memory finding among the findings, its tables printed and written, and its report
+    section the same HTML as ``hta-lite report --snapshot``'s (a real training-step snapshot
+    with an out-of-memory of 100 MiB appended: the fragmentation verdict)."""
+    import gzip
+    import pickle
+
+    from hta_lite import MemorySnapshot
+    from hta_lite.views import batch_report
+    from hta_lite.views.cli import main
+    from hta_lite.views.report import _report
+
+    data = pickle.loads(gzip.decompress((DATA / "snapshots" / "medium_128_training.pickle.gz")
+                                        .read_bytes()))  # fmt: skip
+    last = data["device_traces"][0][-1]["time_us"]
+    data["device_traces"][0].append(
+        {"action": "oom", "addr": 0, "size": 100 * 2**20, "stream": 0, "time_us": last + 1,
+         "device_free": 2 * 2**20, "frames": []}
+    )  # fmt: skip
+    path = tmp_path / "oom.pickle"
+    path.write_bytes(pickle.dumps(data))
+    where = SAMPLES / "h100_bert_small"
+    snapshot = MemorySnapshot(path)
+    full = TraceAnalysis(trace_dir=where, parallel=False, progress=False)
+    batch = summarize_folder(where, executor="serial", progress=False, snapshot=snapshot)
+    expected = full.get_findings(snapshot=snapshot)
+    assert "memory_oom" in set(expected["kind"])
+    pd.testing.assert_frame_equal(batch["findings"], expected)
+    page = {a: h for a, _, h in batch_report._report(batch, None).sections}
+    want = {a: h for a, _, h in _report(full, None, snapshot).sections}
+    assert page["snapshot"] == want["snapshot"] and "fragmentation" in page["findings"]
+    out = tmp_path / "out"
+    assert main(["batch", str(where), "--serial", "--snapshot", str(path), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "memory_oom: snapshot oom.pickle cuda:0" in printed
+    assert "CUDA memory snapshot: out of memory" in printed
+    assert pd.read_csv(out / "snapshot_oom.csv")["verdict"].tolist() == ["fragmentation"]

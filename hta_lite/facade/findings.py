@@ -74,9 +74,7 @@ class Findings:
         if key not in cache:
             ctx = self._findings_context(data_load_events, device)
             if snapshot is not None:
-                ctx.snapshot_name = Path(snapshot.path).name
-                ctx.snapshot_summary = snapshot.summary()
-                ctx.snapshot_oom = _or_none(snapshot.oom)
+                ctx.add_snapshot(snapshot)
             cache[key] = ranked.findings(ctx)
         table = cache[key].copy()
         if visualize:

@@ -138,6 +138,7 @@ def summarize_folder(
     executor: Any = "process",
     options: LoadOptions | None = None,
     findings: bool = True,
+    snapshot=None,
     **option_kwargs,
 ) -> Summary:
     """Summary tables of every rank of ``trace_dir`` (``SUMMARY_TABLES``), ranks in order.
@@ -153,6 +154,9 @@ def summarize_folder(
             the cache in this process, about 0.1 s a real-size rank, as the lowest rank is for
             its own views, :mod:`.batch_one_rank`; with the cache off, or ``False``, an empty
             table whose ``attrs["why"]`` says why).
+        snapshot: a CUDA memory snapshot of the run (a :class:`hta_lite.MemorySnapshot`): its
+            findings join the memory findings, as ``get_findings(snapshot=...)``'s, and
+            ``Summary.snapshot`` keeps it for the views and the report.
 
     Returns:
         :class:`Summary`: a dict ``{table name: DataFrame}`` (all ranks, a ``rank`` column each;
@@ -182,7 +186,7 @@ def summarize_folder(
     ranked = _join_series(assigned, by_path, executor, options)
     moves = number_steps_alike(ranked, by_path)
     across = count_across(ranked, by_path)
-    out = Summary(skipped_files=skipped, trace_dir=str(trace_dir))
+    out = Summary(skipped_files=skipped, trace_dir=str(trace_dir), snapshot=snapshot)
     for name in SUMMARY_TABLES:
         out[name] = _all_ranks(name, ranked, by_path)
     out.update(operator_views(out, out["rank_facts"]))
@@ -192,6 +196,7 @@ def summarize_folder(
     tables, key_rows = cross_rank(
         out, ranked, reopened if findings else None,
         None if out["rank_facts"]["profiled_steps"].any() else _whole_traces(ranked, by_path),
+        snapshot,
     )  # fmt: skip
     out.update(tables)
     out["health_summary"] = count_matching(
@@ -260,7 +265,7 @@ def _whole_traces(ranked: dict, by_path: dict) -> dict[str, pd.DataFrame]:
 
 def cross_rank(
     partials: dict[str, pd.DataFrame], ranks, traces: Reopened | None,
-    whole: dict[str, pd.DataFrame] | None = None,
+    whole: dict[str, pd.DataFrame] | None = None, snapshot=None,
 ) -> tuple[dict[str, pd.DataFrame], list[dict]]:  # fmt: skip
     """``CROSS_RANK_TABLES`` from the per-rank partials of all ranks (concatenated): the
     collectives matched across ranks, the lateness of each rank at them, the stragglers' causes
@@ -268,8 +273,9 @@ def cross_rank(
     critical path and the findings (``traces``: the ranks reopened where a finding reads them,
     None: not asked for; a folder whose findings cannot be computed gets an empty table whose
     ``attrs["why"]`` says why; ``whole``: where no rank has a profiled step, the ranks' local
-    paths of their whole traces, which the findings replay); and the key findings' cross-rank
-    rows (:func:`.batch_key_findings.cross_rank_rows`)."""
+    paths of their whole traces, which the findings replay; ``snapshot``: a memory snapshot of
+    the run, whose findings join them); and the key findings' cross-rank rows
+    (:func:`.batch_key_findings.cross_rank_rows`)."""
     matching = match(partials["collective_calls"], ranks)
     calls = matching.measured()
     delays = {int(r): rows[["start", "end"]].to_numpy(np.int64)
@@ -304,7 +310,9 @@ def cross_rank(
                 whole["segments"], whole["events"], matching.calls, matching.instances,
                 sorted(ranks), gaps=whole["gaps"],
             )  # fmt: skip
-        found = folder_findings(replayed, matching, replayed_path, scored, report, traces, ranks)
+        found = folder_findings(
+            replayed, matching, replayed_path, scored, report, traces, ranks, snapshot
+        )
     except MissingDataError as exc:
         found = missing(COLUMNS, exc.problem)
     periods = periodicity(scored) if steps_found else pd.DataFrame()
@@ -337,12 +345,14 @@ def _with_text(lateness: pd.DataFrame, text: str) -> pd.DataFrame:
 
 
 class Summary(dict):
-    """``{table name: DataFrame}`` plus ``trace_dir``, ``skipped_files`` (``{path: problem}``)
-    and ``absent`` (``{view: why}``: the views of :data:`~hta_lite.analyses.catalog.VIEWS` the
-    batch does not give)."""
+    """``{table name: DataFrame}`` plus ``trace_dir``, ``skipped_files`` (``{path: problem}``),
+    ``snapshot`` (the ``MemorySnapshot`` given, or None) and ``absent`` (``{view: why}``: the
+    views of :data:`~hta_lite.analyses.catalog.VIEWS` the batch does not give)."""
 
-    def __init__(self, skipped_files: dict[str, str], trace_dir: str | None = None):
+    def __init__(self, skipped_files: dict[str, str], trace_dir: str | None = None,
+                 snapshot=None):  # fmt: skip
         super().__init__()
         self.skipped_files = skipped_files
         self.trace_dir = trace_dir
+        self.snapshot = snapshot
         self.absent = {view.key: NOT_IN_BATCH for view in VIEWS if view.batch is None}

@@ -85,9 +85,11 @@ def folder_findings(
     report,
     traces: Reopened,
     stubs: Mapping[int, RankTrace],
+    snapshot=None,
 ) -> pd.DataFrame:
     """``get_findings()``'s table (:mod:`hta_lite.analyses.findings.ranking`) of the batch.
-    ``stubs``: ``{rank: the rank's trace without its tables}`` (the devices' memory).
+    ``stubs``: ``{rank: the rank's trace without its tables}`` (the devices' memory);
+    ``snapshot``: a ``MemorySnapshot`` of the run, whose findings join the memory findings.
 
     Raises:
         MissingDataError: no step on any rank's path (``partials``' ``job_path_segments``: a
@@ -112,6 +114,8 @@ def folder_findings(
         roofline=_or_none(partials["operator_roofline"]),
         capacity=lambda rank, device: device_memory(stubs[rank], device),
     )  # fmt: skip
+    if snapshot is not None:
+        ctx.add_snapshot(snapshot)
     return ranked.findings(ctx)
 
 

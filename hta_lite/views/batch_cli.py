@@ -27,10 +27,16 @@ def add_parser(sub, load_flags, output_flags) -> None:
     )
     cmd.add_argument("trace_dir", help="folder with one trace file per rank")
     output_flags(cmd, "write every table of the batch and its report.html here")
+    cmd.add_argument(
+        "--snapshot",
+        help="a CUDA memory snapshot of the run (torch.cuda.memory._dump_snapshot): its"
+        " findings, tables and report section join the batch's",
+    )
     load_flags(cmd)
 
 
-def run(args: argparse.Namespace, load_options) -> int:
+def run(args: argparse.Namespace, load_options, snapshot) -> int:
+    from ..analyses.catalog import SNAPSHOT_VIEWS
     from ..analyses.health import problems
     from ..tools.batch import summarize_folder
     from .batch_report import write_batch_report
@@ -39,7 +45,10 @@ def run(args: argparse.Namespace, load_options) -> int:
     if args.format == "parquet" and not args.out_dir:
         raise TraceError(None, "--format parquet writes files: give --out-dir")
     executor = "serial" if args.serial else "process"
-    summary = summarize_folder(args.trace_dir, executor=executor, options=load_options(args))
+    summary = summarize_folder(
+        args.trace_dir, executor=executor, options=load_options(args),
+        snapshot=snapshot(args.snapshot),
+    )  # fmt: skip
     for path, problem in summary.skipped_files.items():
         print(f"hta-lite: skipped {path}: {problem}", file=sys.stderr)
     tables, absent = batch_tables(summary)
@@ -51,7 +60,8 @@ def run(args: argparse.Namespace, load_options) -> int:
         health = problems(summary["health"])[["rank", "code", "item", "count"]]
         print_text(tables, absent, health, MAX_ROWS)
     if args.out_dir:
-        write_tables(dict(summary), Path(args.out_dir), args.format)
+        snapshot_views = {k: t for k, t in tables.items() if k in SNAPSHOT_VIEWS}
+        write_tables({**summary, **snapshot_views}, Path(args.out_dir), args.format)
         path = write_batch_report(summary, Path(args.out_dir) / "report.html")
         print(f"\nwrote {len(summary)} tables and {path}", file=sys.stderr)
     return 0
@@ -64,10 +74,9 @@ QUIET = ("graph_launches", "pipeline_stages", "cupti_counters")
 def batch_tables(summary) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     """``summary_tables()``'s ``(tables, absent)`` from a :class:`~hta_lite.tools.batch.Summary`:
     each view the batch gives shaped as ``summarize`` shows it, the others absent with why."""
-    import pandas as pd
-
     from ..analyses.catalog import VIEWS
     from ..missing_data import why
+    from .summary import add_snapshot_views, place
 
     tables, absent = {}, dict(summary.absent)
     for view in VIEWS:
@@ -76,12 +85,8 @@ def batch_tables(summary) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
         table = summary[view.batch]
         if view.key in QUIET or not why(table):  # QUIET: no line where none, as summarize
             table = _shaped(view.key, table, summary)
-        if isinstance(table, pd.DataFrame) and why(table):
-            table = why(table)
-        if isinstance(table, str):
-            absent[view.key] = table
-        elif table is not None:
-            tables[view.key] = table
+        place(tables, absent, view.key, table)
+    add_snapshot_views(tables, absent, summary.snapshot)
     tables["health_summary"] = summary["health_summary"]
     tables["health"] = summary["health"]
     return tables, absent

@@ -20,6 +20,7 @@ from . import report_one_rank as one_rank
 from . import report_sections as sections
 from .batch_cli import batch_tables
 from .html import Report, note, table
+from .report_extra import snapshot_section
 from .report_operators import graph_section, module_parts, roofline_parts
 from .summary import shown
 
@@ -57,6 +58,8 @@ def _report(summary, title: str | None) -> Report:
     if isinstance(tables.get("job_critical_path"), pd.DataFrame):
         sections.job_path(report, tables["job_critical_path"], _JobPath(summary))
     _memory(report, summary, tables, absent)
+    if summary.snapshot is not None:
+        snapshot_section(report, summary.snapshot)
     _collectives(report, summary)
     _cross_rank(report, summary)
     sections.health(report, summary["health"], summary["health_summary"])

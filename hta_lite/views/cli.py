@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         "snapshot": snapshot_cli.run,
         "steps": lambda args: steps_cli.run(args, _load),
         "findings": lambda args: findings_cli.run(args, _load),
-        "batch": lambda args: batch_cli.run(args, load_options),
+        "batch": lambda args: batch_cli.run(args, load_options, _snapshot),
     }
     out, err = sys.stdout, sys.stderr
     # every name from a trace printed with its control characters escaped

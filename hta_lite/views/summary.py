@@ -323,22 +323,32 @@ def summary_tables(analysis, snapshot=None) -> tuple[dict[str, pd.DataFrame], di
     if snapshot is not None:
         builders = [(k, partial(findings, snapshot=snapshot) if k == "findings" else b)
                     for k, b in builders]  # fmt: skip
-        builders += [
-            ("snapshot_summary", lambda a: snapshot.summary()),
-            ("snapshot_oom", lambda a: snapshot.oom()),
-        ]
     tables, absent = {}, {}
     for key, build in builders:
-        table = quietly(build)(analysis)
-        if isinstance(table, pd.DataFrame) and why(table):  # no rows, and why
-            table = why(table)
-        if isinstance(table, str):
-            absent[key] = table
-        elif table is not None:
-            tables[key] = table
+        place(tables, absent, key, quietly(build)(analysis))
+    add_snapshot_views(tables, absent, snapshot)
     tables["health_summary"] = analysis.health_summary()
     tables["health"] = analysis.health()
     return tables, absent
+
+
+def place(tables: dict, absent: dict, key: str, table) -> None:
+    """A view's ``table`` among the ``tables`` shown, or its sentence (a string, or the
+    ``attrs["why"]`` of a table with no rows) among the ``absent``; None: left out."""
+    if isinstance(table, pd.DataFrame) and why(table):  # no rows, and why
+        table = why(table)
+    if isinstance(table, str):
+        absent[key] = table
+    elif table is not None:
+        tables[key] = table
+
+
+def add_snapshot_views(tables: dict, absent: dict, snapshot) -> None:
+    """The views of a CUDA memory snapshot of the run (:data:`~hta_lite.analyses.catalog.
+    SNAPSHOT_VIEWS`), placed as :func:`place` places a view; nothing without one."""
+    if snapshot is not None:
+        place(tables, absent, "snapshot_summary", quietly(lambda _: snapshot.summary())(None))
+        place(tables, absent, "snapshot_oom", quietly(lambda _: snapshot.oom())(None))
 
 
 #: the columns the CLI's text and the report show of a summary table (its CSV, JSON and Parquet

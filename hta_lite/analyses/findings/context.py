@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ...errors import MissingDataError
 from ...intervals import sums_by_key
 from ...kineto import PYTORCH_NAME_MARKS
 from ...load.contract import REPEATS, WHOLE_CAPTURE
 from ...load.rank_trace import RankTrace
+from ...missing_data import need
 from .. import one_time
 from ..job_path import JobCriticalPath
 from ..job_path.segments import CALL_KEY
@@ -107,6 +110,17 @@ class Context:
             stragglers=stragglers, anomalies=anomalies, memory_peaks=memory_peaks,
             memory_leaks=memory_leaks, roofline=roofline, gaps=gaps, **extra,
         )  # fmt: skip
+
+    def add_snapshot(self, snapshot) -> None:
+        """A CUDA memory snapshot of the run (a :class:`hta_lite.MemorySnapshot`): its file's
+        name, ``summary()`` and ``oom()`` (None where it has no out-of-memory), whose findings
+        join the memory findings (:mod:`.memory`)."""
+        self.snapshot_name = Path(snapshot.path).name
+        self.snapshot_summary = snapshot.summary()
+        try:
+            self.snapshot_oom = need(snapshot.oom())
+        except MissingDataError:
+            self.snapshot_oom = None
 
     @property
     def segments(self) -> pd.DataFrame:
