@@ -60,10 +60,10 @@ def run(args: argparse.Namespace, load_options, snapshot) -> int:
         health = problems(summary["health"])[["rank", "code", "item", "count"]]
         print_text(tables, absent, health, MAX_ROWS)
     if args.out_dir:
-        snapshot_views = {k: t for k, t in tables.items() if k in SNAPSHOT_VIEWS}
-        write_tables({**summary, **snapshot_views}, Path(args.out_dir), args.format)
+        written = {**summary, **{k: t for k, t in tables.items() if k in SNAPSHOT_VIEWS}}
+        write_tables(written, Path(args.out_dir), args.format)
         path = write_batch_report(summary, Path(args.out_dir) / "report.html")
-        print(f"\nwrote {len(summary)} tables and {path}", file=sys.stderr)
+        print(f"\nwrote {len(written)} tables and {path}", file=sys.stderr)
     return 0
 
 
