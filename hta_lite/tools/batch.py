@@ -2,8 +2,9 @@
 
 Each rank is parsed (or read from the cache) and summarized where it is loaded; only the small
 per-rank summary tables travel back, so memory does not grow with the number of ranks. The
-lowest rank is reopened in the caller for the views of one rank the reports show
-(:mod:`.batch_one_rank`), and each rank where a finding reads it (:mod:`.batch_findings`).
+lowest rank (and the rank of the highest memory peak) is reopened in the caller for the views of
+one rank the reports show (:mod:`.batch_one_rank`), and each rank where a finding reads it
+(:mod:`.batch_findings`); the executors are :mod:`.batch_jobs`.
 
 Executors: ``"serial"`` (this process), ``"process"`` (local process pool, the default), ``"dask"``
 (the current ``dask.distributed`` client, or a new local one) or a ``dask.distributed.Client``.
