@@ -271,16 +271,26 @@ def test_a_gzipped_export_that_inflates_past_the_limits_is_refused_naming_it(tmp
     assert list(temporary.iterdir()) == []
 
 
+def test_a_truncated_gzipped_export_is_corrupt_gzip_not_a_full_disk(tmp_path):
+    data = gzip.compress(b"SQLite format 3\0" + os.urandom(100_000))
+    (tmp_path / "rank0.sqlite.gz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceReadError, match="rank0.sqlite.gz: corrupt or truncated gzip data"):
+        TraceAnalysis(trace_dir=tmp_path, parallel=False, cache=False, progress=False)
+
+
 def test_no_room_to_gunzip_an_export_names_it_and_what_to_set(tmp_path, monkeypatch):
     import builtins
     import errno
+    import io
 
     from hta_lite.load import gzip_text
 
-    def full(file, mode="r", *args, **kwargs):  # reads as ever, a write finds the disk full
-        if "w" in mode:
+    class Full(io.FileIO):  # the file opens; its first write finds the disk full
+        def write(self, data):
             raise OSError(errno.ENOSPC, "No space left on device")
-        return builtins.open(file, mode, *args, **kwargs)
+
+    def full(file, mode="r", *args, **kwargs):  # reads as ever
+        return Full(file, mode) if "w" in mode else builtins.open(file, mode, *args, **kwargs)
 
     exports = tmp_path / "exports"
     exports.mkdir()

@@ -186,18 +186,27 @@ def text_reader(path: Path) -> Iterator[tuple[BinaryIO, int]]:
 def copy_text(path: Path, target: Path) -> None:
     """``path``'s text (gunzipped when it is gzip, bounded as :func:`text_reader` bounds it)
     written to ``target`` a piece at a time: a file a reader needs on disk (an SQLite export).
-    A ``TraceReadError`` names ``path`` when it cannot be read or ``target`` written."""
-    with text_reader(path) as (reader, _), memoryview(bytearray(_READ_BYTES)) as room:
-        try:
-            with open(target, "wb") as out:
-                while read := reader.readinto(room):
-                    out.write(room[:read])
-        except OSError as exc:
-            raise TraceReadError(
-                path,
-                f"cannot gunzip it into {target.parent} ({exc.strerror or exc}): set TMPDIR to"
-                " a folder with room for the export",
-            ) from None
+    A ``TraceReadError`` names ``path`` when it cannot be read, or ``target`` written."""
+    try:
+        out = open(target, "wb", buffering=0)  # unbuffered: every failed write is seen here
+    except OSError as exc:
+        raise _not_written(path, target, exc) from None
+    with out, text_reader(path) as (reader, _), memoryview(bytearray(_READ_BYTES)) as room:
+        while read := reader.readinto(room):
+            left = room[:read]
+            while len(left):
+                try:
+                    left = left[out.write(left) :]
+                except OSError as exc:  # not the reader's: its errors are the gzip's
+                    raise _not_written(path, target, exc) from None
+
+
+def _not_written(path: Path, target: Path, exc: OSError) -> TraceReadError:
+    return TraceReadError(
+        path,
+        f"cannot gunzip it into {target.parent} ({exc.strerror or exc}): set TMPDIR to a folder"
+        " with room for the export",
+    )
 
 
 #: the most text one read gives (the running ratio is checked after each)
