@@ -80,17 +80,29 @@ def layout(data: bytes) -> list:
         path = Path(folder) / "db.sqlite"
         path.write_bytes(data)
         con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-        out = []
-        for table, columns in READS:
-            (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)
-                                  ).fetchone()  # fmt: skip
-            info = con.execute(f"PRAGMA table_xinfo({table})").fetchall()
-            field = {r[1]: r[0] for r in info}
-            keys = [r for r in info if r[5]]
-            alias = keys[0][0] if len(keys) == 1 and keys[0][2].upper() == "INTEGER" else -1
-            out.append((root, tuple(field.get(c, -2 if c == "rowid" else -1) for c in columns),
-                        alias))  # fmt: skip
-        con.close()
+        try:
+            return layout_of(con)
+        finally:
+            con.close()
+
+
+def layout_of(con: sqlite3.Connection) -> list:
+    """:func:`layout` of an open database: a mutated schema moves the fields (a flipped byte
+    turns ``correlationId INTEGER`` into ``correlationId INTE,ER``: a column ``ER`` more), and
+    hta_lite reads the fields the file's own schema gives."""
+    out = []
+    for table, columns in READS:
+        row = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)
+                          ).fetchone()  # fmt: skip
+        if row is None:  # the mutation renamed the table
+            raise sqlite3.DatabaseError(f"no table {table}")
+        (root,) = row
+        info = con.execute(f"PRAGMA table_xinfo({table})").fetchall()
+        field = {r[1]: r[0] for r in info}
+        keys = [r for r in info if r[5]]
+        alias = keys[0][0] if len(keys) == 1 and keys[0][2].upper() == "INTEGER" else -1
+        out.append((root, tuple(field.get(c, -2 if c == "rowid" else -1) for c in columns),
+                    alias))  # fmt: skip
     return out
 
 
@@ -136,7 +148,10 @@ def check(data: bytes, layouts: list, fast, scratch: Path) -> tuple[str | None, 
     try:
         if con.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
             return None, taken, False
-        return _compare(con, layouts, results), taken, True
+        own = layout_of(con)  # the fields the mutated file's schema gives, as hta_lite reads
+        if own != layouts:
+            results = [fast.ints(data, root, fields, alias) for root, fields, alias in own]
+        return _compare(con, own, results), taken, True
     except (sqlite3.DatabaseError, MemoryError, UnicodeDecodeError):
         return None, taken, False  # SQLite refuses the file (or its integrity report is not text)
     finally:
