@@ -116,6 +116,8 @@ def test_exit_codes_and_messages(tmp_path, capsys):
     assert main(["report", str(tmp_path / "bad")]) == 2
     assert "Traceback" not in capsys.readouterr().err
     assert main(["summarize", str(SAMPLES / "two_ranks"), "--ranks", "7"]) == 2
+    assert main(["batch", str(SAMPLES / "two_ranks"), "--ranks", "7", "--serial"]) == 2
+    assert capsys.readouterr().err.endswith("rank(s) [7] not in the folder; ranks: [0, 1]\n")
     try:
         main(["nonsense"])
     except SystemExit as exc:

@@ -256,3 +256,40 @@ def test_sample_replay_maps_with_the_vendored_capture():
     finding = open_(folder).get_key_findings().set_index("kind").loc["mfu", "finding"]
     assert "98.8 % of GPU time is CUDA / HIP graph replay mapped to no operator" in finding
     assert "does not name a GPU" not in finding  # the MI300X is named; the work is unmapped
+
+
+def test_the_batch_maps_replays_with_the_capture_as_the_analysis(tmp_path, capsys):
+    """``summarize_folder(graph_capture=...)`` / ``hta-lite batch --graph-capture``: each worker
+    maps its rank's replays against the capture, and every view the batch prints (the graph
+    launches, the operators, MFU's coverage in the key findings, health) is the analysis's."""
+    import pandas as pd
+    from conftest import SAMPLES
+
+    from hta_lite.tools.batch import summarize_folder
+    from hta_lite.views.batch_cli import batch_tables
+    from hta_lite.views.cli import main
+    from hta_lite.views.summary import summary_tables
+
+    folder = SAMPLES / "sglang_decode"
+    batch = summarize_folder(
+        folder, cache=tmp_path, progress=False, graph_capture=folder / "capture"
+    )
+    (printed, _), (shown, _) = (
+        batch_tables(batch),
+        summary_tables(open_(folder, graph_capture=folder / "capture")),
+    )
+    assert set(printed) == set(shown)
+    for name, table in shown.items():
+        if name == "operators":  # equal sums: the order of ties is free
+            by = ["device_self_sum(us)", "name"]
+            table, printed[name] = (
+                t.sort_values(by, ignore_index=True) for t in (table, printed[name])
+            )
+        pd.testing.assert_frame_equal(printed[name], table, check_dtype=False, obj=name)
+    assert batch["graph_launches"]["mapped_kernels"].tolist() == [544]
+    assert "graph_replay_unmapped" not in set(batch["health"]["code"])
+    capture = str(folder / "capture")
+    assert main(["batch", str(folder), "--graph-capture", capture, "--serial", "--no-cache"]) == 0
+    assert "capture in bs_32_rank0.json.gz" in capsys.readouterr().out
+    assert main(["batch", str(folder), "--graph-capture", str(tmp_path / "no"), "--serial"]) == 2
+    assert capsys.readouterr().err.endswith("no: trace folder does not exist\n")

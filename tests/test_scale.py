@@ -512,3 +512,27 @@ def test_a_cpu_only_folder_has_no_top_kernels_in_either_route():
     said = batch_tables(batch)[1]["top_kernels"]
     assert said == summary_tables(full)[1]["top_kernels"]
     assert said.startswith("no GPU work in rank(s) [") and said.endswith("(CPU-only traces)")
+
+
+def test_the_batch_of_some_ranks_is_the_analysis_of_those_ranks(tmp_path):
+    """``ranks=`` (``hta-lite batch --ranks``): every view the batch prints, the cross-rank
+    ones and the findings included, is the analysis's restricted to those ranks, as
+    ``summarize --ranks``; a rank not in the folder is an error listing the folder's ranks."""
+    from hta_lite.errors import RankNotFoundError
+    from hta_lite.load.ranks import select_ranks
+    from hta_lite.views.batch_cli import batch_tables
+    from hta_lite.views.summary import summary_tables
+
+    where = SAMPLES / "gloo_buckets"
+    batch = summarize_folder(where, executor="serial", cache=tmp_path, progress=False, ranks=[3, 1])
+    everyone = summary_tables(TraceAnalysis(where, parallel=False, cache=False, progress=False))[0]
+    full = TraceAnalysis(trace_dir=where, parallel=False, cache=False, progress=False)
+    full.traces = select_ranks(full.traces, [1, 3], where)  # as hta-lite summarize --ranks
+    (printed, absent), (shown, why) = batch_tables(batch), summary_tables(full)
+    assert set(printed) == set(shown) and absent == why
+    for name, table in shown.items():
+        pd.testing.assert_frame_equal(printed[name], table, check_dtype=False, obj=name)
+    assert sorted(batch["health_summary"]["rank"]) == [1, 3]
+    assert not printed["findings"].equals(everyone["findings"])  # the selection changed them
+    with pytest.raises(RankNotFoundError, match=r"rank\(s\) \[9\] not in the folder; ranks: \[0,"):
+        summarize_folder(where, executor="serial", cache=False, progress=False, ranks=[1, 9])

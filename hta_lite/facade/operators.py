@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..analyses import operators as ops
 from ..analyses.common import select
+from ..analyses.operators.graph_sources import for_rank
 from ..analyses.operators.roofline import mfu_view, with_problems
 from ..errors import MissingDataError
 from .base import plots
@@ -43,16 +44,11 @@ class Operators:
         out = []
         for trace in select(self.traces, ranks):
             if trace.rank not in cache:
-                cache[trace.rank] = ops.RankOperators.of(trace, self._graph_sources(trace.rank))
+                captures = for_rank(self.graph_sources, trace.rank)
+                cache[trace.rank] = ops.RankOperators.of(trace, captures)
                 self._found(trace.rank).update(cache[trace.rank].problems)
             out.append(cache[trace.rank])
         return out
-
-    def _graph_sources(self, rank: int) -> list:
-        """The given graph captures / eager traces for one rank: those of that rank, else all."""
-        sources = self.graph_sources
-        own = [t for t in sources if t.rank == rank]
-        return own or sources
 
     def _roofline(self, ranks: Iterable[int] | None, device: Device) -> pd.DataFrame:
         """The roofline table, computed once per (ranks, device)."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import TraceFormatError
+from ..errors import RankNotFoundError, TraceFormatError
 
 if TYPE_CHECKING:
     from .rank_trace import RankTrace
@@ -99,3 +99,21 @@ def assign_ranks(
             )
         by_rank[next_rank] = [trace]
     return {rank: join(parts) for rank, parts in sorted(by_rank.items())}
+
+
+def select_ranks(by_rank: dict[int, Any], ranks, where: str | Path | None) -> dict[int, Any]:
+    """``by_rank`` restricted to ``ranks`` (None: all), in rank order.
+
+    Raises:
+        RankNotFoundError: a rank asked for is not in ``by_rank`` (the message lists both),
+            never an empty or partial selection.
+    """
+    if ranks is None:
+        return by_rank
+    wanted = sorted({int(r) for r in ranks})
+    missing = [r for r in wanted if r not in by_rank]
+    if missing:
+        raise RankNotFoundError(
+            where, f"rank(s) {missing} not in the folder; ranks: {sorted(by_rank)}"
+        )
+    return {r: by_rank[r] for r in wanted}

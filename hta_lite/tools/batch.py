@@ -14,6 +14,7 @@ All give the same tables.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from ..analyses.step_periodicity import periodicity
 from ..errors import MissingDataError, TraceError
 from ..load import cache
 from ..load.loader import LoadOptions, collect, discover, load_part, load_parts
-from ..load.ranks import assign_ranks
+from ..load.ranks import assign_ranks, select_ranks
 from ..load.series import join_windows
 from ..missing_data import NO_STEPS, missing, no_gpu_work_in
 from .batch_findings import Reopened, folder_findings
@@ -50,7 +51,7 @@ from .batch_jobs import run_jobs
 from .batch_key_findings import cross_rank_rows, key_findings
 from .batch_one_rank import cupti_across, one_rank_tables, peak_memory_tables
 from .batch_operators import architecture, operator_views
-from .batch_worker import summarize_rank
+from .batch_worker import graph_captures, summarize_rank
 
 SUMMARY_TABLES = (
     "temporal_breakdown", "comm_comp_overlap", "idle_time_breakdown", "gpu_idle_by_cause",
@@ -85,7 +86,7 @@ CROSS_RANK_TABLES = (
 )  # fmt: skip
 
 
-def _summarize_job(job: tuple[Path], options: LoadOptions):
+def _summarize_job(job: tuple[Path], options: LoadOptions, graph_capture: str | None):
     """Load + summarize every rank of one file where it is loaded (one, or several: a fused
     trace, an Nsight Systems export of several processes); returns ``([stub, ...], [tables,
     ...])`` or ``(error, None)``. A stub is the rank trace emptied of its tables (rank
@@ -93,10 +94,13 @@ def _summarize_job(job: tuple[Path], options: LoadOptions):
     result = load_parts(job[0], None, options.steps, options.cache_root)
     if isinstance(result, TraceError):
         return result, None
-    return [t.stub() for t in result], [summarize_rank(t) for t in result]
+    captures = graph_captures(graph_capture, options)
+    return [t.stub() for t in result], [summarize_rank(t, captures) for t in result]
 
 
-def _summarize_series(job: tuple[list[tuple[str, int]], int], options: LoadOptions):
+def _summarize_series(
+    job: tuple[list[tuple[str, int]], int], options: LoadOptions, graph_capture: str | None
+):
     """Load the (file, part) places of one rank (its profiled windows), join them into one
     series and summarize it: ``(stub, tables)`` or ``(error, None)``."""
     places, rank = job
@@ -110,10 +114,12 @@ def _summarize_series(job: tuple[list[tuple[str, int]], int], options: LoadOptio
         trace = join_windows(parts)
     except TraceError as exc:
         return exc, None
-    return trace.stub(), summarize_rank(trace)
+    return trace.stub(), summarize_rank(trace, graph_captures(graph_capture, options))
 
 
-def _join_series(ranked: dict, by_path: dict, executor: Any, options: LoadOptions) -> dict:
+def _join_series(
+    ranked: dict, by_path: dict, executor: Any, options: LoadOptions, graph_capture
+) -> dict:
     """``{rank: stub}`` from ``{rank: [stubs]}``: a rank of several files (profiled windows) is
     summarized again as one series where it is loaded (from the cache when it is on) and its
     tables replace the per-file ones in ``by_path``. A series that cannot be joined raises."""
@@ -123,7 +129,10 @@ def _join_series(ranked: dict, by_path: dict, executor: Any, options: LoadOption
         if len(parts) > 1
     ]
     joined = run_jobs(
-        functools.partial(_summarize_series, options=options), series, executor, options
+        functools.partial(_summarize_series, options=options, graph_capture=graph_capture),
+        series,
+        executor,
+        options,
     )
     out = {rank: parts[0] for rank, parts in ranked.items()}
     for (_, rank), (stub, tables) in zip(series, joined):
@@ -140,6 +149,8 @@ def summarize_folder(
     options: LoadOptions | None = None,
     findings: bool = True,
     snapshot=None,
+    ranks: Iterable[int] | None = None,
+    graph_capture: str | Path | None = None,
     **option_kwargs,
 ) -> Summary:
     """Summary tables of every rank of ``trace_dir`` (``SUMMARY_TABLES``), ranks in order.
@@ -158,6 +169,15 @@ def summarize_folder(
         snapshot: a CUDA memory snapshot of the run (a :class:`hta_lite.MemorySnapshot`): its
             findings join the memory findings, as ``get_findings(snapshot=...)``'s, and
             ``Summary.snapshot`` keeps it for the views and the report.
+        ranks: the ranks to summarize (default: all), as ``hta-lite summarize --ranks``: every
+            file is still read (a file's rank is known once it is), the views and the
+            cross-rank tables are of these ranks alone. A rank not in the folder raises
+            :class:`hta_lite.errors.RankNotFoundError`.
+        graph_capture: a trace file or folder of the run's graph captures or eager runs, as
+            ``TraceAnalysis(graph_capture=...)``: each rank's graph replays are mapped against
+            those of its rank (else all), in its worker, which loads them once (from the
+            cache, which this process fills first; a capture that cannot be loaded raises
+            here, naming it).
 
     Returns:
         :class:`Summary`: a dict ``{table name: DataFrame}`` (all ranks, a ``rank`` column each;
@@ -170,7 +190,10 @@ def summarize_folder(
     options = options or LoadOptions(**option_kwargs)
     options.check_settings()
     jobs = [(path,) for path in discover(trace_dir)]
-    results = run_jobs(functools.partial(_summarize_job, options=options), jobs, executor, options)
+    graph_capture = None if graph_capture is None else str(graph_capture)
+    graph_captures(graph_capture, options)  # its errors here, and the cache filled
+    summarize_job = functools.partial(_summarize_job, options=options, graph_capture=graph_capture)
+    results = run_jobs(summarize_job, jobs, executor, options)
     if options.cache_root is not None:
         cache.evict(options.cache_root)
     loaded, skipped = collect(
@@ -182,9 +205,10 @@ def summarize_folder(
         for stubs, per_rank in results if per_rank is not None
         for stub, tables in zip(stubs, per_rank)
     }  # fmt: skip
-    assigned = assign_ranks(loaded, lambda msg: None, join=list)
+    assigned = select_ranks(assign_ranks(loaded, lambda msg: None, join=list), ranks, trace_dir)
     files = {rank: [(stub.path, stub.part) for stub in parts] for rank, parts in assigned.items()}
-    ranked = _join_series(assigned, by_path, executor, options)
+    ranked = _join_series(assigned, by_path, executor, options, graph_capture)
+    graph_captures.cache_clear()
     moves = number_steps_alike(ranked, by_path)
     across = count_across(ranked, by_path)
     out = Summary(skipped_files=skipped, trace_dir=str(trace_dir), snapshot=snapshot)

@@ -6,6 +6,8 @@ rank's health items)."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import warnings
 
 import numpy as np
@@ -28,21 +30,33 @@ from ..analyses.collectives.calls import collective_calls
 from ..analyses.health import first_event_ns, health_summary
 from ..analyses.memory.per_rank import rank_memory
 from ..analyses.operators import graph_launches
+from ..analyses.operators.graph_sources import for_rank
 from ..analyses.pipeline_stages import stage_work
 from ..analyses.straggler_causes import host_wait_by_step
 from ..load import step_alignment
+from ..load.loader import LoadOptions, load_graph_sources
 from .batch_health import checks_found, health_items
 from .batch_one_rank import rank_cupti_counters
 
 
-def summarize_rank(trace) -> dict[str, pd.DataFrame]:
-    """The per-rank summary tables (small: a few rows per rank)."""
+@functools.lru_cache(maxsize=1)
+def graph_captures(path: str | None, options: LoadOptions) -> list:
+    """The traces of ``graph_capture=`` ``path`` (:func:`~hta_lite.load.loader.load_graph_sources`;
+    none where None), loaded once per process, in it (a worker starts no workers of its own)."""
+    if path is None:
+        return []
+    return load_graph_sources(path, dataclasses.replace(options, parallel=False, progress=False))
+
+
+def summarize_rank(trace, captures: list = ()) -> dict[str, pd.DataFrame]:
+    """The per-rank summary tables (small: a few rows per rank); ``captures``: the traces
+    given as ``graph_capture=`` (graph replays are mapped against those of the rank, else all)."""
     one = {trace.rank: trace}
     type_df, kernel_df = kernels.gpu_kernel_breakdown(one)
     queue = counters.queue_length_summary(counters.queue_length_time_series(one))
     bandwidth = counters.memory_bw_summary(counters.memory_bw_time_series(one))
     calls = collective_calls(trace)
-    ops = operators.RankOperators.of(trace)
+    ops = operators.RankOperators.of(trace, for_rank(list(captures), trace.rank))
     with warnings.catch_warnings():  # an unknown device: the views say what to pass
         warnings.simplefilter("ignore")
         devices = operators.devices_of([trace])

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # --help imports no pandas
 MAX_ROWS = 20
 
 
-def add_parser(sub, load_flags, output_flags) -> None:
+def add_parser(sub, common_flags, output_flags) -> None:
     cmd = sub.add_parser(
         "batch",
         help="summarize hundreds of ranks with bounded memory (each rank in a worker, the views"
@@ -32,7 +32,7 @@ def add_parser(sub, load_flags, output_flags) -> None:
         help="a CUDA memory snapshot of the run (torch.cuda.memory._dump_snapshot): its"
         " findings, tables and report section join the batch's",
     )
-    load_flags(cmd)
+    common_flags(cmd)
 
 
 def run(args: argparse.Namespace, load_options, snapshot) -> int:
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace, load_options, snapshot) -> int:
     executor = "serial" if args.serial else "process"
     summary = summarize_folder(
         args.trace_dir, executor=executor, options=load_options(args),
-        snapshot=snapshot(args.snapshot),
+        snapshot=snapshot(args.snapshot), ranks=args.ranks, graph_capture=args.graph_capture,
     )  # fmt: skip
     for path, problem in summary.skipped_files.items():
         print(f"hta-lite: skipped {path}: {problem}", file=sys.stderr)

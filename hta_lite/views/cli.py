@@ -98,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     snapshot_cli.add_parser(sub)
     steps_cli.add_parser(sub, _common)
     findings_cli.add_parser(sub, _common)
-    batch_cli.add_parser(sub, _load_flags, _output_flags)
+    batch_cli.add_parser(sub, _common, _output_flags)
 
     cache = sub.add_parser("cache", help="what the cache of parsed ranks holds, or clear it")
     cache.add_argument("action", choices=("info", "clear"))
@@ -170,7 +170,7 @@ def _common(cmd: argparse.ArgumentParser) -> None:
 
 
 def _load_flags(cmd: argparse.ArgumentParser) -> None:
-    """The options of :func:`load_options` (``batch`` takes these alone)."""
+    """The options of :func:`load_options`."""
     cmd.add_argument(
         "--serial", action="store_true", help="parse ranks in this process (no worker processes)"
     )
@@ -210,6 +210,7 @@ def load_options(args: argparse.Namespace):
 
 def _load(args: argparse.Namespace):
     from ..facade.analysis import TraceAnalysis
+    from ..load.ranks import select_ranks
 
     analysis = TraceAnalysis(
         trace_dir=args.trace_dir,
@@ -218,13 +219,7 @@ def _load(args: argparse.Namespace):
     )
     for path, problem in analysis.skipped_files.items():
         print(f"hta-lite: skipped {path}: {problem}", file=sys.stderr)
-    if args.ranks:
-        missing = sorted(set(args.ranks) - set(analysis.ranks))
-        if missing:
-            raise TraceError(
-                args.trace_dir, f"rank(s) {missing} not in the folder; ranks: {analysis.ranks}"
-            )
-        analysis.traces = {r: analysis.traces[r] for r in sorted(set(args.ranks))}
+    analysis.traces = select_ranks(analysis.traces, args.ranks, args.trace_dir)
     return analysis
 
 

@@ -127,3 +127,10 @@ def eager(trace: RankTrace) -> KernelSequence:
     rows = rows[np.argsort(cpu["ts"].to_numpy()[launch[rows]], kind="stable")]
     names = text_values(gpu["name"], rows)
     return KernelSequence(trace, EAGER, launch[rows], names, 0, _FAR)
+
+
+def for_rank(traces: list[RankTrace], rank: int) -> list[RankTrace]:
+    """The graph captures / eager traces given for one rank (``graph_capture=``): those of that
+    rank, else all of them."""
+    own = [t for t in traces if t.rank == rank]
+    return own or traces
