@@ -37,6 +37,8 @@ DEFAULT_INFLATE_RATIO = 200.0
 DEFAULT_TEXT_GB = 32.0
 #: limits set for this process by :func:`inflate_limits` (None: the environment's, else default)
 _OVERRIDE: dict[str, float | None] = {"ratio": None, "text_gb": None}
+#: the first bytes of every gzip file
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 def limits() -> tuple[float, float]:
@@ -142,7 +144,7 @@ def read_bytes(path: Path) -> bytes | bytearray:
             data = file.read()
         except OSError as exc:
             raise _cannot_read(path, exc) from None
-    if data[:2] == b"\x1f\x8b":
+    if data[:2] == GZIP_MAGIC:
         try:
             data = gunzip(data, path)
         except GZIP_ERRORS as exc:
@@ -155,7 +157,7 @@ def text_length(file: BinaryIO) -> tuple[bool, int]:
     length as far as known: the gzip trailer's, capped at ``MAX_RATIO`` times the file's size
     (a truncated file's claim), else the file's size; the file is left at its start."""
     size = os.fstat(file.fileno()).st_size
-    is_gzip = file.read(2) == b"\x1f\x8b"
+    is_gzip = file.read(2) == GZIP_MAGIC
     if is_gzip:
         file.seek(max(size - 4, 0))
         size = min(int.from_bytes(file.read(4), "little"), MAX_RATIO * size)

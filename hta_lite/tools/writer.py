@@ -15,7 +15,7 @@ from isal import igzip
 
 from ..errors import TraceError
 from ..load import decode as dec
-from ..load.gzip_text import read_bytes
+from ..load.gzip_text import GZIP_MAGIC, read_bytes
 from ..safe_output import write_atomically
 
 _raw_list = msgspec.json.Decoder(list[msgspec.Raw])
@@ -59,7 +59,7 @@ def write_trace(
     body = b",".join(list(map(bytes, events)) + list(extra_events))
     document = b"{" + b",".join(parts + [b'"traceEvents":[' + body + b"]"]) + b"}"
     with open(src, "rb") as f:
-        gz = f.read(2) == b"\x1f\x8b"
+        gz = f.read(2) == GZIP_MAGIC
     return write_atomically(dst, igzip.compress(document) if gz else document)
 
 

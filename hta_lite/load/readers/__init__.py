@@ -99,7 +99,7 @@ def _head(path: Path) -> bytes:
             raw = f.read(_GZIP_HEAD_BYTES)
     except (OSError, TraceError):
         return b""
-    if raw[:2] != b"\x1f\x8b":
+    if raw[:2] != gzip_text.GZIP_MAGIC:
         return raw[:_HEAD_BYTES]
     try:
         return zlib.decompressobj(wbits=31).decompress(raw, _HEAD_BYTES)

@@ -58,7 +58,7 @@ def read(path: Path) -> list[ReadRank]:
     """The ranks of an export, ``path`` (gzipped: gunzipped into a temporary folder made for it
     and removed once read, ``nsys_export_gunzipped`` in health)."""
     with gzip_text.open_regular(path) as file:
-        gzipped = file.read(2) == b"\x1f\x8b"
+        gzipped = file.read(2) == gzip_text.GZIP_MAGIC
     if not gzipped:
         return _read_file(path, path)
     folder = Path(tempfile.mkdtemp(prefix="hta_lite_nsys_"))
