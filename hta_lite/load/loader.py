@@ -31,7 +31,7 @@ from ..errors import (
     TraceParseError,
     TraceReadError,
 )
-from . import cache, decode, gzip_text, step_alignment, stream
+from . import cache, decode, gzip_text, memory_fit, step_alignment, stream
 from .health_items import record
 from .options import ON_ERROR, LoadOptions, OnError  # noqa: F401 - the loader's interface
 from .rank_trace import RankTrace, parse_parts
@@ -328,6 +328,8 @@ def load(
     if decode.C_NOT_BUILT and not _SAID["c_not_built"]:
         _SAID["c_not_built"] = True
         warnings.warn(decode.C_NOT_BUILT_WARNING, stacklevel=3)
+    if said := memory_fit.too_large([path for path, _ in jobs]):
+        warn(said)
     started = time.time()
     results = parse_many(jobs, options)
     if options.cache_root is not None:
