@@ -15,8 +15,8 @@ from pathlib import Path
 
 from . import gzip_text
 
-#: bytes an analysis holds per byte of trace text, views and findings computed (16 generated
-#: ranks of a real trace, 557 MB of text: 0.8-1.1; docs/performance.md)
+#: bytes an analysis holds per byte of trace text, views and findings computed (16 and 64
+#: copies of a real trace: 0.84 and 0.73, benchmarks/bench_memory_fit.py), rounded up
 TEXT_BYTES_PER_BYTE_HELD = 1.0
 
 _GB = 1 << 30
