@@ -219,3 +219,22 @@ def test_batch_prints_long_tables_in_part_and_writes_them_whole(tmp_path, capsys
     assert (out_dir / "memory_leak_sites.csv").exists() and (out_dir / "report.html").exists()
     assert "report.html" in out.err and "summarizing ranks: 100%" in out.err  # its progress
     assert main(["batch", str(SAMPLES / "two_ranks"), "--format", "parquet"]) == 2
+
+
+def test_warnings_are_one_line_each_and_skipped_files_are_said_once(tmp_path, capsys, monkeypatch):
+    """A warning prints as the command's other messages (``hta-lite: warning: ...``, no source
+    line); ``--on-error warn`` names each skipped file once, as ``skip`` does."""
+    import shutil
+
+    from hta_lite.load import memory_fit
+
+    folder = tmp_path / "t"
+    shutil.copytree(SAMPLES / "two_ranks", folder)
+    (folder / "rank-5.json").write_text("{bad")
+    monkeypatch.setattr(memory_fit, "available_bytes", lambda: 1000)
+    assert main(["summarize", str(folder), "--on-error", "warn", "--serial", "--no-cache"]) == 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln and "rank/s" not in ln]
+    assert [line.split(":")[0] for line in err] == ["hta-lite", "hta-lite"], err
+    assert err[0].startswith("hta-lite: warning: 3 trace files hold ")
+    assert "`hta-lite batch FOLDER`" in err[0]
+    assert err[1].startswith(f"hta-lite: skipped {folder / 'rank-5.json'}: invalid JSON")

@@ -45,7 +45,7 @@ def test_a_folder_larger_than_the_memory_available_is_warned_naming_the_batch(mo
     text = memory_fit.text_bytes(sorted(folder.iterdir()))
     assert text > 3_000_000
     monkeypatch.setattr(memory_fit, "available_bytes", lambda: text - 1)
-    with pytest.warns(UserWarning, match=r"2 trace files hold 0\.0 GB of trace text") as said:
+    with pytest.warns(UserWarning, match=r"2 trace files hold 3\.\d MiB of trace text") as said:
         analysis = TraceAnalysis(folder, parallel=False, cache=False, progress=False)
     assert "hta_lite.summarize_folder(folder) or `hta-lite batch FOLDER`" in str(said[0].message)
     assert analysis.ranks == [0, 1]  # a warning: the load goes on

@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..units import fmt_bytes
 from . import gzip_text
 
 #: bytes an analysis holds per byte of trace text, views and findings computed (16 and 64
 #: copies of a real trace: 0.84 and 0.73, benchmarks/bench_memory_fit.py), rounded up
 TEXT_BYTES_PER_BYTE_HELD = 1.0
-
-_GB = 1 << 30
 
 
 def text_bytes(paths: Iterable[Path]) -> int:
@@ -65,8 +64,8 @@ def too_large(paths: list[Path]) -> str | None:
     if need <= have:
         return None
     return (
-        f"{len(paths)} trace files hold {need / _GB:.1f} GB of trace text, and TraceAnalysis"
-        f" keeps about as much in memory: more than the {have / _GB:.1f} GB available."
+        f"{len(paths)} trace files hold {fmt_bytes(need)} of trace text, and TraceAnalysis"
+        f" keeps about as much in memory: more than the {fmt_bytes(have)} available."
         " hta_lite.summarize_folder(folder) or `hta-lite batch FOLDER` summarizes it with"
         " bounded memory, each rank where it is loaded (docs/scale.md); or load some ranks'"
         " files (TraceAnalysis(trace_files={rank: path}))."

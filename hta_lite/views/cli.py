@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -203,7 +204,8 @@ def load_options(args: argparse.Namespace):
         include_last_profiler_step=args.include_last_profiler_step,
         step_range=args.step_range,
         parallel=not args.serial,
-        on_error=args.on_error,
+        # the command prints each skipped file: "warn" would say it twice
+        on_error="skip" if args.on_error == "warn" else args.on_error,
         cache=False if args.no_cache else None,
     )
 
@@ -295,6 +297,11 @@ def cache_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as the command's other messages: one line, without the source line."""
+    print(f"hta-lite: warning: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -313,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     # every name from a trace printed with its control characters escaped
     sys.stdout, sys.stderr = TerminalWriter(out), TerminalWriter(err, progress=True)
     try:
-        return commands[args.command](args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _warning_line
+            return commands[args.command](args)
     except BrokenPipeError:  # the reader stopped (| head): not a failure of the analysis
         os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())  # no error at exit's flush
         return 141  # as a shell reports a command ended by SIGPIPE
