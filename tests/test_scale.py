@@ -536,3 +536,5 @@ def test_the_batch_of_some_ranks_is_the_analysis_of_those_ranks(tmp_path):
     assert not printed["findings"].equals(everyone["findings"])  # the selection changed them
     with pytest.raises(RankNotFoundError, match=r"rank\(s\) \[9\] not in the folder; ranks: \[0,"):
         summarize_folder(where, executor="serial", cache=False, progress=False, ranks=[1, 9])
+    with pytest.raises(RankNotFoundError, match=r"no rank asked for; ranks: \[0, 1, 2, 3\]"):
+        summarize_folder(where, executor="serial", cache=False, progress=False, ranks=[])

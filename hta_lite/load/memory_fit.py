@@ -57,8 +57,10 @@ def available_bytes(root: Path = Path("/")) -> int | None:
 
 def too_large(paths: list[Path]) -> str | None:
     """What to say where the traces' text is more than the memory available, else None."""
+    if len(paths) < 2:  # one file: nothing to summarize rank by rank
+        return None
     have = available_bytes()
-    if have is None or len(paths) < 2:  # one file: nothing to summarize rank by rank
+    if have is None:
         return None
     need = int(text_bytes(paths) * TEXT_BYTES_PER_BYTE_HELD)
     if need <= have:

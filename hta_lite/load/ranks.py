@@ -105,13 +105,15 @@ def select_ranks(by_rank: dict[int, Any], ranks, where: str | Path | None) -> di
     """``by_rank`` restricted to ``ranks`` (None: all), in rank order.
 
     Raises:
-        RankNotFoundError: a rank asked for is not in ``by_rank`` (the message lists both),
-            never an empty or partial selection.
+        RankNotFoundError: none asked for, or a rank asked for is not in ``by_rank`` (the
+            message lists both), never an empty or partial selection.
     """
     if ranks is None:
         return by_rank
     wanted = sorted({int(r) for r in ranks})
     missing = [r for r in wanted if r not in by_rank]
+    if not wanted:
+        raise RankNotFoundError(where, f"no rank asked for; ranks: {sorted(by_rank)}")
     if missing:
         raise RankNotFoundError(
             where, f"rank(s) {missing} not in the folder; ranks: {sorted(by_rank)}"

@@ -171,7 +171,7 @@ def summarize_folder(
             ``Summary.snapshot`` keeps it for the views and the report.
         ranks: the ranks to summarize (default: all), as ``hta-lite summarize --ranks``: every
             file is still read (a file's rank is known once it is), the views and the
-            cross-rank tables are of these ranks alone. A rank not in the folder raises
+            cross-rank tables are of these ranks alone. A rank not in the folder (or none) raises
             :class:`hta_lite.errors.RankNotFoundError`.
         graph_capture: a trace file or folder of the run's graph captures or eager runs, as
             ``TraceAnalysis(graph_capture=...)``: each rank's graph replays are mapped against
